@@ -1,0 +1,108 @@
+import { describe, expect, it } from "vitest";
+import {
+  containsDesired,
+  DESIRED_HASH_ANNOTATION,
+  desiredHash,
+  isUpToDate,
+  parseQuantity,
+  withDesiredHash,
+} from "../../../src/apply/compare.ts";
+import type { KubeObject } from "../../../src/apply/objects.ts";
+
+const deployment = (replicas: number, env: { name: string; value: string }[] = []): KubeObject => ({
+  apiVersion: "apps/v1",
+  kind: "Deployment",
+  metadata: { name: "controller", namespace: "knative-serving", labels: { app: "controller" } },
+  spec: {
+    replicas,
+    template: {
+      spec: {
+        containers: [
+          {
+            name: "controller",
+            image: "ko://controller",
+            env,
+            resources: { requests: { cpu: "100m", memory: "1Gi" } },
+          },
+        ],
+      },
+    },
+  },
+});
+
+/** What the apiserver returns after applying `desired`: defaults and status added. */
+function asServerReturns(desired: KubeObject): KubeObject {
+  const live = structuredClone(desired);
+  live.metadata.uid = "0b7e";
+  live.metadata.resourceVersion = "42";
+  live.metadata.annotations = {
+    ...(live.metadata.annotations ?? {}),
+    "deployment.kubernetes.io/revision": "1",
+  };
+  const container = (live.spec as { template: { spec: { containers: Record<string, unknown>[] } } }).template
+    .spec.containers[0]!;
+  container.imagePullPolicy = "IfNotPresent";
+  container.terminationMessagePath = "/dev/termination-log";
+  container.resources = { requests: { cpu: "0.1", memory: "1024Mi" } };
+  live.status = { availableReplicas: 1 };
+  return live;
+}
+
+describe("desired vs live", () => {
+  it("a live object with server defaults, status and equal quantities is up to date", () => {
+    const desired = withDesiredHash(deployment(1));
+    expect(isUpToDate(desired, asServerReturns(desired))).toBe(true);
+  });
+
+  it("a field edited by hand on the cluster is drift", () => {
+    const desired = withDesiredHash(deployment(2));
+    const live = asServerReturns(desired);
+    (live.spec as { replicas: number }).replicas = 5;
+    expect(isUpToDate(desired, live)).toBe(false);
+  });
+
+  it("a changed desired object (a removed env var) needs apply although live still contains it", () => {
+    const before = withDesiredHash(deployment(1, [{ name: "A", value: "1" }]));
+    const after = withDesiredHash(deployment(1));
+    const live = asServerReturns(before);
+    expect(containsDesired(after.spec, live.spec)).toBe(true);
+    expect(isUpToDate(after, live)).toBe(false);
+  });
+
+  it("a missing object is never up to date", () => {
+    expect(isUpToDate(withDesiredHash(deployment(1)), undefined)).toBe(false);
+  });
+
+  it("list elements match in order and tolerate entries other managers added", () => {
+    expect(containsDesired({ l: [{ a: 1 }, { b: 2 }] }, { l: [{ a: 1 }, { x: 9 }, { b: 2, c: 3 }] })).toBe(
+      true,
+    );
+    expect(containsDesired({ l: [{ a: 1 }, { b: 2 }] }, { l: [{ b: 2 }, { a: 1 }] })).toBe(false);
+    expect(containsDesired({ l: [] }, {})).toBe(true);
+    expect(containsDesired({ r: {} }, {})).toBe(true);
+    expect(containsDesired({ r: { a: "x" } }, {})).toBe(false);
+  });
+
+  it("the hash ignores the hash annotation and key order", () => {
+    const a = deployment(1);
+    const b = {
+      ...deployment(1),
+      metadata: { namespace: "knative-serving", labels: { app: "controller" }, name: "controller" },
+    };
+    expect(desiredHash(a)).toBe(desiredHash(b as KubeObject));
+    const stamped = withDesiredHash(a);
+    expect(stamped.metadata.annotations?.[DESIRED_HASH_ANNOTATION]).toBe(desiredHash(stamped));
+    expect(desiredHash(deployment(2))).not.toBe(desiredHash(a));
+  });
+
+  it("parses Kubernetes quantities", () => {
+    expect(parseQuantity("100m")).toBeCloseTo(0.1);
+    expect(parseQuantity("1Gi")).toBe(1024 ** 3);
+    expect(parseQuantity("1e3")).toBe(1000);
+    expect(parseQuantity("2k")).toBe(2000);
+    expect(parseQuantity("ko://x")).toBeUndefined();
+    expect(containsDesired("8080", 8080)).toBe(true);
+    expect(containsDesired("1000m", "1")).toBe(true);
+    expect(containsDesired("1Mi", "1M")).toBe(false);
+  });
+});

@@ -1,0 +1,87 @@
+import { describe, expect, it } from "vitest";
+import { withDesiredHash } from "../../../src/apply/compare.ts";
+import { type KubeObject, objectKey, refOf } from "../../../src/apply/objects.ts";
+import {
+  anchorName,
+  buildAnchor,
+  decodeInventory,
+  ownershipLabels,
+  withOwnership,
+} from "../../../src/apply/ownership.ts";
+import { planApply, planIsEmpty } from "../../../src/apply/plan.ts";
+
+const cm = (name: string, data: Record<string, string>, namespace = "knative-serving"): KubeObject =>
+  withDesiredHash({ apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace }, data });
+const crd = (name: string): KubeObject => ({
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name },
+});
+const clusterRole = (name: string): KubeObject => ({
+  apiVersion: "rbac.authorization.k8s.io/v1",
+  kind: "ClusterRole",
+  metadata: { name },
+});
+
+describe("apply plan", () => {
+  it("creates what is missing, updates what differs, leaves the rest alone", () => {
+    const a = cm("config-a", { x: "1" });
+    const b = cm("config-b", { y: "2" });
+    const c = cm("config-c", { z: "3" });
+    const live = new Map([
+      [objectKey(b), structuredClone(b)],
+      [objectKey(c), { ...structuredClone(c), data: { z: "edited by hand" } }],
+    ]);
+    const plan = planApply([a, b, c], live, []);
+    expect(plan.create.map(objectKey)).toEqual([objectKey(a)]);
+    expect(plan.unchanged.map(objectKey)).toEqual([objectKey(b)]);
+    expect(plan.update.map((u) => objectKey(u.desired))).toEqual([objectKey(c)]);
+    expect(planIsEmpty(plan)).toBe(false);
+  });
+
+  it("a converged cluster gives an empty plan", () => {
+    const a = cm("config-a", { x: "1" });
+    expect(planIsEmpty(planApply([a], new Map([[objectKey(a), structuredClone(a)]]), [refOf(a)]))).toBe(true);
+  });
+
+  it("prunes what the previous inventory had and desired lost, but never a CRD", () => {
+    const kept = cm("config-a", { x: "1" });
+    const gone = cm("config-old", {});
+    const plan = planApply([kept], new Map(), [
+      refOf(kept),
+      refOf(gone),
+      refOf(crd("old.serving.knative.dev")),
+      refOf(clusterRole("old-role")),
+    ]);
+    expect(plan.prune.map((r) => r.name).sort()).toEqual(["config-old", "old-role"]);
+  });
+});
+
+describe("anchor and ownership", () => {
+  const owner = { kind: "KnativeServing", name: "spoke-1-serving" };
+
+  it("names the anchor as the upstream operator does and records the inventory", () => {
+    expect(anchorName(owner)).toBe("knativeserving-spoke-1-serving-root-owner");
+    const refs = [refOf(cm("b", {})), refOf(clusterRole("r")), refOf(cm("a", {}))];
+    const anchor = buildAnchor(owner, "knative-serving", refs);
+    expect(anchor.metadata.annotations?.["operator.knative.dev/protected"]).toBe("true");
+    expect(anchor.metadata.annotations?.["operator.knative.dev/anchor"]).toBe("true");
+    expect(anchor.metadata.labels?.["operator.knative.dev/cr-name"]).toBe("spoke-1-serving");
+    expect(decodeInventory(anchor).map((r) => r.name)).toEqual(["a", "b", "r"]);
+  });
+
+  it("owns namespace-scoped objects in the install namespace only", () => {
+    const ref = { apiVersion: "v1", kind: "ConfigMap", name: anchorName(owner), uid: "u-1" };
+    const [inNs, otherNs, cluster] = withOwnership(
+      [cm("a", {}), cm("b", {}, "kourier-system"), clusterRole("r")],
+      owner,
+      ref,
+      "knative-serving",
+    );
+    expect(inNs!.metadata.ownerReferences).toEqual([{ ...ref, controller: true, blockOwnerDeletion: true }]);
+    expect(otherNs!.metadata.ownerReferences).toBeUndefined();
+    expect(cluster!.metadata.ownerReferences).toBeUndefined();
+    for (const o of [inNs!, otherNs!, cluster!])
+      expect(o.metadata.labels).toMatchObject(ownershipLabels(owner));
+  });
+});
