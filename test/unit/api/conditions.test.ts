@@ -1,0 +1,136 @@
+import { describe, expect, it } from "vitest";
+import {
+  ConditionType,
+  computeReady,
+  markCondition,
+  READY_DEPENDENCIES,
+  setCondition,
+  TargetClusterReason,
+} from "../../../src/api/conditions.ts";
+import type { Condition } from "../../../src/api/knative.ts";
+
+const t0 = new Date("2025-06-01T10:00:00.123Z");
+const t1 = new Date("2025-06-01T10:05:00.456Z");
+
+const allTrue = (): Condition[] =>
+  READY_DEPENDENCIES.map((type) => ({ type, status: "True", lastTransitionTime: "2025-06-01T09:00:00Z" }));
+
+describe("condition names", () => {
+  it("spell each value as its key, the way upstream's Go constants read", () => {
+    for (const names of [ConditionType, TargetClusterReason]) {
+      for (const [key, value] of Object.entries(names)) expect(value).toBe(key);
+    }
+  });
+});
+
+describe("setCondition", () => {
+  it("adds a condition stamped with the time to the second, keeping conditions sorted by type", () => {
+    const conditions = setCondition(
+      [{ type: "Ready", status: "Unknown" }],
+      { type: ConditionType.InstallSucceeded, status: "True" },
+      t0,
+    );
+    expect(conditions).toEqual([
+      { type: "InstallSucceeded", status: "True", lastTransitionTime: "2025-06-01T10:00:00Z" },
+      { type: "Ready", status: "Unknown" },
+    ]);
+  });
+
+  it("returns the same array when nothing changes, so the caller can skip the write", () => {
+    const conditions = setCondition([], { type: "InstallSucceeded", status: "False", reason: "Error" }, t0);
+    expect(setCondition(conditions, { type: "InstallSucceeded", status: "False", reason: "Error" }, t1)).toBe(
+      conditions,
+    );
+  });
+
+  it("moves lastTransitionTime only when the status changes", () => {
+    const failed = setCondition(
+      [],
+      { type: "InstallSucceeded", status: "False", reason: "Error", message: "a" },
+      t0,
+    );
+    const stillFailed = setCondition(failed, { type: "InstallSucceeded", status: "False", message: "b" }, t1);
+    expect(stillFailed).toEqual([
+      { type: "InstallSucceeded", status: "False", lastTransitionTime: "2025-06-01T10:00:00Z", message: "b" },
+    ]);
+    const succeeded = setCondition(stillFailed, { type: "InstallSucceeded", status: "True" }, t1);
+    expect(succeeded).toEqual([
+      { type: "InstallSucceeded", status: "True", lastTransitionTime: "2025-06-01T10:05:00Z" },
+    ]);
+  });
+
+  it("never mutates its input", () => {
+    const conditions = Object.freeze([Object.freeze<Condition>({ type: "Ready", status: "Unknown" })]);
+    expect(() =>
+      setCondition(conditions as Condition[], { type: "Ready", status: "True" }, t0),
+    ).not.toThrow();
+    expect(conditions).toEqual([{ type: "Ready", status: "Unknown" }]);
+  });
+});
+
+describe("computeReady", () => {
+  it("is True when every dependency is True", () => {
+    expect(computeReady(allTrue())).toEqual({ type: "Ready", status: "True" });
+  });
+
+  it("is False with the reason of a False dependency, even after an Unknown one", () => {
+    const conditions = allTrue().map((condition): Condition => {
+      if (condition.type === ConditionType.DependenciesInstalled) return { ...condition, status: "Unknown" };
+      if (condition.type === ConditionType.TargetClusterResolved) {
+        return {
+          ...condition,
+          status: "False",
+          reason: TargetClusterReason.ClusterProfileNotFound,
+          message: "ClusterProfile fleet/prod-eu1 not found",
+        };
+      }
+      return condition;
+    });
+    expect(computeReady(conditions)).toEqual({
+      type: "Ready",
+      status: "False",
+      reason: "ClusterProfileNotFound",
+      message: "ClusterProfile fleet/prod-eu1 not found",
+    });
+  });
+
+  it("is Unknown while a dependency is missing", () => {
+    const conditions = allTrue().filter((condition) => condition.type !== ConditionType.DeploymentsAvailable);
+    expect(computeReady(conditions)).toEqual({ type: "Ready", status: "Unknown" });
+  });
+});
+
+describe("markCondition", () => {
+  it("sets the condition and brings Ready along", () => {
+    const failing = markCondition(
+      allTrue(),
+      {
+        type: ConditionType.DeploymentsAvailable,
+        status: "False",
+        reason: "NotReady",
+        message: "Waiting on deployments: activator",
+      },
+      t0,
+    );
+    expect(failing.find((condition) => condition.type === "Ready")).toEqual({
+      type: "Ready",
+      status: "False",
+      lastTransitionTime: "2025-06-01T10:00:00Z",
+      reason: "NotReady",
+      message: "Waiting on deployments: activator",
+    });
+    const recovered = markCondition(
+      failing,
+      { type: ConditionType.DeploymentsAvailable, status: "True" },
+      t1,
+    );
+    expect(recovered.find((condition) => condition.type === "Ready")).toEqual({
+      type: "Ready",
+      status: "True",
+      lastTransitionTime: "2025-06-01T10:05:00Z",
+    });
+    expect(markCondition(recovered, { type: ConditionType.DeploymentsAvailable, status: "True" }, t1)).toBe(
+      recovered,
+    );
+  });
+});
