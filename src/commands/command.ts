@@ -11,7 +11,7 @@ export interface CommandContext {
 }
 
 export interface ParsedArgs {
-  values: Record<string, string | boolean | string[] | undefined>;
+  values: Record<string, string | boolean | (string | boolean)[] | undefined>;
   positionals: string[];
 }
 

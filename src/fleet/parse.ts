@@ -1,0 +1,167 @@
+import { KNATIVE_KINDS, type KnativeKind, OPERATOR_API_VERSION } from "../api/knative.ts";
+import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
+import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
+import { validateAgainstSchema } from "./schema-diagnostics.ts";
+import { locateField, parseYamlFile, type SourceDocument } from "./yaml-source.ts";
+
+/** The hub namespace a CR is mirrored to when its fleet file names none. */
+export const DEFAULT_NAMESPACE = "knative-fleet";
+
+export interface ParseOptions {
+  /** The namespace a CR without `metadata.namespace` gets. */
+  defaultNamespace: string;
+}
+
+/** What makes a CR unique on the hub. */
+export interface ResourceIdentity {
+  kind: KnativeKind;
+  namespace: string;
+  name: string;
+}
+
+/**
+ * What a document claims, read even when it is otherwise invalid: a broken copy of a CR still conflicts
+ * with another copy, or the good copy would be applied while the broken one is held at its last state.
+ */
+export interface Declaration {
+  identity: ResourceIdentity;
+  /** Where `metadata.name` is. */
+  namePosition: SourcePosition;
+  /** The cluster the CR installs on, as people name it; absent when `clusterProfileRef` is unreadable. */
+  cluster?: { label: string; position: SourcePosition; field: string };
+}
+
+export interface ParsedDocument {
+  /** 0-based position among the file's documents. */
+  index: number;
+  position: SourcePosition;
+  declaration?: Declaration;
+  /** The validated CR, namespace defaulted; absent when the document has an error. */
+  resource?: FleetResource;
+}
+
+export interface ParsedFleetFile {
+  path: string;
+  documents: ParsedDocument[];
+  diagnostics: Diagnostic[];
+}
+
+const ACCEPTED_KINDS = `${KNATIVE_KINDS.join(" or ")} (apiVersion ${OPERATOR_API_VERSION})`;
+
+/** Parses and validates one fleet file: every Knative CR in it, or a diagnostic for each thing wrong. */
+export function parseFleetFile(path: string, text: string, options: ParseOptions): ParsedFleetFile {
+  const yaml = parseYamlFile(path, text);
+  const diagnostics = [...yaml.diagnostics];
+  const documents = yaml.documents.map((document) => {
+    const parsed = parseDocument(path, document, options);
+    diagnostics.push(...parsed.diagnostics);
+    return parsed.document;
+  });
+  return { path, documents, diagnostics };
+}
+
+/** `KnativeServing knative-fleet/spoke-1-serving` */
+export function formatIdentity(identity: ResourceIdentity): string {
+  return `${identity.kind} ${identity.namespace}/${identity.name}`;
+}
+
+function parseDocument(
+  path: string,
+  document: SourceDocument,
+  options: ParseOptions,
+): { document: ParsedDocument; diagnostics: Diagnostic[] } {
+  const value = withDefaultNamespace(withoutNullFields(document.value), options.defaultNamespace);
+  const parsed: ParsedDocument = {
+    index: document.index,
+    position: document.position,
+    declaration: readDeclaration(document, value),
+  };
+  // A broken document's syntax errors are already reported; its recovered value would only add noise.
+  if (!document.wellFormed) return { document: parsed, diagnostics: [] };
+  const kindError = checkKind(path, document, value);
+  if (kindError) return { document: parsed, diagnostics: [kindError] };
+  const result = validateAgainstSchema(path, document, value, FleetDocumentSchema);
+  return result.success
+    ? { document: { ...parsed, resource: result.data }, diagnostics: [] }
+    : { document: parsed, diagnostics: result.diagnostics };
+}
+
+/** Rejects anything but the operator kinds up front, with a message that says what a fleet file holds. */
+function checkKind(path: string, document: SourceDocument, value: unknown): Diagnostic | undefined {
+  const at = (field: FieldPath, message: string): Diagnostic => ({
+    path,
+    ...locateField(document, field, "value"),
+    field: formatFieldPath(field),
+    message,
+  });
+  if (!isRecord(value)) {
+    return at([], `a fleet document must be a Kubernetes object; a fleet file holds ${ACCEPTED_KINDS}`);
+  }
+  const { apiVersion, kind } = value;
+  if (!isKnativeKind(kind)) {
+    const problem =
+      kind === undefined
+        ? "required field is missing"
+        : `${JSON.stringify(kind)} (apiVersion ${String(apiVersion)}) is not accepted`;
+    return at(["kind"], `${problem}; a fleet file holds ${ACCEPTED_KINDS}`);
+  }
+  if (apiVersion !== OPERATOR_API_VERSION) {
+    return at(
+      ["apiVersion"],
+      `${kind} must be apiVersion ${OPERATOR_API_VERSION}, got ${String(apiVersion)}`,
+    );
+  }
+  return undefined;
+}
+
+function readDeclaration(document: SourceDocument, value: unknown): Declaration | undefined {
+  if (!isRecord(value) || !isKnativeKind(value.kind) || !isRecord(value.metadata)) return undefined;
+  const { name, namespace } = value.metadata;
+  if (typeof name !== "string" || typeof namespace !== "string") return undefined;
+  return {
+    identity: { kind: value.kind, namespace, name },
+    namePosition: locateField(document, ["metadata", "name"], "value"),
+    cluster: readCluster(document, value.spec),
+  };
+}
+
+const CLUSTER_PROFILE_REF: FieldPath = ["spec", "clusterProfileRef"];
+
+function readCluster(document: SourceDocument, spec: unknown): Declaration["cluster"] {
+  const ref = isRecord(spec) ? spec.clusterProfileRef : undefined;
+  // Without clusterProfileRef the operator installs on the hub itself; the position is then `spec:`'s.
+  const cluster = {
+    position: locateField(document, CLUSTER_PROFILE_REF, "key"),
+    field: formatFieldPath(CLUSTER_PROFILE_REF),
+  };
+  if (ref === undefined) return { label: "the hub cluster", ...cluster };
+  if (!isRecord(ref) || typeof ref.namespace !== "string" || typeof ref.name !== "string") return undefined;
+  return { label: `ClusterProfile ${ref.namespace}/${ref.name}`, ...cluster };
+}
+
+/**
+ * The API server drops null fields of a CR before validating it (`registry:` with everything below
+ * commented out), so they count as absent here too.
+ */
+function withoutNullFields(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutNullFields);
+  if (!isRecord(value)) return value;
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, field]) => field !== null)
+      .map(([key, field]) => [key, withoutNullFields(field)]),
+  );
+}
+
+function withDefaultNamespace(value: unknown, defaultNamespace: string): unknown {
+  if (!isRecord(value) || !isRecord(value.metadata) || value.metadata.namespace !== undefined) return value;
+  return { ...value, metadata: { ...value.metadata, namespace: defaultNamespace } };
+}
+
+function isKnativeKind(kind: unknown): kind is KnativeKind {
+  return (KNATIVE_KINDS as readonly unknown[]).includes(kind);
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,256 @@
+import {
+  type Document,
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  LineCounter,
+  type Node,
+  type Pair,
+  parseAllDocuments,
+  type Tags,
+  type YAMLMap,
+} from "yaml";
+import {
+  type Diagnostic,
+  type FieldPath,
+  formatFieldPath,
+  lowercaseFirst,
+  type SourcePosition,
+} from "./diagnostic.ts";
+
+/** One non-empty YAML document of a fleet file, with the AST kept so errors can name a line and column. */
+export interface SourceDocument {
+  /** 0-based position among all the file's documents (empty ones included), as an editor counts `---`. */
+  index: number;
+  /** Where the document's content starts. */
+  position: SourcePosition;
+  /** The plain value, as Kubernetes would decode it. */
+  value: unknown;
+  /** False when the YAML has errors: `value` is then only what the parser could recover, if anything. */
+  wellFormed: boolean;
+  ast: Document.Parsed;
+  lineCounter: LineCounter;
+}
+
+export interface ParsedYamlFile {
+  documents: SourceDocument[];
+  /** YAML syntax errors, duplicate keys included. */
+  diagnostics: Diagnostic[];
+}
+
+/** Which node of a located field to point at: the key (`overide:`) or the value (`overide: "x"`). */
+export type FieldAnchor = "key" | "value";
+
+const TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp";
+
+/**
+ * The YAML 1.1 tags minus the ones Kubernetes' decoder (sigs.k8s.io/yaml, go-yaml v2) does not apply:
+ * base-60 numbers (`10:30`) and timestamps stay strings there, so they must stay strings here.
+ */
+function kubernetesYaml11Tags(tags: Tags): Tags {
+  return tags.filter(
+    (tag) => typeof tag === "string" || !(tag.format === "TIME" || tag.tag === TIMESTAMP_TAG),
+  );
+}
+
+/**
+ * Parses a multi-document YAML file the way Kubernetes reads manifests: YAML 1.1 scalars (`yes`/`on` are
+ * booleans, `0755` is octal), merge keys, duplicate keys rejected. Empty documents are skipped.
+ */
+export function parseYamlFile(path: string, text: string): ParsedYamlFile {
+  const lineCounter = new LineCounter();
+  const asts = parseAllDocuments(text, {
+    version: "1.1",
+    customTags: kubernetesYaml11Tags,
+    uniqueKeys: true,
+    lineCounter,
+    // Positions come from the line counter; the pretty form would embed a multi-line code frame.
+    prettyErrors: false,
+  });
+  const documents: SourceDocument[] = [];
+  const diagnostics: Diagnostic[] = [];
+  asts.forEach((ast, index) => {
+    for (const error of ast.errors) {
+      // Indentation errors start at the line's leading spaces; the token after them is what is misplaced.
+      const offset = skipSpaces(text, error.pos[0]);
+      const duplicateKeyPath = error.code === "DUPLICATE_KEY" ? fieldPathAt(ast, offset) : undefined;
+      diagnostics.push({
+        path,
+        ...toPosition(lineCounter, offset),
+        field: duplicateKeyPath ? formatFieldPath(duplicateKeyPath) : "",
+        message: duplicateKeyPath
+          ? `duplicate key (first at line ${locateField({ ast, lineCounter }, duplicateKeyPath, "key").line})`
+          : lowercaseFirst(error.message),
+      });
+    }
+    const contents = ast.contents;
+    if (contents === null || (isScalar(contents) && contents.value === null)) return;
+    const position = toPosition(lineCounter, contents.range[0]);
+    const { value, error } = decode(ast);
+    // Only reachable without syntax errors through alias abuse ("billion laughs"), which toJS refuses.
+    if (error !== undefined && ast.errors.length === 0) {
+      diagnostics.push({ path, ...position, field: "", message: lowercaseFirst(error) });
+    }
+    documents.push({
+      index,
+      position,
+      value,
+      wellFormed: ast.errors.length === 0 && error === undefined,
+      ast,
+      lineCounter,
+    });
+  });
+  return { documents, diagnostics };
+}
+
+/**
+ * The position of the field at `path`. When the whole path exists, the `anchor` node of its last entry;
+ * when it does not (a required field is missing), the key of the deepest ancestor that does exist.
+ */
+export function locateField(
+  document: Pick<SourceDocument, "ast" | "lineCounter">,
+  path: FieldPath,
+  anchor: FieldAnchor,
+): SourcePosition {
+  const { ast, lineCounter } = document;
+  const { node, entryKey, found } = walk(ast, path);
+  const offset = !found
+    ? (startOf(entryKey) ?? startOf(ast.contents))
+    : anchor === "key"
+      ? (startOf(entryKey) ?? startOf(node))
+      : (startOf(node) ?? startOf(entryKey));
+  return toPosition(lineCounter, offset ?? 0);
+}
+
+/** The source text at `path` when it is a plain (unquoted) scalar: the kind YAML 1.1 may type-convert. */
+export function plainScalarSourceAt(
+  document: Pick<SourceDocument, "ast">,
+  path: FieldPath,
+): string | undefined {
+  const { node, found } = walk(document.ast, path);
+  return found && isScalar(node) && node.type === "PLAIN" ? node.source : undefined;
+}
+
+interface Walk {
+  /** The node reached: the field's value when `found`, else the deepest existing ancestor's value. */
+  node: unknown;
+  /** The key of the last entry walked through (for a sequence item, the item itself). */
+  entryKey: Node | undefined;
+  found: boolean;
+}
+
+function walk(ast: Document.Parsed, path: FieldPath): Walk {
+  let node = resolveAlias(ast, ast.contents);
+  let entryKey: Node | undefined;
+  for (const segment of path) {
+    const entry = childEntry(ast, node, segment);
+    if (!entry) return { node, entryKey, found: false };
+    entryKey = entry.key;
+    node = resolveAlias(ast, entry.value);
+  }
+  return { node, entryKey, found: true };
+}
+
+interface Entry {
+  /** The map key, or the item itself for a sequence entry (an item has no key to point at). */
+  key: Node | undefined;
+  value: unknown;
+}
+
+function childEntry(ast: Document.Parsed, node: unknown, segment: PropertyKey): Entry | undefined {
+  if (isMap(node)) {
+    const pair = findPair(ast, node, String(segment));
+    return pair && { key: asNode(pair.key), value: pair.value };
+  }
+  if (isSeq(node) && typeof segment === "number" && segment < node.items.length) {
+    const item = node.items[segment];
+    return { key: asNode(item), value: item };
+  }
+  return undefined;
+}
+
+/** The map's own pair for `key`, else one inherited through a `<<: *anchor` merge key. */
+function findPair(ast: Document.Parsed, map: YAMLMap, key: string): Pair | undefined {
+  const own = map.items.find((pair) => keyString(pair.key) === key);
+  if (own) return own;
+  for (const pair of map.items) {
+    if (!isMergeKey(pair.key)) continue;
+    const sources = isSeq(pair.value) ? pair.value.items : [pair.value];
+    for (const source of sources) {
+      const merged = resolveAlias(ast, source);
+      const inherited = isMap(merged) ? findPair(ast, merged, key) : undefined;
+      if (inherited) return inherited;
+    }
+  }
+  return undefined;
+}
+
+/** The path of the map entry whose key starts at `offset` (where the parser reports a duplicate key). */
+function fieldPathAt(ast: Document.Parsed, offset: number): FieldPath | undefined {
+  const path: PropertyKey[] = [];
+  let node: unknown = ast.contents;
+  while (isMap(node) || isSeq(node)) {
+    if (isMap(node)) {
+      const pair = node.items.find(
+        (p) => contains(asNode(p.key), offset) || contains(asNode(p.value), offset),
+      );
+      if (!pair) return undefined;
+      path.push(keyString(pair.key));
+      if (startOf(asNode(pair.key)) === offset) return path;
+      node = pair.value;
+    } else {
+      const index = node.items.findIndex((item) => contains(asNode(item), offset));
+      if (index < 0) return undefined;
+      path.push(index);
+      node = node.items[index];
+    }
+  }
+  return undefined;
+}
+
+/** The document's plain value; for a broken document, what the parser recovered, if anything. */
+function decode(ast: Document.Parsed): { value: unknown; error?: string } {
+  try {
+    return { value: ast.toJS() };
+  } catch (error) {
+    return { value: undefined, error: (error as Error).message };
+  }
+}
+
+function resolveAlias(ast: Document.Parsed, node: unknown): unknown {
+  return isAlias(node) ? node.resolve(ast) : node;
+}
+
+/** The parser resolves a `<<` merge key to a symbol, so no string key can be mistaken for one. */
+function isMergeKey(key: unknown): boolean {
+  return isScalar(key) && typeof key.value === "symbol";
+}
+
+function keyString(key: unknown): string {
+  return isScalar(key) ? String(key.value) : String(key);
+}
+
+function asNode(value: unknown): Node | undefined {
+  return isScalar(value) || isMap(value) || isSeq(value) || isAlias(value) ? value : undefined;
+}
+
+function startOf(node: unknown): number | undefined {
+  return asNode(node)?.range?.[0];
+}
+
+function contains(node: Node | undefined, offset: number): boolean {
+  const range = node?.range;
+  return range !== undefined && range !== null && range[0] <= offset && offset < range[2];
+}
+
+function skipSpaces(text: string, offset: number): number {
+  let end = offset;
+  while (text[end] === " ") end++;
+  return end;
+}
+
+function toPosition(lineCounter: LineCounter, offset: number): SourcePosition {
+  const { line, col } = lineCounter.linePos(offset);
+  return { line, column: col };
+}

@@ -1,0 +1,61 @@
+import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { readFleetDir } from "../../../src/fleet/read-dir.ts";
+import { DEFAULT_FILE_SELECTION, isFleetFile } from "../../../src/fleet/select.ts";
+
+describe("isFleetFile", () => {
+  it("takes .yaml and .yml files below clusters/ by default", () => {
+    const selected = [
+      "clusters/spoke-1/knative-serving.yaml",
+      "clusters/spoke-1/eu/knative-eventing.yml",
+      "./clusters/top.yaml",
+      "clusters/spoke-1/README.md",
+      "other/knative-serving.yaml",
+      "knative-serving.yaml",
+    ].filter((path) => isFleetFile(path, DEFAULT_FILE_SELECTION));
+    expect(selected).toEqual([
+      "clusters/spoke-1/knative-serving.yaml",
+      "clusters/spoke-1/eu/knative-eventing.yml",
+      "./clusters/top.yaml",
+    ]);
+  });
+
+  it("never takes the status folder, whatever the glob", () => {
+    const everything = { pathGlob: "**/*.yaml", statusDir: "status/" };
+    expect(isFleetFile("status/spoke-1/knative-serving.yaml", everything)).toBe(false);
+    expect(isFleetFile("statuses/spoke-1.yaml", everything)).toBe(true);
+    expect(
+      isFleetFile("fleet/status/x.yaml", { pathGlob: "fleet/**/*.yaml", statusDir: "./fleet/status" }),
+    ).toBe(false);
+  });
+});
+
+describe("readFleetDir", () => {
+  let dir = "";
+  afterEach(() => rm(dir, { recursive: true, force: true }));
+
+  it("reads the selected regular files, sorted, with repository-relative paths", async () => {
+    dir = await mkdtemp(join(tmpdir(), "knative-fleet-read-"));
+    const files: Record<string, string> = {
+      "clusters/spoke-2/knative-eventing.yaml": "b",
+      "clusters/spoke-1/knative-serving.yml": "a",
+      "status/spoke-1.yaml": "bot",
+      "clusters/notes.txt": "x",
+      ".git/clusters/x.yaml": "object",
+    };
+    for (const [path, text] of Object.entries(files)) {
+      await mkdir(dirname(join(dir, path)), { recursive: true });
+      await writeFile(join(dir, path), text);
+    }
+    await symlink(join(dir, "status/spoke-1.yaml"), join(dir, "clusters/link.yaml"));
+    expect(await readFleetDir(dir, DEFAULT_FILE_SELECTION)).toEqual([
+      { path: "clusters/spoke-1/knative-serving.yml", text: "a" },
+      { path: "clusters/spoke-2/knative-eventing.yaml", text: "b" },
+    ]);
+    expect(await readFleetDir(dir, { pathGlob: "**/*.yaml", statusDir: "status/" })).toEqual([
+      { path: "clusters/spoke-2/knative-eventing.yaml", text: "b" },
+    ]);
+  });
+});
