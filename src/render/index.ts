@@ -1,0 +1,16 @@
+// The render stage: Knative release manifests in, the desired objects of one CR out.
+
+export type { Manifest, ObjectMeta, Transformer } from "./manifest.ts";
+export { ManifestParseError, objectKey, parseManifests, RenderError } from "./manifest.ts";
+export { COMPONENT_OF_KIND, type Release, ReleaseLoader, selectedIngresses } from "./release.ts";
+export { render } from "./render.ts";
+export {
+  COMPONENTS,
+  type Component,
+  createKodataSource,
+  INGRESSES,
+  type IngressName,
+  type KodataSourceOptions,
+  type ManifestSource,
+} from "./source.ts";
+export { checkVersionMigration, type MigrationEligibility, resolveVersion, VersionError } from "./version.ts";

@@ -1,0 +1,57 @@
+import { join } from "node:path";
+import { isNotFound, readManifestFiles, subdirectories } from "./files.ts";
+import { LocationLoader, type LocationLoaderOptions } from "./location-loader.ts";
+import { type Manifest, parseManifests } from "./manifest.ts";
+import { isReleaseVersion, newestFirst } from "./version.ts";
+
+export const COMPONENTS = ["knative-serving", "knative-eventing"] as const;
+/** A component directory of the kodata layout, named like the namespace it installs into by default. */
+export type Component = (typeof COMPONENTS)[number];
+
+/** In the order upstream loads them when several are enabled. */
+export const INGRESSES = ["istio", "contour", "kourier", "gateway-api"] as const;
+export type IngressName = (typeof INGRESSES)[number];
+
+/**
+ * Where release manifests come from. The engine injects one; manifests returned are deeply frozen and may be
+ * shared between calls.
+ */
+export interface ManifestSource {
+  /** The release versions shipped for `component`. */
+  componentVersions(component: Component): Promise<readonly string[]>;
+  /** A release's manifests, files in file-name order. */
+  componentManifests(component: Component, version: string): Promise<readonly Manifest[]>;
+  /** The manifests of one ingress for a Serving minor (`1.22`); undefined when the source has none. */
+  ingressManifests(ingress: IngressName, minor: string): Promise<readonly Manifest[] | undefined>;
+  /** The manifests behind a spec.manifests / spec.additionalManifests entry (URL or path, ${VERSION} resolved). */
+  locationManifests(location: string): Promise<readonly Manifest[]>;
+}
+
+export interface KodataSourceOptions extends LocationLoaderOptions {
+  /** The root of the upstream operator's kodata layout: `<component>/<version>/`, `ingress/<minor>/<name>/`. */
+  dir: string;
+}
+
+/** A ManifestSource over a directory in the upstream kodata layout, plus URL and path locations. */
+export function createKodataSource(options: KodataSourceOptions): ManifestSource {
+  const { dir } = options;
+  const locations = new LocationLoader(options);
+  const readDirectory = async (path: string) =>
+    (await readManifestFiles(path)).flatMap((file) => parseManifests(file.text, file.origin));
+  return {
+    async componentVersions(component) {
+      const versions = (await subdirectories(join(dir, component))).filter(isReleaseVersion);
+      return versions.sort(newestFirst);
+    },
+    componentManifests: (component, version) => readDirectory(join(dir, component, version)),
+    async ingressManifests(ingress, minor) {
+      try {
+        return await readDirectory(join(dir, "ingress", minor, ingress));
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    locationManifests: (location) => locations.load(location),
+  };
+}

@@ -1,0 +1,87 @@
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
+import { VersionError } from "../../../src/render/index.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
+import { knativeEventing, knativeServing, NAME_PLACEHOLDER, releases } from "./fixtures.ts";
+
+const providers = (manifests: readonly { metadata: { labels?: Record<string, string> } }[]) =>
+  new Set(manifests.map((manifest) => manifest.metadata.labels?.["networking.knative.dev/ingress-provider"]));
+
+describe("ReleaseLoader", () => {
+  it("loads the newest Serving with Istio when nothing is asked for", async () => {
+    const release = await releases.load(knativeServing());
+    expect(release).toMatchObject({ component: "knative-serving", version: "1.22.1", ingresses: ["istio"] });
+    expect(providers(release.manifests)).toEqual(new Set([undefined, "istio"]));
+  });
+
+  it("includes only the enabled ingress, of the release's minor", async () => {
+    const release = await releases.load(
+      knativeServing({ version: "1.21", ingress: { kourier: { enabled: true } } }),
+    );
+    expect(release).toMatchObject({ version: "1.21.3", ingresses: ["kourier"] });
+    expect(providers(release.manifests)).toEqual(new Set([undefined, "kourier"]));
+    const gateway = release.manifests.find((manifest) => manifest.metadata.name === "3scale-kourier-gateway");
+    expect(gateway?.metadata.labels?.["app.kubernetes.io/version"]).toMatch(/^1\.21\./);
+  });
+
+  it("includes every enabled ingress, in upstream's order", async () => {
+    const release = await releases.load(
+      knativeServing({
+        ingress: { kourier: { enabled: true }, istio: { enabled: true }, contour: { enabled: false } },
+      }),
+    );
+    expect(release.ingresses).toEqual(["istio", "kourier"]);
+  });
+
+  it("loads Eventing without ingress", async () => {
+    const release = await releases.load(knativeEventing({ version: "1.21.4" }));
+    expect(release).toMatchObject({ component: "knative-eventing", version: "1.21.4", ingresses: [] });
+  });
+
+  it("parses a release once: later loads share its objects", async () => {
+    const first = await releases.load(knativeServing({ version: "1.22.1" }));
+    const second = await releases.load(
+      knativeServing({ version: "1.22", registry: { default: `x/${NAME_PLACEHOLDER}` } }),
+    );
+    expect(second.manifests).toHaveLength(first.manifests.length);
+    for (const [index, manifest] of second.manifests.entries()) expect(manifest).toBe(first.manifests[index]);
+  });
+
+  it("refuses a version the source does not ship", async () => {
+    await expect(releases.load(knativeServing({ version: "1.23.0" }))).rejects.toThrow(
+      new VersionError("Knative Serving 1.23.0 is not available (available: 1.22.1, 1.21.3)"),
+    );
+  });
+
+  it("takes spec.manifests instead of the release, with the VERSION placeholder resolved, then the bundled ingress", async () => {
+    const core = pathToFileURL(join(knativeReleasesDir(), "knative-serving")).href;
+    const release = await releases.load(
+      knativeServing({
+        version: "1.21.3",
+        manifests: [{ URL: `${core}/\${VERSION}/2-serving-core.yaml` }],
+        ingress: { contour: { enabled: true } },
+      }),
+    );
+    expect(release.version).toBe("1.21.3");
+    expect(release.manifests.some((manifest) => manifest.kind === "Job")).toBe(false);
+    expect(release.manifests.at(-1)?.metadata.labels?.["networking.knative.dev/ingress-provider"]).toBe(
+      "contour",
+    );
+  });
+
+  it("appends spec.additionalManifests after the release and its ingress", async () => {
+    const hpa = join(knativeReleasesDir(), "knative-serving", "1.22.1", "3-serving-hpa.yaml");
+    const release = await releases.load(knativeServing({ additionalManifests: [{ URL: hpa }] }));
+    expect(release.manifests.slice(-2).map((manifest) => manifest.metadata.name)).toEqual([
+      "autoscaler-hpa",
+      "autoscaler-hpa",
+    ]);
+  });
+
+  it("needs spec.version with spec.manifests: nothing else says which release they hold", async () => {
+    await expect(releases.load(knativeServing({ manifests: [{ URL: "/nowhere.yaml" }] }))).rejects.toThrow(
+      VersionError,
+    );
+  });
+});
