@@ -1,0 +1,104 @@
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+
+/**
+ * Sandbox servers run detached in their own process group, so `sandbox up` can return while they run.
+ * Each writes `pids/<name>.json` ({pid, marker}); `stopAll` stops exactly those processes and checks the
+ * marker (the state dir) in /proc/<pid>/cmdline first, so a pid reused after a crash is never killed.
+ */
+export interface ManagedProcess {
+  name: string;
+  pid: number;
+}
+
+export function startProcess(stateDir: string, name: string, binary: string, args: string[]): ManagedProcess {
+  const logDir = join(stateDir, "logs");
+  const pidDir = join(stateDir, "pids");
+  mkdirSync(logDir, { recursive: true });
+  mkdirSync(pidDir, { recursive: true });
+  const log = openSync(join(logDir, `${name}.log`), "a");
+  const child = spawn(binary, args, { detached: true, stdio: ["ignore", log, log] });
+  if (child.pid === undefined) throw new Error(`sandbox: could not start ${name} (${binary})`);
+  child.unref();
+  writeFileSync(join(pidDir, `${name}.json`), JSON.stringify({ pid: child.pid, marker: stateDir }));
+  return { name, pid: child.pid };
+}
+
+function isOurs(pid: number, marker: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker);
+  } catch {
+    return false;
+  }
+}
+
+export function isRunning(stateDir: string, name: string): boolean {
+  const file = join(stateDir, "pids", `${name}.json`);
+  if (!existsSync(file)) return false;
+  const { pid, marker } = JSON.parse(readFileSync(file, "utf8")) as { pid: number; marker: string };
+  return isOurs(pid, marker);
+}
+
+/** Stops every process this state dir started; returns the names stopped. Safe to call repeatedly. */
+export async function stopAll(stateDir: string): Promise<string[]> {
+  const pidDir = join(stateDir, "pids");
+  if (!existsSync(pidDir)) return [];
+  const live: { name: string; pid: number; file: string }[] = [];
+  for (const entry of readdirSync(pidDir)) {
+    const file = join(pidDir, entry);
+    const { pid, marker } = JSON.parse(readFileSync(file, "utf8")) as { pid: number; marker: string };
+    if (isOurs(pid, marker)) live.push({ name: entry.replace(/\.json$/, ""), pid, file });
+    else rmSync(file, { force: true });
+  }
+  for (const p of live) signal(p.pid, "SIGTERM");
+  const deadline = Date.now() + 10_000;
+  while (live.some((p) => isOurs(p.pid, stateDir)) && Date.now() < deadline) await sleep(100);
+  for (const p of live) if (isOurs(p.pid, stateDir)) signal(p.pid, "SIGKILL");
+  for (const p of live) rmSync(p.file, { force: true });
+  return live.map((p) => p.name);
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig); // the whole process group
+  } catch {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/** A free TCP port on 127.0.0.1 (asked from the kernel), so sandboxes can run side by side. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls `check` until it returns true or the timeout passes; the error names what was awaited. */
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      lastError = err;
+    }
+    await sleep(200);
+  }
+  const detail = lastError instanceof Error ? `: ${lastError.message}` : "";
+  throw new Error(`sandbox: timed out after ${timeoutMs / 1000}s waiting for ${what}${detail}`);
+}
