@@ -1,0 +1,25 @@
+// The git source: what the service calls to follow the fleet repository and write status back to it.
+export { type GitErrorKind, type GitOperation, GitSourceError } from "./errors.ts";
+export { defaultInclude, defaultStatusPath, type FleetFileFilter } from "./file-filter.ts";
+export {
+  type CommitAndPushRequest,
+  type CommitAndPushResult,
+  type CommitAuthor,
+  type CommitBase,
+  GitSource,
+  type GitSourceOptions,
+  type Snapshot,
+  type SnapshotFile,
+} from "./git-source.ts";
+export { Poller, type PollerOptions, type PollOutcome } from "./poller.ts";
+export { type BackoffPolicy, defaultBackoff } from "./retry.ts";
+export {
+  type GitAuth,
+  type GitSourceSpec,
+  gitAuthSchema,
+  gitSourceSpecSchema,
+  type SecretRef,
+  secretRefSchema,
+} from "./spec.ts";
+export type { FileChanges } from "./tree-edit.ts";
+export { createWebhookHandler, type PushEvent, type WebhookOptions } from "./webhook.ts";

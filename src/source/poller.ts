@@ -1,0 +1,103 @@
+import { type ScheduledTask, schedule, validate } from "node-cron";
+import { GitSourceError, isTransient } from "./errors.ts";
+import type { GitSource, Snapshot } from "./git-source.ts";
+import { type BackoffPolicy, defaultBackoff, retry } from "./retry.ts";
+
+export interface PollerOptions {
+  source: Pick<GitSource, "headOf" | "sync">;
+  /** node-cron expression (5 fields, or 6 with seconds). Default: every minute. */
+  schedule?: string;
+  /** Each scheduled poll waits a random 0..jitterMs first, so a fleet of reconcilers does not poll in step. */
+  jitterMs?: number;
+  /** Retries of a transient failure (network, timeout) within one poll. */
+  backoff?: BackoffPolicy;
+  /** Receives each snapshot whose fleet content differs from the last one delivered. */
+  onSnapshot: (snapshot: Snapshot) => void | Promise<void>;
+  /**
+   * A poll failed: a GitSourceError once retries are spent, or whatever `onSnapshot` threw. Nothing is
+   * emitted then, so the caller keeps acting on the last good snapshot (and never prunes on a failure).
+   */
+  onError: (error: unknown) => void;
+}
+
+/** What one poll did. */
+export type PollOutcome = "head-unchanged" | "content-unchanged" | "emitted" | "failed";
+
+/**
+ * Polls the source on a cron schedule. A poll first asks the server for the branch head (ls-refs, no
+ * objects) and stops there when it has not moved; otherwise it fetches and reads a snapshot, and emits it
+ * unless only files outside the fleet changed (the bot's own status commits, a README).
+ */
+export class Poller {
+  private readonly options: PollerOptions;
+  private task: ScheduledTask | undefined;
+  private running: Promise<PollOutcome> | undefined;
+  private queued: Promise<PollOutcome> | undefined;
+  private lastHead: string | undefined;
+  private lastDigest: string | undefined;
+
+  constructor(options: PollerOptions) {
+    if (options.schedule !== undefined && !validate(options.schedule)) {
+      throw new Error(`invalid poll schedule "${options.schedule}"`);
+    }
+    this.options = options;
+  }
+
+  /** Polls now, then on the schedule. */
+  start(): void {
+    if (this.task) return;
+    void this.syncNow();
+    this.task = schedule(this.options.schedule ?? "* * * * *", () => this.syncNow(), {
+      name: "knative-fleet-git-poll",
+      maxRandomDelay: this.options.jitterMs ?? 10_000,
+    });
+  }
+
+  /** Stops the schedule and waits for a poll in flight. */
+  async stop(): Promise<void> {
+    await this.task?.destroy();
+    this.task = undefined;
+    await this.queued;
+    await this.running;
+  }
+
+  /**
+   * Polls at once (a webhook's push, a person's request). A call during a poll does not start a second
+   * one beside it: all such calls share one poll that runs right after, so a push is never missed.
+   */
+  syncNow(): Promise<PollOutcome> {
+    if (this.running) {
+      this.queued ??= this.running.then(() => {
+        this.queued = undefined;
+        return this.syncNow();
+      });
+      return this.queued;
+    }
+    this.running = this.poll().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async poll(): Promise<PollOutcome> {
+    const backoff = this.options.backoff ?? defaultBackoff;
+    const transient = (error: unknown) => error instanceof GitSourceError && isTransient(error);
+    try {
+      const head = await retry(() => this.options.source.headOf(), backoff, transient);
+      if (head === this.lastHead) return "head-unchanged";
+      const snapshot = await retry(() => this.options.source.sync(), backoff, transient);
+      if (snapshot.digest === this.lastDigest) {
+        this.lastHead = snapshot.commit;
+        return "content-unchanged";
+      }
+      await this.options.onSnapshot(snapshot);
+      // Only now: a snapshot the caller failed to take is emitted again by the next poll.
+      this.lastHead = snapshot.commit;
+      this.lastDigest = snapshot.digest;
+      return "emitted";
+    } catch (error) {
+      this.options.onError(error);
+      return "failed";
+    }
+  }
+}

@@ -1,0 +1,38 @@
+import { z } from "zod";
+import { defaultInclude, defaultStatusPath } from "./file-filter.ts";
+
+/** Where a secret lives: a file (a mounted Kubernetes Secret, re-read on every use) or an env variable. */
+export const secretRefSchema = z.union([
+  z.strictObject({ file: z.string().min(1) }),
+  z.strictObject({ env: z.string().min(1) }),
+]);
+
+/**
+ * Git credentials. For GitHub and GitLab tokens use `basic` with the token as the password
+ * (any username for GitHub, `oauth2` for GitLab); `bearer` sends `Authorization: Bearer <token>`.
+ */
+export const gitAuthSchema = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("basic"), username: z.string().min(1), password: secretRefSchema }),
+  z.strictObject({ type: z.literal("bearer"), token: secretRefSchema }),
+]);
+
+export const gitSourceSpecSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/ }),
+  branch: z.string().min(1).default("main"),
+  /** Globs of the files that make up the fleet. */
+  include: z
+    .array(z.string().min(1))
+    .min(1)
+    .default([...defaultInclude]),
+  /** The folder the status write-back owns; its files are never fleet content. */
+  statusPath: z.string().default(defaultStatusPath),
+  auth: gitAuthSchema.optional(),
+  /** PEM bundle of the CAs that may sign the server's certificate (instead of the system's). */
+  caFile: z.string().min(1).optional(),
+  /** Deadline of each git operation (ls-refs, fetch, push), like Flux's `spec.timeout`. */
+  timeoutMs: z.number().int().positive().default(60_000),
+});
+
+export type SecretRef = z.infer<typeof secretRefSchema>;
+export type GitAuth = z.infer<typeof gitAuthSchema>;
+export type GitSourceSpec = z.infer<typeof gitSourceSpecSchema>;

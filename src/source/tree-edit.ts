@@ -1,0 +1,78 @@
+import type * as fs from "node:fs";
+import git, { type TreeEntry } from "isomorphic-git";
+
+/** A local object store: the git directory plus isomorphic-git's pack cache for it. */
+export interface ObjectStore {
+  fs: typeof fs;
+  gitdir: string;
+  cache: object;
+}
+
+/** Repository path -> new file content, or null to delete the file. */
+export type FileChanges = ReadonlyMap<string, string | null>;
+
+/**
+ * Writes the tree of `baseTree` with `changes` applied and returns its id, without a working tree or an
+ * index. Only the trees on the changed paths are rewritten; equal content yields the same id as
+ * `baseTree`, which is how "nothing to commit" is detected. Folders left empty disappear, as in git.
+ */
+export async function writeTreeWithChanges(
+  store: ObjectStore,
+  baseTree: string | undefined,
+  changes: FileChanges,
+): Promise<string> {
+  for (const path of changes.keys()) assertRepositoryPath(path);
+  return (await rewriteTree(store, baseTree, changes)) ?? git.writeTree({ ...store, tree: [] });
+}
+
+/** Returns the new tree id, or undefined when the tree ends up empty. */
+async function rewriteTree(
+  store: ObjectStore,
+  treeOid: string | undefined,
+  changes: ReadonlyMap<string, string | null>,
+): Promise<string | undefined> {
+  const entries = new Map<string, TreeEntry>();
+  if (treeOid) {
+    const { tree } = await git.readTree({ ...store, oid: treeOid });
+    for (const entry of tree) entries.set(entry.path, entry);
+  }
+  const fileChanges = new Map<string, string | null>();
+  const folderChanges = new Map<string, Map<string, string | null>>();
+  for (const [path, content] of changes) {
+    const slash = path.indexOf("/");
+    if (slash === -1) {
+      fileChanges.set(path, content);
+      continue;
+    }
+    const folder = path.slice(0, slash);
+    const inner = folderChanges.get(folder) ?? new Map<string, string | null>();
+    inner.set(path.slice(slash + 1), content);
+    folderChanges.set(folder, inner);
+  }
+
+  for (const [name, content] of fileChanges) {
+    if (content === null) {
+      entries.delete(name);
+    } else {
+      const oid = await git.writeBlob({ ...store, blob: Buffer.from(content, "utf8") });
+      entries.set(name, { mode: "100644", path: name, oid, type: "blob" });
+    }
+  }
+  for (const [name, inner] of folderChanges) {
+    const existing = entries.get(name);
+    const oid = await rewriteTree(store, existing?.type === "tree" ? existing.oid : undefined, inner);
+    if (oid) entries.set(name, { mode: "040000", path: name, oid, type: "tree" });
+    else entries.delete(name);
+  }
+  if (entries.size === 0) return undefined;
+  return git.writeTree({ ...store, tree: [...entries.values()] });
+}
+
+function assertRepositoryPath(path: string): void {
+  const segments = path.split("/");
+  if (
+    segments.some((segment) => segment === "" || segment === "." || segment === ".." || segment === ".git")
+  ) {
+    throw new Error(`not a repository file path: "${path}"`);
+  }
+}

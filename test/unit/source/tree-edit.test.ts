@@ -1,0 +1,88 @@
+import * as fs from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import git from "isomorphic-git";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type ObjectStore, writeTreeWithChanges } from "../../../src/source/tree-edit.ts";
+
+/** Lists a tree recursively as path -> content. */
+async function readAll(store: ObjectStore, tree: string, dir = ""): Promise<Record<string, string>> {
+  const files: Record<string, string> = {};
+  for (const entry of (await git.readTree({ ...store, oid: tree })).tree) {
+    const path = dir ? `${dir}/${entry.path}` : entry.path;
+    if (entry.type === "tree") Object.assign(files, await readAll(store, entry.oid, path));
+    else files[path] = new TextDecoder().decode((await git.readBlob({ ...store, oid: entry.oid })).blob);
+  }
+  return files;
+}
+
+describe("writeTreeWithChanges", () => {
+  let store: ObjectStore;
+  beforeEach(async () => {
+    const gitdir = await mkdtemp(join(tmpdir(), "tree-edit-"));
+    await git.init({ fs, gitdir, bare: true });
+    store = { fs, gitdir, cache: {} };
+  });
+  afterEach(async () => {
+    await rm(store.gitdir, { recursive: true, force: true });
+  });
+
+  const base = () =>
+    writeTreeWithChanges(
+      store,
+      undefined,
+      new Map([
+        ["clusters/prod.yaml", "prod\n"],
+        ["clusters/eu/west.yaml", "west\n"],
+        ["README.md", "fleet\n"],
+      ]),
+    );
+
+  it("builds nested trees from nothing", async () => {
+    expect(await readAll(store, await base())).toEqual({
+      "clusters/prod.yaml": "prod\n",
+      "clusters/eu/west.yaml": "west\n",
+      "README.md": "fleet\n",
+    });
+  });
+
+  it("adds, replaces and deletes files, keeping the rest", async () => {
+    const tree = await writeTreeWithChanges(
+      store,
+      await base(),
+      new Map<string, string | null>([
+        ["status/prod.yaml", "ready\n"],
+        ["clusters/prod.yaml", "prod v2\n"],
+        ["README.md", null],
+      ]),
+    );
+    expect(await readAll(store, tree)).toEqual({
+      "clusters/prod.yaml": "prod v2\n",
+      "clusters/eu/west.yaml": "west\n",
+      "status/prod.yaml": "ready\n",
+    });
+  });
+
+  it("gives back the same tree when nothing changes", async () => {
+    const tree = await base();
+    expect(await writeTreeWithChanges(store, tree, new Map([["clusters/prod.yaml", "prod\n"]]))).toBe(tree);
+    expect(await writeTreeWithChanges(store, tree, new Map([["status/absent.yaml", null]]))).toBe(tree);
+  });
+
+  it("drops folders left empty, as git does", async () => {
+    const tree = await writeTreeWithChanges(store, await base(), new Map([["clusters/eu/west.yaml", null]]));
+    const entries = (await git.readTree({ ...store, oid: tree, filepath: "clusters" })).tree.map(
+      (e) => e.path,
+    );
+    expect(entries).toEqual(["prod.yaml"]);
+  });
+
+  it("refuses paths that escape the repository or touch .git", async () => {
+    for (const path of ["../x", "/abs", "a//b", ".git/config", "a/./b"]) {
+      await expect(writeTreeWithChanges(store, undefined, new Map([[path, "x"]]))).rejects.toThrow(
+        "not a repository file path",
+      );
+    }
+  });
+});
