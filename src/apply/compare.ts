@@ -52,7 +52,8 @@ export function isUpToDate(desired: KubeObject, live: KubeObject | undefined): b
 /**
  * True when every field set in `desired` has the same value in `live`. Fields the server or other
  * controllers add are ignored; list elements are matched in order, tolerating extra live elements (other
- * field managers may add entries to associative lists); quantities compare by value ("1000m" == "1").
+ * field managers may add entries to associative lists); quantities compare by value ("1000m" == "1"); a
+ * zero value ("", 0, false) matches an absent field, as Go's omitempty serializes it.
  */
 export function containsDesired(desired: unknown, live: unknown): boolean {
   if (desired === null || desired === undefined) return true;
@@ -74,6 +75,8 @@ export function containsDesired(desired: unknown, live: unknown): boolean {
     const liveObject = live as Record<string, unknown>;
     return entries.every(([k, v]) => containsDesired(v, liveObject[k]));
   }
+  // Go's omitempty: the API server drops "", 0 and false on output, so a desired zero value matches absence.
+  if (live === undefined && (desired === "" || desired === 0 || desired === false)) return true;
   return scalarEqual(desired, live);
 }
 

@@ -81,6 +81,10 @@ describe("desired vs live", () => {
     expect(containsDesired({ l: [] }, {})).toBe(true);
     expect(containsDesired({ r: {} }, {})).toBe(true);
     expect(containsDesired({ r: { a: "x" } }, {})).toBe(false);
+    // omitempty: an env var with value "" comes back without `value`.
+    expect(containsDesired({ env: [{ name: "A", value: "" }] }, { env: [{ name: "A" }] })).toBe(true);
+    expect(containsDesired({ readOnly: false, port: 0 }, {})).toBe(true);
+    expect(containsDesired({ readOnly: true }, {})).toBe(false);
   });
 
   it("the hash ignores the hash annotation and key order", () => {
