@@ -1,0 +1,177 @@
+import { groupOf, type KubeObject } from "../apply/objects.ts";
+import { isNotFound, KubeApiError, type RestClient } from "./rest.ts";
+
+/** Where a kind lives on the API server: its plural resource name and whether it is namespaced. */
+export interface ResourceInfo {
+  resource: string;
+  namespaced: boolean;
+}
+
+interface ApiResourceList {
+  resources: { name: string; kind: string; namespaced: boolean }[];
+}
+
+export interface ListResult {
+  items: KubeObject[];
+  resourceVersion: string;
+}
+
+export const FIELD_MANAGER = "knative-fleet";
+
+/**
+ * Unstructured Kubernetes client: discovery-based paths, server-side apply with one field manager, list,
+ * delete, status. Discovery is cached per group-version and refreshed on a miss (CRDs appear mid-install).
+ */
+export class KubeClient {
+  readonly rest: RestClient;
+  private readonly discovery = new Map<string, Promise<Map<string, ResourceInfo>>>();
+
+  constructor(rest: RestClient) {
+    this.rest = rest;
+  }
+
+  async resourceInfo(apiVersion: string, kind: string): Promise<ResourceInfo> {
+    const found = (await this.groupVersion(apiVersion)).get(kind);
+    if (found) return found;
+    this.discovery.delete(apiVersion); // a CRD may have been established since the last look
+    const refreshed = (await this.groupVersion(apiVersion)).get(kind);
+    if (!refreshed) {
+      throw new KubeApiError(
+        "GET",
+        apiPrefix(apiVersion),
+        404,
+        "NoKindMatch",
+        `no kind ${kind} is served in ${apiVersion}`,
+      );
+    }
+    return refreshed;
+  }
+
+  /** Forgets discovery for a group-version (after its CRD was installed or removed). */
+  forgetDiscovery(apiVersion?: string): void {
+    if (apiVersion) this.discovery.delete(apiVersion);
+    else this.discovery.clear();
+  }
+
+  async path(apiVersion: string, kind: string, namespace?: string, name?: string): Promise<string> {
+    const info = await this.resourceInfo(apiVersion, kind);
+    const ns = info.namespaced && namespace ? `/namespaces/${namespace}` : "";
+    return `${apiPrefix(apiVersion)}${ns}/${info.resource}${name ? `/${name}` : ""}`;
+  }
+
+  async get(
+    apiVersion: string,
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+  ): Promise<KubeObject | undefined> {
+    try {
+      return (
+        await this.rest.request<KubeObject>({
+          method: "GET",
+          path: await this.path(apiVersion, kind, namespace, name),
+        })
+      ).body;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async list(
+    apiVersion: string,
+    kind: string,
+    options: { namespace?: string; labelSelector?: string } = {},
+  ): Promise<ListResult> {
+    const path = await this.path(apiVersion, kind, options.namespace);
+    const res = await this.rest.request<{ items: KubeObject[]; metadata: { resourceVersion: string } }>({
+      method: "GET",
+      path,
+      query: { labelSelector: options.labelSelector },
+    });
+    // Lists omit apiVersion/kind on items; put them back so items are whole objects.
+    const items = res.body.items.map((item) => ({ ...item, apiVersion, kind }));
+    return { items, resourceVersion: res.body.metadata.resourceVersion };
+  }
+
+  /** Server-side apply (field manager knative-fleet, conflicts forced: we are the source of truth). */
+  async apply(
+    object: KubeObject,
+    options: { dryRun?: boolean; subresource?: "status" } = {},
+  ): Promise<KubeObject> {
+    const { apiVersion, kind, metadata } = object;
+    const base = await this.path(apiVersion, kind, metadata.namespace, metadata.name);
+    const res = await this.rest.request<KubeObject>({
+      method: "PATCH",
+      path: options.subresource ? `${base}/${options.subresource}` : base,
+      query: { fieldManager: FIELD_MANAGER, force: true, dryRun: options.dryRun ? "All" : undefined },
+      body: object,
+      contentType: "application/apply-patch+yaml",
+    });
+    return res.body;
+  }
+
+  async mergePatch(
+    apiVersion: string,
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    patch: unknown,
+  ) {
+    const path = await this.path(apiVersion, kind, namespace, name);
+    return (
+      await this.rest.request<KubeObject>({
+        method: "PATCH",
+        path,
+        body: patch,
+        contentType: "application/merge-patch+json",
+      })
+    ).body;
+  }
+
+  /** Deletes; a missing object counts as deleted. Returns false when it was already gone. */
+  async delete(
+    apiVersion: string,
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    propagationPolicy: "Background" | "Foreground" | "Orphan" = "Background",
+  ): Promise<boolean> {
+    try {
+      await this.rest.request({
+        method: "DELETE",
+        path: await this.path(apiVersion, kind, namespace, name),
+        body: { kind: "DeleteOptions", apiVersion: "v1", propagationPolicy },
+      });
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+  }
+
+  private groupVersion(apiVersion: string): Promise<Map<string, ResourceInfo>> {
+    let entry = this.discovery.get(apiVersion);
+    if (!entry) {
+      entry = this.rest
+        .request<ApiResourceList>({ method: "GET", path: apiPrefix(apiVersion) })
+        .then((res) => {
+          const byKind = new Map<string, ResourceInfo>();
+          for (const r of res.body.resources) {
+            if (!r.name.includes("/")) byKind.set(r.kind, { resource: r.name, namespaced: r.namespaced });
+          }
+          return byKind;
+        })
+        .catch((err: unknown) => {
+          if (isNotFound(err)) return new Map<string, ResourceInfo>(); // group-version not served (yet)
+          this.discovery.delete(apiVersion);
+          throw err;
+        });
+      this.discovery.set(apiVersion, entry);
+    }
+    return entry;
+  }
+}
+
+export const apiPrefix = (apiVersion: string): string =>
+  groupOf(apiVersion) ? `/apis/${apiVersion}` : `/api/${apiVersion}`;

@@ -1,0 +1,143 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { KubeObject } from "../apply/objects.ts";
+import type { KubeClient } from "./client.ts";
+
+export type InformerEvent = "ADDED" | "MODIFIED" | "DELETED";
+export type InformerHandler = (event: InformerEvent, object: KubeObject, previous?: KubeObject) => void;
+
+interface WatchEvent {
+  type: InformerEvent | "BOOKMARK" | "ERROR";
+  object: KubeObject & { code?: number };
+}
+
+/**
+ * List-then-watch cache of one kind (client-go's reflector + store, small): a full list, then a watch
+ * from its resourceVersion with bookmarks; on a dropped watch it resumes, on 410 Gone it lists again and
+ * reports the differences, so handlers see every change at least once and the cache stays exact.
+ */
+export class Informer {
+  private readonly client: KubeClient;
+  private readonly apiVersion: string;
+  private readonly kind: string;
+  private readonly store = new Map<string, KubeObject>();
+  private readonly handlers: InformerHandler[] = [];
+  private readonly abort = new AbortController();
+  private synced = false;
+  private readonly syncWaiters: (() => void)[] = [];
+  private readonly onError: (err: unknown) => void;
+
+  constructor(
+    client: KubeClient,
+    apiVersion: string,
+    kind: string,
+    onError: (err: unknown) => void = () => {},
+  ) {
+    this.client = client;
+    this.apiVersion = apiVersion;
+    this.kind = kind;
+    this.onError = onError;
+  }
+
+  on(handler: InformerHandler): void {
+    this.handlers.push(handler);
+  }
+
+  start(): void {
+    void this.run();
+  }
+
+  stop(): void {
+    this.abort.abort();
+  }
+
+  /** Resolves after the first full list has been delivered. */
+  hasSynced(): Promise<void> {
+    if (this.synced) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  get(namespace: string | undefined, name: string): KubeObject | undefined {
+    return this.store.get(storeKey(namespace, name));
+  }
+
+  list(): KubeObject[] {
+    return [...this.store.values()];
+  }
+
+  private async run(): Promise<void> {
+    let resourceVersion = "";
+    let failures = 0;
+    while (!this.abort.signal.aborted) {
+      try {
+        if (!resourceVersion) resourceVersion = await this.relist();
+        if (!this.synced) {
+          this.synced = true;
+          for (const resolve of this.syncWaiters.splice(0)) resolve();
+        }
+        resourceVersion = await this.watch(resourceVersion);
+        failures = 0;
+      } catch (err) {
+        if (this.abort.signal.aborted) return;
+        this.onError(err);
+        failures++;
+        resourceVersion = "";
+        await sleep(Math.min(500 * 2 ** failures, 30_000), undefined, { signal: this.abort.signal }).catch(
+          () => {},
+        );
+      }
+    }
+  }
+
+  private async relist(): Promise<string> {
+    const { items, resourceVersion } = await this.client.list(this.apiVersion, this.kind);
+    const seen = new Set<string>();
+    for (const item of items) {
+      const key = storeKey(item.metadata.namespace, item.metadata.name);
+      seen.add(key);
+      this.deliver(
+        item.metadata.resourceVersion === this.store.get(key)?.metadata.resourceVersion
+          ? undefined
+          : "MODIFIED",
+        item,
+      );
+    }
+    for (const [key, object] of this.store) {
+      if (!seen.has(key)) this.deliver("DELETED", object);
+    }
+    return resourceVersion;
+  }
+
+  /** Watches until the server ends the stream; returns the resourceVersion to resume from ("" = relist). */
+  private async watch(from: string): Promise<string> {
+    let resourceVersion = from;
+    const path = await this.client.path(this.apiVersion, this.kind);
+    await this.client.rest.stream(
+      path,
+      { watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 },
+      (line) => {
+        const event = line as WatchEvent;
+        if (event.type === "ERROR") {
+          resourceVersion = ""; // 410 Gone or similar: start over with a list
+          return;
+        }
+        resourceVersion = String(event.object.metadata.resourceVersion ?? resourceVersion);
+        if (event.type !== "BOOKMARK")
+          this.deliver(event.type, { ...event.object, apiVersion: this.apiVersion, kind: this.kind });
+      },
+      this.abort.signal,
+    );
+    return resourceVersion;
+  }
+
+  private deliver(type: InformerEvent | undefined, object: KubeObject): void {
+    if (!type) return;
+    const key = storeKey(object.metadata.namespace, object.metadata.name);
+    const previous = this.store.get(key);
+    if (type === "DELETED") this.store.delete(key);
+    else this.store.set(key, object);
+    const effective: InformerEvent = type === "DELETED" ? "DELETED" : previous ? "MODIFIED" : "ADDED";
+    for (const handler of this.handlers) handler(effective, object, previous);
+  }
+}
+
+const storeKey = (namespace: string | undefined, name: string): string => `${namespace ?? ""}/${name}`;

@@ -1,0 +1,158 @@
+import type { Dispatcher } from "undici";
+
+/**
+ * A small JSON REST client for one Kubernetes API server, on undici. The transport supplies, request by
+ * request, the connection pool (TLS material, proxy) and the auth headers: the hub's kubeconfig, or a
+ * spoke's exec-plugin credential. A 401 lets the transport drop the credential and the request is sent once
+ * more with a fresh one (the API server authenticates before anything else, so a resend is safe for writes).
+ * Objects travel as plain JSON, never through typed models, so no field a manifest sets is ever dropped.
+ */
+export interface RestTransport {
+  /** Base URL, e.g. https://127.0.0.1:6443. */
+  readonly server: string;
+  /** The pool and headers for the next request; `rejected` is called if the server answers 401. */
+  connect(): Promise<{ dispatcher: Dispatcher; headers: Record<string, string>; rejected?: () => void }>;
+  /** Per-request timeout in milliseconds (default 30 s). */
+  readonly timeoutMs?: number;
+}
+
+export class KubeApiError extends Error {
+  readonly status: number;
+  readonly reason: string;
+  readonly method: string;
+  readonly path: string;
+  constructor(method: string, path: string, status: number, reason: string, message: string) {
+    super(`${method} ${path}: ${status} ${reason}: ${message}`);
+    this.status = status;
+    this.reason = reason;
+    this.method = method;
+    this.path = path;
+  }
+}
+
+export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError && err.status === 404;
+export const isConflict = (err: unknown): boolean => err instanceof KubeApiError && err.status === 409;
+
+export interface RestResponse<T> {
+  status: number;
+  body: T;
+}
+
+export interface RestRequest {
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  path: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  contentType?: string;
+}
+
+export class RestClient {
+  readonly server: string;
+  private readonly transport: RestTransport;
+  /** Requests sent, by HTTP method: the figures behind "a no-op reconcile writes nothing". */
+  readonly requestCounts = new Map<string, number>();
+
+  constructor(transport: RestTransport) {
+    this.transport = transport;
+    this.server = transport.server.replace(/\/+$/, "");
+  }
+
+  async request<T>(req: RestRequest): Promise<RestResponse<T>> {
+    let res = await this.send<T>(req);
+    if (res.status === 401 && res.rejected) {
+      res.rejected();
+      res = await this.send<T>(req);
+    }
+    if (res.status < 300) return res;
+    const status = res.body as { reason?: string; message?: string } | string;
+    const reason = typeof status === "object" ? (status.reason ?? "") : "";
+    const message = typeof status === "object" ? (status.message ?? "") : String(status).slice(0, 500);
+    throw new KubeApiError(req.method, req.path, res.status, reason, message);
+  }
+
+  /** A streaming GET (watch): onLine gets every JSON line; resolves when the server ends the stream. */
+  async stream(
+    path: string,
+    query: RestRequest["query"],
+    onLine: (value: unknown) => void,
+    signal?: AbortSignal,
+  ) {
+    const { dispatcher, headers, rejected } = await this.transport.connect();
+    this.count("WATCH");
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await dispatcher.request({
+        origin: this.server,
+        path: this.pathWithQuery(path, query),
+        method: "GET",
+        headers: { accept: "application/json", ...headers },
+        signal,
+        bodyTimeout: 0,
+      });
+    } catch (err) {
+      if (signal?.aborted) return;
+      throw err;
+    }
+    if (response.statusCode >= 300) {
+      if (response.statusCode === 401) rejected?.();
+      const text = await response.body.text();
+      throw new KubeApiError("GET", path, response.statusCode, "WatchFailed", text.slice(0, 300));
+    }
+    let buffer = "";
+    try {
+      for await (const chunk of response.body) {
+        buffer += (chunk as Buffer).toString("utf8");
+        for (let nl = buffer.indexOf("\n"); nl >= 0; nl = buffer.indexOf("\n")) {
+          const line = buffer.slice(0, nl).trim();
+          buffer = buffer.slice(nl + 1);
+          if (line) onLine(JSON.parse(line));
+        }
+      }
+    } catch (err) {
+      if (!signal?.aborted) throw err;
+    }
+  }
+
+  private async send<T>(req: RestRequest): Promise<RestResponse<T> & { rejected?: () => void }> {
+    const { dispatcher, headers, rejected } = await this.transport.connect();
+    const payload =
+      req.body === undefined ? undefined : typeof req.body === "string" ? req.body : JSON.stringify(req.body);
+    this.count(req.method);
+    const timeout = this.transport.timeoutMs ?? 30_000;
+    const response = await dispatcher.request({
+      origin: this.server,
+      path: this.pathWithQuery(req.path, req.query),
+      method: req.method,
+      headers: {
+        accept: "application/json",
+        ...(payload !== undefined ? { "content-type": req.contentType ?? "application/json" } : {}),
+        ...headers,
+      },
+      body: payload,
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+    });
+    const text = await response.body.text();
+    let body: unknown = text;
+    const contentType = String(response.headers["content-type"] ?? "");
+    if (text && contentType.includes("json")) {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // keep the text
+      }
+    }
+    return { status: response.statusCode, body: body as T, rejected };
+  }
+
+  private pathWithQuery(path: string, query: RestRequest["query"]): string {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) params.set(k, String(v));
+    const search = params.toString();
+    return search ? `${path}?${search}` : path;
+  }
+
+  private count(method: string): void {
+    this.requestCounts.set(method, (this.requestCounts.get(method) ?? 0) + 1);
+  }
+}
