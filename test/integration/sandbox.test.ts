@@ -2,7 +2,8 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { loadSandbox } from "../sandbox/index.ts";
 import { type AdminEndpoint, apply, getJson, kubeRequest } from "../sandbox/kube-http.ts";
-import { execCredential, waitUntil } from "../support/exec-credential.ts";
+import { execCredential } from "../support/exec-credential.ts";
+import { waitUntil } from "../support/wait.ts";
 
 interface ProviderFile {
   providers: { name: string; execConfig: { command: string; env?: { name: string; value: string }[] } }[];

@@ -1,0 +1,296 @@
+import { ConditionType, markCondition } from "../api/conditions.ts";
+import {
+  KNATIVE_KINDS,
+  type KnativeKind,
+  type KnativeResource,
+  KnativeResourceSchema,
+  OPERATOR_API_VERSION,
+} from "../api/knative.ts";
+import { removeInstall } from "../apply/apply.ts";
+import { canonicalJson } from "../apply/compare.ts";
+import type { KubeObject } from "../apply/objects.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
+import { isConflict } from "../kube/rest.ts";
+import { render } from "../render/index.ts";
+import { WorkQueue } from "./queue.ts";
+import { type EngineDeps, reconcileInstall } from "./reconciler.ts";
+import { clusterLabel, installNamespace, sameClusterProfile } from "./target.ts";
+
+/** The upstream operator's finalizer names (knative.dev/pkg: `<plural>.<group>`), so CRs move between the two. */
+export const FINALIZERS: Record<KnativeKind, string> = {
+  KnativeServing: "knativeservings.operator.knative.dev",
+  KnativeEventing: "knativeeventings.operator.knative.dev",
+};
+/** Set to "true" on a CR being deleted to give up cleaning its spoke (the spoke is gone for good). */
+export const ABANDON_CLEANUP_ANNOTATION = "fleet.knative.dev/abandon-cleanup";
+
+export interface ControllerOptions {
+  hub: KubeClient;
+  engine: EngineDeps;
+  workers: number;
+  /**
+   * A converged CR is reconciled again after this long, so drift on its cluster (an object changed or
+   * deleted by hand) is found and restored without a change on the hub.
+   */
+  resyncIntervalMs: number;
+  /** Called after every reconcile, for metrics and events. */
+  onReconciled?(report: ReconcileReport): void;
+}
+
+export interface ReconcileReport {
+  kind: KnativeKind;
+  namespace: string;
+  name: string;
+  cluster: string;
+  durationMs: number;
+  error?: Error;
+  ready: boolean;
+  drift: number;
+  writes: number;
+  statusWritten: boolean;
+}
+
+/**
+ * The hub controller: watches KnativeServing and KnativeEventing, reconciles each onto its cluster through
+ * a work queue, writes status only when it changed, and runs FinalizeRemoteCluster behind a finalizer.
+ */
+export class KnativeController {
+  private readonly options: ControllerOptions;
+  private readonly informers: Map<KnativeKind, Informer>;
+  readonly queue: WorkQueue;
+
+  constructor(options: ControllerOptions) {
+    this.options = options;
+    this.informers = new Map(
+      KNATIVE_KINDS.map((kind) => [
+        kind,
+        new Informer(options.hub, OPERATOR_API_VERSION, kind, (err) =>
+          options.engine.log.warn({ err: String(err), kind }, "watch interrupted; resuming"),
+        ),
+      ]),
+    );
+    this.queue = new WorkQueue((key) => this.reconcileKey(key), { concurrency: options.workers });
+    for (const [kind, informer] of this.informers) {
+      informer.on((event, object, previous) => {
+        if (event === "MODIFIED" && previous && !specOrMetaChanged(previous, object)) return; // our own status write
+        this.queue.add(keyOf(kind, object));
+      });
+    }
+  }
+
+  async start(): Promise<void> {
+    for (const informer of this.informers.values()) informer.start();
+    await Promise.all([...this.informers.values()].map((i) => i.hasSynced()));
+  }
+
+  async stop(): Promise<void> {
+    for (const informer of this.informers.values()) informer.stop();
+    await this.queue.shutdown();
+  }
+
+  /** Queues every CR that targets the ClusterProfile (its access changed, or it became healthy again). */
+  enqueueClusterProfile(namespace: string, name: string): void {
+    for (const [kind, informer] of this.informers) {
+      for (const object of informer.list()) {
+        const ref = (object.spec as { clusterProfileRef?: { name: string; namespace: string } } | undefined)
+          ?.clusterProfileRef;
+        if (ref?.name === name && ref.namespace === namespace) this.queue.add(keyOf(kind, object));
+      }
+    }
+  }
+
+  private async reconcileKey(key: string): Promise<{ requeueAfterMs?: number } | undefined> {
+    const [kind, namespace, name] = key.split("/") as [KnativeKind, string, string];
+    const object = this.informers.get(kind)?.get(namespace, name);
+    if (!object) return undefined;
+    const started = Date.now();
+    const log = this.options.engine.log.child({ cr: `${namespace}/${name}`, kind });
+    const parsed = KnativeResourceSchema.safeParse(object);
+    if (!parsed.success) {
+      log.error(
+        { issues: parsed.error.issues.slice(0, 5) },
+        "the hub CR does not match the schema; skipping",
+      );
+      return undefined;
+    }
+    const resource = parsed.data;
+    const report = (partial: Partial<ReconcileReport>) =>
+      this.options.onReconciled?.({
+        kind,
+        namespace,
+        name,
+        cluster: clusterLabel(resource.spec.clusterProfileRef),
+        durationMs: Date.now() - started,
+        ready: false,
+        drift: 0,
+        writes: 0,
+        statusWritten: false,
+        ...partial,
+      });
+
+    if (object.metadata.deletionTimestamp) {
+      try {
+        await this.finalize(resource, object, log);
+        report({});
+      } catch (err) {
+        report({ error: err as Error });
+        throw err;
+      }
+      return undefined;
+    }
+    await this.ensureFinalizer(object, FINALIZERS[kind]);
+    const outcome = await reconcileInstall(resource, this.options.engine);
+    const statusWritten = await this.writeStatus(object, outcome.status);
+    const ready =
+      outcome.status.conditions?.some((c) => c.type === ConditionType.Ready && c.status === "True") ?? false;
+    report({
+      cluster: outcome.cluster,
+      error: outcome.error,
+      ready,
+      drift: outcome.apply?.drift.length ?? 0,
+      writes: (outcome.apply?.writes ?? 0) + (statusWritten ? 1 : 0),
+      statusWritten,
+    });
+    if (outcome.error) {
+      log.warn(
+        { cluster: outcome.cluster, err: outcome.error.message },
+        "reconcile failed; retrying with backoff",
+      );
+      throw outcome.error;
+    }
+    return { requeueAfterMs: outcome.requeueAfterMs ?? this.options.resyncIntervalMs };
+  }
+
+  /**
+   * FinalizeRemoteCluster: unless another live CR of the same kind targets the same cluster, delete the
+   * anchor (garbage collection removes what it owns) and the cluster-scoped objects; CRDs stay. An
+   * unreachable spoke retries with backoff and says so; it never wedges the CR for good: the abandon
+   * annotation releases it, and a ClusterProfile that left the inventory releases it by itself.
+   */
+  private async finalize(
+    resource: KnativeResource,
+    object: KubeObject,
+    log: EngineDeps["log"],
+  ): Promise<void> {
+    const finalizer = FINALIZERS[resource.kind];
+    if (!(object.metadata.finalizers as string[] | undefined)?.includes(finalizer)) return;
+    const ref = resource.spec.clusterProfileRef;
+    if (object.metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] === "true") {
+      log.warn(
+        { cluster: clusterLabel(ref) },
+        "cleanup abandoned by annotation; the cluster keeps what was installed",
+      );
+      return this.removeFinalizer(object, finalizer);
+    }
+    const sharing = this.informers
+      .get(resource.kind)!
+      .list()
+      .filter((o) => o.metadata.uid !== object.metadata.uid && !o.metadata.deletionTimestamp)
+      .filter((o) =>
+        sameClusterProfile((o.spec as KnativeResource["spec"] | undefined)?.clusterProfileRef, ref),
+      );
+    if (sharing.length > 0) {
+      log.info(
+        { others: sharing.map((o) => o.metadata.name) },
+        "another CR targets the same cluster; leaving it untouched",
+      );
+      return this.removeFinalizer(object, finalizer);
+    }
+    const target = await this.options.engine.targets.resolve(ref);
+    if (!target.ok) {
+      if (target.reason === "ClusterProfileNotFound") {
+        log.warn(
+          { cluster: clusterLabel(ref) },
+          "the ClusterProfile left the inventory; releasing the CR without cleanup",
+        );
+        return this.removeFinalizer(object, finalizer);
+      }
+      const message =
+        `${target.message}. Cleanup of ${clusterLabel(ref)} is retried with backoff; if the cluster is gone for good, ` +
+        `annotate the CR ${ABANDON_CLEANUP_ANNOTATION}=true to release it without cleanup.`;
+      const conditions = markCondition(
+        resource.status?.conditions ?? [],
+        { type: ConditionType.TargetClusterResolved, status: "False", reason: target.reason, message },
+        this.options.engine.now(),
+      );
+      await this.writeStatus(object, { ...(resource.status ?? {}), conditions });
+      throw new Error(`finalize ${clusterLabel(ref)}: ${target.reason}: ${target.message}`);
+    }
+    const namespace = installNamespace(resource);
+    const fallback = await this.options.engine.releases
+      .load(resource)
+      .then(
+        (release) =>
+          render(
+            { ...resource, metadata: { ...resource.metadata, namespace } } as KnativeResource,
+            release,
+          ) as KubeObject[],
+      )
+      .catch(() => []);
+    const { deleted } = await removeInstall(
+      { client: target.client, owner: { kind: resource.kind, name: resource.metadata.name }, namespace },
+      fallback,
+    );
+    log.info({ cluster: target.cluster, deleted: deleted.length }, "FinalizeRemoteCluster done");
+    await this.removeFinalizer(object, finalizer);
+  }
+
+  private async ensureFinalizer(object: KubeObject, finalizer: string): Promise<void> {
+    const finalizers = (object.metadata.finalizers as string[] | undefined) ?? [];
+    if (finalizers.includes(finalizer)) return;
+    await this.patchFinalizers(object, [...finalizers, finalizer]);
+  }
+
+  private async removeFinalizer(object: KubeObject, finalizer: string): Promise<void> {
+    const finalizers = ((object.metadata.finalizers as string[] | undefined) ?? []).filter(
+      (f) => f !== finalizer,
+    );
+    await this.patchFinalizers(object, finalizers);
+  }
+
+  /** A merge patch guarded by resourceVersion: a concurrent change makes it fail (409) and the key retries. */
+  private async patchFinalizers(object: KubeObject, finalizers: string[]): Promise<void> {
+    const { apiVersion, kind, metadata } = object;
+    try {
+      await this.options.hub.mergePatch(apiVersion, kind, metadata.namespace, metadata.name, {
+        metadata: { finalizers, resourceVersion: metadata.resourceVersion },
+      });
+    } catch (err) {
+      if (isConflict(err))
+        throw new Error(`${kind} ${metadata.namespace}/${metadata.name} changed meanwhile; retrying`);
+      throw err;
+    }
+  }
+
+  /** Writes status through the status subresource only when it differs from what is stored. */
+  private async writeStatus(object: KubeObject, status: KnativeResource["status"]): Promise<boolean> {
+    if (canonicalJson(object.status ?? {}) === canonicalJson(status ?? {})) return false;
+    await this.options.hub.apply(
+      {
+        apiVersion: object.apiVersion,
+        kind: object.kind,
+        metadata: { name: object.metadata.name, namespace: object.metadata.namespace },
+        status,
+      },
+      { subresource: "status" },
+    );
+    return true;
+  }
+}
+
+const keyOf = (kind: KnativeKind, object: KubeObject): string =>
+  `${kind}/${object.metadata.namespace}/${object.metadata.name}`;
+
+/** Whether anything but status changed: spec (generation), labels, annotations, finalizers or deletion. */
+function specOrMetaChanged(previous: KubeObject, current: KubeObject): boolean {
+  const meta = (o: KubeObject) =>
+    canonicalJson({
+      generation: o.metadata.generation,
+      labels: o.metadata.labels,
+      annotations: o.metadata.annotations,
+      finalizers: o.metadata.finalizers,
+      deletionTimestamp: o.metadata.deletionTimestamp,
+    });
+  return meta(previous) !== meta(current);
+}

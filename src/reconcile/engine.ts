@@ -1,0 +1,87 @@
+import type { KubeConfig } from "@kubernetes/client-node";
+import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
+import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
+import type { Logger } from "../observability/log.ts";
+import { createKodataSource, ReleaseLoader } from "../render/index.ts";
+import { KnativeController, type ReconcileReport } from "./controller.ts";
+import { createTargetResolver } from "./target.ts";
+
+export interface EngineOptions {
+  hub: KubeConfig;
+  /** The access-provider file (cluster-inventory-api pkg/access JSON); unset = multicluster off. */
+  providerFile?: string;
+  /** ClusterProfile namespaces a CR may reference; all when unset. */
+  allowedClusterProfileNamespaces?: readonly string[];
+  /** Release manifests in the upstream kodata layout. */
+  kodataDir: string;
+  pollIntervalMs: number;
+  /** How often a converged CR is checked for drift on its cluster. */
+  resyncIntervalMs: number;
+  workers: number;
+  applyConcurrency: number;
+  log: Logger;
+  onReconciled?(report: ReconcileReport): void;
+}
+
+export interface Engine {
+  controller: KnativeController;
+  access: ClusterAccess;
+  stop(): Promise<void>;
+}
+
+/** Below this a poll interval is a mistake (a hot loop against every spoke); upstream's rule. */
+export const MIN_POLL_INTERVAL_MS = 1_000;
+export const DEFAULT_POLL_INTERVAL_MS = 10_000;
+
+/** --remote-deployments-poll-interval: below 1 s falls back to the default, as upstream does. */
+export function effectivePollInterval(requestedMs: number | undefined): number {
+  return requestedMs === undefined || requestedMs < MIN_POLL_INTERVAL_MS
+    ? DEFAULT_POLL_INTERVAL_MS
+    : requestedMs;
+}
+
+/**
+ * Wires the reconcile stage: hub client, cluster access (ClusterProfile watch: a changed ClusterProfile
+ * requeues its CRs at once), release manifests, and the controller. Resolves once the caches are synced.
+ */
+export async function startEngine(options: EngineOptions): Promise<Engine> {
+  const hub = clientFromKubeConfig(options.hub);
+  const providers = await loadProviderConfig(options.providerFile);
+  const access = new ClusterAccess({
+    hub: options.hub,
+    providers,
+    namespaces: options.allowedClusterProfileNamespaces,
+    logger: options.log,
+  });
+  const controller = new KnativeController({
+    hub,
+    workers: options.workers,
+    resyncIntervalMs: options.resyncIntervalMs,
+    onReconciled: options.onReconciled,
+    engine: {
+      releases: new ReleaseLoader(createKodataSource({ dir: options.kodataDir })),
+      targets: createTargetResolver(hub, providers.enabled ? access : undefined),
+      pollIntervalMs: options.pollIntervalMs,
+      applyConcurrency: options.applyConcurrency,
+      now: () => new Date(),
+      log: options.log,
+    },
+  });
+  options.log.info(
+    { pollIntervalMs: options.pollIntervalMs, multicluster: providers.enabled, workers: options.workers },
+    providers.enabled ? "engine starting" : `engine starting; multicluster off: ${providers.why}`,
+  );
+  if (providers.enabled) {
+    access.onClusterProfileChange((ref) => controller.enqueueClusterProfile(ref.namespace, ref.name));
+    await access.watch();
+  }
+  await controller.start();
+  return {
+    controller,
+    access,
+    async stop() {
+      await controller.stop();
+      await access.close();
+    },
+  };
+}

@@ -1,0 +1,33 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
+import type { KubeObject } from "../../src/apply/objects.ts";
+import type { KubeClient } from "../../src/kube/client.ts";
+import { clientFromKubeConfig, loadKubeConfig } from "../../src/kube/kubeconfig.ts";
+import type { SandboxCluster } from "../sandbox/index.ts";
+import { repoRoot } from "./shared.ts";
+import { waitUntil } from "./wait.ts";
+
+/** The product's client for a sandbox cluster, as its admin. */
+export const adminClient = (cluster: SandboxCluster): KubeClient =>
+  clientFromKubeConfig(loadKubeConfig(cluster.adminKubeconfig));
+
+/** Installs the chart's generated CRDs (KnativeServing, KnativeEventing) and waits until they are served. */
+export async function installFleetCrds(hub: KubeClient): Promise<void> {
+  const dir = join(repoRoot, "charts", "knative-fleet", "crds");
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".yaml"))) {
+    const crd = parseAllDocuments(readFileSync(join(dir, file), "utf8"))[0]!.toJSON() as KubeObject;
+    await hub.apply(crd);
+    await waitUntil(`CRD ${crd.metadata.name} Established`, async () => {
+      const live = await hub.get(crd.apiVersion, crd.kind, undefined, crd.metadata.name);
+      const conditions = (live?.status as { conditions?: { type: string; status: string }[] } | undefined)
+        ?.conditions;
+      return conditions?.some((c) => c.type === "Established" && c.status === "True") ? true : undefined;
+    });
+  }
+  hub.forgetDiscovery();
+}
+
+export async function ensureNamespace(client: KubeClient, name: string): Promise<void> {
+  await client.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name } });
+}
