@@ -1,0 +1,92 @@
+import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
+import type { KubeObject } from "../apply/objects.ts";
+import type { Diagnostic } from "../fleet/diagnostic.ts";
+import type { FileResult } from "../fleet/model.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "./annotations.ts";
+import {
+  type MirrorInput,
+  type MirrorSource,
+  type PruneReport,
+  planApplies,
+  planPrune,
+  type ResourceOutcome,
+} from "./plan.ts";
+
+/** What one sync did, for the service loop's log and the status summary. */
+export interface MirrorResult {
+  source: MirrorSource;
+  /** Every desired CR, by kind, namespace and name. */
+  resources: ResourceOutcome[];
+  prune: PruneReport;
+  /** The fleet files' errors. */
+  diagnostics: Diagnostic[];
+  /** The files that failed validation, with the CRs they declare: those keep their last good state. */
+  failedFiles: FileResult[];
+}
+
+/**
+ * Mirrors the fleet model of one commit into the hub: server-side applies each desired CR whose content
+ * changed, leaves hand-made CRs alone, then prunes behind the safeguards of `planPrune`. A CR the hub
+ * refuses is reported on its own; only a failure to read the hub fails the sync.
+ */
+export async function mirror(hub: KubeClient, input: MirrorInput): Promise<MirrorResult> {
+  const [live, confirmedToken] = await Promise.all([
+    listHubResources(hub),
+    readPruneConfirmation(hub, input.namespace),
+  ]);
+  const resources: ResourceOutcome[] = [];
+  for (const step of planApplies(input.model.resources, input.source, live)) {
+    if (step.action === "create" || step.action === "update") {
+      const { object, ...outcome } = step;
+      resources.push({ ...outcome, ...(await attempt(() => hub.apply(object))) });
+    } else {
+      resources.push(step);
+    }
+  }
+  const applyFailures = resources.filter((outcome) => outcome.error !== undefined).length;
+  const planned = planPrune(input, live, { applyFailures, confirmedToken });
+  const prune = planned.state === "pruned" ? await deleteCandidates(hub, planned) : planned;
+  return {
+    source: input.source,
+    resources,
+    prune,
+    diagnostics: input.model.diagnostics,
+    failedFiles: input.model.files.filter((file) => file.status === "failed"),
+  };
+}
+
+/** The KnativeServing and KnativeEventing CRs on the hub, in every namespace, mirrored or not. */
+export async function listHubResources(hub: KubeClient): Promise<KubeObject[]> {
+  const lists = await Promise.all(KNATIVE_KINDS.map((kind) => hub.list(OPERATOR_API_VERSION, kind)));
+  return lists.flatMap((list) => list.items);
+}
+
+/** The confirm-prune annotation of the prune-confirmation ConfigMap, if a person set one. */
+async function readPruneConfirmation(hub: KubeClient, namespace: string): Promise<string | undefined> {
+  const configMap = await hub.get("v1", "ConfigMap", namespace, PRUNE_CONFIRMATION_CONFIGMAP);
+  return configMap?.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION];
+}
+
+/** Deletes the candidates; the hub controller's finalizer then uninstalls each from its cluster. */
+async function deleteCandidates(hub: KubeClient, report: PruneReport): Promise<PruneReport> {
+  const candidates = [];
+  for (const candidate of report.candidates) {
+    const { kind, namespace, name } = candidate;
+    candidates.push({
+      ...candidate,
+      ...(await attempt(() => hub.delete(OPERATOR_API_VERSION, kind, namespace, name))),
+    });
+  }
+  return { ...report, candidates };
+}
+
+/** Runs one write; a refusal becomes the CR's error instead of failing the whole sync. */
+async function attempt(write: () => Promise<unknown>): Promise<{ error?: string }> {
+  try {
+    await write();
+    return {};
+  } catch (err) {
+    return { error: err instanceof Error ? err.message : String(err) };
+  }
+}

@@ -1,0 +1,275 @@
+import { createHash } from "node:crypto";
+import { z } from "zod";
+import type { KnativeKind } from "../api/knative.ts";
+import { isUpToDate, withDesiredHash } from "../apply/compare.ts";
+import type { KubeObject } from "../apply/objects.ts";
+import { MANAGED_BY, MANAGED_BY_LABEL } from "../apply/ownership.ts";
+import { isPruneDisabled } from "../fleet/annotations.ts";
+import { compareStrings } from "../fleet/diagnostic.ts";
+import type { DesiredResource, FleetModel } from "../fleet/model.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import {
+  isMirrored,
+  SOURCE_COMMIT_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+  SOURCE_REPOSITORY_ANNOTATION,
+} from "./annotations.ts";
+
+// The pure half of the mirror: from the fleet model of one commit and the CRs on the hub, what to apply and
+// what to prune. Everything is derived from those two, so a sync cut short by a restart simply runs again.
+
+export const MirrorOptionsSchema = z.strictObject({
+  prune: z.boolean().default(true).describe("Delete mirrored CRs whose fleet file no longer declares them."),
+  allowEmpty: z
+    .boolean()
+    .default(false)
+    .describe("Prune even when the fleet repository declares no CR at all."),
+  maxPruneFraction: z
+    .number()
+    .min(0)
+    .max(1)
+    .default(0.5)
+    .describe("The largest share of the mirrored CRs one sync prunes without a person's confirmation."),
+});
+export type MirrorOptions = z.infer<typeof MirrorOptionsSchema>;
+
+/** Where the desired state comes from. */
+export interface MirrorSource {
+  repository: string;
+  branch: string;
+  commit: string;
+}
+
+export interface MirrorInput {
+  model: FleetModel;
+  source: MirrorSource;
+  /** False when fetching or reading the commit failed: the model may lack files, so nothing is pruned. */
+  sourceRead: boolean;
+  options: MirrorOptions;
+  /** knative-fleet's own hub namespace, where the prune-confirmation ConfigMap lives. */
+  namespace: string;
+}
+
+/**
+ * What a sync does with a desired CR. `conflict`: a CR of that kind and name exists on the hub without our
+ * managed-by label (made by hand) and is left alone; `terminating`: the hub CR is being deleted and is
+ * created again by the first sync after its finalizer is done.
+ */
+export type MirrorAction = "create" | "update" | "unchanged" | "conflict" | "terminating";
+
+export interface ResourceOutcome extends ResourceIdentity {
+  /** The fleet file that declares the CR. */
+  path: string;
+  action: MirrorAction;
+  /** Why the hub refused the create or update. */
+  error?: string;
+}
+
+export type ApplyStep =
+  | (ResourceOutcome & { action: "create" | "update"; object: KubeObject })
+  | (ResourceOutcome & { action: "unchanged" | "conflict" | "terminating" });
+
+/** A CR mirrored from the repository that no fleet file declares any more. */
+export interface PruneCandidate extends ResourceIdentity {
+  /** The fleet file that declared it, from its source annotation. */
+  path?: string;
+  /** Why the hub refused the delete. */
+  error?: string;
+}
+
+/** Why candidates were kept: the prune safeguards, in the order they are checked. */
+export type PruneReason =
+  | "source-unreadable"
+  | "disabled"
+  | "invalid-files"
+  | "empty-desired-set"
+  | "apply-failed"
+  | "over-max-fraction";
+
+export interface PruneReport {
+  /** `none`: nothing to prune; `pruned`: the candidates were deleted; `skipped`, `held`: they were kept. */
+  state: "none" | "pruned" | "skipped" | "held";
+  reason?: PruneReason;
+  /** The reason, for people. */
+  message?: string;
+  /** The mirrored CRs no fleet file declares, but for `retained`. Unknown (empty) when Git was unreadable. */
+  candidates: PruneCandidate[];
+  /** The mirrored CRs no fleet file declares that `fleet.knative.dev/prune: disabled` keeps for good. */
+  retained: PruneCandidate[];
+  /** When held: the confirm-prune annotation value, in that namespace, that releases exactly this prune. */
+  confirmation?: { namespace: string; token: string };
+}
+
+/** The hub CR a desired CR becomes, with everything but the commit: a new commit alone is no change. */
+function hubObject({ resource, path }: DesiredResource, source: MirrorSource): KubeObject {
+  const { metadata } = resource;
+  return withDesiredHash({
+    apiVersion: resource.apiVersion,
+    kind: resource.kind,
+    metadata: {
+      name: metadata.name,
+      namespace: metadata.namespace,
+      labels: { ...metadata.labels, [MANAGED_BY_LABEL]: MANAGED_BY },
+      annotations: {
+        ...metadata.annotations,
+        [SOURCE_REPOSITORY_ANNOTATION]: source.repository,
+        [SOURCE_PATH_ANNOTATION]: path,
+      },
+    },
+    spec: resource.spec,
+  });
+}
+
+/**
+ * One step per desired CR, by identity. A CR is applied only when its content differs from the hub's
+ * (desired-hash and field comparison, as on the spokes), so a sync of an unchanged fleet writes nothing.
+ */
+export function planApplies(
+  resources: readonly DesiredResource[],
+  source: MirrorSource,
+  live: readonly KubeObject[],
+): ApplyStep[] {
+  const liveByIdentity = new Map(live.map((object) => [formatIdentity(identityOf(object)), object]));
+  return resources
+    .map((desired): ApplyStep => {
+      const outcome = { ...desiredIdentity(desired), path: desired.path };
+      const object = hubObject(desired, source);
+      const current = liveByIdentity.get(formatIdentity(outcome));
+      if (!current) return { ...outcome, action: "create", object: withCommit(object, source.commit) };
+      if (!isMirrored(current)) return { ...outcome, action: "conflict" };
+      if (current.metadata.deletionTimestamp) return { ...outcome, action: "terminating" };
+      if (isUpToDate(object, current)) return { ...outcome, action: "unchanged" };
+      return { ...outcome, action: "update", object: withCommit(object, source.commit) };
+    })
+    .sort(compareIdentities);
+}
+
+/**
+ * Which of the CRs mirrored from this repository to delete, behind the safeguards: nothing is pruned when
+ * Git could not be read, when pruning is off, when any fleet file failed validation (a broken file must not
+ * uninstall what it declared), when Git declares no CR at all (unless allowEmpty), or when an apply of this
+ * sync failed (a renamed CR whose new copy was refused keeps the old one). A prune of more than
+ * maxPruneFraction of the mirrored CRs is held until a person confirms it with the token reported here.
+ */
+export function planPrune(
+  input: MirrorInput,
+  live: readonly KubeObject[],
+  sync: { applyFailures: number; confirmedToken: string | undefined },
+): PruneReport {
+  if (!input.sourceRead) {
+    return {
+      state: "skipped",
+      reason: "source-unreadable",
+      message: "the fleet repository could not be read, so nothing is pruned",
+      candidates: [],
+      retained: [],
+    };
+  }
+  const { model, options } = input;
+  const failedFiles = model.files.filter((file) => file.status === "failed");
+  // The CRs of a failed file count as declared: they keep their last good state.
+  const declared = new Set(
+    [...model.resources.map(desiredIdentity), ...failedFiles.flatMap((file) => file.declares)].map(
+      formatIdentity,
+    ),
+  );
+  // Only this repository's CRs are its to prune; one being deleted is on its way out already (its finalizer
+  // is cleaning its cluster) and is not counted.
+  const mirrored = live.filter(
+    (object) =>
+      isMirrored(object) &&
+      object.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION] === input.source.repository &&
+      !object.metadata.deletionTimestamp,
+  );
+  const orphans = mirrored.filter((object) => !declared.has(formatIdentity(identityOf(object))));
+  const retained = orphans.filter((object) => isPruneDisabled(object.metadata.annotations)).map(candidateOf);
+  const candidates = orphans
+    .filter((object) => !isPruneDisabled(object.metadata.annotations))
+    .map(candidateOf);
+  retained.sort(compareIdentities);
+  candidates.sort(compareIdentities);
+  if (candidates.length === 0) return { state: "none", candidates, retained };
+
+  const safeguards: { applies: boolean; reason: PruneReason; message: string }[] = [
+    { applies: !options.prune, reason: "disabled", message: "pruning is disabled (prune: false)" },
+    {
+      applies: failedFiles.length > 0,
+      reason: "invalid-files",
+      message: `${count(failedFiles.length, "fleet file")} failed validation; nothing is pruned until every file is valid`,
+    },
+    {
+      applies: model.resources.length === 0 && !options.allowEmpty,
+      reason: "empty-desired-set",
+      message: "the fleet repository declares no CR; pruning everything needs allowEmpty: true",
+    },
+    {
+      applies: sync.applyFailures > 0,
+      reason: "apply-failed",
+      message: `${count(sync.applyFailures, "CR")} failed to apply; nothing is pruned until every CR applies`,
+    },
+  ];
+  const safeguard = safeguards.find((check) => check.applies);
+  if (safeguard) {
+    const { reason, message } = safeguard;
+    return { state: "skipped", reason, message, candidates, retained };
+  }
+
+  const fraction = candidates.length / mirrored.length;
+  const token = pruneToken(candidates);
+  if (fraction > options.maxPruneFraction && sync.confirmedToken !== token) {
+    return {
+      state: "held",
+      reason: "over-max-fraction",
+      message:
+        `pruning ${candidates.length} of ${mirrored.length} mirrored CRs (${percent(fraction)}) exceeds ` +
+        `maxPruneFraction ${percent(options.maxPruneFraction)} and waits for a person's confirmation`,
+      candidates,
+      retained,
+      confirmation: { namespace: input.namespace, token },
+    };
+  }
+  return { state: "pruned", candidates, retained };
+}
+
+/**
+ * Names exactly the CRs a prune deletes, so a confirmation given for one prune can never release another;
+ * it does not change with commits that leave that set alone (the status write-back's included).
+ */
+export function pruneToken(candidates: readonly ResourceIdentity[]): string {
+  const identities = candidates.map(formatIdentity).sort(compareStrings).join("\n");
+  return createHash("sha256").update(identities).digest("hex").slice(0, 16);
+}
+
+export function identityOf(object: KubeObject): ResourceIdentity {
+  return {
+    kind: object.kind as KnativeKind,
+    namespace: object.metadata.namespace ?? "",
+    name: object.metadata.name,
+  };
+}
+
+function compareIdentities(a: ResourceIdentity, b: ResourceIdentity): number {
+  return (
+    compareStrings(a.kind, b.kind) ||
+    compareStrings(a.namespace, b.namespace) ||
+    compareStrings(a.name, b.name)
+  );
+}
+
+function desiredIdentity({ resource: { kind, metadata } }: DesiredResource): ResourceIdentity {
+  return { kind, namespace: metadata.namespace, name: metadata.name };
+}
+
+function candidateOf(object: KubeObject): PruneCandidate {
+  const path = object.metadata.annotations?.[SOURCE_PATH_ANNOTATION];
+  return { ...identityOf(object), ...(path ? { path } : {}) };
+}
+
+function withCommit(object: KubeObject, commit: string): KubeObject {
+  const annotations = { ...object.metadata.annotations, [SOURCE_COMMIT_ANNOTATION]: commit };
+  return { ...object, metadata: { ...object.metadata, annotations } };
+}
+
+const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`;
+
+const percent = (fraction: number): string => `${Math.round(fraction * 100)}%`;

@@ -1,0 +1,353 @@
+import { stringify } from "yaml";
+import { ConditionType, findCondition } from "../api/conditions.ts";
+import type { ClusterProfileRef, KnativeStatus } from "../api/knative.ts";
+import type { KubeObject } from "../apply/objects.ts";
+import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import {
+  CONFIRM_PRUNE_ANNOTATION,
+  isMirrored,
+  PRUNE_CONFIRMATION_CONFIGMAP,
+  SOURCE_COMMIT_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+} from "../mirror/annotations.ts";
+import type { MirrorResult } from "../mirror/mirror.ts";
+import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/plan.ts";
+import { clusterLabel } from "../reconcile/target.ts";
+
+// The status files the bot commits back to the fleet repository: README.md for people on the Git host,
+// fleet.yaml for tools, both from one summary so they never disagree. The output is a pure function of
+// state, byte for byte: no timestamps, no head commit, no record of what one sync did (a prune just done,
+// a CR just created). Otherwise every sync, and every status commit itself, would make a new status commit.
+
+export const STATUS_README = "README.md";
+export const STATUS_DATA = "fleet.yaml";
+
+export interface StatusFile {
+  /** The file name inside the status folder. */
+  name: string;
+  content: string;
+}
+
+export interface StatusSummaryInput {
+  /** The KnativeServing and KnativeEventing CRs on the hub; hand-made ones (not mirrored) are left out. */
+  resources: readonly KubeObject[];
+  /** The sync that ran against those CRs. */
+  mirror: MirrorResult;
+}
+
+type Readiness = "True" | "False" | "Unknown";
+
+interface ResourceRow extends ResourceIdentity {
+  /** `namespace/name` of the ClusterProfile, or `hub`. */
+  cluster: string;
+  ready: Readiness;
+  /** The installed Knative version. */
+  version?: string;
+  /** Why the CR is not ready. */
+  reason?: string;
+  message?: string;
+  /** The commit whose content the hub CR holds. */
+  commit?: string;
+  path?: string;
+}
+
+interface Summary {
+  resources: ResourceRow[];
+  validationErrors: Diagnostic[];
+  /** Files that failed validation and the CRs they declare, which keep their last good state. */
+  invalidFiles: { path: string; declares: ResourceIdentity[] }[];
+  conflicts: (ResourceIdentity & { path: string })[];
+  applyErrors: (ResourceIdentity & { path: string; error: string })[];
+  prune: PruneSummary;
+}
+
+/**
+ * What is pending about pruning. `failed`: deletes the hub refused, retried by the next sync. A prune that
+ * succeeded shows as `none`: its CRs are simply gone from the table.
+ */
+interface PruneSummary {
+  state: "none" | "skipped" | "held" | "failed";
+  reason?: string;
+  message?: string;
+  candidates: PruneCandidate[];
+  retained: PruneCandidate[];
+  confirmation?: { namespace: string; token: string };
+}
+
+/** The status folder's files, README.md then fleet.yaml. */
+export function renderStatusSummary(input: StatusSummaryInput): StatusFile[] {
+  const summary = summarize(input);
+  return [
+    { name: STATUS_README, content: renderReadme(summary) },
+    { name: STATUS_DATA, content: renderData(summary) },
+  ];
+}
+
+function summarize({ resources, mirror }: StatusSummaryInput): Summary {
+  const outcomes = mirror.resources;
+  return {
+    resources: resources.filter(isMirrored).map(resourceRow).sort(compareRows),
+    // Mapped field by field: the YAML keeps key order, whichever check built the diagnostic.
+    validationErrors: mirror.diagnostics.map(({ path, line, column, field, message }) => ({
+      path,
+      line,
+      column,
+      field,
+      message,
+    })),
+    invalidFiles: mirror.failedFiles.map(({ path, declares }) => ({ path, declares })),
+    conflicts: outcomes
+      .filter((outcome) => outcome.action === "conflict")
+      .map(({ kind, namespace, name, path }) => ({ kind, namespace, name, path })),
+    applyErrors: outcomes.flatMap(({ kind, namespace, name, path, error }) =>
+      error === undefined ? [] : [{ kind, namespace, name, path, error }],
+    ),
+    prune: pruneSummary(mirror.prune),
+  };
+}
+
+function pruneSummary({
+  state,
+  reason,
+  message,
+  candidates,
+  retained,
+  confirmation,
+}: PruneReport): PruneSummary {
+  if (state === "pruned") {
+    const failed = candidates.filter((candidate) => candidate.error !== undefined);
+    return { state: failed.length > 0 ? "failed" : "none", candidates: failed, retained };
+  }
+  return { state, reason, message, candidates, retained, confirmation };
+}
+
+function resourceRow(object: KubeObject): ResourceRow {
+  const spec = object.spec as { clusterProfileRef?: ClusterProfileRef } | undefined;
+  const status = object.status as KnativeStatus | undefined;
+  const annotations = object.metadata.annotations ?? {};
+  return withoutUndefined({
+    cluster: clusterLabel(spec?.clusterProfileRef),
+    ...identityOf(object),
+    ...readiness(object, status),
+    version: status?.version,
+    commit: annotations[SOURCE_COMMIT_ANNOTATION],
+    path: annotations[SOURCE_PATH_ANNOTATION],
+  });
+}
+
+/**
+ * Ready as kstatus reads it: a status written for an older generation, or a CR being deleted, is in
+ * progress whatever its conditions say. Otherwise the Ready condition, explained by the first non-True
+ * condition that gives a reason (Ready first: it carries the reason of the dependency that blocks it).
+ */
+function readiness(
+  object: KubeObject,
+  status: KnativeStatus | undefined,
+): Pick<ResourceRow, "ready" | "reason" | "message"> {
+  const generation = object.metadata.generation as number | undefined;
+  if (object.metadata.deletionTimestamp) {
+    return {
+      ready: "Unknown",
+      reason: "Deleting",
+      message: "the CR is being deleted; its cluster is being cleaned up",
+    };
+  }
+  const conditions = status?.conditions ?? [];
+  const ready = findCondition(conditions, ConditionType.Ready);
+  const observed = status?.observedGeneration;
+  if (!ready || (generation !== undefined && observed !== undefined && observed < generation)) {
+    return {
+      ready: "Unknown",
+      reason: "Reconciling",
+      message: "the hub controller has not reported on the current spec yet",
+    };
+  }
+  if (ready.status === "True") return { ready: "True" };
+  const why = [ready, ...conditions].find(
+    (condition) => condition.status !== "True" && (condition.reason || condition.message),
+  );
+  return { ready: ready.status, reason: why?.reason, message: why?.message };
+}
+
+function renderReadme(summary: Summary): string {
+  const sections = [
+    "# Fleet status",
+    "Written by knative-fleet from the hub after each sync; edits here are overwritten.",
+    readinessCounts(summary.resources),
+    resourcesTable(summary.resources),
+    validationSection(summary),
+    conflictsSection(summary.conflicts),
+    applyErrorsSection(summary.applyErrors),
+    pruneSection(summary.prune),
+    retainedSection(summary.prune.retained),
+  ];
+  return `${sections.filter((section) => section !== "").join("\n\n")}\n`;
+}
+
+const READY_MARK: Record<Readiness, string> = { True: "✓", False: "✗", Unknown: "…" };
+
+function readinessCounts(rows: readonly ResourceRow[]): string {
+  if (rows.length === 0) return "The hub holds no CR from the fleet repository.";
+  const tally = (ready: Readiness) => rows.filter((row) => row.ready === ready).length;
+  return (
+    `CRs on the hub: ${rows.length}; ready ${READY_MARK.True} ${tally("True")}, ` +
+    `not ready ${READY_MARK.False} ${tally("False")}, in progress ${READY_MARK.Unknown} ${tally("Unknown")}.`
+  );
+}
+
+function resourcesTable(rows: readonly ResourceRow[]): string {
+  if (rows.length === 0) return "";
+  return table(
+    ["Cluster", "Kind", "CR", "Ready", "Version", "Reason", "Message", "Commit"],
+    rows.map((row) => [
+      row.cluster,
+      row.kind,
+      `${row.namespace}/${row.name}`,
+      READY_MARK[row.ready],
+      row.version ?? "",
+      row.reason ?? "",
+      row.message ?? "",
+      row.commit?.slice(0, 7) ?? "",
+    ]),
+  );
+}
+
+function validationSection({ validationErrors, invalidFiles }: Summary): string {
+  if (validationErrors.length === 0) return "";
+  const kept = invalidFiles.flatMap(({ path, declares }) =>
+    declares.map((identity) => `- ${escapeText(formatIdentity(identity))} (${escapeText(path)})`),
+  );
+  return [
+    "## Validation errors",
+    "A file with an error is not applied: the CRs it declares keep their last good state on the hub, and " +
+      "nothing is pruned until every file is valid.",
+    table(
+      ["Location", "Field", "Message"],
+      validationErrors.map((d) => [`${d.path}:${d.line}:${d.column}`, d.field, d.message]),
+    ),
+    ...(kept.length > 0 ? ["Kept at their last good state:", kept.join("\n")] : []),
+  ].join("\n\n");
+}
+
+function conflictsSection(conflicts: Summary["conflicts"]): string {
+  if (conflicts.length === 0) return "";
+  return [
+    "## Conflicts",
+    "A CR of the same kind and name was made on the hub by hand (it lacks " +
+      "`app.kubernetes.io/managed-by: knative-fleet`); knative-fleet leaves it alone. Delete it, or give it " +
+      "that label to hand it over.",
+    table(
+      ["CR", "File"],
+      conflicts.map((c) => [formatIdentity(c), c.path]),
+    ),
+  ].join("\n\n");
+}
+
+function applyErrorsSection(errors: Summary["applyErrors"]): string {
+  if (errors.length === 0) return "";
+  return [
+    "## Not applied",
+    "The hub refused these CRs; they keep their last applied state.",
+    table(
+      ["CR", "File", "Error"],
+      errors.map((e) => [formatIdentity(e), e.path, e.error]),
+    ),
+  ].join("\n\n");
+}
+
+function pruneSection(prune: PruneSummary): string {
+  switch (prune.state) {
+    case "none":
+      return "";
+    case "failed":
+      return [
+        "## Prune failed",
+        "These CRs are no longer in Git, but the hub refused to delete them; the next sync tries again.",
+        candidatesTable(prune.candidates, true),
+      ].join("\n\n");
+    case "skipped":
+      return [
+        "## Prune skipped",
+        `These CRs are no longer in Git but are not pruned: ${escapeText(prune.message ?? "")}.`,
+        candidatesTable(prune.candidates, false),
+      ].join("\n\n");
+    case "held": {
+      const { namespace, token } = prune.confirmation!;
+      return [
+        "## Prune held",
+        `Held: ${escapeText(prune.message ?? "")}. Once confirmed, these CRs are deleted and Knative is ` +
+          "uninstalled from their clusters:",
+        candidatesTable(prune.candidates, false),
+        "To confirm exactly this prune, run against the hub:",
+        [
+          "```sh",
+          `kubectl -n ${namespace} create configmap ${PRUNE_CONFIRMATION_CONFIGMAP}  # if it does not exist yet`,
+          `kubectl -n ${namespace} annotate configmap ${PRUNE_CONFIRMATION_CONFIGMAP} --overwrite \\`,
+          `  ${CONFIRM_PRUNE_ANNOTATION}=${token}`,
+          "```",
+        ].join("\n"),
+        "Restoring the files in Git instead cancels the prune.",
+      ].join("\n\n");
+    }
+  }
+}
+
+function retainedSection(retained: readonly PruneCandidate[]): string {
+  if (retained.length === 0) return "";
+  return [
+    "## Kept by `fleet.knative.dev/prune: disabled`",
+    "These CRs are no longer in Git and are never pruned; delete them on the hub to uninstall.",
+    candidatesTable(retained, false),
+  ].join("\n\n");
+}
+
+function candidatesTable(candidates: readonly PruneCandidate[], withErrors: boolean): string {
+  return table(
+    withErrors ? ["CR", "File", "Error"] : ["CR", "File"],
+    candidates.map((c) => [formatIdentity(c), c.path ?? "", ...(withErrors ? [c.error ?? ""] : [])]),
+  );
+}
+
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const line = (cells: readonly string[]) => `| ${cells.join(" | ")} |`;
+  return [line(header), line(header.map(() => "---")), ...rows.map((row) => line(row.map(escapeCell)))].join(
+    "\n",
+  );
+}
+
+/** Text anywhere in Markdown: backslashes and HTML stay literal (`<nil>` must not vanish as a tag). */
+function escapeText(text: string): string {
+  return text
+    .replaceAll("\\", "\\\\")
+    .replaceAll("&", "&amp;")
+    .replaceAll("<", "&lt;")
+    .replaceAll(">", "&gt;");
+}
+
+/** A table cell is one line and ends at an unescaped `|`. */
+function escapeCell(text: string): string {
+  return escapeText(text.trim())
+    .replaceAll("|", "\\|")
+    .replace(/\r\n|\r|\n/g, "<br>");
+}
+
+function renderData(summary: Summary): string {
+  return `# Written by knative-fleet from the hub after each sync; edits here are overwritten.\n${stringify(
+    summary,
+    { lineWidth: 0 },
+  )}`;
+}
+
+function compareRows(a: ResourceRow, b: ResourceRow): number {
+  return (
+    compareStrings(a.cluster, b.cluster) ||
+    compareStrings(a.kind, b.kind) ||
+    compareStrings(a.namespace, b.namespace) ||
+    compareStrings(a.name, b.name)
+  );
+}
+
+function withoutUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined)) as T;
+}

@@ -1,0 +1,231 @@
+import { describe, expect, it } from "vitest";
+import type { KubeObject } from "../../../src/apply/objects.ts";
+import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "../../../src/fleet/annotations.ts";
+import {
+  SOURCE_COMMIT_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+  SOURCE_REPOSITORY_ANNOTATION,
+} from "../../../src/mirror/annotations.ts";
+import {
+  type ApplyStep,
+  type MirrorInput,
+  planApplies,
+  planPrune,
+  pruneToken,
+} from "../../../src/mirror/plan.ts";
+import { crFile, mirrorInput, REPOSITORY } from "./support.ts";
+
+const NS = "fleet";
+const COMMIT_1 = "1".repeat(40);
+const COMMIT_2 = "2".repeat(40);
+
+/** The hub after a sync: what was applied, as the API server returns it (server fields, a status). */
+function hubAfter(steps: readonly ApplyStep[], previous: readonly KubeObject[] = []): KubeObject[] {
+  const applied = steps.flatMap((step) => ("object" in step ? [step.object] : []));
+  const untouched = previous.filter(
+    (object) => !applied.some((a) => a.kind === object.kind && a.metadata.name === object.metadata.name),
+  );
+  return [
+    ...untouched,
+    ...applied.map((object) => ({
+      ...object,
+      metadata: {
+        ...object.metadata,
+        uid: `uid-${object.metadata.name}`,
+        resourceVersion: "7",
+        generation: 1,
+      },
+      status: { observedGeneration: 1, conditions: [{ type: "Ready", status: "True" }] },
+    })),
+  ];
+}
+
+function sync(input: MirrorInput, live: readonly KubeObject[]) {
+  return planApplies(input.model.resources, input.source, live);
+}
+
+/** The hub holding `names`, each mirrored from its own file at COMMIT_1. */
+function mirroredHub(names: readonly string[], annotations: Record<string, Record<string, string>> = {}) {
+  const files = names.map((name) => crFile(name, { namespace: NS, annotations: annotations[name] }));
+  return hubAfter(sync(mirrorInput(files, NS, COMMIT_1), []));
+}
+
+const handMade = (name: string): KubeObject => ({
+  apiVersion: "operator.knative.dev/v1beta1",
+  kind: "KnativeServing",
+  metadata: { name, namespace: NS, uid: "hand", labels: { team: "platform" } },
+  spec: { version: "1.21" },
+});
+
+const actions = (steps: readonly ApplyStep[]) => steps.map((step) => [step.name, step.action]);
+
+describe("planApplies", () => {
+  it("creates a missing CR labelled as mirrored and annotated with its repository, file and commit", () => {
+    const [step] = sync(mirrorInput([crFile("alpha", { namespace: NS })], NS, COMMIT_1), []);
+    expect(step!.action).toBe("create");
+    const { metadata } = (step as ApplyStep & { object: KubeObject }).object;
+    expect(metadata.labels).toEqual({ "app.kubernetes.io/managed-by": "knative-fleet" });
+    expect(metadata.annotations).toMatchObject({
+      [SOURCE_REPOSITORY_ANNOTATION]: REPOSITORY,
+      [SOURCE_PATH_ANNOTATION]: "clusters/alpha.yaml",
+      [SOURCE_COMMIT_ANNOTATION]: COMMIT_1,
+    });
+  });
+
+  it("leaves an unchanged CR alone at a new commit, and keeps the commit that last changed it", () => {
+    const live = mirroredHub(["alpha", "beta"]);
+    const files = [crFile("alpha", { namespace: NS }), crFile("beta", { namespace: NS, version: "1.23" })];
+    const steps = sync(mirrorInput(files, NS, COMMIT_2), live);
+    expect(actions(steps)).toEqual([
+      ["alpha", "unchanged"],
+      ["beta", "update"],
+    ]);
+    const after = hubAfter(steps, live);
+    const commitOf = (name: string) =>
+      after.find((o) => o.metadata.name === name)!.metadata.annotations![SOURCE_COMMIT_ANNOTATION];
+    expect([commitOf("alpha"), commitOf("beta")]).toEqual([COMMIT_1, COMMIT_2]);
+  });
+
+  it("updates a CR whose file moved, and one whose hub copy was edited by hand", () => {
+    const live = mirroredHub(["alpha", "beta"]).map((object) =>
+      object.metadata.name === "beta"
+        ? { ...object, spec: { ...(object.spec as object), version: "0.1" } }
+        : object,
+    );
+    const moved = { ...crFile("alpha", { namespace: NS }), path: "clusters/eu/alpha.yaml" };
+    const steps = sync(mirrorInput([moved, crFile("beta", { namespace: NS })], NS, COMMIT_2), live);
+    expect(actions(steps)).toEqual([
+      ["alpha", "update"],
+      ["beta", "update"],
+    ]);
+  });
+
+  it("reports a hand-made CR of the same kind and name as a conflict and a deleting one as terminating", () => {
+    const terminating = mirroredHub(["beta"]).map((object) => ({
+      ...object,
+      metadata: { ...object.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" },
+    }));
+    const files = [crFile("alpha", { namespace: NS }), crFile("beta", { namespace: NS })];
+    expect(actions(sync(mirrorInput(files, NS, COMMIT_1), [handMade("alpha"), ...terminating]))).toEqual([
+      ["alpha", "conflict"],
+      ["beta", "terminating"],
+    ]);
+  });
+});
+
+describe("planPrune", () => {
+  const NAMES = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+  const filesOf = (names: readonly string[]) => names.map((name) => crFile(name, { namespace: NS }));
+  const noFailures = { applyFailures: 0, confirmedToken: undefined };
+  const names = (candidates: readonly { name: string }[]) => candidates.map((c) => c.name);
+
+  it("prunes a mirrored CR whose file is gone, and never a hand-made one", () => {
+    const live = [...mirroredHub(["a", "b", "c"]), handMade("z")];
+    const report = planPrune(mirrorInput(filesOf(["a", "b"]), NS, COMMIT_2), live, noFailures);
+    expect(report).toEqual({
+      state: "pruned",
+      candidates: [{ kind: "KnativeServing", namespace: NS, name: "c", path: "clusters/c.yaml" }],
+      retained: [],
+    });
+  });
+
+  it("never prunes a CR mirrored from another repository", () => {
+    const live = mirroredHub(["a", "b"]);
+    const input = mirrorInput(filesOf(["a"]), NS, COMMIT_2);
+    const elsewhere = { ...input, source: { ...input.source, repository: "https://git.example/other.git" } };
+    expect(planPrune(elsewhere, live, noFailures).state).toBe("none");
+  });
+
+  it("has nothing to do when every mirrored CR is still declared", () => {
+    const report = planPrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), mirroredHub(["a"]), noFailures);
+    expect(report.state).toBe("none");
+  });
+
+  it("prunes nothing when the repository could not be read, and does not guess what left it", () => {
+    const input = { ...mirrorInput([], NS, COMMIT_2), sourceRead: false };
+    expect(planPrune(input, mirroredHub(["a", "b"]), noFailures)).toMatchObject({
+      state: "skipped",
+      reason: "source-unreadable",
+      candidates: [],
+    });
+  });
+
+  it("prunes nothing while any file is invalid, and the invalid file's CRs are not even candidates", () => {
+    const broken = {
+      ...crFile("b", { namespace: NS }),
+      text: crFile("b", { namespace: NS }).text + "  bogus: 1\n",
+    };
+    const input = mirrorInput([...filesOf(["a"]), broken], NS, COMMIT_2);
+    expect(input.model.files.map((f) => f.status)).toEqual(["valid", "failed"]);
+    const report = planPrune(input, mirroredHub(["a", "b", "c"]), noFailures);
+    expect(report).toMatchObject({ state: "skipped", reason: "invalid-files" });
+    expect(names(report.candidates)).toEqual(["c"]);
+  });
+
+  it("prunes nothing when Git declares no CR, unless allowEmpty", () => {
+    const live = mirroredHub(["a", "b"]);
+    expect(planPrune(mirrorInput([], NS, COMMIT_2), live, noFailures)).toMatchObject({
+      state: "skipped",
+      reason: "empty-desired-set",
+    });
+    const allowed = mirrorInput([], NS, COMMIT_2, { allowEmpty: true, maxPruneFraction: 1 });
+    expect(planPrune(allowed, live, noFailures).state).toBe("pruned");
+  });
+
+  it("prunes nothing when pruning is off or an apply of the sync failed", () => {
+    const live = mirroredHub(["a", "b"]);
+    const off = mirrorInput(filesOf(["a"]), NS, COMMIT_2, { prune: false });
+    expect(planPrune(off, live, noFailures).reason).toBe("disabled");
+    const input = mirrorInput(filesOf(["a"]), NS, COMMIT_2);
+    expect(planPrune(input, live, { applyFailures: 1, confirmedToken: undefined }).reason).toBe(
+      "apply-failed",
+    );
+  });
+
+  it("holds a prune of more than maxPruneFraction until its own token is confirmed", () => {
+    const live = mirroredHub(NAMES);
+    const input = mirrorInput(filesOf(["a"]), NS, COMMIT_2);
+    const held = planPrune(input, live, noFailures);
+    expect(held).toMatchObject({
+      state: "held",
+      reason: "over-max-fraction",
+      message:
+        "pruning 9 of 10 mirrored CRs (90%) exceeds maxPruneFraction 50% and waits for a person's confirmation",
+      confirmation: { namespace: NS, token: pruneToken(held.candidates) },
+    });
+    expect(names(held.candidates)).toEqual(NAMES.slice(1));
+
+    const otherToken = pruneToken(held.candidates.slice(1));
+    expect(planPrune(input, live, { applyFailures: 0, confirmedToken: otherToken }).state).toBe("held");
+    const token = held.confirmation!.token;
+    expect(planPrune(input, live, { applyFailures: 0, confirmedToken: token }).state).toBe("pruned");
+  });
+
+  it("binds the token to the CRs pruned, not to the commit", () => {
+    const live = mirroredHub(NAMES);
+    const at = (commit: string) => planPrune(mirrorInput(filesOf(["a"]), NS, commit), live, noFailures);
+    expect(at(COMMIT_1).confirmation).toEqual(at(COMMIT_2).confirmation);
+  });
+
+  it("allows up to maxPruneFraction without confirmation", () => {
+    const report = planPrune(
+      mirrorInput(filesOf(NAMES.slice(5)), NS, COMMIT_2),
+      mirroredHub(NAMES),
+      noFailures,
+    );
+    expect(report.state).toBe("pruned");
+    expect(names(report.candidates)).toEqual(NAMES.slice(0, 5));
+  });
+
+  it("retains a CR annotated prune: disabled, and does not count CRs already being deleted", () => {
+    const live = mirroredHub(["a", "b", "c", "d"], { b: { [PRUNE_ANNOTATION]: PRUNE_DISABLED } }).map((o) =>
+      o.metadata.name === "d"
+        ? { ...o, metadata: { ...o.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } }
+        : o,
+    );
+    const report = planPrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), live, noFailures);
+    expect(report.state).toBe("pruned"); // 1 of 3 (a, b, c): d is already on its way out
+    expect(names(report.candidates)).toEqual(["c"]);
+    expect(names(report.retained)).toEqual(["b"]);
+  });
+});

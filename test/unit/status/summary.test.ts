@@ -1,0 +1,376 @@
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import type { Condition } from "../../../src/api/knative.ts";
+import type { KubeObject } from "../../../src/apply/objects.ts";
+import {
+  SOURCE_COMMIT_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+  SOURCE_REPOSITORY_ANNOTATION,
+} from "../../../src/mirror/annotations.ts";
+import type { MirrorResult } from "../../../src/mirror/mirror.ts";
+import { renderStatusSummary } from "../../../src/status/summary.ts";
+
+const COMMIT = "0123456789abcdef0123456789abcdef01234567";
+const OLDER = "fedcba9876543210fedcba9876543210fedcba98";
+
+interface CrOptions {
+  kind?: string;
+  cluster?: string;
+  conditions?: Condition[];
+  version?: string;
+  generation?: number;
+  observedGeneration?: number;
+  commit?: string;
+  mirrored?: boolean;
+}
+
+function hubCr(name: string, options: CrOptions = {}): KubeObject {
+  const generation = options.generation ?? 1;
+  return {
+    apiVersion: "operator.knative.dev/v1beta1",
+    kind: options.kind ?? "KnativeServing",
+    metadata: {
+      name,
+      namespace: "knative-fleet",
+      generation,
+      uid: `uid-${name}`,
+      labels: options.mirrored === false ? {} : { "app.kubernetes.io/managed-by": "knative-fleet" },
+      annotations: {
+        [SOURCE_REPOSITORY_ANNOTATION]: "https://git.example/fleet.git",
+        [SOURCE_PATH_ANNOTATION]: `clusters/${name}.yaml`,
+        [SOURCE_COMMIT_ANNOTATION]: options.commit ?? COMMIT,
+      },
+    },
+    spec: options.cluster ? { clusterProfileRef: { namespace: "fleet-system", name: options.cluster } } : {},
+    status: {
+      observedGeneration: options.observedGeneration ?? generation,
+      ...(options.version ? { version: options.version } : {}),
+      conditions: options.conditions ?? [],
+    },
+  };
+}
+
+const ready: Condition[] = [
+  { type: "DeploymentsAvailable", status: "True" },
+  { type: "Ready", status: "True" },
+];
+
+function mirrorResult(overrides: Partial<MirrorResult> = {}): MirrorResult {
+  return {
+    source: { repository: "https://git.example/fleet.git", branch: "main", commit: COMMIT },
+    resources: [],
+    prune: { state: "none", candidates: [], retained: [] },
+    diagnostics: [],
+    failedFiles: [],
+    ...overrides,
+  };
+}
+
+const MIXED_RESOURCES: KubeObject[] = [
+  hubCr("spoke-1-serving", { cluster: "spoke-1", version: "1.22.1", conditions: ready }),
+  hubCr("spoke-1-eventing", {
+    kind: "KnativeEventing",
+    cluster: "spoke-1",
+    version: "1.21.0",
+    commit: OLDER,
+    conditions: [
+      { type: "DeploymentsAvailable", status: "False", reason: "NotMinimumReplicas", message: "1/2 ready" },
+      { type: "InstallSucceeded", status: "True" },
+      {
+        type: "Ready",
+        status: "False",
+        reason: "NotMinimumReplicas",
+        message: "eventing-webhook: 1/2 ready | waiting\nfor node",
+      },
+    ],
+  }),
+  hubCr("spoke-2-serving", {
+    cluster: "spoke-2",
+    conditions: [
+      {
+        type: "Ready",
+        status: "False",
+        reason: "ClusterProfileUnavailable",
+        message: "spoke-2 has not answered for 5m",
+      },
+      {
+        type: "TargetClusterResolved",
+        status: "False",
+        reason: "ClusterProfileUnavailable",
+        message: "spoke-2 has not answered for 5m",
+      },
+    ],
+  }),
+  hubCr("hub-serving", { generation: 3, observedGeneration: 2, version: "1.22.1", conditions: ready }),
+  hubCr("made-by-hand", { cluster: "spoke-3", mirrored: false, conditions: ready }),
+];
+
+const MIXED_MIRROR = mirrorResult({
+  resources: [
+    {
+      kind: "KnativeServing",
+      namespace: "knative-fleet",
+      name: "made-by-hand",
+      path: "clusters/x.yaml",
+      action: "conflict",
+    },
+    {
+      kind: "KnativeServing",
+      namespace: "knative-fleet",
+      name: "spoke-1-serving",
+      path: "clusters/spoke-1-serving.yaml",
+      action: "unchanged",
+    },
+  ],
+  diagnostics: [
+    {
+      path: "clusters/spoke-3.yaml",
+      line: 7,
+      column: 5,
+      field: "spec.registry.overide",
+      message: "unrecognized key",
+    },
+  ],
+  failedFiles: [
+    {
+      path: "clusters/spoke-3.yaml",
+      status: "failed",
+      declares: [{ kind: "KnativeServing", namespace: "knative-fleet", name: "spoke-3-serving" }],
+    },
+  ],
+  prune: {
+    state: "held",
+    reason: "over-max-fraction",
+    message:
+      "pruning 2 of 3 mirrored CRs (67%) exceeds maxPruneFraction 50% and waits for a person's confirmation",
+    candidates: [
+      {
+        kind: "KnativeEventing",
+        namespace: "knative-fleet",
+        name: "old-eventing",
+        path: "clusters/old.yaml",
+      },
+      { kind: "KnativeServing", namespace: "knative-fleet", name: "old-serving", path: "clusters/old.yaml" },
+    ],
+    retained: [
+      { kind: "KnativeServing", namespace: "knative-fleet", name: "keep-me", path: "clusters/keep.yaml" },
+    ],
+    confirmation: { namespace: "knative-fleet", token: "8c1f0a2b3c4d5e6f" },
+  },
+});
+
+const readmeOf = (resources: readonly KubeObject[], mirror: MirrorResult) =>
+  renderStatusSummary({ resources, mirror }).find((file) => file.name === "README.md")!.content;
+const dataOf = (resources: readonly KubeObject[], mirror: MirrorResult) =>
+  renderStatusSummary({ resources, mirror }).find((file) => file.name === "fleet.yaml")!.content;
+
+describe("renderStatusSummary", () => {
+  it("renders a mixed fleet for people: ready, not ready, unreachable, in progress, errors, a held prune", () => {
+    expect(readmeOf(MIXED_RESOURCES, MIXED_MIRROR)).toBe(`# Fleet status
+
+Written by knative-fleet from the hub after each sync; edits here are overwritten.
+
+CRs on the hub: 4; ready ✓ 1, not ready ✗ 2, in progress … 1.
+
+| Cluster | Kind | CR | Ready | Version | Reason | Message | Commit |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| fleet-system/spoke-1 | KnativeEventing | knative-fleet/spoke-1-eventing | ✗ | 1.21.0 | NotMinimumReplicas | eventing-webhook: 1/2 ready \\| waiting<br>for node | fedcba9 |
+| fleet-system/spoke-1 | KnativeServing | knative-fleet/spoke-1-serving | ✓ | 1.22.1 |  |  | 0123456 |
+| fleet-system/spoke-2 | KnativeServing | knative-fleet/spoke-2-serving | ✗ |  | ClusterProfileUnavailable | spoke-2 has not answered for 5m | 0123456 |
+| hub | KnativeServing | knative-fleet/hub-serving | … | 1.22.1 | Reconciling | the hub controller has not reported on the current spec yet | 0123456 |
+
+## Validation errors
+
+A file with an error is not applied: the CRs it declares keep their last good state on the hub, and nothing is pruned until every file is valid.
+
+| Location | Field | Message |
+| --- | --- | --- |
+| clusters/spoke-3.yaml:7:5 | spec.registry.overide | unrecognized key |
+
+Kept at their last good state:
+
+- KnativeServing knative-fleet/spoke-3-serving (clusters/spoke-3.yaml)
+
+## Conflicts
+
+A CR of the same kind and name was made on the hub by hand (it lacks \`app.kubernetes.io/managed-by: knative-fleet\`); knative-fleet leaves it alone. Delete it, or give it that label to hand it over.
+
+| CR | File |
+| --- | --- |
+| KnativeServing knative-fleet/made-by-hand | clusters/x.yaml |
+
+## Prune held
+
+Held: pruning 2 of 3 mirrored CRs (67%) exceeds maxPruneFraction 50% and waits for a person's confirmation. Once confirmed, these CRs are deleted and Knative is uninstalled from their clusters:
+
+| CR | File |
+| --- | --- |
+| KnativeEventing knative-fleet/old-eventing | clusters/old.yaml |
+| KnativeServing knative-fleet/old-serving | clusters/old.yaml |
+
+To confirm exactly this prune, run against the hub:
+
+\`\`\`sh
+kubectl -n knative-fleet create configmap knative-fleet-prune  # if it does not exist yet
+kubectl -n knative-fleet annotate configmap knative-fleet-prune --overwrite \\
+  fleet.knative.dev/confirm-prune=8c1f0a2b3c4d5e6f
+\`\`\`
+
+Restoring the files in Git instead cancels the prune.
+
+## Kept by \`fleet.knative.dev/prune: disabled\`
+
+These CRs are no longer in Git and are never pruned; delete them on the hub to uninstall.
+
+| CR | File |
+| --- | --- |
+| KnativeServing knative-fleet/keep-me | clusters/keep.yaml |
+`);
+  });
+
+  it("writes the same data for tools, in a fixed key order", () => {
+    const data = dataOf(MIXED_RESOURCES, MIXED_MIRROR);
+    expect(data.startsWith("# Written by knative-fleet")).toBe(true);
+    const parsed = parse(data);
+    expect(Object.keys(parsed)).toEqual([
+      "resources",
+      "validationErrors",
+      "invalidFiles",
+      "conflicts",
+      "applyErrors",
+      "prune",
+    ]);
+    expect(parsed.resources[0]).toEqual({
+      cluster: "fleet-system/spoke-1",
+      kind: "KnativeEventing",
+      namespace: "knative-fleet",
+      name: "spoke-1-eventing",
+      ready: "False",
+      reason: "NotMinimumReplicas",
+      message: "eventing-webhook: 1/2 ready | waiting\nfor node",
+      version: "1.21.0",
+      commit: OLDER,
+      path: "clusters/spoke-1-eventing.yaml",
+    });
+    expect(Object.keys(parsed.resources[0])).toEqual([
+      "cluster",
+      "kind",
+      "namespace",
+      "name",
+      "ready",
+      "reason",
+      "message",
+      "version",
+      "commit",
+      "path",
+    ]);
+    expect(parsed.validationErrors).toEqual([
+      {
+        path: "clusters/spoke-3.yaml",
+        line: 7,
+        column: 5,
+        field: "spec.registry.overide",
+        message: "unrecognized key",
+      },
+    ]);
+    expect(parsed.prune).toMatchObject({
+      state: "held",
+      reason: "over-max-fraction",
+      confirmation: { namespace: "knative-fleet", token: "8c1f0a2b3c4d5e6f" },
+    });
+  });
+
+  it("is byte-identical for the same state, whatever the input order or the commit synced", () => {
+    const first = renderStatusSummary({ resources: MIXED_RESOURCES, mirror: MIXED_MIRROR });
+    const later = renderStatusSummary({
+      resources: [...MIXED_RESOURCES].reverse(),
+      mirror: { ...MIXED_MIRROR, source: { ...MIXED_MIRROR.source, commit: "f".repeat(40) } },
+    });
+    expect(later).toEqual(first);
+  });
+
+  it("shows a done prune as nothing pending, and a refused delete until it succeeds", () => {
+    const candidate = {
+      kind: "KnativeServing" as const,
+      namespace: "knative-fleet",
+      name: "gone",
+      path: "clusters/gone.yaml",
+    };
+    const clean = readmeOf([], mirrorResult());
+    const pruned = readmeOf(
+      [],
+      mirrorResult({ prune: { state: "pruned", candidates: [candidate], retained: [] } }),
+    );
+    expect(pruned).toBe(clean);
+    const refused = mirrorResult({
+      prune: {
+        state: "pruned",
+        candidates: [{ ...candidate, error: "DELETE …: 403 Forbidden" }],
+        retained: [],
+      },
+    });
+    expect(readmeOf([], refused)).toContain(
+      "## Prune failed\n\nThese CRs are no longer in Git, but the hub refused to delete them; the next sync tries again.\n\n" +
+        "| CR | File | Error |\n| --- | --- | --- |\n| KnativeServing knative-fleet/gone | clusters/gone.yaml | DELETE …: 403 Forbidden |",
+    );
+  });
+
+  it("says why a prune was skipped, and lists CRs the hub refused to apply", () => {
+    const readme = readmeOf(
+      [],
+      mirrorResult({
+        resources: [
+          {
+            kind: "KnativeServing",
+            namespace: "knative-fleet",
+            name: "moved",
+            path: "clusters/moved.yaml",
+            action: "update",
+            error: "PATCH …: 422 Invalid: spec.clusterProfileRef is immutable",
+          },
+        ],
+        prune: {
+          state: "skipped",
+          reason: "apply-failed",
+          message: "1 CR failed to apply; nothing is pruned until every CR applies",
+          candidates: [{ kind: "KnativeServing", namespace: "knative-fleet", name: "old" }],
+          retained: [],
+        },
+      }),
+    );
+    expect(readme).toContain(
+      "| KnativeServing knative-fleet/moved | clusters/moved.yaml | PATCH …: 422 Invalid: spec.clusterProfileRef is immutable |",
+    );
+    expect(readme).toContain(
+      "These CRs are no longer in Git but are not pruned: 1 CR failed to apply; nothing is pruned until every CR applies.",
+    );
+    expect(readme).toContain("| KnativeServing knative-fleet/old |  |");
+  });
+
+  it("keeps a message in its cell: pipes, backslashes, newlines and HTML are escaped", () => {
+    const message = "a|b \\| c\r\nd <nil> & e\n";
+    const readme = readmeOf(
+      [hubCr("x", { conditions: [{ type: "Ready", status: "False", reason: "Failed", message }] })],
+      mirrorResult(),
+    );
+    const row = readme.split("\n").find((line) => line.includes("knative-fleet/x"))!;
+    expect(row).toBe(
+      "| hub | KnativeServing | knative-fleet/x | ✗ |  | Failed | a\\|b \\\\\\| c<br>d &lt;nil&gt; &amp; e | 0123456 |",
+    );
+    // The row has exactly the header's 8 cells: every remaining `|` is a delimiter.
+    expect(row.replaceAll("\\\\", "").replaceAll("\\|", "").split("|")).toHaveLength(10);
+  });
+
+  it("shows a CR that has no status yet, or is being deleted, as in progress", () => {
+    const fresh = { ...hubCr("fresh"), status: undefined };
+    const deleting = hubCr("deleting", { conditions: ready });
+    deleting.metadata.deletionTimestamp = "2026-01-01T00:00:00Z";
+    const rows = readmeOf([fresh, deleting], mirrorResult())
+      .split("\n")
+      .filter((line) => line.startsWith("| hub"));
+    expect(rows).toEqual([
+      "| hub | KnativeServing | knative-fleet/deleting | … |  | Deleting | the CR is being deleted; its cluster is being cleaned up | 0123456 |",
+      "| hub | KnativeServing | knative-fleet/fresh | … |  | Reconciling | the hub controller has not reported on the current spec yet | 0123456 |",
+    ]);
+  });
+});
