@@ -1,0 +1,140 @@
+{{/* Names, labels and the paths the pod and the service config agree on. */}}
+
+{{- define "knative-fleet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "knative-fleet.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "knative-fleet.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "knative-fleet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "knative-fleet.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "knative-fleet.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: knative-fleet
+{{- end }}
+
+{{- define "knative-fleet.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "knative-fleet.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "knative-fleet.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The ServiceAccount as an RBAC subject. */}}
+{{- define "knative-fleet.subject" -}}
+- kind: ServiceAccount
+  name: {{ include "knative-fleet.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end }}
+
+{{/* Fixed paths inside the pod. The service reads them from the config file, never guesses them. */}}
+{{- define "knative-fleet.configDir" -}}/etc/knative-fleet{{- end }}
+{{- define "knative-fleet.providerDir" -}}/etc/cluster-inventory{{- end }}
+{{- define "knative-fleet.providerFile" -}}/etc/cluster-inventory/config.json{{- end }}
+{{- define "knative-fleet.cacheDir" -}}/var/cache/knative-fleet{{- end }}
+{{- define "knative-fleet.credentialsDir" -}}/var/run/secrets/knative-fleet/repository{{- end }}
+{{- define "knative-fleet.webhookSecretDir" -}}/var/run/secrets/knative-fleet/webhook{{- end }}
+{{- define "knative-fleet.caDir" -}}/etc/ssl/knative-fleet{{- end }}
+
+{{/* Leader election is on exactly when more than one pod runs. */}}
+{{- define "knative-fleet.leaderElection" -}}
+{{- if gt (int .Values.replicas) 1 }}true{{ end }}
+{{- end }}
+
+{{- define "knative-fleet.leaseName" -}}
+{{- include "knative-fleet.fullname" . }}
+{{- end }}
+
+{{/*
+How plugin images are mounted: "imageVolume" or "initContainer". auto picks image volumes from Kubernetes
+1.35, the first release that enables them by default. Major/Minor rather than a semver compare: providers
+report minors like "35+", and an apiserver built without version stamps reports v0.0.0-master.
+*/}}
+{{- define "knative-fleet.pluginMount" -}}
+{{- $mode := .Values.multicluster.pluginMount }}
+{{- if eq $mode "auto" }}
+{{- $major := int (regexFind "^[0-9]+" .Capabilities.KubeVersion.Major) }}
+{{- $minor := int (regexFind "^[0-9]+" .Capabilities.KubeVersion.Minor) }}
+{{- if or (gt $major 1) (and (eq $major 1) (ge $minor 35)) }}imageVolume{{ else }}initContainer{{ end }}
+{{- else }}
+{{- $mode }}
+{{- end }}
+{{- end }}
+
+{{/* The volume that carries a plugin: named after the plugin so a values diff reads clearly. */}}
+{{- define "knative-fleet.pluginVolume" -}}
+{{- printf "plugin-%s" . }}
+{{- end }}
+
+{{/*
+The rendered service config (config.yaml): the contract with the service, documented in README.md.
+*/}}
+{{- define "knative-fleet.config" -}}
+{{- $fleet := .Values.fleet }}
+{{- $repo := $fleet.repository }}
+{{- $repository := dict "url" $repo.url "branch" $repo.branch "pathGlob" $repo.pathGlob }}
+{{- if $repo.credentialsSecretRef.name }}
+{{- $_ := set $repository "credentialsDir" (include "knative-fleet.credentialsDir" .) }}
+{{- end }}
+{{- if or $repo.caConfigMapRef.name $repo.caSecretRef.name }}
+{{- $_ := set $repository "caFile" (printf "%s/ca.crt" (include "knative-fleet.caDir" .)) }}
+{{- end }}
+{{- $config := dict
+  "repository" $repository
+  "cacheDir" (include "knative-fleet.cacheDir" .)
+  "pollSchedule" $fleet.pollInterval
+  "defaultNamespace" (default .Release.Namespace $fleet.defaultNamespace)
+  "hubInstall" (dict "enabled" .Values.hubInstall.enabled)
+  "metricsPort" (int .Values.metrics.port)
+  "logLevel" .Values.logLevel
+  "remoteDeploymentsPollInterval" .Values.multicluster.remoteDeploymentsPollInterval
+  "allowedClusterProfileNamespaces" .Values.multicluster.allowedClusterProfileNamespaces
+  "leaderElection" (dict
+    "enabled" (eq (include "knative-fleet.leaderElection" .) "true")
+    "leaseName" (include "knative-fleet.leaseName" .)
+    "namespace" .Release.Namespace)
+}}
+{{- if $fleet.status.enabled }}
+{{- $_ := set $config "status" (dict
+  "path" $fleet.status.path
+  "branch" (default $repo.branch $fleet.status.branch)
+  "authorName" $fleet.status.authorName
+  "authorEmail" $fleet.status.authorEmail) }}
+{{- end }}
+{{- if .Values.webhook.enabled }}
+{{- $_ := set $config "webhook" (dict
+  "port" (int .Values.webhook.port)
+  "secretFile" (printf "%s/secret" (include "knative-fleet.webhookSecretDir" .))) }}
+{{- end }}
+{{- toYaml $config }}
+{{- end }}
+
+{{- define "knative-fleet.providerConfig" -}}
+{{- toPrettyJson .Values.multicluster.accessProvidersConfig }}
+{{- end }}

@@ -1,0 +1,217 @@
+import { execFileSync } from "node:child_process";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
+
+/**
+ * No Docker engine runs here, so the Dockerfile is checked as text: its stages, the non-root runtime, no
+ * secrets; and its kodata script is run for real with a stand-in curl, to prove it lays the releases out
+ * exactly like the upstream operator's kodata (../shared/knative-releases) from the right release URLs.
+ */
+interface Instruction {
+  keyword: string;
+  args: string;
+  heredoc?: string;
+}
+interface Stage {
+  from: string;
+  name?: string;
+  instructions: Instruction[];
+}
+
+function parseDockerfile(text: string): { globalArgs: Instruction[]; stages: Stage[] } {
+  const lines = text.split("\n");
+  const globalArgs: Instruction[] = [];
+  const stages: Stage[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    let line = lines[i]!;
+    if (/^\s*(#|$)/.test(line)) continue;
+    while (line.endsWith("\\")) line = `${line.slice(0, -1)} ${lines[++i]!.trim()}`;
+    const [, keyword = "", args = ""] = /^\s*(\S+)\s*(.*)$/.exec(line)!;
+    const instruction: Instruction = { keyword: keyword.toUpperCase(), args };
+    const heredoc = /<<-?'?(\w+)'?\s*$/.exec(args);
+    if (heredoc) {
+      const body: string[] = [];
+      while (lines[++i] !== heredoc[1]) {
+        if (i >= lines.length) throw new Error(`unterminated heredoc ${heredoc[1]}`);
+        body.push(lines[i]!);
+      }
+      instruction.heredoc = body.join("\n");
+    }
+    if (instruction.keyword === "FROM") {
+      const [, from = "", name] = /^(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$/i.exec(args)!;
+      stages.push({ from, name, instructions: [] });
+    } else if (stages.length === 0) {
+      if (instruction.keyword !== "ARG") throw new Error(`${instruction.keyword} before the first FROM`);
+      globalArgs.push(instruction);
+    } else {
+      stages.at(-1)!.instructions.push(instruction);
+    }
+  }
+  return { globalArgs, stages };
+}
+
+const dockerfile = parseDockerfile(readFileSync(join(repoRoot, "Dockerfile"), "utf8"));
+const argDefault = (name: string): string | undefined => {
+  for (const arg of dockerfile.globalArgs) {
+    const match = new RegExp(`^${name}=("?)(.*)\\1$`).exec(arg.args);
+    if (match) return match[2];
+  }
+  return undefined;
+};
+const stage = (name: string): Stage => {
+  const found = dockerfile.stages.find((s) => s.name === name);
+  if (!found) throw new Error(`no stage ${name}`);
+  return found;
+};
+const runs = (s: Stage) => s.instructions.filter((i) => i.keyword === "RUN").map((i) => i.args);
+const runtime = dockerfile.stages.at(-1)!;
+
+describe("Dockerfile", () => {
+  it("builds in stages and runs on Node 24 slim", () => {
+    expect(dockerfile.stages.map((s) => s.name)).toEqual(["build", "prod-deps", "kodata", undefined]);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a Dockerfile variable, literally.
+    expect(runtime.from).toBe("${NODE_IMAGE}");
+    expect(argDefault("NODE_IMAGE")).toBe("node:24-slim");
+  });
+
+  it("compiles with npm ci && npm run build, and ships production dependencies only", () => {
+    expect(runs(stage("build"))).toEqual(["npm ci --no-audit --no-fund", "npm run build"]);
+    expect(runs(stage("prod-deps"))).toEqual([
+      expect.stringMatching(/^npm ci --omit=dev --ignore-scripts\b/),
+    ]);
+    const copies = runtime.instructions.filter((i) => i.keyword === "COPY").map((i) => i.args);
+    expect(copies).toEqual([
+      "--from=prod-deps /src/node_modules ./node_modules",
+      "--from=build /src/dist ./dist",
+      "package.json ./",
+      "--from=kodata /kodata /opt/knative-fleet/kodata",
+    ]);
+    // No compiler, no sources, no dev dependencies in the runtime stage.
+    expect(runs(runtime).join("\n")).not.toMatch(/npm (ci|install)/);
+  });
+
+  it("runs as a numeric non-root user, with tini as PID 1 and the bin's dist/cli.js", () => {
+    const users = runtime.instructions.filter((i) => i.keyword === "USER");
+    expect(users).toHaveLength(1);
+    const [uid, gid] = users[0]!.args.split(":").map(Number);
+    expect(uid).toBeGreaterThan(0);
+    expect(gid).toBeGreaterThan(0);
+    // Nothing runs as root after the USER line.
+    const afterUser = runtime.instructions.slice(runtime.instructions.indexOf(users[0]!) + 1);
+    expect(afterUser.filter((i) => i.keyword === "RUN" || i.keyword === "USER")).toEqual([]);
+    const bin = (
+      JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8")) as { bin: Record<string, string> }
+    ).bin["knative-fleet"];
+    const entrypoint = JSON.parse(
+      runtime.instructions.find((i) => i.keyword === "ENTRYPOINT")!.args,
+    ) as string[];
+    expect(entrypoint).toEqual(["/usr/bin/tini", "--", "node", `/opt/knative-fleet/app/${bin}`]);
+    expect(JSON.parse(runtime.instructions.find((i) => i.keyword === "CMD")!.args)).toEqual(["run"]);
+    const env = runtime.instructions
+      .filter((i) => i.keyword === "ENV")
+      .map((i) => i.args)
+      .join(" ");
+    expect(env).toContain("KO_DATA_PATH=/opt/knative-fleet/kodata");
+  });
+
+  it("carries no secrets: no secret-like ARG/ENV, no copied credentials, a context that excludes everything else", () => {
+    const all = [...dockerfile.globalArgs, ...dockerfile.stages.flatMap((s) => s.instructions)];
+    for (const i of all.filter((i) => i.keyword === "ARG" || i.keyword === "ENV")) {
+      expect(i.args, i.args).not.toMatch(/TOKEN|PASSWORD|SECRET|CREDENTIAL|_KEY\b|AUTH/i);
+    }
+    for (const i of all.filter((i) => i.keyword === "COPY" || i.keyword === "ADD")) {
+      expect(i.args, i.args).not.toMatch(/\.npmrc|\.git\b|\.env|id_rsa|\.pem|\.key\b/);
+      expect(i.keyword, "ADD fetches and unpacks implicitly; COPY is explicit").toBe("COPY");
+    }
+    const ignore = readFileSync(join(repoRoot, ".dockerignore"), "utf8")
+      .split("\n")
+      .filter((l) => l.trim() && !l.startsWith("#"));
+    expect(ignore[0]).toBe("*");
+    expect(ignore.slice(1).sort()).toEqual(
+      ["!package.json", "!package-lock.json", "!tsconfig.json", "!tsconfig.build.json", "!src"].sort(),
+    );
+  });
+
+  it("pins the bundled Knative releases", () => {
+    expect(argDefault("SERVING_VERSIONS")).toBe("1.21.3 1.22.1");
+    expect(argDefault("EVENTING_VERSIONS")).toBe("1.21.4 1.22.2");
+  });
+
+  describe("the kodata script, run with a stand-in curl", () => {
+    const work = mkdtempSync(join(tmpdir(), "knative-fleet-kodata-"));
+    afterAll(() => rmSync(work, { recursive: true, force: true }));
+    const out = join(work, "kodata");
+
+    const script = stage("kodata").instructions.find((i) => i.heredoc)?.heredoc ?? "";
+    const fakeCurl = join(work, "curl");
+    // Writes the URL it was asked for into the -o file, so every file records where it came from.
+    writeFileSync(
+      fakeCurl,
+      '#!/bin/sh\nout=""; url=""\nwhile [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift ;; https://*) url="$1" ;; esac; shift; done\nprintf "%s\\n" "$url" > "$out"\n',
+    );
+    chmodSync(fakeCurl, 0o755);
+    const env: NodeJS.ProcessEnv = { PATH: `${work}:${process.env.PATH}` };
+    for (const name of [
+      "SERVING_VERSIONS",
+      "EVENTING_VERSIONS",
+      "KOURIER_VERSIONS",
+      "ISTIO_VERSIONS",
+      "CONTOUR_VERSIONS",
+      "GATEWAY_API_VERSIONS",
+    ]) {
+      env[name] = argDefault(name);
+    }
+    expect(script).toContain("out=/kodata");
+    execFileSync("sh", ["-c", script.replace("out=/kodata", `out=${out}`)], { env, stdio: "pipe" });
+
+    const fetched = files(out);
+    const upstream = files(knativeReleasesDir()).filter((f) => f.endsWith(".yaml"));
+
+    it("produces exactly the upstream operator's kodata file layout", () => {
+      expect(fetched.sort()).toEqual(upstream.sort());
+    });
+
+    it("fetches each file from its public release, at the version the upstream kodata holds", () => {
+      for (const file of fetched) {
+        const url = readFileSync(join(out, file), "utf8").trim();
+        const [top, second] = file.split("/") as [string, string];
+        const version = /knative-v(\d+\.\d+\.\d+)\//.exec(url)?.[1];
+        const asset = file.split("/").at(-1)!.replace(/^\d+-/, "");
+        if (top === "ingress") {
+          const ingress = file.split("/")[2]!;
+          const repo = {
+            kourier: "net-kourier",
+            istio: "net-istio",
+            contour: "net-contour",
+            "gateway-api": "net-gateway-api",
+          }[ingress];
+          expect(url).toBe(
+            `https://github.com/knative-extensions/${repo}/releases/download/knative-v${version}/${asset}`,
+          );
+          expect(version?.startsWith(`${second}.`), `${file}: ${url}`).toBe(true);
+        } else {
+          const project = top.replace("knative-", "");
+          expect(url).toBe(
+            `https://github.com/knative/${project}/releases/download/knative-v${second}/${asset}`,
+          );
+        }
+        // The upstream file of the same path was released at the same version (when its objects say).
+        const upstreamText = readFileSync(join(knativeReleasesDir(), file), "utf8");
+        if (upstreamText.includes("app.kubernetes.io/version:")) {
+          expect(upstreamText, `${file} is ${version} upstream`).toContain(
+            `app.kubernetes.io/version: "${version}"`,
+          );
+        }
+      }
+    });
+  });
+});
+
+function files(dir: string): string[] {
+  const walk = (path: string): string[] =>
+    statSync(path).isDirectory() ? readdirSync(path).flatMap((name) => walk(join(path, name))) : [path];
+  return walk(dir).map((path) => relative(dir, path));
+}
