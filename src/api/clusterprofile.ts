@@ -20,7 +20,7 @@ export const ClusterConnectionSchema = z.looseObject({
   "proxy-url": z.string().optional(),
   "disable-compression": z.boolean().optional(),
   extensions: z
-    .array(z.looseObject({ name: z.string(), extension: z.record(z.string(), z.unknown()) }))
+    .array(z.looseObject({ name: z.string(), extension: z.unknown() }))
     .optional()
     .describe("Provider-specific data for the credential plugin, such as the cluster name it knows."),
 });

@@ -1,0 +1,387 @@
+import {
+  ApiException,
+  CustomObjectsApi,
+  type KubeConfig,
+  type KubernetesObject,
+} from "@kubernetes/client-node";
+import { type Logger, pino } from "pino";
+import { type ClusterProfile, ClusterProfileSchema } from "../api/clusterprofile.ts";
+import { TargetClusterReason } from "../api/conditions.ts";
+import type { ClusterProfileRef } from "../api/knative.ts";
+import { formatFieldPath } from "../fleet/diagnostic.ts";
+import { CLUSTER_PROFILE_RESOURCE, ClusterProfileWatch } from "./clusterprofile-watch.ts";
+import { AccessError, causeText } from "./errors.ts";
+import { ExecAuthenticator } from "./exec-authenticator.ts";
+import type { ProviderConfigState } from "./provider-config.ts";
+import {
+  endpointFingerprint,
+  profileHealth,
+  profileKey,
+  type SpokeEndpoint,
+  spokeEndpoint,
+} from "./spoke-endpoint.ts";
+import { SpokeKubeConfig, type SpokeProbe } from "./spoke-kubeconfig.ts";
+
+export interface ClusterAccessOptions {
+  /** The hub, where the ClusterProfiles are. */
+  hub: KubeConfig;
+  providers: ProviderConfigState;
+  /** Only ClusterProfiles in these namespaces are used (and watched); all namespaces when unset. */
+  namespaces?: readonly string[];
+  /** How long a credential plugin may run before it is killed (default 10 s). */
+  pluginTimeoutMs?: number;
+  /** How long before expiry a credential is renewed (default 60 s; never in its first half-life). */
+  refreshBeforeExpiryMs?: number;
+  /** How long the first request to a new client (GET /version) may take (default 10 s). */
+  probeTimeoutMs?: number;
+  logger?: Logger;
+}
+
+/** A spoke that answered: its client and what was learnt connecting to it. */
+export interface SpokeClient {
+  ref: ClusterProfileRef;
+  providerName: string;
+  server: string;
+  /** Use it as any KubeConfig: `kubeConfig.makeApiClient(CoreV1Api)`, `KubernetesObjectApi.makeApiClient(kubeConfig)`. */
+  kubeConfig: SpokeKubeConfig;
+  /** gitVersion from /version when this client first connected (undefined if /version was refused). */
+  kubernetesVersion: string | undefined;
+}
+
+/** What the reconcile engine turns into the TargetClusterResolved condition. */
+export type ResolveResult =
+  | { ok: true; spoke: SpokeClient }
+  | { ok: false; reason: TargetClusterReason; message: string };
+
+/**
+ * What changed about a watched ClusterProfile: its first sighting, how to connect (the client was replaced),
+ * its health, or its deletion. A status-only change, such as a heartbeat, is not reported.
+ */
+export type ClusterProfileChange = "added" | "connection" | "health" | "deleted";
+export type ClusterProfileListener = (ref: ClusterProfileRef, change: ClusterProfileChange) => void;
+
+const DEFAULT_PLUGIN_TIMEOUT_MS = 10_000;
+const DEFAULT_REFRESH_BEFORE_EXPIRY_MS = 60_000;
+const DEFAULT_PROBE_TIMEOUT_MS = 10_000;
+// A ClusterProfile that changes this often while its client is being built is not settled enough to use.
+const MAX_RESOLVE_ATTEMPTS = 3;
+
+/** A watched ClusterProfile: parsed once per update, with what decides whether its client must change. */
+interface SeenProfile {
+  profile: ClusterProfile | AccessError;
+  connection: string;
+  healthy: boolean;
+}
+
+/**
+ * Reaches spokes through their ClusterProfiles: resolves a reference to a ready, cached client, and (once
+ * `watch()` runs) replaces a client the moment its ClusterProfile's connection details change. Without the
+ * watch every resolution reads the ClusterProfile from the hub, which suits one-shot commands.
+ */
+export class ClusterAccess {
+  readonly #options: ClusterAccessOptions;
+  readonly #logger: Logger;
+  readonly #customObjects: CustomObjectsApi;
+  readonly #entries = new Map<string, SpokeEntry>();
+  readonly #seen = new Map<string, SeenProfile>();
+  readonly #listeners = new Set<ClusterProfileListener>();
+  #watch: ClusterProfileWatch | undefined;
+  #closed = false;
+
+  constructor(options: ClusterAccessOptions) {
+    this.#options = options;
+    this.#logger = (options.logger ?? pino({ level: "silent" })).child({ component: "cluster-access" });
+    this.#customObjects = options.hub.makeApiClient(CustomObjectsApi);
+  }
+
+  /**
+   * Starts watching ClusterProfiles. Resolves after the first list (or its failure: the watch keeps retrying
+   * and resolutions read from the hub meanwhile).
+   */
+  async watch(): Promise<void> {
+    this.#checkOpen();
+    if (this.#watch) return;
+    this.#watch = new ClusterProfileWatch(
+      this.#options.hub,
+      this.#options.namespaces,
+      (event) =>
+        event.type === "upsert" ? this.#profileUpdated(event.object) : this.#profileDeleted(event.object),
+      this.#logger,
+    );
+    await this.#watch.start();
+  }
+
+  /** Calls `listener` on every reported ClusterProfile change (needs `watch()`); returns the unsubscribe. */
+  onClusterProfileChange(listener: ClusterProfileListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * A ready client for the spoke `ref` names: the ClusterProfile exists, is healthy, offers a configured
+   * provider, the plugin returned a credential, and the spoke answered with it. The client is cached and
+   * shared; concurrent resolutions of one spoke share one plugin run and one probe.
+   */
+  async resolve(ref: ClusterProfileRef): Promise<ResolveResult> {
+    try {
+      return { ok: true, spoke: await this.#resolve(ref) };
+    } catch (err) {
+      if (err instanceof AccessError) return { ok: false, reason: err.reason, message: err.message };
+      throw err;
+    }
+  }
+
+  /** Stops the watch and every client; requests in flight are aborted, later resolutions fail. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const reason = accessClosed();
+    const entries = [...this.#entries.values()];
+    this.#entries.clear();
+    this.#listeners.clear();
+    await Promise.all([
+      this.#watch?.stop(),
+      ...entries.map((entry) => entry.kubeConfig.close(reason, "abort")),
+    ]);
+  }
+
+  async #resolve(ref: ClusterProfileRef): Promise<SpokeClient> {
+    const key = profileKey(ref);
+    this.#checkOpen();
+    const providers = this.#options.providers;
+    if (!providers.enabled) {
+      throw new AccessError(
+        TargetClusterReason.MulticlusterDisabled,
+        `multicluster access is off because ${providers.why}; ClusterProfile ${key} cannot be reached until a provider file is configured`,
+      );
+    }
+    const namespaces = this.#options.namespaces;
+    if (namespaces !== undefined && !namespaces.includes(ref.namespace)) {
+      throw new AccessError(
+        TargetClusterReason.ClusterProfileNotFound,
+        `ClusterProfile ${key} is in namespace ${ref.namespace}, but knative-fleet only reads ClusterProfiles in ${namespaces.join(", ")}`,
+      );
+    }
+    for (let attempt = 1; ; attempt++) {
+      const profile = await this.#readProfile(ref);
+      this.#checkOpen();
+      const health = profileHealth(profile);
+      if (!health.healthy) throw new AccessError(TargetClusterReason.ClusterProfileNotReady, health.message);
+      const entry = this.#entryFor(spokeEndpoint(profile, providers.config));
+      try {
+        const probe = await entry.ready(this.#options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS);
+        if (this.#entries.get(key) === entry) {
+          const { endpoint } = entry.kubeConfig;
+          return {
+            ref,
+            providerName: endpoint.providerName,
+            server: endpoint.server,
+            kubeConfig: entry.kubeConfig,
+            kubernetesVersion: probe.kubernetesVersion,
+          };
+        }
+      } catch (err) {
+        if (this.#entries.get(key) === entry) throw err;
+      }
+      // The ClusterProfile changed (or access closed) while this client was being set up: start over.
+      this.#checkOpen();
+      if (attempt === MAX_RESOLVE_ATTEMPTS) {
+        throw new AccessError(
+          TargetClusterReason.RemoteClusterStale,
+          `ClusterProfile ${key} changed ${attempt} times while its client was being set up; the next attempt uses its latest connection details`,
+        );
+      }
+    }
+  }
+
+  async #readProfile(ref: ClusterProfileRef): Promise<ClusterProfile> {
+    const watched = this.#watch?.live ? this.#seen.get(profileKey(ref)) : undefined;
+    // Not watching, the watch is catching up, or a ClusterProfile created a moment ago: ask the hub.
+    const profile = watched?.profile ?? parseProfile(await this.#getProfile(ref), ref);
+    if (profile instanceof AccessError) throw profile;
+    return profile;
+  }
+
+  async #getProfile(ref: ClusterProfileRef): Promise<unknown> {
+    const key = profileKey(ref);
+    try {
+      return await this.#customObjects.getNamespacedCustomObject({ ...CLUSTER_PROFILE_RESOURCE, ...ref });
+    } catch (err) {
+      if (err instanceof ApiException && err.code === 404) {
+        const status = parseStatus(err.body);
+        if (status?.reason === "NotFound") {
+          this.#retire(key, "its ClusterProfile was deleted");
+          throw new AccessError(
+            TargetClusterReason.ClusterProfileNotFound,
+            `ClusterProfile ${key} does not exist on the hub; check spec.clusterProfileRef or the cluster manager that registers the cluster`,
+          );
+        }
+        throw new AccessError(
+          TargetClusterReason.ClusterProfileUnavailable,
+          `the hub does not serve ClusterProfiles (${CLUSTER_PROFILE_RESOURCE.group}/${CLUSTER_PROFILE_RESOURCE.version}); install the Cluster Inventory API CRD`,
+        );
+      }
+      throw new AccessError(
+        TargetClusterReason.ClusterProfileUnavailable,
+        `cannot read ClusterProfile ${key} from the hub: ${hubErrorText(err)}`,
+        { cause: err },
+      );
+    }
+  }
+
+  /** The cached client for this endpoint, or a new one replacing a client for older details. */
+  #entryFor(endpoint: SpokeEndpoint): SpokeEntry {
+    const key = profileKey(endpoint.profile);
+    const fingerprint = endpointFingerprint(endpoint);
+    const existing = this.#entries.get(key);
+    if (existing?.fingerprint === fingerprint) return existing;
+    if (existing) this.#retire(key, "its ClusterProfile's connection details changed");
+    const entry = new SpokeEntry(
+      endpoint,
+      fingerprint,
+      new ExecAuthenticator(endpoint.plugin, endpoint.execCluster, {
+        pluginTimeoutMs: this.#options.pluginTimeoutMs ?? DEFAULT_PLUGIN_TIMEOUT_MS,
+        refreshBeforeExpiryMs: this.#options.refreshBeforeExpiryMs ?? DEFAULT_REFRESH_BEFORE_EXPIRY_MS,
+        logger: this.#logger.child({ clusterProfile: key }),
+      }),
+    );
+    this.#entries.set(key, entry);
+    this.#logger.info(
+      { clusterProfile: key, accessProvider: endpoint.providerName, server: endpoint.server },
+      existing ? "replacing the spoke client" : "creating a spoke client",
+    );
+    return entry;
+  }
+
+  /** Drops a cached client; requests already sent finish, new ones fail with RemoteClusterStale. */
+  #retire(key: string, why: string): void {
+    const entry = this.#entries.get(key);
+    if (entry === undefined) return;
+    this.#entries.delete(key);
+    const reason = new AccessError(
+      TargetClusterReason.RemoteClusterStale,
+      `the client for ClusterProfile ${key} was replaced because ${why}; resolve the cluster again`,
+    );
+    entry.kubeConfig.close(reason, "drain").catch((err) => {
+      this.#logger.warn({ clusterProfile: key, err: String(err) }, "closing a replaced spoke client failed");
+    });
+  }
+
+  #profileUpdated(object: KubernetesObject): void {
+    const ref = { namespace: object.metadata?.namespace ?? "", name: object.metadata?.name ?? "" };
+    const key = profileKey(ref);
+    const profile = parseProfile(object, ref);
+    const seen: SeenProfile = { profile, ...connectionAndHealth(profile, this.#options.providers) };
+    const previous = this.#seen.get(key);
+    this.#seen.set(key, seen);
+    const entry = this.#entries.get(key);
+    if (entry !== undefined && entry.fingerprint !== seen.connection) {
+      this.#retire(key, "its ClusterProfile's connection details changed");
+    }
+    if (previous === undefined) this.#notify(ref, "added");
+    else if (previous.connection !== seen.connection) this.#notify(ref, "connection");
+    else if (previous.healthy !== seen.healthy) this.#notify(ref, "health");
+  }
+
+  #profileDeleted(object: KubernetesObject): void {
+    const ref = { namespace: object.metadata?.namespace ?? "", name: object.metadata?.name ?? "" };
+    const key = profileKey(ref);
+    this.#seen.delete(key);
+    this.#retire(key, "its ClusterProfile was deleted");
+    this.#notify(ref, "deleted");
+  }
+
+  #notify(ref: ClusterProfileRef, change: ClusterProfileChange): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(ref, change);
+      } catch (err) {
+        this.#logger.error(
+          { clusterProfile: profileKey(ref), change, err: String(err) },
+          "a ClusterProfile listener failed",
+        );
+      }
+    }
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw accessClosed();
+  }
+}
+
+/** One spoke's client and the single-flight check that it works. */
+class SpokeEntry {
+  readonly fingerprint: string;
+  readonly kubeConfig: SpokeKubeConfig;
+  #firstProbe: Promise<SpokeProbe> | undefined;
+
+  constructor(endpoint: SpokeEndpoint, fingerprint: string, authenticator: ExecAuthenticator) {
+    this.fingerprint = fingerprint;
+    this.kubeConfig = new SpokeKubeConfig(endpoint, authenticator);
+  }
+
+  /**
+   * A current credential (the plugin runs only when the cached one is due) and, once per client, a
+   * successful GET /version. A failed probe is forgotten, so the next resolution probes again.
+   */
+  async ready(probeTimeoutMs: number): Promise<SpokeProbe> {
+    await this.kubeConfig.authenticator.credential();
+    this.#firstProbe ??= this.kubeConfig.probe(probeTimeoutMs).catch((err: unknown) => {
+      this.#firstProbe = undefined;
+      throw err;
+    });
+    return this.#firstProbe;
+  }
+}
+
+const accessClosed = (): AccessError =>
+  new AccessError(
+    TargetClusterReason.ClusterProviderClosed,
+    "the cluster access was closed because knative-fleet is shutting down; the next run resolves the cluster again",
+  );
+
+function parseProfile(object: unknown, ref: ClusterProfileRef): ClusterProfile | AccessError {
+  const parsed = ClusterProfileSchema.safeParse(object);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map(
+    (i) => `${formatFieldPath(i.path) || "(top level)"}: ${i.message}`,
+  );
+  return new AccessError(
+    TargetClusterReason.ClusterProfileUnavailable,
+    `ClusterProfile ${profileKey(ref)} cannot be read: ${problems.join("; ")}`,
+  );
+}
+
+/** What a watched ClusterProfile's client depends on, to tell a connection change from a status-only one. */
+function connectionAndHealth(
+  profile: ClusterProfile | AccessError,
+  providers: ProviderConfigState,
+): Omit<SeenProfile, "profile"> {
+  if (profile instanceof AccessError) return { connection: `unreadable: ${profile.message}`, healthy: false };
+  const healthy = profileHealth(profile).healthy;
+  if (!providers.enabled) return { connection: "multicluster disabled", healthy };
+  try {
+    return { connection: endpointFingerprint(spokeEndpoint(profile, providers.config)), healthy };
+  } catch (err) {
+    return { connection: `unusable: ${(err as Error).message}`, healthy };
+  }
+}
+
+/** A meta/v1 Status from an error response, which client-node hands over as text or as an object. */
+function parseStatus(body: unknown): { reason?: string; message?: string } | undefined {
+  if (typeof body === "object" && body !== null) return body as { reason?: string; message?: string };
+  if (typeof body !== "string") return undefined;
+  try {
+    return JSON.parse(body) as { reason?: string; message?: string };
+  } catch {
+    return undefined;
+  }
+}
+
+function hubErrorText(err: unknown): string {
+  if (err instanceof ApiException) {
+    const message = parseStatus(err.body)?.message;
+    return `HTTP ${err.code}${message ? `: ${message}` : ""}`;
+  }
+  return causeText(err);
+}

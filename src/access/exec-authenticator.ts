@@ -1,0 +1,89 @@
+import type { Logger } from "pino";
+import type { ExecClusterInfo, PluginCredential } from "./exec-credential.ts";
+import { type ExecPlugin, runExecPlugin } from "./exec-plugin.ts";
+
+export interface ExecAuthenticatorOptions {
+  /** How long one plugin run may take before it is killed. */
+  pluginTimeoutMs: number;
+  /** Credentials are renewed this long before they expire, so none expires while a request is in flight. */
+  refreshBeforeExpiryMs: number;
+  logger: Logger;
+  now?: () => Date;
+}
+
+/**
+ * One spoke's credentials from its exec plugin: cached until shortly before they expire, fetched by a single
+ * plugin run however many requests wait for them, and fetched again when the spoke rejects them (401).
+ * client-go does the same except that it has no plugin timeout and renews only once a credential has expired.
+ */
+export class ExecAuthenticator {
+  readonly plugin: ExecPlugin;
+  readonly #cluster: ExecClusterInfo;
+  readonly #options: ExecAuthenticatorOptions;
+  readonly #now: () => Date;
+  readonly #closing = new AbortController();
+  #cached: PluginCredential | undefined;
+  #running: Promise<PluginCredential> | undefined;
+  #runs = 0;
+
+  constructor(plugin: ExecPlugin, cluster: ExecClusterInfo, options: ExecAuthenticatorOptions) {
+    this.plugin = plugin;
+    this.#cluster = cluster;
+    this.#options = options;
+    this.#now = options.now ?? (() => new Date());
+  }
+
+  /** How often the plugin has been started. */
+  get pluginRuns(): number {
+    return this.#runs;
+  }
+
+  /** A credential that is valid now and for a while: the cached one, or one the plugin is asked for. */
+  credential(): Promise<PluginCredential> {
+    const cached = this.#cached;
+    if (cached !== undefined && !this.#renewalDue(cached)) return Promise.resolve(cached);
+    this.#running ??= this.#run();
+    return this.#running;
+  }
+
+  /**
+   * The spoke answered 401 to a request made with `credential`. It is dropped unless a newer one has
+   * replaced it already, which happens when many requests fail with the same stale credential at once.
+   */
+  rejected(credential: PluginCredential): void {
+    if (this.#cached === credential) this.#cached = undefined;
+  }
+
+  /** Stops a plugin run in progress; later calls fail. */
+  close(): void {
+    this.#closing.abort();
+    this.#cached = undefined;
+  }
+
+  async #run(): Promise<PluginCredential> {
+    this.#runs++;
+    try {
+      const credential = await runExecPlugin(this.plugin, this.#cluster, {
+        timeoutMs: this.#options.pluginTimeoutMs,
+        logger: this.#options.logger,
+        signal: this.#closing.signal,
+        now: this.#now,
+      });
+      this.#cached = credential;
+      return credential;
+    } finally {
+      this.#running = undefined;
+    }
+  }
+
+  /**
+   * Renew `refreshBeforeExpiryMs` before expiry, but never in the first half of a credential's life: a
+   * short-lived credential would otherwise be renewed on every request.
+   */
+  #renewalDue(credential: PluginCredential): boolean {
+    if (credential.expiresAt === undefined) return false;
+    const expires = credential.expiresAt.getTime();
+    const halfLife = credential.obtainedAt.getTime() + (expires - credential.obtainedAt.getTime()) / 2;
+    return this.#now().getTime() >= Math.max(halfLife, expires - this.#options.refreshBeforeExpiryMs);
+  }
+}

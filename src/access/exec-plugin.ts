@@ -1,0 +1,178 @@
+import { spawn } from "node:child_process";
+import type { Logger } from "pino";
+import { accessProviderFailed } from "./errors.ts";
+import {
+  type ExecClusterInfo,
+  execCredentialInput,
+  type PluginCredential,
+  parseExecCredential,
+} from "./exec-credential.ts";
+import type { EnvVar, ExecApiVersion } from "./provider-config.ts";
+
+/** One cluster's copy of a provider's exec config, with the ClusterProfile's extra args and env applied. */
+export interface ExecPlugin {
+  providerName: string;
+  apiVersion: ExecApiVersion;
+  command: string;
+  args: readonly string[];
+  env: readonly EnvVar[];
+  provideClusterInfo: boolean;
+  installHint: string | undefined;
+}
+
+export interface ExecPluginRunOptions {
+  /** The plugin is killed (with any processes it started) after this long. */
+  timeoutMs: number;
+  logger: Logger;
+  signal?: AbortSignal;
+  now?: () => Date;
+}
+
+// An ExecCredential is a few KiB; more means a confused plugin, not a credential worth buffering.
+const MAX_STDOUT_BYTES = 1024 * 1024;
+const STDERR_TAIL_BYTES = 16 * 1024;
+
+/**
+ * Runs a credential plugin once, as client-go does (process environment + execConfig.env +
+ * KUBERNETES_EXEC_INFO, no stdin), but bounded in time and output, and with stderr going to the log, not to
+ * the reconciler's own stderr. Every failure is an AccessError (AccessProviderFailed) that says what to fix.
+ */
+export function runExecPlugin(
+  plugin: ExecPlugin,
+  cluster: ExecClusterInfo,
+  options: ExecPluginRunOptions,
+): Promise<PluginCredential> {
+  const now = options.now ?? (() => new Date());
+  const log = options.logger.child({ accessProvider: plugin.providerName, command: plugin.command });
+  const subject = `access provider "${plugin.providerName}": plugin ${plugin.command}`;
+  const cancelled = "was stopped because the request for credentials was cancelled";
+  if (options.signal?.aborted) return Promise.reject(accessProviderFailed(`${subject} ${cancelled}`));
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    ...Object.fromEntries(plugin.env.map((e) => [e.name, e.value])),
+    KUBERNETES_EXEC_INFO: execCredentialInput(
+      plugin.apiVersion,
+      plugin.provideClusterInfo ? cluster : undefined,
+    ),
+  };
+
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    // Its own process group, so a timeout also ends whatever the plugin started (e.g. a shell's children).
+    const child = spawn(plugin.command, [...plugin.args], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    const stdout: Buffer[] = [];
+    let stdoutBytes = 0;
+    let stderr = "";
+    let settled = false;
+
+    // Also after the plugin itself exited: a process it left behind may still hold stdout open.
+    const killGroup = () => {
+      if (child.pid === undefined) return;
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // ESRCH: nothing of the group is left
+      }
+    };
+    const finish = (outcome: () => PluginCredential) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onAbort);
+      let credential: PluginCredential | undefined;
+      try {
+        credential = outcome();
+        resolve(credential);
+      } catch (err) {
+        reject(err);
+      } finally {
+        logStderr(log, stderr, credential, Date.now() - started);
+      }
+    };
+    const fail = (detail: string, cause?: unknown) =>
+      finish(() => {
+        throw accessProviderFailed(`${subject} ${detail}`, cause === undefined ? undefined : { cause });
+      });
+
+    const timer = setTimeout(() => {
+      killGroup();
+      fail(
+        `did not finish within ${options.timeoutMs / 1000}s and was killed; check that it does not wait for ` +
+          "input or for a server that does not answer",
+      );
+    }, options.timeoutMs);
+    const onAbort = () => {
+      killGroup();
+      fail(cancelled);
+    };
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdoutBytes += chunk.length;
+      if (stdoutBytes > MAX_STDOUT_BYTES) {
+        killGroup();
+        fail(`printed more than ${MAX_STDOUT_BYTES} bytes on stdout; an ExecCredential is a few KiB`);
+        return;
+      }
+      stdout.push(chunk);
+    });
+    child.stderr.setEncoding("utf8");
+    child.stderr.on("data", (chunk: string) => {
+      stderr = (stderr + chunk).slice(-STDERR_TAIL_BYTES);
+    });
+    child.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code === "ENOENT") {
+        const hint = plugin.installHint ? ` ${plugin.installHint}` : "";
+        fail(`was not found; install it or fix execConfig.command in the provider file.${hint}`, err);
+      } else if (err.code === "EACCES") {
+        fail("cannot be executed (permission denied); make it executable", err);
+      } else {
+        fail(`could not be started: ${err.message}`, err);
+      }
+    });
+    child.on("close", (code, signal) => {
+      if (signal !== null) {
+        fail(`was killed by ${signal}${lastLine(stderr)}`);
+      } else if (code !== 0) {
+        fail(`exited with code ${code}${lastLine(stderr)}`);
+      } else {
+        finish(() => {
+          try {
+            return parseExecCredential(Buffer.concat(stdout).toString("utf8"), plugin.apiVersion, now());
+          } catch (err) {
+            throw accessProviderFailed(`${subject} returned an unusable answer: ${(err as Error).message}`);
+          }
+        });
+      }
+    });
+  });
+}
+
+/** `: <the last thing the plugin said on stderr>`, which is where plugins explain themselves. */
+function lastLine(stderr: string): string {
+  const line = stderr.trim().split("\n").at(-1)?.trim() ?? "";
+  return line === "" ? " (nothing on stderr)" : `: ${line.length > 300 ? `${line.slice(0, 300)}...` : line}`;
+}
+
+function logStderr(
+  log: Logger,
+  stderr: string,
+  credential: PluginCredential | undefined,
+  elapsedMs: number,
+): void {
+  let text = stderr.trim();
+  // A plugin that echoes what it returns must not put the secret in the log.
+  for (const secret of credential?.secrets() ?? []) text = text.replaceAll(secret, "<redacted>");
+  if (credential) {
+    log.debug(
+      { elapsedMs, credential: credential.describe(), ...(text ? { stderr: text } : {}) },
+      "credential plugin ran",
+    );
+  } else if (text) {
+    log.warn({ elapsedMs, stderr: text }, "credential plugin failed");
+  }
+}

@@ -1,0 +1,98 @@
+import { PassThrough } from "node:stream";
+import { parseArgs } from "node:util";
+import { CoreV1Api } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ClusterReport } from "../../../src/access/cluster-survey.ts";
+import { clustersCommand } from "../../../src/commands/clusters.ts";
+import { deleteProfile, hubKubeConfig, profileStatus, putProfile, sandbox } from "./support.ts";
+
+// A namespace of its own, so the exit code does not depend on ClusterProfiles other tests leave in fleet-system.
+const NAMESPACE = "access-test-clusters";
+const [spoke1] = sandbox.spokes as [(typeof sandbox.spokes)[0]];
+
+/** `knative-fleet clusters --kubeconfig <hub> ...args`, parsed and run as the CLI does. */
+async function clusters(...args: string[]): Promise<{ code: number; stdout: string }> {
+  const stdout = new PassThrough();
+  const out: string[] = [];
+  stdout.on("data", (c) => out.push(String(c)));
+  const parsed = parseArgs({
+    args: ["--kubeconfig", sandbox.hub.adminKubeconfig, ...args],
+    options: clustersCommand.options,
+    allowPositionals: false,
+    strict: true,
+  });
+  const code = await clustersCommand.run(parsed, { stdout, stderr: new PassThrough() });
+  return { code, stdout: out.join("") };
+}
+const withProviders = ["--clusterprofile-provider-file", sandbox.providerFile];
+
+beforeAll(async () => {
+  const core = hubKubeConfig().makeApiClient(CoreV1Api);
+  await core.createNamespace({ body: { metadata: { name: NAMESPACE } } }).catch((e: { code?: number }) => {
+    if (e.code !== 409) throw e;
+  });
+  await putProfile("reachable", profileStatus(spoke1), NAMESPACE);
+});
+
+afterAll(async () => {
+  await deleteProfile("reachable", NAMESPACE);
+  await deleteProfile("unhealthy", NAMESPACE);
+  await hubKubeConfig().makeApiClient(CoreV1Api).deleteNamespace({ name: NAMESPACE });
+});
+
+describe("knative-fleet clusters", () => {
+  it("shows every sandbox spoke reachable, with provider, server, live version and round trip", async () => {
+    const { code, stdout } = await clusters(
+      ...withProviders,
+      "-n",
+      sandbox.clusterProfileNamespace,
+      "--output",
+      "json",
+    );
+    const reports = JSON.parse(stdout) as ClusterReport[];
+    for (const spoke of sandbox.spokes) {
+      expect(reports.find((r) => r.name === spoke.name)).toMatchObject({
+        namespace: sandbox.clusterProfileNamespace,
+        healthy: "True",
+        provider: "secretreader",
+        server: spoke.server,
+        kubernetesVersion: expect.stringMatching(/^v\d+\.\d+\.\d+/),
+        roundTripMs: expect.any(Number),
+        reachable: true,
+      });
+    }
+    expect(code).toBe(reports.every((r) => r.reachable) ? 0 : 1);
+  });
+
+  it("prints a table, and exits 1 with the reason when a cluster cannot be reached", async () => {
+    const allReachable = await clusters(...withProviders, "-n", NAMESPACE);
+    expect(allReachable.code).toBe(0);
+    expect(allReachable.stdout).toMatch(
+      /^NAMESPACE\s+NAME\s+HEALTHY\s+PROVIDER\s+SERVER\s+VERSION\s+RTT\s+STATUS\n/,
+    );
+    expect(allReachable.stdout).toMatch(
+      new RegExp(
+        `reachable\\s+True\\s+secretreader\\s+${spoke1.server}\\s+v\\d\\S+\\s+[\\d.]+ms\\s+Reachable`,
+      ),
+    );
+
+    await putProfile(
+      "unhealthy",
+      profileStatus(spoke1, { healthy: "False", message: "down for maintenance" }),
+      NAMESPACE,
+    );
+    const oneDown = await clusters(...withProviders, "-n", NAMESPACE);
+    expect(oneDown.code).toBe(1);
+    expect(oneDown.stdout).toContain(
+      "ClusterProfileNotReady: ClusterProfile access-test-clusters/unhealthy is not healthy",
+    );
+  });
+
+  it("reports every cluster MulticlusterDisabled without a provider file", async () => {
+    const { code, stdout } = await clusters("-n", NAMESPACE, "--output", "json");
+    expect(code).toBe(1);
+    const reasons = (JSON.parse(stdout) as ClusterReport[]).map((r) => r.reason);
+    expect(reasons).toContain("MulticlusterDisabled");
+    expect(new Set(reasons)).toEqual(new Set(["MulticlusterDisabled"]));
+  });
+});

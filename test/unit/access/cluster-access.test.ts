@@ -1,0 +1,84 @@
+import { type AddressInfo, createServer } from "node:net";
+import { KubeConfig } from "@kubernetes/client-node";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ClusterAccess } from "../../../src/access/cluster-access.ts";
+import { provider, providerConfig, silentLogger } from "./support.ts";
+
+// The paths that decide before the hub is asked, or without its answer; the rest runs against the sandbox in
+// test/integration/access. The hub here is a loopback port nothing listens on.
+let hubPort = 0;
+beforeAll(async () => {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  hubPort = (server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+function unreachableHub(): KubeConfig {
+  const hub = new KubeConfig();
+  hub.loadFromClusterAndUser(
+    { name: "hub", server: `https://127.0.0.1:${hubPort}`, skipTLSVerify: false },
+    { name: "nobody" },
+  );
+  return hub;
+}
+
+const ref = { namespace: "fleet-system", name: "spoke-1" };
+
+describe("ClusterAccess without a hub round trip", () => {
+  it("reports MulticlusterDisabled with the reason multicluster is off", async () => {
+    const access = new ClusterAccess({
+      hub: unreachableHub(),
+      providers: { enabled: false, why: "--clusterprofile-provider-file is not set" },
+      logger: silentLogger,
+    });
+    expect(await access.resolve(ref)).toEqual({
+      ok: false,
+      reason: "MulticlusterDisabled",
+      message:
+        "multicluster access is off because --clusterprofile-provider-file is not set; ClusterProfile " +
+        "fleet-system/spoke-1 cannot be reached until a provider file is configured",
+    });
+  });
+
+  it("does not read ClusterProfiles outside the allowed namespaces", async () => {
+    const access = new ClusterAccess({
+      hub: unreachableHub(),
+      providers: { enabled: true, config: providerConfig(provider("secretreader")) },
+      namespaces: ["fleet-a", "fleet-b"],
+      logger: silentLogger,
+    });
+    expect(await access.resolve(ref)).toEqual({
+      ok: false,
+      reason: "ClusterProfileNotFound",
+      message:
+        "ClusterProfile fleet-system/spoke-1 is in namespace fleet-system, but knative-fleet only reads " +
+        "ClusterProfiles in fleet-a, fleet-b",
+    });
+  });
+
+  it("reports ClusterProviderClosed after close()", async () => {
+    const access = new ClusterAccess({
+      hub: unreachableHub(),
+      providers: { enabled: true, config: providerConfig(provider("secretreader")) },
+      logger: silentLogger,
+    });
+    await access.close();
+    const result = await access.resolve(ref);
+    expect(result.ok === false && result.reason).toBe("ClusterProviderClosed");
+    await expect(access.watch()).rejects.toMatchObject({ reason: "ClusterProviderClosed" });
+  });
+
+  it("reports an unreachable hub as ClusterProfileUnavailable", async () => {
+    const access = new ClusterAccess({
+      hub: unreachableHub(),
+      providers: { enabled: true, config: providerConfig(provider("secretreader")) },
+      logger: silentLogger,
+    });
+    const result = await access.resolve(ref);
+    expect(result.ok === false && result.reason).toBe("ClusterProfileUnavailable");
+    expect(result.ok === false && result.message).toMatch(
+      /^cannot read ClusterProfile fleet-system\/spoke-1 from the hub: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:\d+$/,
+    );
+  });
+});

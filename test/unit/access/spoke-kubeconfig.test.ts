@@ -1,0 +1,219 @@
+import { writeFileSync } from "node:fs";
+import type { IncomingMessage } from "node:http";
+import { createServer, type Server } from "node:https";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import type { TLSSocket } from "node:tls";
+import { VersionApi } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AccessError } from "../../../src/access/errors.ts";
+import { ExecAuthenticator } from "../../../src/access/exec-authenticator.ts";
+import type { EnvVar } from "../../../src/access/provider-config.ts";
+import { spokeEndpoint } from "../../../src/access/spoke-endpoint.ts";
+import { SpokeKubeConfig } from "../../../src/access/spoke-kubeconfig.ts";
+import type { ClusterConnection } from "../../../src/api/clusterprofile.ts";
+import { fixturePlugin } from "../../fixtures/plugins/index.ts";
+import {
+  base64,
+  clusterProfile,
+  provider,
+  providerConfig,
+  scratchDir,
+  silentLogger,
+  testdata,
+} from "./support.ts";
+
+const scratch = scratchDir();
+
+// A loopback HTTPS stand-in for a spoke's API server: it serves /version, records what it was sent, and
+// answers 401 to the next `rejectNext` requests.
+interface Seen {
+  authorization: string | undefined;
+  userAgent: string | undefined;
+  acceptEncoding: string | undefined;
+  clientCertificate: string | undefined;
+}
+const seen: Seen[] = [];
+let tlsConnections = 0;
+let rejectNext = 0;
+let server: Server;
+let url: string;
+
+beforeAll(async () => {
+  server = createServer(
+    {
+      key: testdata("server.key"),
+      cert: testdata("server.crt"),
+      ca: testdata("ca.crt"),
+      requestCert: true,
+      rejectUnauthorized: false,
+    },
+    (req: IncomingMessage, res) => {
+      const peer = (req.socket as TLSSocket).getPeerCertificate();
+      seen.push({
+        authorization: req.headers.authorization,
+        userAgent: req.headers["user-agent"],
+        acceptEncoding: req.headers["accept-encoding"] as string | undefined,
+        clientCertificate: peer.subject?.CN as string | undefined,
+      });
+      if (rejectNext > 0) {
+        rejectNext--;
+        res.writeHead(401, { "content-type": "application/json" }).end('{"kind":"Status","code":401}');
+        return;
+      }
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end('{"major":"1","minor":"35","gitVersion":"v1.35.4"}');
+    },
+  );
+  server.on("secureConnection", () => tlsConnections++);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+function spoke(cluster: Partial<ClusterConnection> = {}, env: EnvVar[] = []): SpokeKubeConfig {
+  const profile = clusterProfile("spoke", {
+    accessProviders: [
+      {
+        name: "fixture",
+        cluster: { server: url, "certificate-authority-data": base64(testdata("ca.crt")), ...cluster },
+      },
+    ],
+  });
+  const endpoint = spokeEndpoint(
+    profile,
+    providerConfig(
+      provider("fixture", {
+        execConfig: { ...provider("fixture").execConfig, command: fixturePlugin("token"), env },
+      }),
+    ),
+  );
+  const authenticator = new ExecAuthenticator(endpoint.plugin, endpoint.execCluster, {
+    pluginTimeoutMs: 5_000,
+    refreshBeforeExpiryMs: 60_000,
+    logger: silentLogger,
+  });
+  return new SpokeKubeConfig(endpoint, authenticator);
+}
+
+function reset(): void {
+  seen.length = 0;
+  tlsConnections = 0;
+  rejectNext = 0;
+}
+
+describe("SpokeKubeConfig", () => {
+  it("sends the plugin's token through generated API clients, reusing connections", async () => {
+    reset();
+    const kubeConfig = spoke({}, [{ name: "FIXTURE_TOKEN", value: "tok-1" }]);
+    const api = kubeConfig.makeApiClient(VersionApi);
+    for (let i = 0; i < 5; i++) expect((await api.getCode()).gitVersion).toBe("v1.35.4");
+    expect(seen).toHaveLength(5);
+    expect(seen.every((s) => s.authorization === "Bearer tok-1" && s.userAgent === "knative-fleet")).toBe(
+      true,
+    );
+    // undici may open a second connection while the first is being released; never one per request.
+    expect(tlsConnections).toBeLessThanOrEqual(2);
+    expect(kubeConfig.authenticator.pluginRuns).toBe(1);
+  });
+
+  it("answers a 401 by running the plugin again and resending the request once", async () => {
+    reset();
+    const kubeConfig = spoke();
+    const api = kubeConfig.makeApiClient(VersionApi);
+    await api.getCode();
+    rejectNext = 1;
+    expect((await api.getCode()).gitVersion).toBe("v1.35.4");
+    expect(seen.map((s) => s.authorization)).toEqual([
+      "Bearer fixture-token",
+      "Bearer fixture-token",
+      "Bearer fixture-token",
+    ]);
+    expect(kubeConfig.authenticator.pluginRuns).toBe(2);
+  });
+
+  it("probes /version, and calls a credential refused twice an AccessProviderFailed", async () => {
+    reset();
+    const kubeConfig = spoke();
+    const probe = await kubeConfig.probe(5_000);
+    expect(probe.kubernetesVersion).toBe("v1.35.4");
+    rejectNext = 2;
+    const err = await kubeConfig.probe(5_000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AccessError);
+    expect((err as AccessError).reason).toBe("AccessProviderFailed");
+    expect((err as AccessError).message).toBe(
+      `the spoke ${url} refused the bearer token from access provider "fixture" (401 Unauthorized), also after ` +
+        "the plugin ran again; the plugin returns a credential for another cluster or one the spoke does not trust",
+    );
+  });
+
+  it("presents a client certificate from the plugin", async () => {
+    reset();
+    const credentialFile = join(scratch, "credential.json");
+    writeFileSync(
+      credentialFile,
+      JSON.stringify({
+        apiVersion: "client.authentication.k8s.io/v1",
+        kind: "ExecCredential",
+        status: { clientCertificateData: testdata("client.crt"), clientKeyData: testdata("client.key") },
+      }),
+    );
+    const kubeConfig = spoke({}, [{ name: "FIXTURE_CREDENTIAL_FILE", value: credentialFile }]);
+    await kubeConfig.probe(5_000);
+    expect(seen[0]).toMatchObject({ authorization: undefined, clientCertificate: "fixture-client" });
+  });
+
+  it("sends Accept-Encoding: identity when the profile disables compression", async () => {
+    reset();
+    await spoke({ "disable-compression": true }).probe(5_000);
+    expect(seen[0]?.acceptEncoding).toBe("identity");
+  });
+
+  it("checks the serving certificate against tls-server-name", async () => {
+    reset();
+    await expect(spoke({ "tls-server-name": "spoke.fixture.invalid" }).probe(5_000)).resolves.toBeDefined();
+    const err = (await spoke({ "tls-server-name": "wrong.fixture.invalid" })
+      .probe(5_000)
+      .catch((e) => e)) as AccessError;
+    expect(err.reason).toBe("RemoteClientCreationFailed");
+    expect(err.message).toContain(`TLS: the serving certificate of ${url} is not valid for the name used`);
+    expect(err.message).toContain("ERR_TLS_CERT_ALTNAME_INVALID");
+  });
+
+  it("names a wrong CA as a TLS trust failure and the field to fix", async () => {
+    const err = (await spoke({ "certificate-authority-data": base64(testdata("other-ca.crt")) })
+      .probe(5_000)
+      .catch((e) => e)) as AccessError;
+    expect(err.reason).toBe("RemoteClientCreationFailed");
+    expect(err.message).toMatch(
+      new RegExp(
+        `^TLS: the serving certificate of ${url} is not signed by the CA in ClusterProfile fleet-system/spoke ` +
+          "status.accessProviders\\[fixture\\].cluster.certificate-authority-data \\((UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN)",
+      ),
+    );
+  });
+
+  it("names a refused connection", async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const err = (await spoke({ server: `https://127.0.0.1:${port}` })
+      .probe(5_000)
+      .catch((e) => e)) as AccessError;
+    expect(err.message).toBe(
+      `cannot connect to https://127.0.0.1:${port}: connection refused; check ClusterProfile fleet-system/spoke ` +
+        "status.accessProviders[fixture].cluster.server",
+    );
+  });
+
+  it("refuses requests once closed, with the reason it was closed", async () => {
+    const kubeConfig = spoke();
+    await kubeConfig.probe(5_000);
+    await kubeConfig.close(new AccessError("RemoteClusterStale", "replaced"), "drain");
+    await expect(kubeConfig.makeApiClient(VersionApi).getCode()).rejects.toMatchObject({
+      reason: "RemoteClusterStale",
+    });
+  });
+});
