@@ -1,0 +1,130 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse, stringify } from "yaml";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import { EventRecorder } from "../../../src/observability/events.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { LeaderElector } from "../../../src/service/leader-election.ts";
+import { loadSandbox } from "../../sandbox/index.ts";
+import { adminClient, ensureNamespace } from "../../support/hub.ts";
+import { waitUntil } from "../../support/wait.ts";
+import { type KubeObject, only, renderChart } from "../chart/helm.ts";
+
+// The leader elector and the event recorder as the chart's ServiceAccount, with exactly the RBAC the chart
+// renders for two replicas: the Lease (create; get and update by name) and Events (create and patch, no
+// get or list) are all they need.
+
+const sandbox = loadSandbox();
+const hub = adminClient(sandbox.hub);
+const suffix = Date.now().toString(36);
+const namespace = `service-rbac-${suffix}`;
+const release = `svc-${suffix}`;
+const rendered = renderChart({ values: { replicas: 2 }, release, namespace });
+const RBAC_KINDS = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
+const rbac = rendered.filter((o) => RBAC_KINDS.includes(o.kind));
+const config = parse(
+  (only(rendered, "ConfigMap", `${release}-knative-fleet`) as KubeObject & { data: Record<string, string> })
+    .data["config.yaml"]!,
+) as { leaderElection: { enabled: boolean; leaseName: string; namespace: string } };
+const workDir = mkdtempSync(join(tmpdir(), "knative-fleet-rbac-"));
+let serviceAccount: KubeClient;
+
+beforeAll(async () => {
+  await ensureNamespace(hub, namespace);
+  for (const object of rbac) await hub.apply(object);
+  serviceAccount = await serviceAccountClient(only(rendered, "ServiceAccount").metadata.name);
+});
+
+afterAll(async () => {
+  for (const o of rbac.filter((o) => !o.metadata.namespace))
+    await hub.delete(o.apiVersion, o.kind, undefined, o.metadata.name);
+  await hub.delete("v1", "Namespace", undefined, namespace);
+  rmSync(workDir, { recursive: true, force: true });
+});
+
+/** The product's client, authenticated with a bound token of the ServiceAccount (TokenRequest). */
+async function serviceAccountClient(name: string): Promise<KubeClient> {
+  const { body } = await hub.rest.request<{ status: { token: string } }>({
+    method: "POST",
+    path: `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+    body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenRequest", spec: { expirationSeconds: 3600 } },
+  });
+  const file = join(workDir, "kubeconfig");
+  writeFileSync(
+    file,
+    stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [
+        { name: "hub", cluster: { server: sandbox.hub.server, "certificate-authority": sandbox.hub.caFile } },
+      ],
+      users: [{ name: name, user: { token: body.status.token } }],
+      contexts: [{ name: "sa", context: { cluster: "hub", user: name } }],
+      "current-context": "sa",
+    }),
+  );
+  return clientFromKubeConfig(loadKubeConfig(file));
+}
+
+describe("the chart's RBAC", () => {
+  it("lets the ServiceAccount create, renew and release the chart's Lease", async () => {
+    expect(config.leaderElection).toMatchObject({ enabled: true, namespace });
+    const { leaseName } = config.leaderElection;
+    const elector = new LeaderElector({
+      client: serviceAccount,
+      namespace,
+      name: leaseName,
+      identity: "pod-a",
+      log: silentLogger,
+      retryPeriodMs: 200,
+      renewDeadlineMs: 1_000,
+      leaseDurationMs: 2_000,
+      onStartedLeading() {},
+      onStoppedLeading() {},
+    });
+    elector.start();
+    await waitUntil("pod-a leads", async () => (elector.isLeader ? true : undefined));
+    const leaseSpec = async () =>
+      (await hub.get("coordination.k8s.io/v1", "Lease", namespace, leaseName))?.spec as
+        | { holderIdentity: string; renewTime: string; leaseDurationSeconds: number }
+        | undefined;
+    const renewTime = async () => (await leaseSpec())?.renewTime ?? "";
+    const first = await renewTime();
+    await waitUntil("a renewal", async () => ((await renewTime()) > first ? true : undefined), 5_000);
+    expect(elector.isLeader).toBe(true);
+    await elector.stop();
+    expect(await leaseSpec()).toMatchObject({ holderIdentity: "", leaseDurationSeconds: 1 });
+  });
+
+  it("lets the ServiceAccount record and count Events on an object in another namespace", async () => {
+    const other = `${namespace}-crs`;
+    await ensureNamespace(hub, other);
+    try {
+      const target = await hub.apply({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "cr", namespace: other },
+      });
+      const involved = { apiVersion: "v1", kind: "ConfigMap", metadata: target.metadata as { name: string } };
+      const recorder = new EventRecorder({
+        client: serviceAccount,
+        component: "knative-fleet",
+        log: silentLogger,
+      });
+      await recorder.record(involved, "Warning", "ReconcileFailed", "spoke unreachable");
+      await recorder.record(involved, "Warning", "ReconcileFailed", "spoke unreachable");
+      // Nothing but create and patch: the counting state is the recorder's own, not read back.
+      await expect(serviceAccount.list("v1", "Event", { namespace: other })).rejects.toMatchObject({
+        status: 403,
+      });
+      const { items } = await hub.list("v1", "Event", { namespace: other });
+      expect(items).toHaveLength(1);
+      expect(items[0]).toMatchObject({ reason: "ReconcileFailed", count: 2 });
+    } finally {
+      await hub.delete("v1", "Namespace", undefined, other);
+    }
+  });
+});

@@ -1,0 +1,132 @@
+import { register as globalRegistry } from "prom-client";
+import { describe, expect, it } from "vitest";
+import { createMetrics, type FleetMetrics } from "../../../src/observability/metrics.ts";
+
+/** The exposition's sample lines (no HELP/TYPE comments), for exact matching. */
+async function samples(metrics: FleetMetrics): Promise<string[]> {
+  return (await metrics.registry.metrics()).split("\n").filter((line) => line && !line.startsWith("#"));
+}
+
+describe("fleet metrics", () => {
+  it("uses a registry of its own, with the default process metrics", async () => {
+    const metrics = createMetrics();
+    expect(metrics.registry).not.toBe(globalRegistry);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain("# TYPE process_cpu_user_seconds_total counter");
+    expect(text).toContain("# TYPE nodejs_heap_size_used_bytes gauge");
+    expect(await globalRegistry.metrics()).not.toContain("knative_fleet_");
+  });
+
+  it("starts the fixed-label series at 0 and the leader gauge at 0", async () => {
+    const lines = await samples(createMetrics());
+    for (const outcome of ["pruned", "held", "skipped", "none"]) {
+      expect(lines).toContain(`knative_fleet_prune_total{outcome="${outcome}"} 0`);
+    }
+    for (const outcome of ["pushed", "unchanged", "failed"]) {
+      expect(lines).toContain(`knative_fleet_status_commits_total{outcome="${outcome}"} 0`);
+    }
+    expect(lines).toContain("knative_fleet_leader 0");
+  });
+
+  it("records a reconcile: duration by result, errors, readiness and drift per kind and cluster", async () => {
+    const metrics = createMetrics();
+    const labels = 'kind="KnativeServing",cluster="fleet/spoke-1"';
+    metrics.reconcileFinished({
+      kind: "KnativeServing",
+      cluster: "fleet/spoke-1",
+      durationMs: 1500,
+      error: false,
+      ready: true,
+      drift: 2,
+    });
+    let lines = await samples(metrics);
+    expect(lines).toContain(
+      `knative_fleet_reconcile_duration_seconds_bucket{le="2.5",${labels},result="success"} 1`,
+    );
+    expect(lines).toContain(
+      `knative_fleet_reconcile_duration_seconds_bucket{le="1",${labels},result="success"} 0`,
+    );
+    expect(lines).toContain(`knative_fleet_reconcile_duration_seconds_sum{${labels},result="success"} 1.5`);
+    expect(lines).toContain(`knative_fleet_reconcile_duration_seconds_count{${labels},result="success"} 1`);
+    expect(lines).toContain(`knative_fleet_reconcile_errors_total{${labels}} 0`);
+    expect(lines).toContain(`knative_fleet_spoke_ready{${labels}} 1`);
+    expect(lines).toContain(`knative_fleet_drift_corrections_total{${labels}} 2`);
+
+    metrics.reconcileFinished({
+      kind: "KnativeServing",
+      cluster: "fleet/spoke-1",
+      durationMs: 40,
+      error: true,
+      ready: false,
+      drift: 0,
+    });
+    metrics.reconcileFinished({
+      kind: "KnativeEventing",
+      cluster: "hub",
+      durationMs: 10,
+      error: false,
+      ready: true,
+      drift: 0,
+    });
+    lines = await samples(metrics);
+    expect(lines).toContain(`knative_fleet_reconcile_duration_seconds_count{${labels},result="error"} 1`);
+    expect(lines).toContain(`knative_fleet_reconcile_duration_seconds_count{${labels},result="success"} 1`);
+    expect(lines).toContain(`knative_fleet_reconcile_errors_total{${labels}} 1`);
+    expect(lines).toContain(`knative_fleet_spoke_ready{${labels}} 0`);
+    expect(lines).toContain(`knative_fleet_drift_corrections_total{${labels}} 2`);
+    expect(lines).toContain('knative_fleet_spoke_ready{kind="KnativeEventing",cluster="hub"} 1');
+  });
+
+  it("records git fetches: every duration, errors by kind", async () => {
+    const metrics = createMetrics();
+    metrics.gitFetchFinished({ durationMs: 300 });
+    metrics.gitFetchFinished({ durationMs: 30_000, error: "timeout" });
+    metrics.gitFetchFinished({ durationMs: 200, error: "auth" });
+    metrics.gitFetchFinished({ durationMs: 30_000, error: "timeout" });
+    const lines = await samples(metrics);
+    expect(lines).toContain("knative_fleet_git_fetch_duration_seconds_count 4");
+    expect(lines).toContain('knative_fleet_git_fetch_duration_seconds_bucket{le="0.5"} 2');
+    expect(lines).toContain('knative_fleet_git_fetch_errors_total{kind="timeout"} 2');
+    expect(lines).toContain('knative_fleet_git_fetch_errors_total{kind="auth"} 1');
+  });
+
+  it("records exec plugin runs per provider and cluster", async () => {
+    const metrics = createMetrics();
+    const labels = 'provider="gke",cluster="fleet/spoke-1"';
+    metrics.execPluginFinished({ provider: "gke", cluster: "fleet/spoke-1", durationMs: 80, error: false });
+    metrics.execPluginFinished({ provider: "gke", cluster: "fleet/spoke-1", durationMs: 5000, error: true });
+    const lines = await samples(metrics);
+    expect(lines).toContain(`knative_fleet_exec_plugin_duration_seconds_bucket{le="0.1",${labels}} 1`);
+    expect(lines).toContain(`knative_fleet_exec_plugin_duration_seconds_count{${labels}} 2`);
+    expect(lines).toContain(`knative_fleet_exec_plugin_errors_total{${labels}} 1`);
+  });
+
+  it("counts pruned CRs by outcome, status commits by outcome, and flips the leader gauge", async () => {
+    const metrics = createMetrics();
+    metrics.pruned({ outcome: "pruned", count: 3 });
+    metrics.pruned({ outcome: "held", count: 40 });
+    metrics.statusCommitFinished({ outcome: "pushed" });
+    metrics.statusCommitFinished({ outcome: "unchanged" });
+    metrics.statusCommitFinished({ outcome: "unchanged" });
+    metrics.setLeader(true);
+    let lines = await samples(metrics);
+    expect(lines).toContain('knative_fleet_prune_total{outcome="pruned"} 3');
+    expect(lines).toContain('knative_fleet_prune_total{outcome="held"} 40');
+    expect(lines).toContain('knative_fleet_prune_total{outcome="skipped"} 0');
+    expect(lines).toContain('knative_fleet_status_commits_total{outcome="pushed"} 1');
+    expect(lines).toContain('knative_fleet_status_commits_total{outcome="unchanged"} 2');
+    expect(lines).toContain('knative_fleet_status_commits_total{outcome="failed"} 0');
+    expect(lines).toContain("knative_fleet_leader 1");
+    metrics.setLeader(false);
+    lines = await samples(metrics);
+    expect(lines).toContain("knative_fleet_leader 0");
+  });
+
+  it("keeps two instances apart (each replica, or each test, has its own registry)", async () => {
+    const a = createMetrics();
+    const b = createMetrics();
+    a.setLeader(true);
+    expect(await samples(a)).toContain("knative_fleet_leader 1");
+    expect(await samples(b)).toContain("knative_fleet_leader 0");
+  });
+});

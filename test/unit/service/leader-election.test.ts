@@ -1,0 +1,213 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { KubeApiError, type RestRequest } from "../../../src/kube/rest.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { type LeaderElectionOptions, LeaderElector } from "../../../src/service/leader-election.ts";
+import { waitUntil } from "../../support/wait.ts";
+
+// Short timings keep the tests fast; the ratios are the defaults' (15 s / 10 s / 2 s).
+const TIMING = { leaseDurationMs: 750, renewDeadlineMs: 500, retryPeriodMs: 100 };
+const LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
+
+interface StoredLease {
+  metadata: { name: string; namespace: string; resourceVersion?: string };
+  spec: {
+    holderIdentity: string;
+    leaseDurationSeconds: number;
+    acquireTime: string;
+    renewTime: string;
+    leaseTransitions: number;
+  };
+}
+
+/**
+ * One Lease kept in memory with the API server's optimistic concurrency (a write must carry the current
+ * resourceVersion), reached through one client per replica. A replica's client can be cut off: its
+ * requests then hang, as across a network partition.
+ */
+function leaseServer() {
+  let lease: StoredLease | undefined;
+  let version = 0;
+  const stored = () => structuredClone(lease);
+  const clientFor = () => {
+    let cut = false;
+    const hang = () => new Promise<never>(() => {});
+    const client = {
+      path: async (_apiVersion: string, _kind: string, _namespace: string, name?: string) =>
+        name ? `${LEASE_PATH}/${name}` : LEASE_PATH,
+      get: async () => (cut ? hang() : stored()),
+      rest: {
+        request: async (req: RestRequest) => {
+          if (cut) return hang();
+          const body = structuredClone(req.body) as StoredLease;
+          if (req.method === "POST" && lease)
+            throw new KubeApiError("POST", req.path, 409, "AlreadyExists", "");
+          if (req.method === "PUT" && body.metadata.resourceVersion !== lease?.metadata.resourceVersion) {
+            throw new KubeApiError("PUT", req.path, 409, "Conflict", "the object has been modified");
+          }
+          lease = { ...body, metadata: { ...body.metadata, resourceVersion: String(++version) } };
+          return { status: 200, body: stored() };
+        },
+      },
+    } as unknown as KubeClient;
+    return { client, cut: () => (cut = true) };
+  };
+  return { clientFor, lease: () => lease };
+}
+
+/** A replica: its elector, and a log of its callbacks with the time each was called. */
+function replica(
+  server: ReturnType<typeof leaseServer>,
+  identity: string,
+  callbacks: Partial<Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading">> = {},
+) {
+  const { client, cut } = server.clientFor();
+  const calls: { call: "started" | "stopped"; atMs: number }[] = [];
+  const elector = new LeaderElector({
+    client,
+    namespace: "ns",
+    name: "fleet",
+    identity,
+    log: silentLogger,
+    ...TIMING,
+    onStartedLeading: () => {
+      calls.push({ call: "started", atMs: performance.now() });
+      return callbacks.onStartedLeading?.();
+    },
+    onStoppedLeading: () => {
+      calls.push({ call: "stopped", atMs: performance.now() });
+      return callbacks.onStoppedLeading?.();
+    },
+  });
+  electors.push(elector);
+  return { elector, calls, cut };
+}
+
+const electors: LeaderElector[] = [];
+afterEach(async () => {
+  await Promise.all(electors.splice(0).map((e) => e.stop()));
+});
+
+const until = (what: string, condition: () => boolean) =>
+  waitUntil(what, async () => (condition() ? true : undefined), 5_000);
+
+describe("leader election", () => {
+  it("refuses timings under which a leader could still act after another took over", () => {
+    const options = {
+      client: {} as KubeClient,
+      namespace: "ns",
+      name: "l",
+      identity: "a",
+      log: silentLogger,
+    };
+    const callbacks = { onStartedLeading() {}, onStoppedLeading() {} };
+    expect(() => new LeaderElector({ ...options, ...callbacks, leaseDurationMs: 10_000 })).toThrow(
+      /leaseDurationMs/,
+    );
+    expect(() => new LeaderElector({ ...options, ...callbacks, retryPeriodMs: 9_000 })).toThrow(
+      /retryPeriodMs/,
+    );
+    expect(() => new LeaderElector({ ...options, ...callbacks, identity: "" })).toThrow(/identity/);
+  });
+
+  it("lets exactly one of two replicas lead, renewing the Lease without a new transition", async () => {
+    const server = leaseServer();
+    const a = replica(server, "a");
+    const b = replica(server, "b");
+    a.elector.start();
+    b.elector.start();
+    await until("a leader", () => a.elector.isLeader || b.elector.isLeader);
+    const first = server.lease()!.spec;
+    const leader = first.holderIdentity === "a" ? a : b;
+    for (let i = 0; i < 10; i++) {
+      expect([a.elector.isLeader, b.elector.isLeader].filter(Boolean)).toHaveLength(1);
+      await new Promise((r) => setTimeout(r, TIMING.retryPeriodMs));
+    }
+    const later = server.lease()!.spec;
+    expect(leader.elector.isLeader).toBe(true);
+    expect(later).toMatchObject({
+      holderIdentity: first.holderIdentity,
+      leaseDurationSeconds: 1,
+      acquireTime: first.acquireTime,
+      leaseTransitions: 0,
+    });
+    expect(later.renewTime > first.renewTime).toBe(true);
+    expect(later.renewTime).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    expect(leader.calls.map((c) => c.call)).toEqual(["started"]);
+  });
+
+  it("releases the Lease on stop, after onStoppedLeading, so the standby takes over at its next poll", async () => {
+    const server = leaseServer();
+    let holderWhileStopping: string | undefined;
+    const a = replica(server, "a", {
+      onStoppedLeading: () => {
+        holderWhileStopping = server.lease()!.spec.holderIdentity;
+      },
+    });
+    a.elector.start();
+    await until("a leads", () => a.elector.isLeader);
+    const b = replica(server, "b");
+    b.elector.start();
+    await new Promise((r) => setTimeout(r, 3 * TIMING.retryPeriodMs));
+    expect(b.elector.isLeader).toBe(false);
+
+    const stoppedAt = performance.now();
+    await a.elector.stop();
+    expect(holderWhileStopping).toBe("a"); // the work stopped while the Lease was still held
+    expect(a.calls.map((c) => c.call)).toEqual(["started", "stopped"]);
+    await until("b leads", () => b.elector.isLeader);
+    // Well under the lease duration: at most one jittered poll (retry period × 2.2).
+    expect(performance.now() - stoppedAt).toBeLessThan(2.2 * TIMING.retryPeriodMs + 250);
+    expect(server.lease()!.spec).toMatchObject({ holderIdentity: "b", leaseTransitions: 1 });
+  });
+
+  it("a cut-off leader stops after renewDeadline, before the standby takes over after leaseDuration", async () => {
+    const server = leaseServer();
+    const a = replica(server, "a");
+    a.elector.start();
+    await until("a leads", () => a.elector.isLeader);
+    const b = replica(server, "b");
+    b.elector.start();
+    await new Promise((r) => setTimeout(r, 2 * TIMING.retryPeriodMs));
+
+    const cutAt = performance.now();
+    a.cut();
+    await until("b leads", () => b.elector.isLeader);
+    const stoppedAt = a.calls.find((c) => c.call === "stopped")!.atMs;
+    const startedAt = b.calls.find((c) => c.call === "started")!.atMs;
+    expect(a.elector.isLeader).toBe(false);
+    expect(stoppedAt - cutAt).toBeLessThanOrEqual(TIMING.renewDeadlineMs + 100); // timers may fire late
+    expect(startedAt).toBeGreaterThan(stoppedAt);
+    expect(startedAt - cutAt).toBeGreaterThanOrEqual(TIMING.leaseDurationMs - TIMING.retryPeriodMs);
+    expect(server.lease()!.spec).toMatchObject({ holderIdentity: "b", leaseTransitions: 1 });
+  });
+
+  it("steps down when onStartedLeading fails, releasing the Lease, and runs for leader again", async () => {
+    const server = leaseServer();
+    let attempts = 0;
+    const a = replica(server, "a", {
+      onStartedLeading: async () => {
+        if (++attempts === 1) throw new Error("hub unreachable");
+      },
+    });
+    a.elector.start();
+    await until("a leads a second time", () => attempts === 2 && a.elector.isLeader);
+    expect(a.calls.map((c) => c.call)).toEqual(["started", "stopped", "started"]);
+    // Released (transitions kept), then acquired afresh: one transition.
+    expect(server.lease()!.spec).toMatchObject({ holderIdentity: "a", leaseTransitions: 1 });
+  });
+
+  it("stops promptly as a candidate, without ever leading", async () => {
+    const server = leaseServer();
+    const a = replica(server, "a");
+    a.elector.start();
+    await until("a leads", () => a.elector.isLeader);
+    const b = replica(server, "b");
+    b.elector.start();
+    const stoppedAt = performance.now();
+    await b.elector.stop();
+    expect(performance.now() - stoppedAt).toBeLessThan(50);
+    expect(b.calls).toEqual([]);
+    expect(server.lease()!.spec.holderIdentity).toBe("a");
+  });
+});
