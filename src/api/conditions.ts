@@ -24,6 +24,8 @@ export const TargetClusterReason = {
   RemoteClientCreationFailed: "RemoteClientCreationFailed",
   RemoteClusterStale: "RemoteClusterStale",
   ClusterProviderClosed: "ClusterProviderClosed",
+  // knative-fleet's own: the service runs with hub installs disabled (the chart's hubInstall.enabled=false).
+  HubInstallDisabled: "HubInstallDisabled",
 } as const;
 export type TargetClusterReason = (typeof TargetClusterReason)[keyof typeof TargetClusterReason];
 

@@ -1,27 +1,77 @@
-import { type Command, EXIT_USAGE } from "./command.ts";
+import { hostname } from "node:os";
+import { loadKubeConfig } from "../kube/kubeconfig.ts";
+import { createLogger } from "../observability/log.ts";
+import { DEFAULT_POLL_INTERVAL_MS, MIN_POLL_INTERVAL_MS } from "../reconcile/engine.ts";
+import { ConfigError, loadServiceConfig, parseDuration } from "../service/config.ts";
+import { FleetService } from "../service/service.ts";
+import { type Command, EXIT_USAGE, UsageError } from "./command.ts";
 
 export const runCommand: Command = {
   name: "run",
   summary: "Run the reconciler: watch the fleet repository and make every cluster match it",
-  usage: `Usage: knative-fleet run [flags]
+  usage: `Usage: knative-fleet run --config FILE [flags]
 
 Runs the service: syncs the fleet Git repository into hub CRs and reconciles each onto its cluster.
+Stops cleanly on SIGTERM/SIGINT.
 
 Flags:
-  --config FILE                         service config file (YAML)
+  --config FILE                         service config file (YAML; keys in charts/knative-fleet/README.md)
   --kubeconfig FILE                     hub kubeconfig (default: in-cluster, then $KUBECONFIG)
-  --clusterprofile-provider-file FILE   access-provider config (cluster-inventory-api pkg/access JSON)
-  --remote-deployments-poll-interval D  requeue interval while spoke Deployments become Available (default 10s)
+  --clusterprofile-provider-file FILE   access-provider config (cluster-inventory-api pkg/access JSON);
+                                        without it multicluster is off
+  --remote-deployments-poll-interval D  requeue interval while spoke Deployments become Available
+                                        (Go duration, default 10s; below 1s falls back to the default)
+  --kodata DIR                          Knative release manifests in the kodata layout (default $KO_DATA_PATH)
   -h, --help                            show this help`,
   options: {
     config: { type: "string" },
     kubeconfig: { type: "string" },
     "clusterprofile-provider-file": { type: "string" },
     "remote-deployments-poll-interval": { type: "string" },
+    kodata: { type: "string" },
   },
   allowPositionals: false,
-  async run(_args, ctx) {
-    ctx.stderr.write("knative-fleet run: the reconciler is not built yet\n");
-    return EXIT_USAGE;
+  async run({ values }, ctx) {
+    const configPath = values.config as string | undefined;
+    if (!configPath) throw new UsageError("--config is required");
+    const kodataDir = (values.kodata as string | undefined) ?? process.env.KO_DATA_PATH;
+    if (!kodataDir)
+      throw new UsageError("--kodata (or KO_DATA_PATH) must name the Knative release manifests");
+    let config: ReturnType<typeof loadServiceConfig>;
+    let pollIntervalMs: number | undefined;
+    try {
+      config = loadServiceConfig(configPath);
+      const flag = values["remote-deployments-poll-interval"] as string | undefined;
+      if (flag !== undefined) {
+        const requested = parseDuration(flag);
+        pollIntervalMs = requested < MIN_POLL_INTERVAL_MS ? DEFAULT_POLL_INTERVAL_MS : requested;
+      }
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        ctx.stderr.write(`knative-fleet run: ${err.message}\n`);
+        return EXIT_USAGE;
+      }
+      throw err;
+    }
+    const log = createLogger(config.logLevel);
+    const service = new FleetService({
+      config,
+      hub: loadKubeConfig(values.kubeconfig as string | undefined),
+      providerFile: values["clusterprofile-provider-file"] as string | undefined,
+      kodataDir,
+      pollIntervalMs,
+      identity: process.env.POD_NAME ?? hostname(),
+      log,
+    });
+    await service.start();
+    await new Promise<void>((resolve) => {
+      const shutdown = (signal: string) => {
+        log.info({ signal }, "shutting down");
+        void service.stop().then(resolve);
+      };
+      process.once("SIGTERM", () => shutdown("SIGTERM"));
+      process.once("SIGINT", () => shutdown("SIGINT"));
+    });
+    return 0;
   },
 };

@@ -49,6 +49,8 @@ export interface ReconcileReport {
   drift: number;
   writes: number;
   statusWritten: boolean;
+  /** The CR's finalizer ran and released it: the CR is gone from the hub. */
+  finalized: boolean;
 }
 
 /**
@@ -126,13 +128,14 @@ export class KnativeController {
         drift: 0,
         writes: 0,
         statusWritten: false,
+        finalized: false,
         ...partial,
       });
 
     if (object.metadata.deletionTimestamp) {
       try {
-        await this.finalize(resource, object, log);
-        report({});
+        const finalized = await this.finalize(resource, object, log);
+        report({ finalized });
       } catch (err) {
         report({ error: err as Error });
         throw err;
@@ -172,16 +175,16 @@ export class KnativeController {
     resource: KnativeResource,
     object: KubeObject,
     log: EngineDeps["log"],
-  ): Promise<void> {
+  ): Promise<boolean> {
     const finalizer = FINALIZERS[resource.kind];
-    if (!(object.metadata.finalizers as string[] | undefined)?.includes(finalizer)) return;
+    if (!(object.metadata.finalizers as string[] | undefined)?.includes(finalizer)) return false;
     const ref = resource.spec.clusterProfileRef;
     if (object.metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] === "true") {
       log.warn(
         { cluster: clusterLabel(ref) },
         "cleanup abandoned by annotation; the cluster keeps what was installed",
       );
-      return this.removeFinalizer(object, finalizer);
+      return this.removeFinalizer(object, finalizer).then(() => true);
     }
     const sharing = this.informers
       .get(resource.kind)!
@@ -195,7 +198,7 @@ export class KnativeController {
         { others: sharing.map((o) => o.metadata.name) },
         "another CR targets the same cluster; leaving it untouched",
       );
-      return this.removeFinalizer(object, finalizer);
+      return this.removeFinalizer(object, finalizer).then(() => true);
     }
     const target = await this.options.engine.targets.resolve(ref);
     if (!target.ok) {
@@ -204,7 +207,7 @@ export class KnativeController {
           { cluster: clusterLabel(ref) },
           "the ClusterProfile left the inventory; releasing the CR without cleanup",
         );
-        return this.removeFinalizer(object, finalizer);
+        return this.removeFinalizer(object, finalizer).then(() => true);
       }
       const message =
         `${target.message}. Cleanup of ${clusterLabel(ref)} is retried with backoff; if the cluster is gone for good, ` +
@@ -234,6 +237,7 @@ export class KnativeController {
     );
     log.info({ cluster: target.cluster, deleted: deleted.length }, "FinalizeRemoteCluster done");
     await this.removeFinalizer(object, finalizer);
+    return true;
   }
 
   private async ensureFinalizer(object: KubeObject, finalizer: string): Promise<void> {

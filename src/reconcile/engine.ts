@@ -12,6 +12,8 @@ export interface EngineOptions {
   providerFile?: string;
   /** ClusterProfile namespaces a CR may reference; all when unset. */
   allowedClusterProfileNamespaces?: readonly string[];
+  /** Whether CRs without clusterProfileRef may install on the hub itself (default true). */
+  hubInstall?: boolean;
   /** Release manifests in the upstream kodata layout. */
   kodataDir: string;
   pollIntervalMs: number;
@@ -60,7 +62,9 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     onReconciled: options.onReconciled,
     engine: {
       releases: new ReleaseLoader(createKodataSource({ dir: options.kodataDir })),
-      targets: createTargetResolver(hub, providers.enabled ? access : undefined),
+      targets: createTargetResolver(hub, access, {
+        hubInstall: options.hubInstall ?? true,
+      }),
       pollIntervalMs: options.pollIntervalMs,
       applyConcurrency: options.applyConcurrency,
       now: () => new Date(),

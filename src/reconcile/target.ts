@@ -47,18 +47,23 @@ export const sameClusterProfile = (
  * through the access module (which caches one client per ClusterProfile and replaces it when the
  * ClusterProfile's connection changes; the KubeClient here follows that replacement).
  */
-export function createTargetResolver(hub: KubeClient, access: ClusterAccess | undefined): TargetResolver {
+export function createTargetResolver(
+  hub: KubeClient,
+  access: ClusterAccess,
+  options: { hubInstall: boolean } = { hubInstall: true },
+): TargetResolver {
   const clients = new WeakMap<SpokeKubeConfig, KubeClient>();
   return {
     async resolve(ref) {
-      if (!ref) return { ok: true, client: hub, cluster: "hub", local: true };
-      if (!access) {
+      if (!ref && !options.hubInstall) {
         return {
           ok: false,
-          reason: "AccessProviderNotConfigured",
-          message: "cluster provider not configured; set --clusterprofile-provider-file",
+          reason: "HubInstallDisabled",
+          message:
+            "installing on the hub itself is disabled (hubInstall.enabled=false); set spec.clusterProfileRef",
         };
       }
+      if (!ref) return { ok: true, client: hub, cluster: "hub", local: true };
       const result = await access.resolve(ref);
       if (!result.ok) return result;
       const kubeConfig = result.spoke.kubeConfig;

@@ -1,0 +1,122 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseDocument } from "yaml";
+import { z } from "zod";
+import { formatFieldPath } from "../fleet/diagnostic.ts";
+import { MirrorOptionsSchema } from "../mirror/plan.ts";
+import type { GitAuth, GitSourceSpec } from "../source/index.ts";
+
+/**
+ * The service's config file (`run --config`): the contract the Helm chart renders (charts/knative-fleet
+ * README, "config.yaml"). Unknown keys are refused, so a typo is an error at start, not a silent default.
+ */
+export const ServiceConfigSchema = z.strictObject({
+  repository: z.strictObject({
+    url: z.url({ protocol: /^https?$/ }),
+    branch: z.string().min(1).default("main"),
+    pathGlob: z.string().min(1).default("clusters/**/*.yaml"),
+    /** A directory holding `token`, or `username` and `password` (a mounted Secret, re-read on every use). */
+    credentialsDir: z.string().min(1).optional(),
+    caFile: z.string().min(1).optional(),
+  }),
+  cacheDir: z.string().min(1).default("/var/cache/knative-fleet"),
+  pollSchedule: z.string().min(1).default("* * * * *"),
+  defaultNamespace: z.string().min(1).default("knative-fleet"),
+  status: z
+    .strictObject({
+      path: z.string().min(1).default("status/"),
+      branch: z.string().min(1).optional(),
+      authorName: z.string().min(1).default("knative-fleet"),
+      authorEmail: z.string().min(1).default("knative-fleet@noreply.invalid"),
+      /** At most one status commit per interval: changes in between are coalesced. */
+      interval: z.string().default("30s"),
+    })
+    .optional(),
+  webhook: z
+    .strictObject({ port: z.number().int().min(1).max(65535), secretFile: z.string().min(1) })
+    .optional(),
+  hubInstall: z.strictObject({ enabled: z.boolean().default(true) }).default({ enabled: true }),
+  remoteDeploymentsPollInterval: z.string().default("10s"),
+  /** How often a converged CR is checked for drift on its cluster. */
+  resyncInterval: z.string().default("5m"),
+  allowedClusterProfileNamespaces: z.array(z.string().min(1)).default([]),
+  leaderElection: z
+    .strictObject({
+      enabled: z.boolean().default(false),
+      leaseName: z.string().min(1).default("knative-fleet"),
+      namespace: z.string().min(1).default("knative-fleet"),
+    })
+    .default({ enabled: false, leaseName: "knative-fleet", namespace: "knative-fleet" }),
+  metricsPort: z.number().int().min(0).max(65535).default(9090),
+  logLevel: z.enum(["trace", "debug", "info", "warn", "error"]).default("info"),
+  prune: MirrorOptionsSchema.default({ prune: true, allowEmpty: false, maxPruneFraction: 0.5 }),
+  workers: z.number().int().min(1).max(64).default(4),
+});
+export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
+
+export class ConfigError extends Error {}
+
+/** Reads and validates the config file; errors name the file, line and field. */
+export function loadServiceConfig(path: string): ServiceConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new ConfigError(`cannot read the config file ${path}: ${(err as Error).message}`);
+  }
+  const doc = parseDocument(text);
+  if (doc.errors.length > 0) {
+    const e = doc.errors[0]!;
+    throw new ConfigError(`${path}:${e.linePos?.[0]?.line ?? 1}: ${e.message}`);
+  }
+  const parsed = ServiceConfigSchema.safeParse(doc.toJS() ?? {});
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((issue) => {
+    const node = doc.getIn(issue.path as (string | number)[], true) as
+      | { range?: [number, number] }
+      | undefined;
+    const offset = node?.range?.[0];
+    const line = offset === undefined ? undefined : text.slice(0, offset).split("\n").length;
+    return `${path}${line ? `:${line}` : ""} ${formatFieldPath(issue.path)}: ${issue.message}`;
+  });
+  throw new ConfigError(`invalid config:\n  ${issues.join("\n  ")}`);
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+
+/** A Go duration ("10s", "1m30s", "500ms") in milliseconds. */
+export function parseDuration(text: string): number {
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text.trim()) {
+    throw new ConfigError(`"${text}" is not a duration (examples: 500ms, 10s, 1m30s)`);
+  }
+  return parts.reduce((ms, p) => ms + Number(p[1]) * DURATION_UNITS[p[2]!]!, 0);
+}
+
+/** The Git source of the config: credentials from the mounted directory, read again on every use. */
+export function gitSourceSpec(config: ServiceConfig): GitSourceSpec {
+  const { repository } = config;
+  return {
+    url: repository.url,
+    branch: repository.branch,
+    include: [repository.pathGlob],
+    statusPath: config.status?.path ?? "status/",
+    timeoutMs: 60_000,
+    ...(repository.caFile ? { caFile: repository.caFile } : {}),
+    ...(repository.credentialsDir ? { auth: gitAuthFrom(repository.credentialsDir) } : {}),
+  };
+}
+
+function gitAuthFrom(dir: string): GitAuth {
+  if (existsSync(join(dir, "token"))) {
+    // GitHub and GitLab take a token as the basic-auth password; the user name is not checked.
+    return { type: "basic", username: "knative-fleet", password: { file: join(dir, "token") } };
+  }
+  if (existsSync(join(dir, "username")) && existsSync(join(dir, "password"))) {
+    const username = readFileSync(join(dir, "username"), "utf8").trim();
+    return { type: "basic", username, password: { file: join(dir, "password") } };
+  }
+  throw new ConfigError(
+    `repository.credentialsDir ${dir} holds neither "token" nor "username" and "password"`,
+  );
+}

@@ -1,0 +1,279 @@
+import { mkdirSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { buildFleetModel } from "../fleet/model.ts";
+import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
+import { mirror } from "../mirror/mirror.ts";
+import { EventRecorder } from "../observability/events.ts";
+import type { Logger } from "../observability/log.ts";
+import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
+import { type Engine, effectivePollInterval, startEngine } from "../reconcile/engine.ts";
+import { createWebhookHandler, GitSource, GitSourceError, Poller, type Snapshot } from "../source/index.ts";
+import { StatusWriter } from "../status/write-back.ts";
+import { gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
+import { startHttpServer } from "./http-server.ts";
+import { LeaderElector } from "./leader-election.ts";
+
+export interface ServiceOptions {
+  config: ServiceConfig;
+  hub: KubeConfig;
+  providerFile?: string;
+  kodataDir: string;
+  /** Overrides config.remoteDeploymentsPollInterval (the --remote-deployments-poll-interval flag). */
+  pollIntervalMs?: number;
+  /** Leader-election identity (POD_NAME in the chart). */
+  identity: string;
+  log: Logger;
+  /** Called when leadership is lost: by default the process exits so it restarts clean (controller-runtime's way). */
+  onLostLeadership?(): void;
+}
+
+/**
+ * `knative-fleet run`: the pipeline as a service. Git source (poll + webhook) -> fleet model -> hub mirror
+ * -> reconcile engine (hub CRs onto their spokes) -> status write-back; one leader at a time when
+ * replicated; probes and metrics on one port; a clean stop on SIGTERM.
+ */
+export class FleetService {
+  readonly metrics: FleetMetrics;
+  private readonly options: ServiceOptions;
+  private readonly log: Logger;
+  private http: { port: number; close(): Promise<void> } | undefined;
+  private webhookServer: Server | undefined;
+  private elector: LeaderElector | undefined;
+  private engine: Engine | undefined;
+  private poller: Poller | undefined;
+  private statusWriter: StatusWriter | undefined;
+  private source: GitSource | undefined;
+  private leading = false;
+  private started = false;
+
+  constructor(options: ServiceOptions) {
+    this.options = options;
+    this.log = options.log;
+    this.metrics = createMetrics();
+  }
+
+  /** The probes-and-metrics port. */
+  get port(): number | undefined {
+    return this.http?.port;
+  }
+
+  /** The webhook listener's port, when a webhook is configured. */
+  get webhookPort(): number | undefined {
+    return (this.webhookServer?.address() as AddressInfo | null)?.port;
+  }
+
+  get isLeading(): boolean {
+    return this.leading;
+  }
+
+  async start(): Promise<void> {
+    const { config } = this.options;
+    const hub = clientFromKubeConfig(this.options.hub);
+    await hub.rest.request({ method: "GET", path: "/version" }); // fail fast when the hub is unreachable
+    mkdirSync(config.cacheDir, { recursive: true });
+    this.source = new GitSource(gitSourceSpec(config), { cacheDir: config.cacheDir });
+    const http = await startHttpServer({
+      port: config.metricsPort,
+      metrics: this.metrics,
+      ready: () => this.started,
+      log: this.log,
+    });
+    if (config.webhook)
+      this.webhookServer = await this.listenForPushes(config.webhook.port, config.webhook.secretFile);
+    this.http = http;
+    if (config.leaderElection.enabled) {
+      this.elector = new LeaderElector({
+        client: hub,
+        namespace: config.leaderElection.namespace,
+        name: config.leaderElection.leaseName,
+        identity: this.options.identity,
+        log: this.log,
+        onStartedLeading: () => this.lead(),
+        onStoppedLeading: () => this.lostLeadership(),
+      });
+      this.elector.start();
+    } else {
+      await this.lead();
+    }
+    this.started = true;
+    this.log.info(
+      { port: http.port, leaderElection: config.leaderElection.enabled },
+      "knative-fleet running",
+    );
+  }
+
+  /** Graceful stop: no new syncs, in-flight applies finish, the status is flushed, the lease released. */
+  async stop(): Promise<void> {
+    this.started = false;
+    await this.stopLeading();
+    await this.elector?.stop();
+    await this.http?.close();
+    const webhookServer = this.webhookServer;
+    if (webhookServer) await new Promise<void>((resolve) => webhookServer.close(() => resolve()));
+    this.log.info("knative-fleet stopped");
+  }
+
+  /** Triggers a sync now (the webhook does the same). */
+  syncNow(): Promise<unknown> | undefined {
+    return this.poller?.syncNow();
+  }
+
+  async flushStatus(): Promise<void> {
+    await this.statusWriter?.flush();
+  }
+
+  private async lead(): Promise<void> {
+    const { config, log } = this.options;
+    this.leading = true;
+    this.metrics.setLeader(true);
+    const hub = clientFromKubeConfig(this.options.hub);
+    const events = new EventRecorder({ client: hub, component: "knative-fleet", log });
+    const source = this.source!;
+    if (config.status) {
+      this.statusWriter = new StatusWriter({
+        source,
+        hub,
+        path: config.status.path,
+        branch: config.status.branch ?? config.repository.branch,
+        author: { name: config.status.authorName, email: config.status.authorEmail },
+        intervalMs: parseDuration(config.status.interval),
+        log: log.child({ component: "status" }),
+        onCommitted: (outcome) => this.metrics.statusCommitFinished({ outcome }),
+      });
+    }
+    const pollIntervalMs =
+      this.options.pollIntervalMs ??
+      effectivePollInterval(parseDuration(config.remoteDeploymentsPollInterval));
+    this.engine = await startEngine({
+      hub: this.options.hub,
+      providerFile: this.options.providerFile,
+      allowedClusterProfileNamespaces:
+        config.allowedClusterProfileNamespaces.length > 0
+          ? config.allowedClusterProfileNamespaces
+          : undefined,
+      hubInstall: config.hubInstall.enabled,
+      kodataDir: this.options.kodataDir,
+      pollIntervalMs,
+      resyncIntervalMs: parseDuration(config.resyncInterval),
+      workers: config.workers,
+      applyConcurrency: 8,
+      log,
+      onReconciled: (report) => {
+        this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
+        if (report.statusWritten || report.finalized) this.statusWriter?.request();
+        const involved = {
+          apiVersion: "operator.knative.dev/v1beta1",
+          kind: report.kind,
+          metadata: { name: report.name, namespace: report.namespace },
+        };
+        if (report.error) void events.record(involved, "Warning", "ReconcileFailed", report.error.message);
+        else if (report.drift > 0)
+          void events.record(
+            involved,
+            "Normal",
+            "DriftCorrected",
+            `restored ${report.drift} object(s) changed on ${report.cluster}`,
+          );
+      },
+    });
+    this.poller = new Poller({
+      source,
+      schedule: config.pollSchedule,
+      onSnapshot: (snapshot) => this.sync(snapshot),
+      onError: (err) => {
+        const kind = err instanceof GitSourceError ? err.kind : "sync";
+        this.metrics.gitFetchFinished({ durationMs: 0, error: kind });
+        log.warn(
+          { err: (err as Error).message, kind },
+          "fleet sync failed; nothing is pruned, retrying on the next poll",
+        );
+      },
+    });
+    this.poller.start();
+    log.info({ pollIntervalMs }, "leading: reconciling the fleet");
+  }
+
+  /** One commit of the fleet repository into the hub. */
+  private async sync(snapshot: Snapshot): Promise<void> {
+    const { config, log } = this.options;
+    const hub = clientFromKubeConfig(this.options.hub);
+    const model = buildFleetModel(
+      snapshot.files.map((f) => ({ path: f.path, text: f.content })),
+      { defaultNamespace: config.defaultNamespace },
+    );
+    const result = await mirror(hub, {
+      model,
+      source: {
+        repository: config.repository.url,
+        branch: config.repository.branch,
+        commit: snapshot.commit,
+      },
+      sourceRead: true,
+      options: config.prune,
+      namespace: config.defaultNamespace,
+    });
+    this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
+    const counts = result.resources.reduce<Record<string, number>>(
+      (acc, r) => ({ ...acc, [r.action]: (acc[r.action] ?? 0) + 1 }),
+      {},
+    );
+    log.info(
+      {
+        commit: snapshot.commit,
+        ...counts,
+        invalidFiles: result.failedFiles.length,
+        prune: result.prune.state,
+      },
+      "fleet synced into the hub",
+    );
+    this.statusWriter?.mirrored(result);
+  }
+
+  private async stopLeading(): Promise<void> {
+    if (!this.leading) return;
+    this.leading = false;
+    this.metrics.setLeader(false);
+    await this.poller?.stop();
+    await this.engine?.stop();
+    await this.statusWriter?.stop();
+    this.poller = undefined;
+    this.engine = undefined;
+    this.statusWriter = undefined;
+  }
+
+  private async lostLeadership(): Promise<void> {
+    const wasLeading = this.leading;
+    await this.stopLeading();
+    if (wasLeading && this.started) {
+      this.log.error("leadership lost; stopping so a fresh start rejoins the election");
+      (this.options.onLostLeadership ?? (() => process.exit(1)))();
+    }
+  }
+
+  /** The push webhook's listener (POST /webhook); a standby answers 202 and leaves the change to the leader. */
+  private async listenForPushes(port: number, secretFile: string): Promise<Server> {
+    const handler = createWebhookHandler({
+      secret: { file: secretFile },
+      branch: this.options.config.repository.branch,
+      filter: this.source!.filter,
+      onPush: () => void this.poller?.syncNow(),
+    });
+    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      if (new URL(req.url ?? "/", "http://webhook").pathname !== "/webhook") {
+        req.resume();
+        res.writeHead(404).end();
+      } else if (!this.leading) {
+        req.resume();
+        res
+          .writeHead(202, { "content-type": "text/plain" })
+          .end("not the leader; the leader's next poll picks the change up\n");
+      } else {
+        handler(req, res);
+      }
+    });
+    await new Promise<void>((resolve) => server.listen(port, "0.0.0.0", resolve));
+    return server;
+  }
+}

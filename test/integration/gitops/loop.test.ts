@@ -1,0 +1,270 @@
+import { createHmac } from "node:crypto";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import type { KubeObject } from "../../../src/apply/objects.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import { createLogger, silentLogger } from "../../../src/observability/log.ts";
+import { loadServiceConfig } from "../../../src/service/config.ts";
+import { FleetService } from "../../../src/service/service.ts";
+import { loadSandbox } from "../../sandbox/index.ts";
+import { writeServiceConfig } from "../../support/fleet-service.ts";
+import { type GitServer, startGitServer } from "../../support/git-server.ts";
+import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
+import { waitUntil } from "../../support/wait.ts";
+
+const sandbox = loadSandbox();
+const spoke2 = sandbox.spokes[1]!;
+const REPO = "fleet";
+const SECRET = "push-secret";
+
+/** A KnativeServing fleet file for a spoke, as a person would write it. */
+const servingFile = (spoke: string, extra = "") => `apiVersion: operator.knative.dev/v1beta1
+kind: KnativeServing
+metadata:
+  name: ${spoke}-serving
+  namespace: knative-fleet
+spec:
+  version: "1.22"
+  clusterProfileRef:
+    name: ${spoke}
+    namespace: fleet-system
+  ingress:
+    kourier:
+      enabled: true
+${extra}`;
+
+describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Git", () => {
+  let git: GitServer;
+  let hub: KubeClient;
+  let spokeTwo: KubeClient;
+  let service: FleetService;
+  const figures: Record<string, number> = {};
+
+  const startService = async () => {
+    const configPath = writeServiceConfig({ repositoryUrl: git.url(REPO), webhookSecret: SECRET });
+    const s = new FleetService({
+      config: loadServiceConfig(configPath),
+      hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
+      providerFile: sandbox.providerFile,
+      kodataDir: knativeReleasesDir(),
+      identity: "gitops-test",
+      log: process.env.SERVICE_LOG ? createLogger(process.env.SERVICE_LOG) : silentLogger,
+    });
+    await s.start();
+    return s;
+  };
+  const hubCr = (kind: string, name: string) => hub.get(OPERATOR_API_VERSION, kind, "knative-fleet", name);
+  const isReady = (cr: KubeObject | undefined) =>
+    (cr?.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions?.some(
+      (c) => c.type === "Ready" && c.status === "True",
+    );
+  const waitReady = (kind: string, name: string) =>
+    waitUntil(
+      `${kind} ${name} Ready`,
+      async () => (isReady(await hubCr(kind, name)) ? true : undefined),
+      240_000,
+    );
+  const statusReadme = () => git.readFile(REPO, "main", "status/README.md").catch((e) => `ERR ${e.message}`);
+  const push = (files: Record<string, string | null>, message: string) =>
+    git.pushChange(REPO, { files, message });
+  const webhookPush = async (commit: string) => {
+    const body = JSON.stringify({
+      ref: "refs/heads/main",
+      after: commit,
+      commits: [{ added: [], modified: ["clusters/spoke-2/knative-serving.yaml"], removed: [] }],
+    });
+    const signature = `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}`;
+    const res = await fetch(`http://127.0.0.1:${service.webhookPort}/webhook`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "x-github-event": "push",
+        "x-hub-signature-256": signature,
+      },
+      body,
+    });
+    expect(res.status).toBeLessThan(300);
+  };
+
+  beforeAll(async () => {
+    hub = adminClient(sandbox.hub);
+    spokeTwo = adminClient(spoke2);
+    await installFleetCrds(hub);
+    await ensureNamespace(hub, "knative-fleet");
+    git = await startGitServer();
+    await git.createRepo(REPO, join(repoRoot, "fleet-example"));
+    service = await startService();
+  });
+
+  afterAll(async () => {
+    await service?.stop();
+    // Leave the shared sandbox clean: remove the fleet's CRs (their finalizers clean the spokes).
+    for (const kind of ["KnativeServing", "KnativeEventing"]) {
+      for (const cr of (await hub.list(OPERATOR_API_VERSION, kind, { namespace: "knative-fleet" })).items) {
+        await hub
+          .mergePatch(OPERATOR_API_VERSION, kind, "knative-fleet", cr.metadata.name, {
+            metadata: { finalizers: null },
+          })
+          .catch(() => {});
+        await hub.delete(OPERATOR_API_VERSION, kind, "knative-fleet", cr.metadata.name).catch(() => {});
+      }
+    }
+    await git?.close();
+    console.log("gitops figures:", JSON.stringify(figures));
+  });
+
+  it("the fleet-example becomes Ready on both spokes and the status is committed back", async () => {
+    const started = Date.now();
+    await Promise.all([
+      waitReady("KnativeServing", "spoke-1-serving"),
+      waitReady("KnativeEventing", "spoke-2-eventing"),
+    ]);
+    figures.fleetExampleReadyMs = Date.now() - started;
+    const cr = await hubCr("KnativeServing", "spoke-1-serving");
+    expect(cr?.metadata.annotations?.["fleet.knative.dev/source-path"]).toBe(
+      "clusters/spoke-1/knative-serving.yaml",
+    );
+    let text = "";
+    const readme = await waitUntil("status committed with both Ready", async () => {
+      text = await statusReadme();
+      return /spoke-1-serving \| ✓ \| 1\.21\.3/.test(text) && /spoke-2-eventing \| ✓ \| 1\.21\.4/.test(text)
+        ? text
+        : undefined;
+    }).catch((err: Error) => {
+      throw new Error(`${err.message}; status/README.md is:\n${text}`);
+    });
+    expect(readme).toContain("fleet-system/spoke-1");
+    const log = await git.log(REPO);
+    expect(log[0]?.authorName).toBe("knative-fleet");
+  });
+
+  it("a push that adds Serving on spoke-2 reaches the spoke (webhook), and the status says so", async () => {
+    const commit = await push(
+      { "clusters/spoke-2/knative-serving.yaml": servingFile("spoke-2") },
+      "Add Serving to spoke-2",
+    );
+    const started = Date.now();
+    await webhookPush(commit);
+    await waitUntil("hub CR created", async () => hubCr("KnativeServing", "spoke-2-serving"), 30_000);
+    figures.webhookToHubCrMs = Date.now() - started;
+    await waitReady("KnativeServing", "spoke-2-serving");
+    figures.pushToSpokeReadyMs = Date.now() - started;
+    const deployments = await spokeTwo.list("apps/v1", "Deployment", { namespace: "knative-serving" });
+    expect(deployments.items.map((d) => d.metadata.name)).toContain("activator");
+    await waitUntil("status lists spoke-2-serving", async () =>
+      (await statusReadme()).includes("spoke-2-serving") ? true : undefined,
+    );
+  });
+
+  it("a config edit in Git reaches the spoke", async () => {
+    await push(
+      {
+        "clusters/spoke-2/knative-serving.yaml": servingFile(
+          "spoke-2",
+          '  config:\n    autoscaler:\n      enable-scale-to-zero: "false"\n',
+        ),
+      },
+      "Disable scale to zero on spoke-2",
+    );
+    await service.syncNow();
+    await waitUntil("config-autoscaler on spoke-2", async () => {
+      const cm = await spokeTwo.get("v1", "ConfigMap", "knative-serving", "config-autoscaler");
+      return (cm?.data as Record<string, string> | undefined)?.["enable-scale-to-zero"] === "false"
+        ? true
+        : undefined;
+    });
+  });
+
+  it("an invalid file is reported with file:line in the status, prunes nothing, and others still apply", async () => {
+    await push(
+      {
+        "clusters/spoke-2/knative-serving.yaml": servingFile(
+          "spoke-2",
+          "  registry:\n    overide:\n      controller: x\n",
+        ),
+        "clusters/spoke-1/knative-serving.yaml": (
+          await git.readFile(REPO, "main", "clusters/spoke-1/knative-serving.yaml")
+        ).replace("scale-to-zero-grace-period: 30s", "scale-to-zero-grace-period: 45s"),
+      },
+      "A typo on spoke-2 and a good change on spoke-1",
+    );
+    await service.syncNow();
+    const readme = await waitUntil("status shows the validation error", async () => {
+      const text = await statusReadme();
+      return text.includes("clusters/spoke-2/knative-serving.yaml:") && text.includes("overide")
+        ? text
+        : undefined;
+    });
+    expect(readme).toMatch(/clusters\/spoke-2\/knative-serving\.yaml:\d+/);
+    // Nothing pruned: spoke-2's Serving CR stays with its last good state.
+    expect(await hubCr("KnativeServing", "spoke-2-serving")).toBeDefined();
+    const spoke1Cr = await hubCr("KnativeServing", "spoke-1-serving");
+    expect(
+      (spoke1Cr?.spec as { config: { autoscaler: Record<string, string> } }).config.autoscaler[
+        "scale-to-zero-grace-period"
+      ],
+    ).toBe("45s");
+  });
+
+  it("a git server answering 500 or down: retries, nothing pruned, recovers", async () => {
+    git.failNext(50, 500);
+    await service.syncNow();
+    expect(await hubCr("KnativeServing", "spoke-2-serving")).toBeDefined();
+    git.failNext(0);
+    await git.stop();
+    await service.syncNow();
+    expect(await hubCr("KnativeServing", "spoke-1-serving")).toBeDefined();
+    await git.start();
+  });
+
+  it("a restart mid-sync converges with nothing duplicated", async () => {
+    await service.stop();
+    const fixed = await push(
+      { "clusters/spoke-2/knative-serving.yaml": servingFile("spoke-2") },
+      "Fix the typo",
+    );
+    service = await startService();
+    await service.syncNow();
+    await waitUntil("spoke-2 CR at the fixed commit", async () => {
+      const cr = await hubCr("KnativeServing", "spoke-2-serving");
+      return cr?.metadata.annotations?.["fleet.knative.dev/source-commit"] === fixed ? true : undefined;
+    });
+    const servings = await hub.list(OPERATOR_API_VERSION, "KnativeServing", { namespace: "knative-fleet" });
+    expect(servings.items.map((c) => c.metadata.name).sort()).toEqual(["spoke-1-serving", "spoke-2-serving"]);
+  });
+
+  it("deleting the file removes Knative from spoke-2, and a person's commit made meanwhile survives", async () => {
+    const started = Date.now();
+    await push({ "clusters/spoke-2/knative-serving.yaml": null }, "Remove Serving from spoke-2");
+    await push({ "docs/notes.md": "spoke-2 serves no more\n" }, "A person's note");
+    await service.syncNow();
+    await waitUntil(
+      "hub CR gone",
+      async () => ((await hubCr("KnativeServing", "spoke-2-serving")) ? undefined : true),
+      120_000,
+    );
+    await waitUntil(
+      "spoke-2 cleaned",
+      async () => {
+        const left = await spokeTwo.list("apps/v1", "Deployment", { namespace: "knative-serving" });
+        return left.items.length === 0 ? true : undefined;
+      },
+      120_000,
+    );
+    figures.removeToCleanMs = Date.now() - started;
+    expect(
+      await spokeTwo.get("rbac.authorization.k8s.io/v1", "ClusterRole", undefined, "knative-serving-core"),
+    ).toBeUndefined();
+    // spoke-2's Eventing is untouched.
+    expect(isReady(await hubCr("KnativeEventing", "spoke-2-eventing"))).toBe(true);
+    await waitUntil("status without spoke-2-serving", async () =>
+      !(await statusReadme()).includes("spoke-2-serving") ? true : undefined,
+    );
+    const subjects = (await git.log(REPO)).map((c) => c.subject);
+    expect(subjects).toContain("A person's note");
+    expect(subjects).toContain("Remove Serving from spoke-2");
+  });
+});
