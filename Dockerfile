@@ -23,7 +23,9 @@ FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # Scripts stay on: the `node` devDependency installs the pinned Node 24 that `npm run build` uses.
-RUN npm ci --no-audit --no-fund
+# `npm install` keeps to package-lock.json too, without `npm ci`'s demand for every platform's optional
+# packages in the lock (see scripts/ensure-deps.mjs).
+RUN npm install --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
@@ -32,7 +34,7 @@ RUN npm run build
 FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS prod-deps
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 # ---- kodata: the Knative release manifests, from their public release locations
 FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS kodata

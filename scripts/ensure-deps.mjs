@@ -17,8 +17,11 @@ const have = existsSync(stamp) ? readFileSync(stamp, "utf8").trim() : "";
 const nodeBinary = join(root, "node_modules", ".bin", "node");
 
 if (!want || want !== have || !existsSync(nodeBinary)) {
-  const args = want ? ["ci", "--no-audit", "--no-fund"] : ["install", "--no-audit", "--no-fund"];
-  console.error(`knative-fleet: installing npm dependencies (npm ${args[0]})`);
+  // `npm install`, not `npm ci`: it installs exactly the locked versions too, but does not insist on lock
+  // entries for other platforms' optional packages (biome's per-OS binaries), which a registry mirror may
+  // not serve and a lock written behind one therefore lacks.
+  const args = ["install", "--no-audit", "--no-fund"];
+  console.error("knative-fleet: installing npm dependencies (npm install from package-lock.json)");
   execFileSync("npm", args, { cwd: root, stdio: "inherit" });
   const hash = createHash("sha256").update(readFileSync(lock)).digest("hex");
   writeFileSync(stamp, `${hash}\n`);

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
+import type { KubeObject } from "../../../src/apply/objects.ts";
 import { ensureTools, toolPath } from "../../sandbox/tools.ts";
 import { repoRoot } from "../../support/shared.ts";
 
@@ -81,17 +82,7 @@ export function renderFailure(options: RenderOptions): string {
   return result.stderr;
 }
 
-export interface KubeObject {
-  apiVersion: string;
-  kind: string;
-  metadata: {
-    name: string;
-    namespace?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-  };
-  [field: string]: unknown;
-}
+export type { KubeObject };
 
 export interface PolicyRule {
   apiGroups: string[];

@@ -77,10 +77,10 @@ describe("Dockerfile", () => {
     expect(argDefault("NODE_IMAGE")).toBe("node:24-slim");
   });
 
-  it("compiles with npm ci && npm run build, and ships production dependencies only", () => {
-    expect(runs(stage("build"))).toEqual(["npm ci --no-audit --no-fund", "npm run build"]);
+  it("compiles with the locked dependencies and npm run build, and ships production dependencies only", () => {
+    expect(runs(stage("build"))).toEqual(["npm install --no-audit --no-fund", "npm run build"]);
     expect(runs(stage("prod-deps"))).toEqual([
-      expect.stringMatching(/^npm ci --omit=dev --ignore-scripts\b/),
+      expect.stringMatching(/^npm install --omit=dev --ignore-scripts\b/),
     ]);
     const copies = runtime.instructions.filter((i) => i.keyword === "COPY").map((i) => i.args);
     expect(copies).toEqual([
