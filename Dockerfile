@@ -42,48 +42,8 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/*
 ARG SERVING_VERSIONS EVENTING_VERSIONS KOURIER_VERSIONS ISTIO_VERSIONS CONTOUR_VERSIONS GATEWAY_API_VERSIONS
-RUN <<'EOF'
-set -eu
-out=/kodata
-# fetch URL FILE: one release asset, or the build fails (no partial kodata).
-fetch() {
-  mkdir -p "$(dirname "$2")"
-  curl -fsSL --retry 5 --retry-all-errors --proto '=https' --tlsv1.2 -o "$2" "$1"
-}
-minor() { echo "${1%.*}"; }
-for v in $SERVING_VERSIONS; do
-  url=https://github.com/knative/serving/releases/download/knative-v$v
-  dir=$out/knative-serving/$v
-  fetch "$url/serving-crds.yaml" "$dir/1-serving-crds.yaml"
-  fetch "$url/serving-core.yaml" "$dir/2-serving-core.yaml"
-  fetch "$url/serving-hpa.yaml" "$dir/3-serving-hpa.yaml"
-  fetch "$url/serving-post-install-jobs.yaml" "$dir/4-serving-post-install-jobs.yaml"
-done
-for v in $EVENTING_VERSIONS; do
-  url=https://github.com/knative/eventing/releases/download/knative-v$v
-  dir=$out/knative-eventing/$v
-  fetch "$url/eventing-crds.yaml" "$dir/1-eventing-crds.yaml"
-  fetch "$url/eventing-core.yaml" "$dir/2-eventing-core.yaml"
-  fetch "$url/eventing-tls-networking.yaml" "$dir/3-eventing-tls-networking.yaml"
-  fetch "$url/in-memory-channel.yaml" "$dir/4-in-memory-channel.yaml"
-  fetch "$url/mt-channel-broker.yaml" "$dir/5-mt-channel-broker.yaml"
-  fetch "$url/eventing-post-install.yaml" "$dir/6-eventing-post-install.yaml"
-done
-ext=https://github.com/knative-extensions
-for v in $KOURIER_VERSIONS; do
-  fetch "$ext/net-kourier/releases/download/knative-v$v/kourier.yaml" "$out/ingress/$(minor "$v")/kourier/kourier.yaml"
-done
-for v in $ISTIO_VERSIONS; do
-  fetch "$ext/net-istio/releases/download/knative-v$v/net-istio.yaml" "$out/ingress/$(minor "$v")/istio/net-istio.yaml"
-done
-for v in $CONTOUR_VERSIONS; do
-  fetch "$ext/net-contour/releases/download/knative-v$v/net-contour.yaml" "$out/ingress/$(minor "$v")/contour/net-contour.yaml"
-done
-for v in $GATEWAY_API_VERSIONS; do
-  fetch "$ext/net-gateway-api/releases/download/knative-v$v/net-gateway-api.yaml" "$out/ingress/$(minor "$v")/gateway-api/net-gateway-api.yaml"
-done
-chmod -R a+rX,go-w "$out"
-EOF
+COPY scripts/fetch-kodata.sh /usr/local/bin/fetch-kodata
+RUN sh /usr/local/bin/fetch-kodata /kodata
 
 # ---- runtime
 FROM ${NODE_IMAGE}

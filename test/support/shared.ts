@@ -1,25 +1,68 @@
-import { existsSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
+// Where the same files are published: the fallback when ../shared is not beside the checkout.
+const CLUSTER_PROFILE_CRD_URL =
+  "https://raw.githubusercontent.com/kubernetes-sigs/cluster-inventory-api/v0.1.2/config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml";
+const OPERATOR_CRD_URL = (kind: string) =>
+  `https://raw.githubusercontent.com/knative/operator/main/config/crd/bases/operator.knative.dev_${kind}.yaml`;
+
 /**
- * The `../shared` data directory (real Knative release manifests, CRDs) that sits beside the project.
- * It is read in place, never copied into the repository. Override with KNATIVE_FLEET_SHARED.
+ * The shared test data (real Knative release manifests in the operator's kodata layout, the ClusterProfile
+ * CRD, the upstream operator CRDs for reference). Read in place, never copied into the repository:
+ * KNATIVE_FLEET_SHARED, else `../shared` beside the checkout, else downloaded once from the public release
+ * locations into ~/.cache/knative-fleet/shared.
  */
 export function sharedDir(): string {
-  const dir = process.env.KNATIVE_FLEET_SHARED ?? join(repoRoot, "..", "shared");
-  if (!existsSync(join(dir, "knative-releases"))) {
+  const explicit = process.env.KNATIVE_FLEET_SHARED;
+  if (explicit) {
+    if (!existsSync(join(explicit, "knative-releases"))) {
+      throw new Error(`KNATIVE_FLEET_SHARED=${explicit} has no knative-releases/ folder`);
+    }
+    return explicit;
+  }
+  const beside = join(repoRoot, "..", "shared");
+  return existsSync(join(beside, "knative-releases")) ? beside : downloadedShared();
+}
+
+function downloadedShared(): string {
+  const dir = join(process.env.KNATIVE_FLEET_CACHE ?? join(homedir(), ".cache", "knative-fleet"), "shared");
+  const complete = join(dir, ".complete");
+  if (existsSync(complete)) return dir;
+  process.stderr.write(
+    `knative-fleet: ../shared is not beside the checkout; downloading the Knative releases and CRDs from their ` +
+      `public release locations into ${dir} (once)\n`,
+  );
+  try {
+    execFileSync("sh", [join(repoRoot, "scripts", "fetch-kodata.sh"), join(dir, "knative-releases")], {
+      stdio: "inherit",
+    });
+    const download = (url: string, file: string) => {
+      mkdirSync(dirname(file), { recursive: true });
+      execFileSync("curl", ["-fsSL", "--retry", "3", "-o", file, url], { stdio: "inherit" });
+    };
+    download(CLUSTER_PROFILE_CRD_URL, join(dir, "crds", "multicluster.x-k8s.io_clusterprofiles.yaml"));
+    for (const kind of ["knativeservings", "knativeeventings"]) {
+      download(
+        OPERATOR_CRD_URL(kind),
+        join(dir, "reference", "knative-operator-crds", `operator.knative.dev_${kind}.yaml`),
+      );
+    }
+    writeFileSync(complete, "");
+    return dir;
+  } catch (err) {
     throw new Error(
-      `the shared test data is missing: expected ${dir}/knative-releases (the Knative release manifests in the ` +
-        "operator's kodata layout) and crds/. Put the project's shared/ folder beside the repository or set " +
-        "KNATIVE_FLEET_SHARED; the same files are published with the Knative releases " +
-        "(https://github.com/knative/serving/releases, https://github.com/knative/eventing/releases) and " +
-        "cluster-inventory-api (config/crd/bases).",
+      `the shared test data is missing: no ../shared beside the checkout, KNATIVE_FLEET_SHARED is unset, and the ` +
+        `download from the public release locations failed (${(err as Error).message}). Put the project's shared/ ` +
+        "folder beside the repository, or set KNATIVE_FLEET_SHARED to a folder with knative-releases/ (the " +
+        "operator's kodata layout), crds/ and reference/knative-operator-crds/.",
     );
   }
-  return dir;
 }
 
 export const knativeReleasesDir = (): string => join(sharedDir(), "knative-releases");
