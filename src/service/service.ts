@@ -215,10 +215,8 @@ export class FleetService {
       namespace: config.defaultNamespace,
     });
     this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
-    const counts = result.resources.reduce<Record<string, number>>(
-      (acc, r) => ({ ...acc, [r.action]: (acc[r.action] ?? 0) + 1 }),
-      {},
-    );
+    const counts: Record<string, number> = {};
+    for (const r of result.resources) counts[r.action] = (counts[r.action] ?? 0) + 1;
     log.info(
       {
         commit: snapshot.commit,

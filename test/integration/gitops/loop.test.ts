@@ -202,11 +202,9 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     // Nothing pruned: spoke-2's Serving CR stays with its last good state.
     expect(await hubCr("KnativeServing", "spoke-2-serving")).toBeDefined();
     const spoke1Cr = await hubCr("KnativeServing", "spoke-1-serving");
-    expect(
-      (spoke1Cr?.spec as { config: { autoscaler: Record<string, string> } }).config.autoscaler[
-        "scale-to-zero-grace-period"
-      ],
-    ).toBe("45s");
+    const autoscaler = (spoke1Cr?.spec as { config?: { autoscaler?: Record<string, string> } } | undefined)
+      ?.config?.autoscaler;
+    expect(autoscaler?.["scale-to-zero-grace-period"]).toBe("45s");
   });
 
   it("a git server answering 500 or down: retries, nothing pruned, recovers", async () => {
