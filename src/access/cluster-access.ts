@@ -35,6 +35,8 @@ export interface ClusterAccessOptions {
   /** How long the first request to a new client (GET /version) may take (default 10 s). */
   probeTimeoutMs?: number;
   logger?: Logger;
+  /** Called after every exec plugin run, with the provider and ClusterProfile, for metrics. */
+  onPluginRun?(run: { provider: string; cluster: string; durationMs: number; error: boolean }): void;
 }
 
 /** A spoke that answered: its client and what was learnt connecting to it. */
@@ -243,6 +245,8 @@ export class ClusterAccess {
         pluginTimeoutMs: this.#options.pluginTimeoutMs ?? DEFAULT_PLUGIN_TIMEOUT_MS,
         refreshBeforeExpiryMs: this.#options.refreshBeforeExpiryMs ?? DEFAULT_REFRESH_BEFORE_EXPIRY_MS,
         logger: this.#logger.child({ clusterProfile: key }),
+        onPluginRun: (run) =>
+          this.#options.onPluginRun?.({ ...run, provider: endpoint.providerName, cluster: key }),
       }),
     );
     this.#entries.set(key, entry);

@@ -9,6 +9,8 @@ export interface ExecAuthenticatorOptions {
   refreshBeforeExpiryMs: number;
   logger: Logger;
   now?: () => Date;
+  /** Called after every plugin run, for metrics. */
+  onPluginRun?(run: { durationMs: number; error: boolean }): void;
 }
 
 /**
@@ -62,6 +64,8 @@ export class ExecAuthenticator {
 
   async #run(): Promise<PluginCredential> {
     this.#runs++;
+    const started = performance.now();
+    let failed = true;
     try {
       const credential = await runExecPlugin(this.plugin, this.#cluster, {
         timeoutMs: this.#options.pluginTimeoutMs,
@@ -70,9 +74,11 @@ export class ExecAuthenticator {
         now: this.#now,
       });
       this.#cached = credential;
+      failed = false;
       return credential;
     } finally {
       this.#running = undefined;
+      this.#options.onPluginRun?.({ durationMs: performance.now() - started, error: failed });
     }
   }
 

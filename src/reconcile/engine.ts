@@ -23,6 +23,7 @@ export interface EngineOptions {
   applyConcurrency: number;
   log: Logger;
   onReconciled?(report: ReconcileReport): void;
+  onPluginRun?(run: { provider: string; cluster: string; durationMs: number; error: boolean }): void;
 }
 
 export interface Engine {
@@ -54,6 +55,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     providers,
     namespaces: options.allowedClusterProfileNamespaces,
     logger: options.log,
+    onPluginRun: options.onPluginRun,
   });
   const controller = new KnativeController({
     hub,

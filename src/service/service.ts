@@ -160,6 +160,7 @@ export class FleetService {
       workers: config.workers,
       applyConcurrency: 8,
       log,
+      onPluginRun: (run) => this.metrics.execPluginFinished(run),
       onReconciled: (report) => {
         this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
         if (report.statusWritten || report.finalized) this.statusWriter?.request();
