@@ -6,7 +6,8 @@ import {
   ProviderConfigError,
   type ProviderConfigState,
 } from "../access/provider-config.ts";
-import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError } from "./command.ts";
+import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
+import { outputFormat, renderJson, renderTable } from "./output.ts";
 
 export const clustersCommand: Command = {
   name: "clusters",
@@ -30,9 +31,7 @@ Flags:
   },
   allowPositionals: false,
   async run(args, ctx) {
-    const output = (args.values.output as string | undefined) ?? "table";
-    if (output !== "table" && output !== "json")
-      throw new UsageError(`--output must be table or json, not "${output}"`);
+    const output = outputFormat(args.values.output);
     let providers: ProviderConfigState;
     try {
       providers = await loadProviderConfig(args.values["clusterprofile-provider-file"] as string | undefined);
@@ -64,9 +63,7 @@ Flags:
       ctx.stderr.write(`knative-fleet clusters: cannot list ClusterProfiles on the hub: ${causeText(err)}\n`);
       return EXIT_FINDINGS;
     }
-    ctx.stdout.write(
-      output === "json" ? `${JSON.stringify(reports, null, 2)}\n` : renderClusterTable(reports),
-    );
+    ctx.stdout.write(output === "json" ? renderJson(reports) : renderClusterTable(reports));
     return reports.every((r) => r.reachable) ? EXIT_OK : EXIT_FINDINGS;
   },
 };
@@ -85,11 +82,5 @@ export function renderClusterTable(reports: readonly ClusterReport[]): string {
     r.roundTripMs === undefined ? "-" : `${r.roundTripMs.toFixed(1)}ms`,
     r.reachable ? "Reachable" : `${r.reason}: ${r.message}`,
   ]);
-  const widths = header.map((h, column) => Math.max(h.length, ...rows.map((row) => row[column]!.length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]!)))
-      .join("  ")
-      .trimEnd();
-  return `${[header, ...rows].map(line).join("\n")}\n`;
+  return renderTable(header, rows);
 }

@@ -1,13 +1,39 @@
-import { type Command, EXIT_USAGE } from "./command.ts";
+import { causeText } from "../access/errors.ts";
+import { ConditionType, findCondition } from "../api/conditions.ts";
+import {
+  type ClusterProfileRef,
+  type Condition,
+  KNATIVE_KINDS,
+  type KnativeStatus,
+  OPERATOR_API_VERSION,
+} from "../api/knative.ts";
+import type { KubeObject } from "../apply/objects.ts";
+import { compareStrings } from "../fleet/diagnostic.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import { KubeApiError } from "../kube/rest.ts";
+import { SOURCE_COMMIT_ANNOTATION, SOURCE_PATH_ANNOTATION } from "../mirror/annotations.ts";
+import { identityOf } from "../mirror/plan.ts";
+import { ABANDON_CLEANUP_ANNOTATION } from "../reconcile/controller.ts";
+import { clusterLabel } from "../reconcile/target.ts";
+import { type Command, type CommandContext, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
+import { outputFormat, renderJson, renderTable } from "./output.ts";
 
 export const statusCommand: Command = {
   name: "status",
   summary: "Show the fleet's KnativeServing/KnativeEventing CRs and their conditions from the hub",
   usage: `Usage: knative-fleet status [flags]
 
+Lists every KnativeServing and KnativeEventing CR on the hub, one row each: its target cluster, Ready, the
+installed version, what holds it back (the first condition that is not True), whether the controller has
+caught up with its spec, the fleet file and commit it came from, and whether it is being deleted.
+Exit code 0 when every CR is Ready, 1 when any is not (or is stale, or being deleted), 2 when the hub
+cannot be read.
+
 Flags:
-  --kubeconfig FILE     hub kubeconfig
-  -n, --namespace NS    only CRs in NS
+  --kubeconfig FILE     hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+  -n, --namespace NS    only CRs in NS (default: all namespaces)
   --output table|json   output format (default table)
   -h, --help            show this help`,
   options: {
@@ -16,8 +42,210 @@ Flags:
     output: { type: "string" },
   },
   allowPositionals: false,
-  async run(_args, ctx) {
-    ctx.stderr.write("knative-fleet status: not built yet\n");
-    return EXIT_USAGE;
+  async run(args, ctx) {
+    const output = outputFormat(args.values.output);
+    const kubeconfig = args.values.kubeconfig as string | undefined;
+    let hub: KubeClient;
+    try {
+      hub = clientFromKubeConfig(loadKubeConfig(kubeconfig));
+    } catch (err) {
+      return fail(
+        ctx,
+        `cannot load the hub kubeconfig${kubeconfig ? ` ${kubeconfig}` : ""}: ${(err as Error).message}`,
+      );
+    }
+    let objects: KubeObject[];
+    try {
+      objects = await listKnativeResources(hub, args.values.namespace as string | undefined);
+    } catch (err) {
+      return fail(ctx, hubErrorText(hub.rest.server, err));
+    }
+    const rows = statusRows(objects);
+    ctx.stdout.write(output === "json" ? renderJson(rows) : renderStatusTable(rows));
+    return rows.every(isSettled) ? EXIT_OK : EXIT_FINDINGS;
   },
 };
+
+function fail(ctx: CommandContext, message: string): number {
+  ctx.stderr.write(`knative-fleet status: ${message}\n`);
+  return EXIT_USAGE;
+}
+
+async function listKnativeResources(hub: KubeClient, namespace: string | undefined): Promise<KubeObject[]> {
+  const lists = await Promise.all(
+    KNATIVE_KINDS.map((kind) => hub.list(OPERATOR_API_VERSION, kind, { namespace })),
+  );
+  return lists.flatMap((list) => list.items);
+}
+
+/** Why the hub could not be read, naming the server: an API refusal as the server said it, else the socket's cause. */
+function hubErrorText(server: string, err: unknown): string {
+  if (!(err instanceof KubeApiError)) return `cannot reach the hub ${server}: ${causeText(err)}`;
+  const hint = err.reason === "NoKindMatch" ? " (are the knative-fleet CRDs installed on the hub?)" : "";
+  return `cannot list the CRs on the hub ${server}: ${err.message}${hint}`;
+}
+
+/** One CR as `knative-fleet status` shows it; the JSON output is an array of these. */
+export interface StatusRow extends ResourceIdentity {
+  /** `namespace/name` of the target ClusterProfile, or `hub`. */
+  cluster: string;
+  /** The Ready condition's status; Unknown until the controller has written one. */
+  ready: Condition["status"];
+  /** The installed Knative version. */
+  version?: string;
+  /** The first condition that is not True (see BLOCKING_ORDER), or Ready itself: what holds the CR back. */
+  condition?: string;
+  reason?: string;
+  message?: string;
+  generation?: number;
+  observedGeneration?: number;
+  /** The controller has not reported on the current spec: the status describes an older one, or none. */
+  stale: boolean;
+  /** The fleet file, relative to the repository root, and the commit the CR's content came from. */
+  path?: string;
+  commit?: string;
+  deleting?: Deletion;
+}
+
+export interface Deletion {
+  /** The finalizers still pending: the cleanup of the target cluster has not finished. */
+  finalizers: string[];
+  /**
+   * The command that releases the CR without cleanup, offered when its cluster cannot be resolved (the
+   * finalizer retries with backoff until then) and the CR does not carry the abandon annotation yet.
+   */
+  abandonCommand?: string;
+}
+
+/**
+ * The conditions Ready summarizes, in the order upstream lists them and an install passes them: the first
+ * that is not True is the cause; the later ones mostly wait on it (nothing installs without a target).
+ */
+const BLOCKING_ORDER = [
+  ConditionType.TargetClusterResolved,
+  ConditionType.VersionMigrationEligible,
+  ConditionType.InstallSucceeded,
+  ConditionType.DeploymentsAvailable,
+  ConditionType.DependenciesInstalled,
+] as const;
+
+/** The rows for the CRs listed from the hub, sorted by cluster, kind, namespace and name. */
+export function statusRows(objects: readonly KubeObject[]): StatusRow[] {
+  return objects.map(statusRow).sort(compareRows);
+}
+
+/** Ready, on the current spec, and not being deleted. */
+export const isSettled = (row: StatusRow): boolean => row.ready === "True" && !row.stale && !row.deleting;
+
+function statusRow(object: KubeObject): StatusRow {
+  const { metadata } = object;
+  const spec = object.spec as { clusterProfileRef?: ClusterProfileRef } | undefined;
+  const status = object.status as KnativeStatus | undefined;
+  const conditions = status?.conditions ?? [];
+  const ready = findCondition(conditions, ConditionType.Ready);
+  const blocking =
+    BLOCKING_ORDER.map((type) => findCondition(conditions, type)).find(
+      (condition) => condition !== undefined && condition.status !== "True",
+    ) ?? (ready?.status === "True" ? undefined : ready);
+  const generation = metadata.generation as number | undefined;
+  const observedGeneration = status?.observedGeneration;
+  const identity = identityOf(object);
+  return {
+    cluster: clusterLabel(spec?.clusterProfileRef),
+    ...identity,
+    ready: ready?.status ?? "Unknown",
+    version: status?.version,
+    condition: blocking?.type,
+    reason: blocking?.reason,
+    message: blocking?.message,
+    generation,
+    observedGeneration,
+    stale: generation !== undefined && (observedGeneration ?? 0) < generation,
+    path: metadata.annotations?.[SOURCE_PATH_ANNOTATION],
+    commit: metadata.annotations?.[SOURCE_COMMIT_ANNOTATION],
+    deleting: metadata.deletionTimestamp ? deletion(object, identity, conditions) : undefined,
+  };
+}
+
+function deletion(
+  object: KubeObject,
+  identity: ResourceIdentity,
+  conditions: readonly Condition[],
+): Deletion {
+  const { metadata } = object;
+  const unresolved = findCondition(conditions, ConditionType.TargetClusterResolved)?.status === "False";
+  const abandoned = metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] === "true";
+  return {
+    finalizers: (metadata.finalizers as string[] | undefined) ?? [],
+    abandonCommand:
+      unresolved && !abandoned
+        ? `kubectl -n ${identity.namespace} annotate ${identity.kind.toLowerCase()} ${identity.name} ${ABANDON_CLEANUP_ANNOTATION}=true`
+        : undefined,
+  };
+}
+
+function compareRows(a: StatusRow, b: StatusRow): number {
+  return (
+    compareStrings(a.cluster, b.cluster) ||
+    compareStrings(a.kind, b.kind) ||
+    compareStrings(a.namespace, b.namespace) ||
+    compareStrings(a.name, b.name)
+  );
+}
+
+/**
+ * The table `knative-fleet status` prints, the explanation last (it is long), then, for each CR whose
+ * deletion is stuck on a cluster that cannot be reached, the command that releases it.
+ */
+export function renderStatusTable(rows: readonly StatusRow[]): string {
+  if (rows.length === 0) return "No KnativeServing or KnativeEventing CRs found.\n";
+  const table = renderTable(
+    ["CLUSTER", "KIND", "CR", "READY", "VERSION", "GENERATION", "SOURCE", "STATUS"],
+    rows.map((row) => [
+      row.cluster,
+      row.kind,
+      `${row.namespace}/${row.name}`,
+      row.ready,
+      row.version ?? "-",
+      generationCell(row),
+      sourceCell(row),
+      statusCell(row),
+    ]),
+  );
+  const hints = rows.flatMap((row) =>
+    row.deleting?.abandonCommand
+      ? [
+          `${formatIdentity(row)} is being deleted, but its cluster ${row.cluster} cannot be reached to clean ` +
+            `it up. If that cluster is gone for good, release the CR without cleanup:\n  ${row.deleting.abandonCommand}\n`,
+        ]
+      : [],
+  );
+  return [table, ...hints].join("\n");
+}
+
+/** `observed/generation`, e.g. `2/3 stale`; `-` for a generation the controller never observed. */
+function generationCell({ observedGeneration, generation, stale }: StatusRow): string {
+  return `${observedGeneration ?? "-"}/${generation ?? "-"}${stale ? " stale" : ""}`;
+}
+
+function sourceCell({ path, commit }: StatusRow): string {
+  if (path === undefined && commit === undefined) return "-";
+  return `${path ?? ""}${commit === undefined ? "" : `@${commit.slice(0, 7)}`}`;
+}
+
+function statusCell(row: StatusRow): string {
+  const parts: string[] = [];
+  const { deleting } = row;
+  if (deleting) {
+    const pending =
+      deleting.finalizers.length > 0 ? ` (finalizer ${deleting.finalizers.join(", ")} pending)` : "";
+    parts.push(`Deleting${pending}`);
+  }
+  if (row.condition !== undefined) {
+    const reason = row.reason ?? `${row.condition} is not True`;
+    parts.push(row.message ? `${reason}: ${row.message}` : reason);
+  } else if (row.stale) {
+    parts.push(`waiting for the controller to observe generation ${row.generation}`);
+  }
+  return parts.join("; ") || "-";
+}

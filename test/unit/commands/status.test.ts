@@ -1,0 +1,329 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { describe, expect, it } from "vitest";
+import type { Condition } from "../../../src/api/knative.ts";
+import type { KubeObject } from "../../../src/apply/objects.ts";
+import { main } from "../../../src/cli.ts";
+import { isSettled, renderStatusTable, statusRows } from "../../../src/commands/status.ts";
+
+const COMMIT = "0123456789abcdef0123456789abcdef01234567";
+const READY: Condition[] = [
+  "DependenciesInstalled",
+  "DeploymentsAvailable",
+  "InstallSucceeded",
+  "Ready",
+  "TargetClusterResolved",
+  "VersionMigrationEligible",
+].map((type) => ({ type, status: "True" }));
+
+interface CrOptions {
+  kind?: "KnativeServing" | "KnativeEventing";
+  namespace?: string;
+  cluster?: string;
+  generation?: number;
+  status?: Record<string, unknown>;
+  annotations?: Record<string, string>;
+  deleting?: string[];
+}
+
+/** A CR as the hub lists it; Ready on its current generation unless told otherwise. */
+function cr(name: string, options: CrOptions = {}): KubeObject {
+  const { kind = "KnativeServing", namespace = "knative-serving", generation = 1, cluster } = options;
+  const [profileNamespace, profileName] = cluster?.split("/") ?? [];
+  return {
+    apiVersion: "operator.knative.dev/v1beta1",
+    kind,
+    metadata: {
+      name,
+      namespace,
+      generation,
+      annotations: options.annotations,
+      ...(options.deleting && { deletionTimestamp: "2026-01-01T00:00:00Z", finalizers: options.deleting }),
+    },
+    spec: cluster ? { clusterProfileRef: { namespace: profileNamespace, name: profileName } } : {},
+    status: options.status ?? { observedGeneration: generation, version: "1.22.0", conditions: READY },
+  };
+}
+
+/** READY with some conditions replaced (conditions stay sorted by type, as knative.dev/pkg keeps them). */
+function withConditions(...changed: Condition[]): Condition[] {
+  return READY.map((condition) => changed.find((c) => c.type === condition.type) ?? condition);
+}
+
+const row = (object: KubeObject) => statusRows([object])[0]!;
+
+describe("statusRows", () => {
+  it("reads a Ready CR: cluster, version, generations and the fleet file and commit it came from", () => {
+    const ready = row(
+      cr("serving", {
+        cluster: "fleet-system/spoke-1",
+        generation: 3,
+        annotations: {
+          "fleet.knative.dev/source-path": "clusters/spoke-1/serving.yaml",
+          "fleet.knative.dev/source-commit": COMMIT,
+        },
+      }),
+    );
+    expect(ready).toEqual({
+      cluster: "fleet-system/spoke-1",
+      kind: "KnativeServing",
+      namespace: "knative-serving",
+      name: "serving",
+      ready: "True",
+      version: "1.22.0",
+      generation: 3,
+      observedGeneration: 3,
+      stale: false,
+      path: "clusters/spoke-1/serving.yaml",
+      commit: COMMIT,
+    });
+    expect(isSettled(ready)).toBe(true);
+  });
+
+  it("names the hub as the target of a CR without clusterProfileRef", () => {
+    expect(row(cr("serving")).cluster).toBe("hub");
+  });
+
+  it("explains a CR by its first non-True condition in upstream's order, not the stored (alphabetical) one", () => {
+    const unresolved = row(
+      cr("serving", {
+        status: {
+          observedGeneration: 1,
+          conditions: withConditions(
+            { type: "DependenciesInstalled", status: "Unknown", reason: "Waiting" },
+            { type: "Ready", status: "False", reason: "ClusterProfileNotFound", message: "from Ready" },
+            {
+              type: "TargetClusterResolved",
+              status: "False",
+              reason: "ClusterProfileNotFound",
+              message: "ClusterProfile fleet-system/gone not found",
+            },
+          ),
+        },
+      }),
+    );
+    expect(unresolved).toMatchObject({
+      ready: "False",
+      condition: "TargetClusterResolved",
+      reason: "ClusterProfileNotFound",
+      message: "ClusterProfile fleet-system/gone not found",
+    });
+    expect(unresolved.version).toBeUndefined();
+    expect(isSettled(unresolved)).toBe(false);
+
+    const installing = row(
+      cr("serving", {
+        status: {
+          observedGeneration: 1,
+          conditions: withConditions(
+            { type: "DeploymentsAvailable", status: "False", reason: "NotReady", message: "0/1 available" },
+            { type: "InstallSucceeded", status: "Unknown", reason: "Installing" },
+            { type: "Ready", status: "Unknown", reason: "Installing" },
+          ),
+        },
+      }),
+    );
+    expect(installing).toMatchObject({
+      ready: "Unknown",
+      condition: "InstallSucceeded",
+      reason: "Installing",
+    });
+  });
+
+  it("falls back to Ready itself when no dependency condition says why", () => {
+    const status = {
+      observedGeneration: 1,
+      conditions: [{ type: "Ready", status: "False", reason: "Failed", message: "it broke" }],
+    };
+    expect(row(cr("serving", { status }))).toMatchObject({
+      ready: "False",
+      condition: "Ready",
+      reason: "Failed",
+      message: "it broke",
+    });
+  });
+
+  it("marks a CR stale while the controller is behind its generation, or has never reported", () => {
+    const behind = row(
+      cr("serving", { generation: 3, status: { observedGeneration: 2, conditions: READY } }),
+    );
+    expect(behind).toMatchObject({ ready: "True", generation: 3, observedGeneration: 2, stale: true });
+    expect(isSettled(behind)).toBe(false);
+
+    const fresh = row(cr("serving", { status: {} }));
+    expect(fresh).toMatchObject({ ready: "Unknown", generation: 1, stale: true });
+    expect(fresh.observedGeneration).toBeUndefined();
+    expect(fresh.condition).toBeUndefined();
+  });
+
+  it("shows a CR being deleted with its pending finalizer, offering the abandon command only when its cluster is unresolved", () => {
+    const finalizer = "knativeeventings.operator.knative.dev";
+    const unresolved = withConditions({
+      type: "TargetClusterResolved",
+      status: "False",
+      reason: "ClusterProfileNotReady",
+      message: "ClusterProfile fleet-system/spoke-9 is not healthy",
+    });
+    const stuck = row(
+      cr("eventing", {
+        kind: "KnativeEventing",
+        namespace: "knative-eventing",
+        cluster: "fleet-system/spoke-9",
+        deleting: [finalizer],
+        status: { observedGeneration: 1, conditions: unresolved },
+      }),
+    );
+    expect(stuck.deleting).toEqual({
+      finalizers: [finalizer],
+      abandonCommand:
+        "kubectl -n knative-eventing annotate knativeeventing eventing fleet.knative.dev/abandon-cleanup=true",
+    });
+    expect(isSettled(stuck)).toBe(false);
+
+    const alreadyAbandoned = row(
+      cr("eventing", {
+        deleting: [finalizer],
+        annotations: { "fleet.knative.dev/abandon-cleanup": "true" },
+        status: { observedGeneration: 1, conditions: unresolved },
+      }),
+    );
+    expect(alreadyAbandoned.deleting).toEqual({ finalizers: [finalizer] });
+
+    const cleaningUp = row(cr("serving", { deleting: ["knativeservings.operator.knative.dev"] }));
+    expect(cleaningUp.deleting).toEqual({ finalizers: ["knativeservings.operator.knative.dev"] });
+    expect(isSettled(cleaningUp)).toBe(false);
+  });
+
+  it("sorts by cluster, kind, namespace and name, in code-unit order whatever the list order", () => {
+    const objects = [
+      cr("b", { cluster: "fleet-system/spoke-1" }),
+      cr("z", { cluster: "fleet-system/spoke-1", kind: "KnativeEventing" }),
+      cr("a", { namespace: "team-b" }),
+      cr("a", { cluster: "fleet-system/spoke-1" }),
+      cr("a", { namespace: "team-a" }),
+      cr("a", { cluster: "Fleet/upper" }),
+    ];
+    const order = (rows: ReturnType<typeof statusRows>) =>
+      rows.map((r) => `${r.cluster} ${r.kind} ${r.namespace}/${r.name}`);
+    const expected = [
+      "Fleet/upper KnativeServing knative-serving/a",
+      "fleet-system/spoke-1 KnativeEventing knative-serving/z",
+      "fleet-system/spoke-1 KnativeServing knative-serving/a",
+      "fleet-system/spoke-1 KnativeServing knative-serving/b",
+      "hub KnativeServing team-a/a",
+      "hub KnativeServing team-b/a",
+    ];
+    expect(order(statusRows(objects))).toEqual(expected);
+    expect(order(statusRows(objects.toReversed()))).toEqual(expected);
+  });
+});
+
+describe("renderStatusTable", () => {
+  it("prints one aligned row per CR, the explanation last, then the command that releases a stuck deletion", () => {
+    const rows = statusRows([
+      cr("serving", {
+        cluster: "fleet-system/spoke-1",
+        annotations: {
+          "fleet.knative.dev/source-path": "clusters/spoke-1.yaml",
+          "fleet.knative.dev/source-commit": COMMIT,
+        },
+      }),
+      cr("serving", {
+        namespace: "team-a",
+        generation: 4,
+        status: {
+          observedGeneration: 3,
+          version: "1.21.1",
+          conditions: withConditions(
+            { type: "InstallSucceeded", status: "False", reason: "InstallFailed", message: "apply failed" },
+            { type: "Ready", status: "False", reason: "InstallFailed", message: "apply failed" },
+          ),
+        },
+      }),
+      cr("fresh", { namespace: "team-a", status: {} }),
+      cr("eventing", {
+        kind: "KnativeEventing",
+        namespace: "knative-eventing",
+        cluster: "fleet-system/spoke-9",
+        deleting: ["knativeeventings.operator.knative.dev"],
+        status: {
+          observedGeneration: 1,
+          conditions: withConditions(
+            { type: "Ready", status: "False", reason: "ClusterProfileNotReady" },
+            { type: "TargetClusterResolved", status: "False", reason: "ClusterProfileNotReady" },
+          ),
+        },
+      }),
+    ]);
+    expect(renderStatusTable(rows)).toBe(
+      [
+        "CLUSTER               KIND             CR                         READY    VERSION  GENERATION  SOURCE                         STATUS",
+        "fleet-system/spoke-1  KnativeServing   knative-serving/serving    True     1.22.0   1/1         clusters/spoke-1.yaml@0123456  -",
+        "fleet-system/spoke-9  KnativeEventing  knative-eventing/eventing  False    -        1/1         -                              Deleting (finalizer knativeeventings.operator.knative.dev pending); ClusterProfileNotReady",
+        "hub                   KnativeServing   team-a/fresh               Unknown  -        -/1 stale   -                              waiting for the controller to observe generation 1",
+        "hub                   KnativeServing   team-a/serving             False    1.21.1   3/4 stale   -                              InstallFailed: apply failed",
+        "",
+        "KnativeEventing knative-eventing/eventing is being deleted, but its cluster fleet-system/spoke-9 cannot be reached to clean it up. If that cluster is gone for good, release the CR without cleanup:",
+        "  kubectl -n knative-eventing annotate knativeeventing eventing fleet.knative.dev/abandon-cleanup=true",
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("says when there is nothing to show", () => {
+    expect(renderStatusTable([])).toBe("No KnativeServing or KnativeEventing CRs found.\n");
+  });
+});
+
+describe("knative-fleet status without a usable hub", () => {
+  async function status(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    const streams = { stdout: new PassThrough(), stderr: new PassThrough() };
+    const text = { stdout: [] as string[], stderr: [] as string[] };
+    streams.stdout.on("data", (c) => text.stdout.push(String(c)));
+    streams.stderr.on("data", (c) => text.stderr.push(String(c)));
+    const code = await main(["status", ...args], streams);
+    return { code, stdout: text.stdout.join(""), stderr: text.stderr.join("") };
+  }
+
+  it("names the kubeconfig it cannot load, exit 2", async () => {
+    const { code, stderr } = await status("--kubeconfig", "/nonexistent/hub.kubeconfig");
+    expect(code).toBe(2);
+    expect(stderr).toMatch(
+      /^knative-fleet status: cannot load the hub kubeconfig \/nonexistent\/hub\.kubeconfig: .*ENOENT/,
+    );
+  });
+
+  it("names the server it cannot reach and why, exit 2", async () => {
+    // Port 9 (discard) on loopback: nothing listens there, so the connection is refused at once.
+    const server = "https://127.0.0.1:9";
+    const dir = mkdtempSync(join(tmpdir(), "status-test-"));
+    const kubeconfig = join(dir, "hub.kubeconfig");
+    writeFileSync(
+      kubeconfig,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        clusters: [{ name: "hub", cluster: { server, "insecure-skip-tls-verify": true } }],
+        users: [{ name: "admin", user: { token: "t" } }],
+        contexts: [{ name: "hub", context: { cluster: "hub", user: "admin" } }],
+        "current-context": "hub",
+      }),
+    );
+    const { code, stdout, stderr } = await status("--kubeconfig", kubeconfig).finally(() =>
+      rmSync(dir, { recursive: true }),
+    );
+    expect(code).toBe(2);
+    expect(stdout).toBe("");
+    expect(stderr).toBe(
+      `knative-fleet status: cannot reach the hub ${server}: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9\n`,
+    );
+  });
+
+  it("rejects an unknown output format as a usage error", async () => {
+    const { code, stderr } = await status("--output", "yaml");
+    expect(code).toBe(2);
+    expect(stderr).toContain('knative-fleet status: --output must be table or json, not "yaml"');
+  });
+});
