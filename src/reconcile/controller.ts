@@ -48,6 +48,8 @@ export interface ReconcileReport {
   ready: boolean;
   drift: number;
   writes: number;
+  /** Requests to the target cluster (reads and writes). */
+  requests: number;
   statusWritten: boolean;
   /** The CR's finalizer ran and released it: the CR is gone from the hub. */
   finalized: boolean;
@@ -127,6 +129,7 @@ export class KnativeController {
         ready: false,
         drift: 0,
         writes: 0,
+        requests: 0,
         statusWritten: false,
         finalized: false,
         ...partial,
@@ -153,6 +156,7 @@ export class KnativeController {
       ready,
       drift: outcome.apply?.drift.length ?? 0,
       writes: (outcome.apply?.writes ?? 0) + (statusWritten ? 1 : 0),
+      requests: outcome.requests ?? 0,
       statusWritten,
     });
     if (outcome.error) {

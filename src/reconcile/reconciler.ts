@@ -3,6 +3,7 @@ import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.t
 import { type ApplyOutcome, applyInstall } from "../apply/apply.ts";
 import type { KubeObject } from "../apply/objects.ts";
 import { selectorFor } from "../apply/ownership.ts";
+import type { KubeClient } from "../kube/client.ts";
 import type { Logger } from "../observability/log.ts";
 import {
   checkVersionMigration,
@@ -31,6 +32,8 @@ export interface ReconcileOutcome {
   cluster: string;
   /** Re-check after this long (Deployments still becoming Available). */
   requeueAfterMs?: number;
+  /** Requests sent to the target cluster by this reconcile (reads and writes). */
+  requests?: number;
   /** Set when the reconcile failed and should be retried with backoff (after the status is written). */
   error?: Error;
   apply?: ApplyOutcome;
@@ -92,6 +95,7 @@ export async function reconcileInstall(
     return { status: statusWith(), cluster, error: new Error(`${target.reason}: ${target.message}`) };
   }
   mark({ type: ConditionType.TargetClusterResolved, status: "True" });
+  const requestsBefore = totalRequests(target.client);
 
   const namespace = installNamespace(resource);
   const owner = { kind: resource.kind, name: resource.metadata.name };
@@ -155,11 +159,20 @@ export async function reconcileInstall(
       cluster,
       requeueAfterMs: deps.pollIntervalMs,
       apply: applied,
+      requests: totalRequests(target.client) - requestsBefore,
     };
   }
   mark({ type: ConditionType.DeploymentsAvailable, status: "True" });
-  return { status: statusWith({ manifests, version: release.version }), cluster, apply: applied };
+  return {
+    status: statusWith({ manifests, version: release.version }),
+    cluster,
+    apply: applied,
+    requests: totalRequests(target.client) - requestsBefore,
+  };
 }
+
+const totalRequests = (client: KubeClient): number =>
+  [...client.rest.requestCounts.values()].reduce((sum, n) => sum + n, 0);
 
 /** Every dependency condition present (Unknown when never set), as upstream's InitializeConditions does. */
 function initialize(conditions: Condition[], now: Date): Condition[] {

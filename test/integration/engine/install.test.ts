@@ -173,6 +173,15 @@ describe("the reconcile engine on real spokes", () => {
     expect(report.statusWritten).toBe(false);
     expect(await spokeWriteCount(spoke1)).toBe(before);
     timings.noOpReconcileMs = report.durationMs;
+    timings.noOpRequests = report.requests;
+    timings.installRequests = reports
+      .slice(0, seen)
+      .filter((r) => r.name === "serving")
+      .reduce((sum, r) => sum + r.requests, 0);
+    timings.installWrites = reports
+      .slice(0, seen)
+      .filter((r) => r.name === "serving")
+      .reduce((sum, r) => sum + r.writes, 0);
   });
 
   it("config and registry changes reach the spoke", async () => {
