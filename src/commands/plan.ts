@@ -1,16 +1,47 @@
-import { type Command, EXIT_USAGE } from "./command.ts";
+import { stat, writeFile } from "node:fs/promises";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
+import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
+import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import {
+  buildPlan,
+  type FleetPlan,
+  type LiveClusters,
+  RevisionError,
+  type Revisions,
+  readRevisions,
+  renderMarkdown,
+} from "../plan/index.ts";
+import { createTargetResolver } from "../reconcile/target.ts";
+import { createKodataSource, ReleaseLoader } from "../render/index.ts";
+import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, type ParsedArgs, UsageError } from "./command.ts";
+
+const FORMATS = ["markdown", "json"] as const;
+type Format = (typeof FORMATS)[number];
 
 export const planCommand: Command = {
   name: "plan",
   summary: "Show what every spoke will get from a change (base..head) before it is merged",
-  usage: `Usage: knative-fleet plan --repo <dir|url> --base <ref> --head <ref> [flags]
+  usage: `Usage: knative-fleet plan --repo <dir|url> --base <ref> --head <ref> --kodata DIR [flags]
+
+For every CR that merging head into base adds, changes or removes: its cluster, the objects created,
+changed (field by field) and deleted, head's validation errors, version and ingress checks, and what a
+removed file uninstalls. Offline (no --kubeconfig), each CR's rendered base is compared with its rendered
+head; live, each cluster is read and changes come from server-side dry runs. Nothing is written anywhere.
+Secret data and credential-like values are masked. Same commits, same cluster state: same output.
+
+Exit code 0: nothing wrong; 1: validation errors or checks that fail (the hub would refuse or fail a CR);
+2: usage errors, or a cluster that could not be read (its part of the plan is then offline).
 
 Flags:
-  --repo DIR|URL                        fleet repository
+  --repo DIR|URL                        fleet repository: a local clone (any ref or commit), or an http(s)
+                                        URL (branches only; credentials as https://user:token@host/...)
   --base REF                            the branch or commit merged into
   --head REF                            the proposed change
-  --kubeconfig FILE                     hub kubeconfig, for a live dry run against the spokes
-  --clusterprofile-provider-file FILE   access-provider config
+  --kodata DIR                          Knative release manifests in the operator's kodata layout, the
+                                        directory the service uses (default: $KO_DATA_PATH; required)
+  --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
+  --clusterprofile-provider-file FILE   access-provider config, to reach the spokes (needs --kubeconfig)
   --format markdown|json                output format (default markdown)
   --output FILE                         write to FILE instead of stdout
   -h, --help                            show this help`,
@@ -18,14 +49,119 @@ Flags:
     repo: { type: "string" },
     base: { type: "string" },
     head: { type: "string" },
+    kodata: { type: "string" },
     kubeconfig: { type: "string" },
     "clusterprofile-provider-file": { type: "string" },
     format: { type: "string" },
     output: { type: "string" },
   },
   allowPositionals: false,
-  async run(_args, ctx) {
-    ctx.stderr.write("knative-fleet plan: not built yet\n");
-    return EXIT_USAGE;
+  async run(args, ctx) {
+    const options = await parseOptions(args);
+    let revisions: Revisions;
+    let clusters: Awaited<ReturnType<typeof connect>>;
+    try {
+      revisions = await readRevisions(options.repo, options, DEFAULT_FILE_SELECTION);
+      clusters = await connect(options.kubeconfig, options.providerFile);
+    } catch (err) {
+      if (!(err instanceof RevisionError || err instanceof ClusterSetupError)) throw err;
+      ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
+      return EXIT_USAGE;
+    }
+    let plan: FleetPlan;
+    try {
+      const releases = new ReleaseLoader(createKodataSource({ dir: options.kodata }));
+      plan = await buildPlan(revisions, { releases, clusters: clusters?.live });
+    } finally {
+      await clusters?.access.close();
+    }
+    const text = options.format === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderMarkdown(plan);
+    if (options.output === undefined) ctx.stdout.write(text);
+    else await writeFile(options.output, text);
+    return exitCode(plan);
   },
 };
+
+interface PlanCommandOptions {
+  repo: string;
+  base: string;
+  head: string;
+  kodata: string;
+  kubeconfig?: string;
+  providerFile?: string;
+  format: Format;
+  output?: string;
+}
+
+async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions> {
+  const text = (name: string) => (typeof values[name] === "string" ? (values[name] as string) : undefined);
+  const required = (name: string) => {
+    const value = text(name);
+    if (value === undefined || value === "") throw new UsageError(`--${name} is required`);
+    return value;
+  };
+  const format = text("format") ?? "markdown";
+  if (!(FORMATS as readonly string[]).includes(format)) {
+    throw new UsageError(`--format must be markdown or json, not "${format}"`);
+  }
+  const kodata = text("kodata") ?? process.env.KO_DATA_PATH;
+  if (kodata === undefined || kodata === "") {
+    throw new UsageError(
+      "--kodata is required (or set KO_DATA_PATH): the directory of Knative release manifests the service " +
+        "renders from, in the operator's kodata layout (knative-serving/<version>/, ingress/<minor>/<name>/)",
+    );
+  }
+  const isDirectory = await stat(kodata).then(
+    (stats) => stats.isDirectory(),
+    () => false,
+  );
+  if (!isDirectory) throw new UsageError(`--kodata ${kodata} is not a directory`);
+  const kubeconfig = text("kubeconfig");
+  const providerFile = text("clusterprofile-provider-file");
+  if (providerFile !== undefined && kubeconfig === undefined) {
+    throw new UsageError(
+      "--clusterprofile-provider-file needs --kubeconfig: the ClusterProfiles are on the hub",
+    );
+  }
+  return {
+    repo: required("repo"),
+    base: required("base"),
+    head: required("head"),
+    kodata,
+    kubeconfig,
+    providerFile,
+    format: format as Format,
+    output: text("output"),
+  };
+}
+
+/** The hub kubeconfig or the provider file cannot be used: a usage error, nothing is planned. */
+class ClusterSetupError extends Error {}
+
+/** The hub and the spokes behind it, for a live plan; undefined for an offline one. */
+async function connect(
+  kubeconfig: string | undefined,
+  providerFile: string | undefined,
+): Promise<{ live: LiveClusters; access: ClusterAccess } | undefined> {
+  if (kubeconfig === undefined) return undefined;
+  let providers: ProviderConfigState;
+  let hubConfig: KubeConfig;
+  try {
+    hubConfig = loadKubeConfig(kubeconfig);
+    providers = await loadProviderConfig(providerFile);
+  } catch (err) {
+    throw new ClusterSetupError((err as Error).message);
+  }
+  const hub = clientFromKubeConfig(hubConfig);
+  // One-shot: no ClusterProfile watch, every spoke is resolved by reading its ClusterProfile once. Without
+  // a provider file every spoke resolves to MulticlusterDisabled, which the plan reports per spoke.
+  const access = new ClusterAccess({ hub: hubConfig, providers });
+  return { live: { hub, targets: createTargetResolver(hub, access) }, access };
+}
+
+/** 2 when a cluster could not be read (the plan is partly offline), 1 for errors, else 0. */
+function exitCode(plan: FleetPlan): number {
+  const findings = plan.clusters.flatMap((cluster) => cluster.resources.flatMap((r) => r.findings));
+  if (findings.some((finding) => finding.code === "cluster-unreachable")) return EXIT_USAGE;
+  return plan.errors > 0 ? EXIT_FINDINGS : EXIT_OK;
+}

@@ -1,0 +1,91 @@
+import type { KnativeResource } from "../api/knative.ts";
+import type { KubeObject } from "../apply/objects.ts";
+import { clusterLabel, installNamespace, sameClusterProfile } from "../reconcile/target.ts";
+import { checkVersionMigration, type Release, VersionError } from "../render/index.ts";
+import { maskText } from "./mask.ts";
+import type { Finding } from "./report.ts";
+
+// Checks of an added or changed CR that stop the hub controller, or change more than the diff suggests.
+
+/** Why head's manifests could not be loaded or rendered. */
+export function renderFailure(err: unknown): Finding {
+  const message = maskText(err instanceof Error ? err.message : String(err));
+  return err instanceof VersionError
+    ? { severity: "error", code: "version-unknown", message }
+    : { severity: "error", code: "render-failed", message };
+}
+
+/** A move of more than one minor from the installed version: refused, nothing on the cluster changes. */
+export function versionJump(
+  resource: KnativeResource,
+  installed: string | undefined,
+  release: Release,
+): Finding | undefined {
+  const eligibility = checkVersionMigration(resource.kind, installed, release.version);
+  if (eligibility.status === "True") return undefined;
+  return {
+    severity: "error",
+    code: "version-jump",
+    message:
+      `${installed} -> ${release.version}: ${eligibility.message} The hub controller refuses it ` +
+      "(VersionMigrationEligible=False) and changes nothing on the cluster; upgrade one minor at a time.",
+  };
+}
+
+/** spec.clusterProfileRef is immutable (the CRD's validation rule): the hub refuses the whole update. */
+export function clusterChange(base: KnativeResource, head: KnativeResource): Finding | undefined {
+  const [from, to] = [base.spec.clusterProfileRef, head.spec.clusterProfileRef];
+  if (sameClusterProfile(from, to)) return undefined;
+  return {
+    severity: "error",
+    code: "cluster-immutable",
+    message:
+      `spec.clusterProfileRef changes from ${clusterLabel(from)} to ${clusterLabel(to)}, which the hub refuses: ` +
+      "the CR keeps its cluster. To move Knative, add a CR with another name for the new cluster and remove this one.",
+  };
+}
+
+const INGRESS_CLASS_KEYS = ["ingress-class", "ingress.class"];
+
+/**
+ * A Serving whose ingress changes on a cluster that has it installed: other ingress objects, and Knative
+ * routes switch to the new ingress class, so traffic through the old ingress stops.
+ */
+export function ingressChange(
+  resource: KnativeResource,
+  before: { release: Release | undefined; objects: Iterable<KubeObject> },
+  after: { release: Release; objects: Iterable<KubeObject> },
+): Finding | undefined {
+  if (resource.kind !== "KnativeServing") return undefined;
+  const namespace = installNamespace(resource);
+  const [wasClass, willClass] = [
+    ingressClass(before.objects, namespace),
+    ingressClass(after.objects, namespace),
+  ];
+  const [was, will] = [before.release?.ingresses.join(", "), after.release.ingresses.join(", ")];
+  const changes = [
+    ...(was !== undefined && was !== will ? [`the ingress changes from ${was} to ${will}`] : []),
+    ...(wasClass !== willClass
+      ? [`ingress-class changes from ${wasClass || "unset"} to ${willClass || "unset"}`]
+      : []),
+  ];
+  if (changes.length === 0) return undefined;
+  return {
+    severity: "warning",
+    code: "ingress-change",
+    message:
+      `${changes.join("; ")}: Knative routes move to the new ingress, and traffic through the old one ` +
+      "stops once its objects are pruned.",
+  };
+}
+
+/** config-network's ingress-class ("" when unset), or undefined when the objects hold no config-network. */
+function ingressClass(objects: Iterable<KubeObject>, namespace: string): string | undefined {
+  for (const object of objects) {
+    if (object.kind !== "ConfigMap" || object.metadata.name !== "config-network") continue;
+    if (object.metadata.namespace !== namespace) continue;
+    const data = (object.data ?? {}) as Record<string, string>;
+    return INGRESS_CLASS_KEYS.map((key) => data[key]).find((value) => value !== undefined) ?? "";
+  }
+  return undefined;
+}

@@ -1,0 +1,266 @@
+import { describeRef, groupOf, type ObjectRef } from "../apply/objects.ts";
+import { compareStrings, formatDiagnostic } from "../fleet/diagnostic.ts";
+import { formatIdentity } from "../fleet/parse.ts";
+import type { FieldChange } from "./diff.ts";
+import type { ClusterPlan, Finding, FleetPlan, ObjectChange, PlanSource, ResourcePlan } from "./report.ts";
+
+/** The first line of every plan comment: how CI finds its own comment to update instead of adding one. */
+export const PLAN_MARKER = "<!-- knative-fleet-plan -->";
+
+/** Field lines shown per object; `--format json` has them all. */
+const MAX_FIELDS_PER_OBJECT = 25;
+/** Values longer than this are cut (ConfigMap examples run to kilobytes). */
+const MAX_VALUE_LENGTH = 120;
+
+/**
+ * The plan as a pull-request comment: verdict, a summary table (cluster, CR, action, objects +/~/-),
+ * validation errors and findings, then one collapsed section per cluster. Same plan, same text.
+ */
+export function renderMarkdown(plan: FleetPlan): string {
+  const resources = plan.clusters.flatMap((cluster) => cluster.resources);
+  const sections = [
+    PLAN_MARKER,
+    `## knative-fleet plan: ${count(resources.length, "CR")} on ${count(plan.clusters.length, "cluster")}`,
+    header(plan),
+    verdict(plan),
+    resources.length > 0 ? summaryTable(resources) : "Merging changes no CR.",
+    validationSection(plan),
+    findingsSection(resources),
+    ...plan.clusters.map(clusterSection),
+  ];
+  return `${sections.filter((section) => section !== "").join("\n\n")}\n`;
+}
+
+function header(plan: FleetPlan): string {
+  const revision = ({ ref, commit }: FleetPlan["base"]) =>
+    commit.startsWith(ref) ? `\`${commit.slice(0, 7)}\`` : `\`${ref}\` (${commit.slice(0, 7)})`;
+  const files = plan.files.map(({ path, change }) => `${change} \`${path}\``).join(", ");
+  return [
+    `Merging ${revision(plan.head)} into ${revision(plan.base)} of \`${plan.repository}\`.`,
+    plan.source === "live"
+      ? "**Live**: each cluster was read, and every change is the API server's server-side-apply dry run."
+      : "**Offline**: no cluster was read; each CR's rendered base is compared with its rendered head.",
+    `Changed fleet files: ${files || "none"}.`,
+  ].join("  \n");
+}
+
+function verdict(plan: FleetPlan): string {
+  if (plan.errors === 0 && plan.warnings === 0) return "✅ No errors, no warnings.";
+  const parts = [
+    ...(plan.errors > 0 ? [`❌ **${count(plan.errors, "error")}**`] : []),
+    ...(plan.warnings > 0 ? [`⚠️ ${count(plan.warnings, "warning")}`] : []),
+  ];
+  return parts.join(", ");
+}
+
+function summaryTable(resources: readonly ResourcePlan[]): string {
+  const rows = resources.map((r) => {
+    const { created, changed, deleted } = r.objects;
+    return `| ${r.cluster} | ${formatIdentity(r)} | ${actionText(r)} | +${created.length} ~${changed.length} -${deleted.length} |`;
+  });
+  return ["| Cluster | CR | Action | Objects +/~/- |", "| --- | --- | --- | --- |", ...rows].join("\n");
+}
+
+function actionText(resource: ResourcePlan): string {
+  const errors = resource.findings.some((finding) => finding.severity === "error") ? " ❌" : "";
+  const version = resource.version?.to
+    ? ` ${resource.version.from && resource.version.from !== resource.version.to ? `${resource.version.from} → ` : ""}${resource.version.to}`
+    : "";
+  // Only a live plan's fallback needs saying here; an offline plan says so once, at the top.
+  const unreachable = resource.findings.some((finding) => finding.code === "cluster-unreachable");
+  const source = unreachable ? " (offline: cluster unreachable)" : "";
+  switch (resource.action) {
+    case "blocked":
+      return "⛔ **blocked**: invalid file, not applied";
+    case "delete":
+      return `⚠️ **delete**: ${removalText(resource)}${source}${errors}`;
+    default:
+      return `${resource.action}${version}${source}${errors}`;
+  }
+}
+
+function removalText({ removal, kind }: ResourcePlan): string {
+  switch (removal?.prune) {
+    case "retained":
+      return "kept (prune disabled)";
+    case "held":
+      return `uninstalls ${kind} once a person confirms`;
+    case "skipped":
+      return `uninstalls ${kind} once the safeguard clears`;
+    default:
+      return removal?.sharedWith ? "hub CR deleted; cluster untouched" : `uninstalls ${kind}`;
+  }
+}
+
+function validationSection(plan: FleetPlan): string {
+  if (plan.diagnostics.length === 0) return "";
+  return [
+    `### Validation errors in head (${plan.diagnostics.length})`,
+    "A file with an error is not applied: its CRs keep their last good state, and nothing is pruned.",
+    codeBlock("text", plan.diagnostics.map(formatDiagnostic)),
+  ].join("\n\n");
+}
+
+const SEVERITY_MARK: Record<Finding["severity"], string> = { error: "❌", warning: "⚠️" };
+
+function findingsSection(resources: readonly ResourcePlan[]): string {
+  const lines = resources.flatMap((resource) =>
+    [...resource.findings]
+      .sort((a, b) => compareStrings(a.severity, b.severity))
+      .map(
+        (finding) =>
+          `- ${SEVERITY_MARK[finding.severity]} ${resource.cluster}, ${formatIdentity(resource)}: ` +
+          `\`${finding.code}\` ${escapeHtml(finding.message)}`,
+      ),
+  );
+  return lines.length > 0 ? ["### Findings", lines.join("\n")].join("\n\n") : "";
+}
+
+function clusterSection(cluster: ClusterPlan): string {
+  const totals = cluster.resources.reduce(
+    (sum, { objects }) => ({
+      created: sum.created + objects.created.length,
+      changed: sum.changed + objects.changed.length,
+      deleted: sum.deleted + objects.deleted.length,
+    }),
+    { created: 0, changed: 0, deleted: 0 },
+  );
+  const removes = cluster.resources.some((resource) => resource.action === "delete") ? " ⚠️ removal" : "";
+  return [
+    "<details>",
+    `<summary><b>${escapeHtml(cluster.cluster)}</b>: ${count(cluster.resources.length, "CR")}, ` +
+      `+${totals.created} ~${totals.changed} -${totals.deleted}${removes}</summary>`,
+    ...cluster.resources.map(resourceSection),
+    "</details>",
+  ].join("\n\n");
+}
+
+function resourceSection(resource: ResourcePlan): string {
+  const { created, changed, deleted } = resource.objects;
+  return [
+    `#### ${formatIdentity(resource)}: ${actionText(resource)}`,
+    resourceFacts(resource),
+    removalSection(resource),
+    objectList("Created", created),
+    changedSection(changed),
+    objectList(
+      resource.action === "delete"
+        ? "Deleted by FinalizeRemoteCluster"
+        : "Deleted (applied before, no longer desired)",
+      deleted,
+    ),
+    resource.removal && resource.removal.kept.length > 0
+      ? objectList("Kept on the cluster", resource.removal.kept)
+      : "",
+  ]
+    .filter((part) => part !== "")
+    .join("\n\n");
+}
+
+const SOURCE_TEXT: Record<PlanSource, (resource: ResourcePlan) => string> = {
+  live: () => " Live: read from the cluster; changes from a server-side dry run.",
+  offline: (resource) => ` Offline: ${escapeHtml(resource.offlineReason ?? "no cluster was read")}.`,
+};
+
+function resourceFacts(resource: ResourcePlan): string {
+  const source = resource.source ? SOURCE_TEXT[resource.source](resource) : "";
+  const findings = resource.findings.map(
+    (finding) => `${SEVERITY_MARK[finding.severity]} ${escapeHtml(finding.message)}`,
+  );
+  return [`File \`${resource.path}\`.${source}`, ...findings].join("  \n");
+}
+
+function removalSection({ action, removal, cluster, kind, objects }: ResourcePlan): string {
+  if (action !== "delete" || !removal) return "";
+  if (removal.prune === "retained") return `Kept: ${escapeHtml(removal.message ?? "")}.`;
+  if (removal.sharedWith) {
+    return (
+      `**The hub CR is deleted, but ${cluster} keeps Knative**: ${removal.sharedWith} also installs ${kind} ` +
+      "there, so FinalizeRemoteCluster leaves the cluster untouched."
+    );
+  }
+  if (objects.deleted.length === 0)
+    return `${cluster} has nothing of this install: nothing is deleted there.`;
+  return (
+    `**${cluster} loses ${kind}.** FinalizeRemoteCluster deletes the cluster-scoped objects (CRDs excepted) and ` +
+    "the anchor ConfigMap; the cluster's garbage collector then deletes every object the anchor owns."
+  );
+}
+
+/** Objects by kind and namespace on one line each: an install has hundreds. */
+function objectList(title: string, refs: readonly ObjectRef[]): string {
+  if (refs.length === 0) return "";
+  return [`**${title} (${refs.length})**`, objectGroups(refs).join("\n")].join("\n\n");
+}
+
+function objectGroups(refs: readonly ObjectRef[]): string[] {
+  const groups = Map.groupBy(refs, (ref) => `${kindOf(ref)}${ref.namespace ? ` in ${ref.namespace}` : ""}`);
+  return [...groups].map(
+    ([group, members]) =>
+      `- ${group} (${members.length}): ${members.map((ref) => `\`${ref.name}\``).join(", ")}`,
+  );
+}
+
+/**
+ * Changed objects with their field diffs. Objects whose diffs are identical (a version label on a release
+ * upgrade) share one diff, so the few particular changes stand out.
+ */
+function changedSection(changes: readonly ObjectChange[]): string {
+  if (changes.length === 0) return "";
+  const parts = [`**Changed (${changes.length})**`];
+  const refused = changes.filter((change) => change.refused !== undefined);
+  for (const change of refused) {
+    parts.push(
+      `\`${describeRef(change)}\`: ❌ the API server refuses the apply: ${escapeHtml(change.refused!)}`,
+    );
+  }
+  const sameDiff = Map.groupBy(
+    changes.filter((change) => change.refused === undefined),
+    (change) => JSON.stringify(change.fields),
+  );
+  for (const group of sameDiff.values()) {
+    const { fields } = group[0]!;
+    const lines = fields.slice(0, MAX_FIELDS_PER_OBJECT).flatMap(fieldLines);
+    if (fields.length > MAX_FIELDS_PER_OBJECT) {
+      lines.push(`# … ${fields.length - MAX_FIELDS_PER_OBJECT} more fields: --format json has them all`);
+    }
+    if (fields.length === 0)
+      lines.push("# no field changes: only knative-fleet's desired-hash and field ownership");
+    const title = group.length === 1 ? `\`${describeRef(group[0]!)}\`` : objectGroups(group).join("\n");
+    parts.push(`${title}\n\n${codeBlock("diff", lines)}`);
+  }
+  return parts.join("\n\n");
+}
+
+/** `- path: before` and `+ path: after`, as a diff reads. */
+function fieldLines({ path, before, after }: FieldChange): string[] {
+  return [
+    ...(before !== undefined ? [`- ${path}: ${shortValue(before)}`] : []),
+    ...(after !== undefined ? [`+ ${path}: ${shortValue(after)}`] : []),
+  ];
+}
+
+function shortValue(value: unknown): string {
+  const text = JSON.stringify(value);
+  if (text.length <= MAX_VALUE_LENGTH) return text;
+  return `${text.slice(0, MAX_VALUE_LENGTH - 20)}… (${text.length} characters)`;
+}
+
+/** `Deployment.apps`, `ConfigMap`. */
+const kindOf = (ref: ObjectRef): string =>
+  groupOf(ref.apiVersion) ? `${ref.kind}.${groupOf(ref.apiVersion)}` : ref.kind;
+
+/** A fenced block; the fence outgrows any backtick run in the text, so no value can end it early. */
+function codeBlock(language: string, lines: readonly string[]): string {
+  const text = lines.join("\n");
+  const longestRun = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
+  const fence = "`".repeat(Math.max(3, longestRun + 1));
+  return `${fence}${language}\n${text}\n${fence}`;
+}
+
+/** Text outside code: `<nil>` must not vanish as an HTML tag. */
+function escapeHtml(text: string): string {
+  return text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
+}
+
+const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`;

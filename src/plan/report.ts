@@ -1,0 +1,104 @@
+import type { ObjectRef } from "../apply/objects.ts";
+import type { Diagnostic } from "../fleet/diagnostic.ts";
+import type { ResourceIdentity } from "../fleet/parse.ts";
+import type { PruneReport } from "../mirror/plan.ts";
+import type { ChangedFile, ResourceAction } from "./changes.ts";
+import type { FieldChange } from "./diff.ts";
+
+// The plan as data: what `--format json` prints and the Markdown is rendered from. Everything is sorted
+// and nothing depends on the clock, so the same commits (and cluster state) give the same plan.
+
+/** `live`: read from the cluster, changes from a server-side dry run; `offline`: rendered base vs head. */
+export type PlanSource = "live" | "offline";
+
+export type FindingCode =
+  /** head asks for a version the release manifests do not have */
+  | "version-unknown"
+  /** more than one minor from the installed version: the hub controller refuses it */
+  | "version-jump"
+  /** the Serving ingress (or ingress-class) changes: traffic moves to another ingress */
+  | "ingress-change"
+  /** spec.clusterProfileRef cannot change on an existing CR: the hub refuses the update */
+  | "cluster-immutable"
+  /** the CR's manifests cannot be loaded or rendered */
+  | "render-failed"
+  /** the server's dry run refused an object: the real apply would fail the same way */
+  | "apply-refused"
+  /** the CR's cluster could not be read: its part of the plan is offline */
+  | "cluster-unreachable"
+  /** merging uninstalls Knative from a cluster */
+  | "removes-knative"
+  /** the mirror's safeguards keep a removed CR for now */
+  | "prune-held"
+  | "prune-skipped";
+
+export interface Finding {
+  severity: "error" | "warning";
+  code: FindingCode;
+  message: string;
+}
+
+/** An object an apply changes, with the fields that change; `refused` when the dry run was refused. */
+export interface ObjectChange extends ObjectRef {
+  fields: FieldChange[];
+  refused?: string;
+}
+
+export interface ObjectChanges {
+  created: ObjectRef[];
+  changed: ObjectChange[];
+  deleted: ObjectRef[];
+}
+
+/** What happens to a CR whose file is removed. */
+export interface RemovalReport {
+  /**
+   * The mirror's decision once head is merged: `pruned` deletes the hub CR (its finalizer then runs
+   * FinalizeRemoteCluster); `held` waits for a person's confirmation; `skipped` waits for a safeguard to
+   * clear; `retained` never deletes it (`fleet.knative.dev/prune: disabled`).
+   */
+  prune: "pruned" | "held" | "skipped" | "retained";
+  message?: string;
+  /** For a held prune: the token that confirms exactly this prune on the hub. */
+  token?: string;
+  /** Another CR of the kind installs on the same cluster: FinalizeRemoteCluster leaves the cluster alone. */
+  sharedWith?: string;
+  /** What stays on the cluster: CRDs, the install namespace, objects outside it. */
+  kept: ObjectRef[];
+}
+
+export interface ResourcePlan extends ResourceIdentity {
+  /** `namespace/name` of the ClusterProfile, `hub`, or unknown for a CR only an invalid file declares. */
+  cluster: string;
+  path: string;
+  action: ResourceAction;
+  /** How the objects were worked out; absent when the cluster was not consulted (an invalid file, a refused change). */
+  source?: PlanSource;
+  /** Why this CR's part is offline: no cluster access was given, or its cluster could not be read. */
+  offlineReason?: string;
+  /** The installed (or base's) version and the one head installs. */
+  version?: { from?: string; to?: string };
+  objects: ObjectChanges;
+  removal?: RemovalReport;
+  findings: Finding[];
+}
+
+export interface ClusterPlan {
+  cluster: string;
+  resources: ResourcePlan[];
+}
+
+export interface FleetPlan {
+  repository: string;
+  base: { ref: string; commit: string };
+  head: { ref: string; commit: string };
+  source: PlanSource;
+  files: ChangedFile[];
+  /** head's validation errors, as `validate` reports them. */
+  diagnostics: Diagnostic[];
+  prune: Pick<PruneReport, "state" | "reason" | "message">;
+  clusters: ClusterPlan[];
+  /** Validation errors plus error findings: any makes the exit code 1. */
+  errors: number;
+  warnings: number;
+}

@@ -1,0 +1,143 @@
+import * as fs from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import git from "isomorphic-git";
+import { compareStrings } from "../fleet/diagnostic.ts";
+import type { FleetFile } from "../fleet/model.ts";
+import type { FileSelection } from "../fleet/select.ts";
+import { createFileFilter, type FleetFileFilter } from "../source/file-filter.ts";
+import { GitSource, GitSourceError, gitSourceSpecSchema } from "../source/index.ts";
+import { maskText } from "./mask.ts";
+
+/** The fleet files of one commit. */
+export interface Revision {
+  /** The ref as given: a branch, a tag, `origin/main`, a commit. */
+  ref: string;
+  commit: string;
+  /** Sorted by path. */
+  files: FleetFile[];
+}
+
+export interface Revisions {
+  /** The repository as the plan names it: a directory, or a URL without credentials. */
+  repository: string;
+  base: Revision;
+  head: Revision;
+}
+
+/** The repository or a ref cannot be read: a usage error for the plan command. */
+export class RevisionError extends Error {
+  override name = "RevisionError";
+}
+
+const isRepositoryUrl = (repo: string): boolean => /^https?:\/\//i.test(repo);
+
+/**
+ * Reads the fleet files of `base` and `head`. A local directory is read straight from its object store
+ * (any ref or commit, working tree ignored); a URL is fetched shallow through the GitSource the service
+ * uses, so `base` and `head` are branch names there.
+ */
+export async function readRevisions(
+  repo: string,
+  refs: { base: string; head: string },
+  selection: FileSelection,
+): Promise<Revisions> {
+  return isRepositoryUrl(repo) ? readRemote(repo, refs, selection) : readLocal(repo, refs, selection);
+}
+
+interface LocalStore {
+  fs: typeof fs;
+  gitdir: string;
+  cache: object;
+}
+
+async function readLocal(
+  dir: string,
+  refs: { base: string; head: string },
+  selection: FileSelection,
+): Promise<Revisions> {
+  const store = await localStore(dir);
+  const filter = createFileFilter([selection.pathGlob], selection.statusDir);
+  const read = async (ref: string): Promise<Revision> => {
+    const commit = await resolveCommit(store, ref);
+    return { ref, commit, files: await filesAt(store, commit, filter) };
+  };
+  const [base, head] = await Promise.all([read(refs.base), read(refs.head)]);
+  return { repository: dir, base, head };
+}
+
+/** The object store of a bare repository, or of the checkout `dir` is in. */
+async function localStore(dir: string): Promise<LocalStore> {
+  const bare = fs.existsSync(join(dir, "HEAD")) && fs.existsSync(join(dir, "objects"));
+  const root = bare ? undefined : await git.findRoot({ fs, filepath: dir }).catch(() => undefined);
+  if (!bare && root === undefined) throw new RevisionError(`${dir} is not in a Git repository`);
+  return { fs, gitdir: root === undefined ? dir : join(root, ".git"), cache: {} };
+}
+
+async function resolveCommit(store: LocalStore, ref: string): Promise<string> {
+  try {
+    const oid = await git.resolveRef({ ...store, ref }).catch((err: unknown) => {
+      if (!/^[0-9a-f]{4,40}$/i.test(ref)) throw err;
+      return git.expandOid({ ...store, oid: ref });
+    });
+    // readCommit peels an annotated tag to its commit.
+    return (await git.readCommit({ ...store, oid })).oid;
+  } catch {
+    throw new RevisionError(
+      `no commit "${ref}" in ${store.gitdir}; fetch it first (a CI checkout needs the base branch's history, e.g. fetch-depth: 0)`,
+    );
+  }
+}
+
+/** The fleet files of a commit: regular files only (Git stores a symlink as its target's path). */
+async function filesAt(store: LocalStore, commit: string, filter: FleetFileFilter): Promise<FleetFile[]> {
+  const decoder = new TextDecoder();
+  const files: FleetFile[] = await git.walk({
+    ...store,
+    trees: [git.TREE({ ref: commit })],
+    map: async (path, [entry]) => {
+      if (entry === null || entry === undefined || path === ".") return undefined;
+      const type = await entry.type();
+      // null skips a folder's children: only the folders the globs can match are read.
+      if (type === "tree") return filter.mayContain(path) ? undefined : null;
+      if (type !== "blob" || (await entry.mode()) === SYMLINK_MODE || !filter.matches(path)) return undefined;
+      return { path, text: decoder.decode((await entry.content()) as Uint8Array) };
+    },
+  });
+  return files.sort((a, b) => compareStrings(a.path, b.path));
+}
+
+const SYMLINK_MODE = 0o120000;
+
+async function readRemote(
+  url: string,
+  refs: { base: string; head: string },
+  selection: FileSelection,
+): Promise<Revisions> {
+  const cacheDir = await mkdtemp(join(tmpdir(), "knative-fleet-plan-"));
+  try {
+    const spec = gitSourceSpecSchema.safeParse({
+      url,
+      branch: refs.base,
+      include: [selection.pathGlob],
+      statusPath: selection.statusDir,
+    });
+    if (!spec.success) throw new RevisionError(`${maskText(url)} is not a repository URL (http or https)`);
+    const source = new GitSource(spec.data, { cacheDir });
+    const read = async (ref: string): Promise<Revision> => {
+      const commit = await source.fetch(ref);
+      const { files } = await source.snapshot(commit);
+      return { ref, commit, files: files.map(({ path, content }) => ({ path, text: content })) };
+    };
+    // One after the other: the source's cache takes one fetch at a time.
+    const base = await read(refs.base);
+    const head = await read(refs.head);
+    return { repository: maskText(url), base, head };
+  } catch (err) {
+    if (err instanceof GitSourceError) throw new RevisionError(maskText(err.message));
+    throw err;
+  } finally {
+    await rm(cacheDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,281 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { describeRef } from "../../../src/apply/objects.ts";
+import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
+import { PLAN_MARKER, renderMarkdown } from "../../../src/plan/markdown.ts";
+import { buildPlan } from "../../../src/plan/plan.ts";
+import type { FleetPlan } from "../../../src/plan/report.ts";
+import { readRevisions } from "../../../src/plan/revisions.ts";
+import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
+import { crText, type FleetRepo } from "./fleet-repo.ts";
+import { fleetRepo, planJson, resourceOf, runCli, runPlan } from "./support.ts";
+
+// Offline plans of real Git repositories with branches, rendered from the real releases of ../shared.
+
+const releases = new ReleaseLoader(createKodataSource({ dir: knativeReleasesDir() }));
+// Each command run parses the releases afresh (a second or so alone); the unit project runs its files in
+// parallel, so a loaded machine needs more than the default five seconds.
+const SLOW = { timeout: 60_000 };
+const SERVING = "clusters/spoke-1/knative-serving.yaml";
+const EVENTING = "clusters/spoke-2/knative-eventing.yaml";
+const KOURIER = { ingress: { kourier: { enabled: true } } };
+
+const serving = (spec: Record<string, unknown> = KOURIER, version = "1.21") =>
+  crText({ name: "spoke-1-serving", cluster: "spoke-1", spec, version });
+const eventing = (version = "1.21", spec: Record<string, unknown> = {}) =>
+  crText({ kind: "KnativeEventing", name: "spoke-2-eventing", cluster: "spoke-2", version, spec });
+
+/** A repository whose main holds Serving on spoke-1 and Eventing on spoke-2, and a branch with `change`. */
+async function repoWith(change: Record<string, string | null>): Promise<FleetRepo> {
+  const repo = await fleetRepo();
+  await repo.commit("main", { [SERVING]: serving(), [EVENTING]: eventing() });
+  await repo.commit("change", change);
+  return repo;
+}
+
+async function planOf(repo: FleetRepo): Promise<FleetPlan> {
+  const revisions = await readRevisions(repo.dir, { base: "main", head: "change" }, DEFAULT_FILE_SELECTION);
+  return buildPlan(revisions, { releases });
+}
+
+const names = (refs: readonly { kind: string; name: string }[], kind: string) =>
+  refs.filter((ref) => ref.kind === kind).map((ref) => ref.name);
+
+describe("plan, offline", SLOW, () => {
+  it("an added file: the CR's whole install is created, anchor and namespace first", async () => {
+    const plan = await planOf(
+      await repoWith({
+        "clusters/spoke-3/knative-serving.yaml": crText({ name: "spoke-3-serving", cluster: "spoke-3" }),
+      }),
+    );
+    expect(plan.files).toEqual([{ path: "clusters/spoke-3/knative-serving.yaml", change: "added" }]);
+    const added = resourceOf(plan, "spoke-3-serving");
+    expect(added).toMatchObject({
+      cluster: "fleet-system/spoke-3",
+      action: "create",
+      source: "offline",
+      version: { to: "1.21.3" },
+      findings: [],
+    });
+    expect(added.offlineReason).toContain("no --kubeconfig");
+    const { created, changed, deleted } = added.objects;
+    expect(names(created, "Namespace")).toEqual(["knative-serving"]);
+    expect(names(created, "ConfigMap")).toContain("knativeserving-spoke-3-serving-root-owner");
+    expect(names(created, "Deployment")).toEqual(
+      expect.arrayContaining(["activator", "controller", "webhook"]),
+    );
+    expect([changed, deleted]).toEqual([[], []]);
+    expect(plan).toMatchObject({ errors: 0, warnings: 0 });
+  });
+
+  it("a changed file: field-level changes, and what the new release no longer has is pruned", async () => {
+    const plan = await planOf(
+      await repoWith({
+        [SERVING]: serving(
+          { ...KOURIER, config: { autoscaler: { "enable-scale-to-zero": "false" } } },
+          "1.22",
+        ),
+      }),
+    );
+    const updated = resourceOf(plan, "spoke-1-serving");
+    expect(updated).toMatchObject({
+      action: "update",
+      version: { from: "1.21.3", to: "1.22.1" },
+      findings: [],
+    });
+    const byRef = new Map(updated.objects.changed.map((change) => [describeRef(change), change.fields]));
+    expect(byRef.get("ConfigMap knative-serving/config-autoscaler")).toContainEqual({
+      path: "data.enable-scale-to-zero",
+      after: "false",
+    });
+    expect(byRef.get("Deployment.apps knative-serving/controller")).toContainEqual(
+      expect.objectContaining({ path: "spec.template.spec.containers[name=controller].image" }),
+    );
+    expect(names(updated.objects.created, "Job")).toEqual(
+      expect.arrayContaining(["storage-version-migration-serving-serving-1.22.1"]),
+    );
+    expect(names(updated.objects.deleted, "Job")).toEqual(
+      expect.arrayContaining(["storage-version-migration-serving-serving-1.21.3"]),
+    );
+    // Eventing's file did not change: it is not in the plan.
+    expect(plan.clusters.map((cluster) => cluster.cluster)).toEqual(["fleet-system/spoke-1"]);
+  });
+
+  it("a removed file: which cluster loses Knative and what FinalizeRemoteCluster deletes; CRDs stay", async () => {
+    const plan = await planOf(await repoWith({ [EVENTING]: null }));
+    const removed = resourceOf(plan, "spoke-2-eventing");
+    expect(removed).toMatchObject({
+      cluster: "fleet-system/spoke-2",
+      action: "delete",
+      version: { from: "1.21.4" },
+      removal: { prune: "pruned" },
+    });
+    expect(removed.findings).toEqual([
+      expect.objectContaining({ severity: "warning", code: "removes-knative" }),
+    ]);
+    const { deleted } = removed.objects;
+    expect(names(deleted, "ClusterRole").length).toBeGreaterThan(10); // cluster-scoped: deleted by name
+    expect(names(deleted, "ConfigMap")).toContain("knativeeventing-spoke-2-eventing-root-owner"); // the anchor
+    expect(names(deleted, "Deployment")).toContain("eventing-controller"); // owned: garbage-collected
+    expect(names(deleted, "CustomResourceDefinition")).toEqual([]);
+    expect(names(removed.removal!.kept, "CustomResourceDefinition")).toContain(
+      "brokers.eventing.knative.dev",
+    );
+    expect(names(removed.removal!.kept, "Namespace")).toEqual(["knative-eventing"]);
+  });
+
+  it("a removal the safeguards hold is flagged with the token that confirms it", async () => {
+    const repo = await fleetRepo();
+    const extra = "clusters/spoke-3/knative-serving.yaml";
+    await repo.commit("main", {
+      [SERVING]: serving(),
+      [EVENTING]: eventing(),
+      [extra]: crText({ name: "spoke-3-serving", cluster: "spoke-3" }),
+    });
+    await repo.commit("change", { [EVENTING]: null, [extra]: null });
+    const plan = await planOf(repo);
+    expect(plan.prune).toMatchObject({ state: "held", reason: "over-max-fraction" });
+    const held = resourceOf(plan, "spoke-2-eventing");
+    expect(held.removal).toMatchObject({ prune: "held", token: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    expect(held.findings).toContainEqual(
+      expect.objectContaining({ code: "prune-held", severity: "warning" }),
+    );
+    expect(renderMarkdown(plan)).toContain("uninstalls KnativeEventing once a person confirms");
+  });
+
+  it("a jump of more than one minor is an error, and nothing is planned on the cluster", async () => {
+    const manifests = { manifests: [{ URL: join(knativeReleasesDir(), "knative-eventing", "1.22.2") }] };
+    const plan = await planOf(await repoWith({ [EVENTING]: eventing("1.23.0", manifests) }));
+    const jumped = resourceOf(plan, "spoke-2-eventing");
+    expect(jumped.version).toEqual({ from: "1.21.4", to: "1.23.0" });
+    expect(jumped.findings).toEqual([expect.objectContaining({ severity: "error", code: "version-jump" })]);
+    expect(jumped.findings[0]!.message).toContain("multiple MINOR versions");
+    expect(jumped.objects).toEqual({ created: [], changed: [], deleted: [] });
+    expect(plan.errors).toBe(1);
+  });
+
+  it("an unknown version is an error naming the versions there are", async () => {
+    const plan = await planOf(await repoWith({ [EVENTING]: eventing("1.30") }));
+    const finding = resourceOf(plan, "spoke-2-eventing").findings[0];
+    expect(finding).toMatchObject({ severity: "error", code: "version-unknown" });
+    expect(finding?.message).toContain("1.22.2, 1.21.4");
+  });
+
+  it("an ingress change is a warning", async () => {
+    const plan = await planOf(
+      await repoWith({ [SERVING]: serving({ ingress: { istio: { enabled: true } } }) }),
+    );
+    const finding = resourceOf(plan, "spoke-1-serving").findings[0];
+    expect(finding).toMatchObject({ severity: "warning", code: "ingress-change" });
+    expect(finding?.message).toContain("from kourier to istio");
+  });
+
+  it("moving a CR to another cluster is refused by the hub: an error, nothing planned", async () => {
+    const moved = serving().replace("name: spoke-1\n", "name: spoke-9\n");
+    const plan = await planOf(await repoWith({ [SERVING]: moved }));
+    expect(resourceOf(plan, "spoke-1-serving")).toMatchObject({
+      cluster: "fleet-system/spoke-1",
+      findings: [expect.objectContaining({ code: "cluster-immutable" })],
+    });
+  });
+
+  it("masks credential-like config values in the diff", async () => {
+    const config = (token: string) => ({ ...KOURIER, config: { tracing: { "bearer-token": token } } });
+    const repo = await fleetRepo();
+    await repo.commit("main", { [SERVING]: serving(config("old-s3cr3t")) });
+    await repo.commit("change", { [SERVING]: serving(config("new-s3cr3t")) });
+    const plan = await planOf(repo);
+    const text = `${JSON.stringify(plan)}${renderMarkdown(plan)}`;
+    expect(text).not.toContain("s3cr3t");
+    expect(resourceOf(plan, "spoke-1-serving").objects.changed).toContainEqual(
+      expect.objectContaining({
+        name: "config-tracing",
+        fields: [{ path: "data.bearer-token", before: "(masked)", after: "(masked)" }],
+      }),
+    );
+  });
+});
+
+describe("knative-fleet plan (the command)", SLOW, () => {
+  it("prints the same Markdown on every run: marker, summary table, one collapsed section per cluster", async () => {
+    const repo = await repoWith({ [SERVING]: serving(KOURIER, "1.22"), [EVENTING]: null });
+    const first = await runPlan("--repo", repo.dir, "--base", "main", "--head", "change");
+    const second = await runPlan("--repo", repo.dir, "--base", "main", "--head", "change");
+    expect(first.code).toBe(0);
+    expect(second.stdout).toBe(first.stdout);
+    const text = first.stdout;
+    expect(text.startsWith(`${PLAN_MARKER}\n`)).toBe(true);
+    expect(text).toContain("**Offline**");
+    expect(text).toContain("| Cluster | CR | Action | Objects +/~/- |");
+    expect(text).toMatch(
+      /\| fleet-system\/spoke-2 \| KnativeEventing knative-fleet\/spoke-2-eventing \| ⚠️ \*\*delete\*\*/,
+    );
+    expect(text.match(/<details>/g)).toHaveLength(2);
+    expect(text).not.toMatch(/\d{4}-\d\d-\d\dT\d\d:/); // no timestamps
+  });
+
+  it("--format json carries the same data; --output writes the file instead of stdout", async () => {
+    const repo = await repoWith({ [SERVING]: serving(KOURIER, "1.22") });
+    const refs = ["--repo", repo.dir, "--base", "main", "--head", "change"];
+    const { code, plan } = await planJson(...refs);
+    expect(code).toBe(0);
+    expect(plan).toMatchObject({
+      source: "offline",
+      errors: 0,
+      base: { ref: "main" },
+      head: { ref: "change" },
+    });
+    const output = join(repo.dir, "plan.md");
+    expect(await runPlan(...refs, "--output", output)).toEqual({ code: 0, stdout: "", stderr: "" });
+    expect(await readFile(output, "utf8")).toBe(renderMarkdown(plan));
+  });
+
+  it("exits 1 on an invalid file and prints the diagnostics exactly as validate does", async () => {
+    const repo = await repoWith({ [SERVING]: serving().replace("version:", "verison:") });
+    const { code, stdout } = await runPlan("--repo", repo.dir, "--base", "main", "--head", "change");
+    expect(code).toBe(1);
+    // The branch is checked out: validate reads head's files from the working tree.
+    const validate = await runCli("validate", repo.dir);
+    const diagnostic = validate.stdout.split("\n")[0]!;
+    expect(diagnostic).toMatch(
+      /^clusters\/spoke-1\/knative-serving\.yaml:\d+:\d+ spec\.verison: unrecognized key$/,
+    );
+    expect(stdout).toContain(diagnostic);
+    expect(stdout).toContain("⛔ **blocked**");
+  });
+
+  it("exits 2 on usage errors, saying what is missing", async () => {
+    const repo = await repoWith({});
+    const refs = ["--base", "main", "--head", "change"];
+    const unknownRef = await runPlan("--repo", repo.dir, "--base", "main", "--head", "nope");
+    expect(unknownRef).toMatchObject({ code: 2, stdout: "" });
+    expect(unknownRef.stderr).toContain('no commit "nope"');
+    expect((await runPlan("--repo", repo.dir, ...refs, "--format", "yaml")).stderr).toContain(
+      "--format must be markdown or json",
+    );
+    const noProviderHub = await runPlan(
+      "--repo",
+      repo.dir,
+      ...refs,
+      "--clusterprofile-provider-file",
+      "x.json",
+    );
+    expect(noProviderHub).toMatchObject({ code: 2 });
+    expect((await runPlan("--repo", "/nonexistent", ...refs)).stderr).toContain("not in a Git repository");
+    expect((await runPlan(...refs)).stderr).toContain("--repo is required");
+  });
+
+  it("requires --kodata or KO_DATA_PATH and says why", async () => {
+    const saved = process.env.KO_DATA_PATH;
+    delete process.env.KO_DATA_PATH;
+    try {
+      const { code, stderr } = await runCli("plan", "--repo", ".", "--base", "main", "--head", "main");
+      expect(code).toBe(2);
+      expect(stderr).toContain("--kodata is required (or set KO_DATA_PATH)");
+    } finally {
+      if (saved !== undefined) process.env.KO_DATA_PATH = saved;
+    }
+  });
+});

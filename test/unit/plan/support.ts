@@ -1,0 +1,49 @@
+import { rm } from "node:fs/promises";
+import { onTestFinished } from "vitest";
+import { main } from "../../../src/cli.ts";
+import type { FleetPlan } from "../../../src/plan/report.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
+import { createFleetRepo, type FleetRepo } from "./fleet-repo.ts";
+
+/** A fleet repository for one test, removed when the test ends. */
+export async function fleetRepo(): Promise<FleetRepo> {
+  const repo = await createFleetRepo();
+  onTestFinished(() => rm(repo.dir, { recursive: true, force: true }));
+  return repo;
+}
+
+export interface PlanRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI in-process, collecting what it prints. */
+export async function runCli(...argv: string[]): Promise<PlanRun> {
+  const printed = { stdout: [] as string[], stderr: [] as string[] };
+  const collect = (lines: string[]) => ({ write: (chunk: unknown) => lines.push(String(chunk)) > 0 });
+  const code = await main(argv, {
+    stdout: collect(printed.stdout) as unknown as NodeJS.WritableStream,
+    stderr: collect(printed.stderr) as unknown as NodeJS.WritableStream,
+  });
+  return { code, stdout: printed.stdout.join(""), stderr: printed.stderr.join("") };
+}
+
+/** Runs `knative-fleet plan` in-process against the real releases of ../shared. */
+export const runPlan = (...argv: string[]): Promise<PlanRun> =>
+  runCli("plan", "--kodata", knativeReleasesDir(), ...argv);
+
+/** `runPlan` with `--format json`, parsed. */
+export async function planJson(
+  ...argv: string[]
+): Promise<{ code: number; plan: FleetPlan; stderr: string }> {
+  const { code, stdout, stderr } = await runPlan("--format", "json", ...argv);
+  return { code, plan: JSON.parse(stdout) as FleetPlan, stderr };
+}
+
+/** The plan of one CR, by name. */
+export function resourceOf(plan: FleetPlan, name: string) {
+  const found = plan.clusters.flatMap((cluster) => cluster.resources).find((r) => r.name === name);
+  if (!found) throw new Error(`no CR ${name} in the plan`);
+  return found;
+}
