@@ -9,10 +9,10 @@ import {
   refKey,
   refOf,
 } from "../apply/objects.ts";
-import { anchorName, type Owner, withOwnership } from "../apply/ownership.ts";
+import { anchorName, withOwnership } from "../apply/ownership.ts";
 import { planApply } from "../apply/plan.ts";
+import { ownerOf, renderInstall } from "../reconcile/desired.ts";
 import { installNamespace } from "../reconcile/target.ts";
-import { type Release, render } from "../render/index.ts";
 
 // One CR's install on its cluster, as the reconcile stage builds it: the objects it applies, and what
 // FinalizeRemoteCluster deletes when the CR goes. Pure: the cluster's state comes in as an InstallState.
@@ -35,10 +35,7 @@ export const NOTHING_INSTALLED: InstallState = {
   namespaceExists: false,
 };
 
-export const ownerOf = (resource: KnativeResource): Owner => ({
-  kind: resource.kind,
-  name: resource.metadata.name,
-});
+export { ownerOf };
 
 /**
  * Who owns the install's namespaced objects, as the reconcile stage decides: on a spoke the anchor
@@ -51,13 +48,7 @@ function installOwnerRef(resource: KnativeResource, uid: string): OwnerReference
 }
 
 /** Everything `render` produces for the CR on its cluster, the install namespace included. */
-export function renderedObjects(resource: KnativeResource, release: Release): KubeObject[] {
-  const namespace = installNamespace(resource);
-  return render(
-    { ...resource, metadata: { ...resource.metadata, namespace } } as KnativeResource,
-    release,
-  ) as KubeObject[];
-}
+export const renderedObjects = renderInstall;
 
 /**
  * The objects an apply sends, exactly as `applyInstall` stamps them: the install namespace left out (it

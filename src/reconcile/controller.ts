@@ -12,7 +12,7 @@ import type { KubeObject } from "../apply/objects.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { isConflict } from "../kube/rest.ts";
-import { render } from "../render/index.ts";
+import { ownerOf, renderInstall } from "./desired.ts";
 import { WorkQueue } from "./queue.ts";
 import { type EngineDeps, reconcileInstall } from "./reconciler.ts";
 import { clusterLabel, installNamespace, sameClusterProfile } from "./target.ts";
@@ -227,16 +227,10 @@ export class KnativeController {
     const namespace = installNamespace(resource);
     const fallback = await this.options.engine.releases
       .load(resource)
-      .then(
-        (release) =>
-          render(
-            { ...resource, metadata: { ...resource.metadata, namespace } } as KnativeResource,
-            release,
-          ) as KubeObject[],
-      )
+      .then((release) => renderInstall(resource, release))
       .catch(() => []);
     const { deleted } = await removeInstall(
-      { client: target.client, owner: { kind: resource.kind, name: resource.metadata.name }, namespace },
+      { client: target.client, owner: ownerOf(resource), namespace },
       fallback,
     );
     log.info({ cluster: target.cluster, deleted: deleted.length }, "FinalizeRemoteCluster done");

@@ -5,13 +5,8 @@ import type { KubeObject } from "../apply/objects.ts";
 import { selectorFor } from "../apply/ownership.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { Logger } from "../observability/log.ts";
-import {
-  checkVersionMigration,
-  type Release,
-  type ReleaseLoader,
-  render,
-  VersionError,
-} from "../render/index.ts";
+import { checkVersionMigration, type Release, type ReleaseLoader, VersionError } from "../render/index.ts";
+import { ownerOf, renderInstall } from "./desired.ts";
 import { unavailableDeployments } from "./health.ts";
 import { clusterLabel, installNamespace, type TargetResolver } from "./target.ts";
 
@@ -98,14 +93,11 @@ export async function reconcileInstall(
   const requestsBefore = totalRequests(target.client);
 
   const namespace = installNamespace(resource);
-  const owner = { kind: resource.kind, name: resource.metadata.name };
+  const owner = ownerOf(resource);
   let desired: KubeObject[];
   let applied: ApplyOutcome;
   try {
-    desired = render(
-      { ...resource, metadata: { ...resource.metadata, namespace } } as KnativeResource,
-      release,
-    ) as KubeObject[];
+    desired = renderInstall(resource, release);
     applied = await applyInstall(
       {
         client: target.client,
