@@ -350,8 +350,26 @@ async function commitAndPushWorkTree(
     "-qm",
     message,
   ]);
-  await git(work, ["push", "--quiet", remote, `HEAD:refs/heads/${branch}`]);
-  return git(work, ["rev-parse", "HEAD"]);
+  // As a person does when the bot's status commit landed first: pull --rebase, push again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await git(work, ["push", "--quiet", remote, `HEAD:refs/heads/${branch}`]);
+      return git(work, ["rev-parse", "HEAD"]);
+    } catch (err) {
+      if (attempt >= 5 || remote !== "origin") throw err;
+      await git(work, [
+        "-c",
+        `user.name=${author.name}`,
+        "-c",
+        `user.email=${author.email}`,
+        "pull",
+        "--quiet",
+        "--rebase",
+        remote,
+        branch,
+      ]);
+    }
+  }
 }
 
 async function git(cwd: string, args: string[], trim = true): Promise<string> {
