@@ -47,10 +47,15 @@ export class Poller {
   start(): void {
     if (this.task) return;
     void this.syncNow();
-    this.task = schedule(this.options.schedule ?? "* * * * *", () => this.syncNow(), {
-      name: "knative-fleet-git-poll",
-      maxRandomDelay: this.options.jitterMs ?? 10_000,
-    });
+    // node-cron cancels only the latest jitter wait on destroy: with a schedule shorter than the jitter,
+    // earlier waits still fire afterwards. Those must not poll for a stopped poller (a replica that stepped
+    // down would sync into the hub beside the new leader), nor keep a stopping process alive (unref).
+    const task: ScheduledTask = schedule(
+      this.options.schedule ?? "* * * * *",
+      () => (this.task === task ? this.syncNow() : undefined),
+      { name: "knative-fleet-git-poll", maxRandomDelay: this.options.jitterMs ?? 10_000, unref: true },
+    );
+    this.task = task;
   }
 
   /** Stops the schedule and waits for a poll in flight. */

@@ -1,0 +1,142 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createWriteStream, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { repoRoot } from "./shared.ts";
+
+/** How a child process ended: `code` 0 is a clean stop; `signal` is set when a signal killed it. */
+export interface ServiceExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** performance.now() when the exit was seen. */
+  atMs: number;
+}
+
+export interface ServiceProcessOptions {
+  /** The CLI's arguments (after `node src/cli.ts`), e.g. the Deployment's container args. */
+  args: readonly string[];
+  /** The whole environment of the child: nothing of the test runner's leaks in. */
+  env: Record<string, string>;
+  /** Port of /healthz, /readyz and /metrics on 127.0.0.1. */
+  metricsPort: number;
+  /** The child's stdout and stderr (pino JSON lines) go to this file. */
+  logFile: string;
+}
+
+/**
+ * `knative-fleet` as a real child process (`node src/cli.ts ...`, the image's entrypoint without the build
+ * step), observed from outside the way a kubelet and Prometheus see a pod: HTTP probes, /metrics, its
+ * resident memory, signals and its exit code.
+ */
+export class ServiceProcess {
+  readonly pid: number;
+  readonly logFile: string;
+  /** Resolves when the process has exited, however it ended. */
+  readonly exited: Promise<ServiceExit>;
+  private readonly child: ChildProcess;
+  private readonly base: string;
+  private exit: ServiceExit | undefined;
+
+  constructor(options: ServiceProcessOptions) {
+    this.logFile = options.logFile;
+    this.base = `http://127.0.0.1:${options.metricsPort}`;
+    const log = createWriteStream(options.logFile, { flags: "a" });
+    this.child = spawn(process.execPath, [join(repoRoot, "src", "cli.ts"), ...options.args], {
+      cwd: repoRoot,
+      env: options.env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    this.child.stdout!.pipe(log, { end: false });
+    this.child.stderr!.pipe(log, { end: false });
+    if (this.child.pid === undefined) throw new Error(`could not start ${process.execPath} src/cli.ts`);
+    this.pid = this.child.pid;
+    this.exited = new Promise((resolve) => {
+      this.child.once("exit", (code, signal) => {
+        this.exit = { code, signal, atMs: performance.now() };
+        log.end();
+        resolve(this.exit);
+      });
+    });
+  }
+
+  get running(): boolean {
+    return this.exit === undefined;
+  }
+
+  /** GET on the probes-and-metrics port; status 0 while nothing listens (starting, or gone). */
+  async get(path: string): Promise<{ status: number; body: string }> {
+    try {
+      const res = await fetch(`${this.base}${path}`, { signal: AbortSignal.timeout(5_000) });
+      return { status: res.status, body: await res.text() };
+    } catch {
+      return { status: 0, body: "" };
+    }
+  }
+
+  /** One sample of /metrics: the series' value, or undefined when it is not exposed (or nothing answers). */
+  async metric(name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+    const { status, body } = await this.get("/metrics");
+    return status === 200 ? sampleValue(body, name, labels) : undefined;
+  }
+
+  /** Resident set size in KiB, from /proc/<pid>/status. */
+  rssKiB(): number {
+    const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
+    const kib = /^VmRSS:\s+(\d+)\s+kB$/m.exec(status)?.[1];
+    if (kib === undefined) throw new Error(`no VmRSS in /proc/${this.pid}/status`);
+    return Number(kib);
+  }
+
+  /** Sends a signal to a process still running. */
+  kill(signal: NodeJS.Signals): void {
+    if (this.running) this.child.kill(signal);
+  }
+
+  /**
+   * Stops the process for good, as a kubelet does: SIGTERM, then SIGKILL after the grace period. Resolves
+   * with how it ended; for a process already gone, with how it ended then.
+   */
+  async stop(graceMs = 10_000): Promise<ServiceExit> {
+    if (!this.running) return this.exit!;
+    this.kill("SIGTERM");
+    const timer = setTimeout(() => this.kill("SIGKILL"), graceMs);
+    const exit = await this.exited;
+    clearTimeout(timer);
+    return exit;
+  }
+
+  /** The last lines of the child's log, for a failure message. */
+  logTail(lines = 40): string {
+    try {
+      return readFileSync(this.logFile, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
+    } catch {
+      return "(no log)";
+    }
+  }
+}
+
+/**
+ * A sample's value in the Prometheus text format: the series `name` whose labels include `labels` (all of
+ * them, by exact value). Undefined when there is none; an error when more than one series matches.
+ */
+export function sampleValue(
+  text: string,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
+  const matches = text
+    .split("\n")
+    .filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+    .map((line) => {
+      const close = line.lastIndexOf("}");
+      const labelText = close === -1 ? "" : line.slice(name.length + 1, close);
+      const series = Object.fromEntries(
+        [...labelText.matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1]!, m[2]!]),
+      );
+      const value = Number(line.slice(close === -1 ? name.length : close + 1).trim());
+      return { series, value };
+    })
+    .filter(({ series }) => Object.entries(labels).every(([k, v]) => series[k] === v));
+  if (matches.length > 1)
+    throw new Error(`${matches.length} series of ${name} match ${JSON.stringify(labels)}`);
+  return matches[0]?.value;
+}
