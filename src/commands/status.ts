@@ -8,7 +8,6 @@ import {
   OPERATOR_API_VERSION,
 } from "../api/knative.ts";
 import type { KubeObject } from "../apply/objects.ts";
-import { compareStrings } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
@@ -17,6 +16,7 @@ import { SOURCE_COMMIT_ANNOTATION, SOURCE_PATH_ANNOTATION } from "../mirror/anno
 import { identityOf } from "../mirror/plan.ts";
 import { ABANDON_CLEANUP_ANNOTATION } from "../reconcile/controller.ts";
 import { clusterLabel } from "../reconcile/target.ts";
+import { compareRows } from "../status/summary.ts";
 import { type Command, type CommandContext, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
 import { outputFormat, renderJson, renderTable } from "./output.ts";
 
@@ -182,15 +182,6 @@ function deletion(
         ? `kubectl -n ${identity.namespace} annotate ${identity.kind.toLowerCase()} ${identity.name} ${ABANDON_CLEANUP_ANNOTATION}=true`
         : undefined,
   };
-}
-
-function compareRows(a: StatusRow, b: StatusRow): number {
-  return (
-    compareStrings(a.cluster, b.cluster) ||
-    compareStrings(a.kind, b.kind) ||
-    compareStrings(a.namespace, b.namespace) ||
-    compareStrings(a.name, b.name)
-  );
 }
 
 /**

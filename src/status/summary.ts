@@ -339,7 +339,11 @@ function renderData(summary: Summary): string {
   )}`;
 }
 
-function compareRows(a: ResourceRow, b: ResourceRow): number {
+/** Rows by cluster, then kind, namespace and name: the order every fleet listing uses. */
+export function compareRows(
+  a: { cluster: string; kind: string; namespace: string; name: string },
+  b: { cluster: string; kind: string; namespace: string; name: string },
+): number {
   return (
     compareStrings(a.cluster, b.cluster) ||
     compareStrings(a.kind, b.kind) ||

@@ -341,15 +341,8 @@ async function commitAndPushWorkTree(
   author: Author,
 ): Promise<string> {
   await git(work, ["add", "--all"]);
-  await git(work, [
-    "-c",
-    `user.name=${author.name}`,
-    "-c",
-    `user.email=${author.email}`,
-    "commit",
-    "-qm",
-    message,
-  ]);
+  const as = ["-c", `user.name=${author.name}`, "-c", `user.email=${author.email}`];
+  await git(work, [...as, "commit", "-qm", message]);
   // As a person does when the bot's status commit landed first: pull --rebase, push again.
   for (let attempt = 1; ; attempt++) {
     try {
@@ -357,17 +350,7 @@ async function commitAndPushWorkTree(
       return git(work, ["rev-parse", "HEAD"]);
     } catch (err) {
       if (attempt >= 5 || remote !== "origin") throw err;
-      await git(work, [
-        "-c",
-        `user.name=${author.name}`,
-        "-c",
-        `user.email=${author.email}`,
-        "pull",
-        "--quiet",
-        "--rebase",
-        remote,
-        branch,
-      ]);
+      await git(work, [...as, "pull", "--quiet", "--rebase", remote, branch]);
     }
   }
 }

@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
@@ -10,6 +7,7 @@ import type { StatusRow } from "../../../src/commands/status.ts";
 import { isNotFound } from "../../../src/kube/rest.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 import { waitUntil } from "../../support/wait.ts";
 
 // CRs written straight to the hub, status included, with no engine running: the command reads only what
@@ -260,27 +258,11 @@ describe("knative-fleet status", () => {
   });
 
   it("exits 2 naming the hub that refuses the credentials, and why", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "status-cmd-"));
-    const kubeconfig = join(dir, "hub.kubeconfig");
-    writeFileSync(
-      kubeconfig,
-      JSON.stringify({
-        apiVersion: "v1",
-        kind: "Config",
-        clusters: [
-          {
-            name: "hub",
-            cluster: { server: sandbox.hub.server, "certificate-authority": sandbox.hub.caFile },
-          },
-        ],
-        users: [{ name: "nobody", user: { token: "not-a-valid-token" } }],
-        contexts: [{ name: "hub", context: { cluster: "hub", user: "nobody" } }],
-        "current-context": "hub",
-      }),
+    const kubeconfig = writeTokenKubeconfig(
+      { server: sandbox.hub.server, "certificate-authority": sandbox.hub.caFile },
+      "not-a-valid-token",
     );
-    const { code, stdout, stderr } = await statusWith(kubeconfig).finally(() =>
-      rmSync(dir, { recursive: true }),
-    );
+    const { code, stdout, stderr } = await statusWith(kubeconfig);
     expect(code).toBe(2);
     expect(stdout).toBe("");
     expect(stderr).toMatch(

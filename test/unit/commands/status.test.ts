@@ -1,12 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { Condition } from "../../../src/api/knative.ts";
 import type { KubeObject } from "../../../src/apply/objects.ts";
 import { main } from "../../../src/cli.ts";
 import { isSettled, renderStatusTable, statusRows } from "../../../src/commands/status.ts";
+import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
 const READY: Condition[] = [
@@ -298,22 +296,8 @@ describe("knative-fleet status without a usable hub", () => {
   it("names the server it cannot reach and why, exit 2", async () => {
     // Port 9 (discard) on loopback: nothing listens there, so the connection is refused at once.
     const server = "https://127.0.0.1:9";
-    const dir = mkdtempSync(join(tmpdir(), "status-test-"));
-    const kubeconfig = join(dir, "hub.kubeconfig");
-    writeFileSync(
-      kubeconfig,
-      JSON.stringify({
-        apiVersion: "v1",
-        kind: "Config",
-        clusters: [{ name: "hub", cluster: { server, "insecure-skip-tls-verify": true } }],
-        users: [{ name: "admin", user: { token: "t" } }],
-        contexts: [{ name: "hub", context: { cluster: "hub", user: "admin" } }],
-        "current-context": "hub",
-      }),
-    );
-    const { code, stdout, stderr } = await status("--kubeconfig", kubeconfig).finally(() =>
-      rmSync(dir, { recursive: true }),
-    );
+    const kubeconfig = writeTokenKubeconfig({ server, "insecure-skip-tls-verify": true }, "t");
+    const { code, stdout, stderr } = await status("--kubeconfig", kubeconfig);
     expect(code).toBe(2);
     expect(stdout).toBe("");
     expect(stderr).toBe(
