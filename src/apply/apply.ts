@@ -2,7 +2,16 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { KubeClient } from "../kube/client.ts";
 import { isConflict } from "../kube/rest.ts";
 import { DESIRED_HASH_ANNOTATION, withDesiredHash } from "./compare.ts";
-import { describeRef, isCrd, type KubeObject, type ObjectRef, objectKey, refKey, refOf } from "./objects.ts";
+import {
+  describeRef,
+  isCrd,
+  type KubeObject,
+  type ObjectRef,
+  type OwnerReference,
+  objectKey,
+  refKey,
+  refOf,
+} from "./objects.ts";
 import {
   anchorName,
   buildAnchor,
@@ -53,9 +62,7 @@ export async function applyInstall(
   let writes = 0;
   writes += await ensureNamespace(target);
 
-  const desiredNamespaced = desiredObjects.filter(
-    (o) => !(o.kind === "Namespace" && o.metadata.name === namespace),
-  );
+  const desiredNamespaced = withoutInstallNamespace(desiredObjects, namespace);
   const anchor = await client.get("v1", "ConfigMap", namespace, anchorName(owner));
   const previousInventory = decodeInventory(anchor);
 
@@ -71,7 +78,7 @@ export async function applyInstall(
     name: anchorName(owner),
     uid: anchorUid,
   };
-  const desired = withOwnership(desiredNamespaced, owner, ownerRef, namespace).map(withDesiredHash);
+  const desired = stampForApply(desiredNamespaced, owner, ownerRef, namespace);
   const live = await readLive(client, desired, owner);
   const plan = planApply(desired, live, previousInventory);
 
@@ -113,6 +120,25 @@ export async function applyInstall(
   const finalAnchor = await applyAnchor(target, anchorAfterCover.object, desiredNamespaced.map(refOf));
   if (finalAnchor.written) writes++;
   return { plan, drift, writes };
+}
+
+/** The install namespace is created once (never applied over, so an existing one is left as it is). */
+const withoutInstallNamespace = (objects: readonly KubeObject[], namespace: string) =>
+  objects.filter((o) => !(o.kind === "Namespace" && o.metadata.name === namespace));
+
+/**
+ * The objects an apply sends, exactly: the install namespace left out, ownership labels and owner
+ * reference stamped, the desired-hash set. Pure; `plan` shows the same objects.
+ */
+export function stampForApply(
+  objects: readonly KubeObject[],
+  owner: Owner,
+  ownerRef: OwnerReference,
+  namespace: string,
+): KubeObject[] {
+  return withOwnership(withoutInstallNamespace(objects, namespace), owner, ownerRef, namespace).map(
+    withDesiredHash,
+  );
 }
 
 /** Removes an install: the anchor (garbage collection takes what it owns) and the cluster-scoped objects. */

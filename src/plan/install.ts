@@ -1,5 +1,5 @@
 import type { KnativeResource } from "../api/knative.ts";
-import { withDesiredHash } from "../apply/compare.ts";
+import { stampForApply } from "../apply/apply.ts";
 import {
   isCrd,
   type KubeObject,
@@ -9,7 +9,7 @@ import {
   refKey,
   refOf,
 } from "../apply/objects.ts";
-import { anchorName, withOwnership } from "../apply/ownership.ts";
+import { anchorName } from "../apply/ownership.ts";
 import { planApply } from "../apply/plan.ts";
 import { ownerOf, renderInstall } from "../reconcile/desired.ts";
 import { installNamespace } from "../reconcile/target.ts";
@@ -55,10 +55,11 @@ export const renderedObjects = renderInstall;
  * is created once and never applied), ownership labels and owner reference, the desired-hash.
  */
 export function desiredObjects(resource: KnativeResource, rendered: readonly KubeObject[], ownerUid: string) {
-  const namespace = installNamespace(resource);
-  const applied = rendered.filter((o) => !(o.kind === "Namespace" && o.metadata.name === namespace));
-  return withOwnership(applied, ownerOf(resource), installOwnerRef(resource, ownerUid), namespace).map(
-    withDesiredHash,
+  return stampForApply(
+    rendered,
+    ownerOf(resource),
+    installOwnerRef(resource, ownerUid),
+    installNamespace(resource),
   );
 }
 
