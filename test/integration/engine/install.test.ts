@@ -16,6 +16,7 @@ import { waitUntil } from "../../support/wait.ts";
 import { applyWrites, spokeWriteCount } from "./metrics.ts";
 
 const sandbox = loadSandbox();
+const SERVING_ANCHOR = anchorName({ kind: "KnativeServing", name: "serving" });
 const dataOf = (object: KubeObject | undefined) => (object?.data ?? {}) as Record<string, string>;
 const hubNs = "engine-test";
 const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof sandbox.spokes)[0]];
@@ -229,12 +230,7 @@ describe("the reconcile engine on real spokes", () => {
   });
 
   it("upgrades Serving 1.21 -> 1.22 and removes what 1.22 no longer has", async () => {
-    const anchorBefore = await spokeOne.get(
-      "v1",
-      "ConfigMap",
-      "knative-serving",
-      "knativeserving-serving-root-owner",
-    );
+    const anchorBefore = await spokeOne.get("v1", "ConfigMap", "knative-serving", SERVING_ANCHOR);
     const oldInventory = decodeInventory(anchorBefore);
     const started = Date.now();
     await hub.mergePatch(OPERATOR_API_VERSION, "KnativeServing", hubNs, "serving", {
@@ -247,12 +243,7 @@ describe("the reconcile engine on real spokes", () => {
       240_000,
     );
     timings.upgradeMs = Date.now() - started;
-    const anchorAfter = await spokeOne.get(
-      "v1",
-      "ConfigMap",
-      "knative-serving",
-      "knativeserving-serving-root-owner",
-    );
+    const anchorAfter = await spokeOne.get("v1", "ConfigMap", "knative-serving", SERVING_ANCHOR);
     const newKeys = new Set(decodeInventory(anchorAfter).map((r) => `${r.kind}/${r.namespace}/${r.name}`));
     const removed = oldInventory.filter(
       (r) => !newKeys.has(`${r.kind}/${r.namespace}/${r.name}`) && r.kind !== "CustomResourceDefinition",
@@ -292,12 +283,7 @@ describe("the reconcile engine on real spokes", () => {
   });
 
   it("deleting the CR removes the anchor, the namespaced objects (real GC) and the cluster-scoped ones; CRDs stay", async () => {
-    const anchor = await spokeOne.get(
-      "v1",
-      "ConfigMap",
-      "knative-serving",
-      "knativeserving-serving-root-owner",
-    );
+    const anchor = await spokeOne.get("v1", "ConfigMap", "knative-serving", SERVING_ANCHOR);
     const inventory = decodeInventory(anchor);
     const clusterScoped = inventory.filter(
       (r) => r.namespace === "" && r.kind !== "CustomResourceDefinition" && r.kind !== "Namespace",
@@ -307,9 +293,7 @@ describe("the reconcile engine on real spokes", () => {
     await waitUntil("the hub CR gone (finalizer done)", async () =>
       (await hub.get(OPERATOR_API_VERSION, "KnativeServing", hubNs, "serving")) ? undefined : true,
     );
-    expect(
-      await spokeOne.get("v1", "ConfigMap", "knative-serving", "knativeserving-serving-root-owner"),
-    ).toBeUndefined();
+    expect(await spokeOne.get("v1", "ConfigMap", "knative-serving", SERVING_ANCHOR)).toBeUndefined();
     for (const ref of clusterScoped) {
       expect(
         await spokeOne.get(ref.apiVersion, ref.kind, undefined, ref.name),
