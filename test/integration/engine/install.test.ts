@@ -6,10 +6,14 @@ import { anchorName, decodeInventory } from "../../../src/apply/ownership.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { createLogger, silentLogger } from "../../../src/observability/log.ts";
-import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
+import {
+  ABANDON_CLEANUP_ANNOTATION,
+  FINALIZERS,
+  type ReconcileReport,
+} from "../../../src/reconcile/controller.ts";
 import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
 import { isDeploymentAvailable } from "../../../src/reconcile/health.ts";
-import { loadSandbox } from "../../sandbox/index.ts";
+import { clusterProfileStatus, loadSandbox, putClusterProfile } from "../../sandbox/index.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -327,6 +331,55 @@ describe("the reconcile engine on real spokes", () => {
         "services.serving.knative.dev",
       ),
     ).toBeDefined();
+  });
+
+  it("a CR whose spoke is unreachable is not wedged: the condition says how to release it, the annotation does", async () => {
+    // A healthy-looking ClusterProfile whose server answers nothing (port 9 on loopback refuses at once).
+    const dir = sandbox.hub.caFile.replace(/ca\.crt$/, "");
+    const admin = {
+      server: sandbox.hub.server,
+      caFile: sandbox.hub.caFile,
+      certFile: `${dir}admin.crt`,
+      keyFile: `${dir}admin.key`,
+    };
+    const gone = { ...spoke1, name: "engine-gone", server: "https://127.0.0.1:9" };
+    await putClusterProfile(admin, sandbox.clusterProfileNamespace, gone.name, clusterProfileStatus(gone));
+    await hub.apply(
+      cr("KnativeServing", "stranded", {
+        clusterProfileRef: { name: gone.name, namespace: sandbox.clusterProfileNamespace },
+      }),
+    );
+    await waitUntil("the finalizer on the CR", async () => {
+      const live = await hub.get(OPERATOR_API_VERSION, "KnativeServing", hubNs, "stranded");
+      return (live?.metadata.finalizers as string[] | undefined)?.includes(FINALIZERS.KnativeServing)
+        ? true
+        : undefined;
+    });
+    await hub.delete(OPERATOR_API_VERSION, "KnativeServing", hubNs, "stranded");
+    const condition = await waitUntil("TargetClusterResolved=False with the way out", async () => {
+      const { status } = await readyCondition("KnativeServing", "stranded");
+      const target = status?.conditions?.find((c) => c.type === "TargetClusterResolved");
+      return target?.status === "False" && target.message?.includes(ABANDON_CLEANUP_ANNOTATION)
+        ? target
+        : undefined;
+    });
+    expect(condition.reason).toBe("AccessProviderFailed"); // no credential Secret exists for engine-gone
+    expect(condition.message).toContain(
+      `Cleanup of ${sandbox.clusterProfileNamespace}/engine-gone is retried with backoff`,
+    );
+    expect(await hub.get(OPERATOR_API_VERSION, "KnativeServing", hubNs, "stranded")).toBeDefined(); // retried, not dropped
+    await hub.mergePatch(OPERATOR_API_VERSION, "KnativeServing", hubNs, "stranded", {
+      metadata: { annotations: { [ABANDON_CLEANUP_ANNOTATION]: "true" } },
+    });
+    await waitUntil("the CR released", async () =>
+      (await hub.get(OPERATOR_API_VERSION, "KnativeServing", hubNs, "stranded")) ? undefined : true,
+    );
+    await hub.delete(
+      "multicluster.x-k8s.io/v1alpha1",
+      "ClusterProfile",
+      sandbox.clusterProfileNamespace,
+      gone.name,
+    );
   });
 
   it("a CR without clusterProfileRef installs on the hub itself", async () => {

@@ -1,0 +1,51 @@
+import { Writable } from "node:stream";
+import { describe, expect, it } from "vitest";
+import { commands, main } from "../../../src/cli.ts";
+
+async function run(...argv: string[]) {
+  let stdout = "";
+  let stderr = "";
+  const sink = (append: (text: string) => void) =>
+    new Writable({
+      write(chunk, _encoding, done) {
+        append(String(chunk));
+        done();
+      },
+    });
+  const code = await main(argv, {
+    stdout: sink((t) => (stdout += t)),
+    stderr: sink((t) => (stderr += t)),
+  });
+  return { code, stdout, stderr };
+}
+
+describe("knative-fleet CLI", () => {
+  it("lists every command in its help", async () => {
+    const { code, stdout } = await run("--help");
+    expect(code).toBe(0);
+    for (const name of ["run", "validate", "plan", "clusters", "status"])
+      expect(stdout).toContain(`  ${name} `);
+  });
+
+  it("gives each command a --help of its own", async () => {
+    for (const command of commands) {
+      const { code, stdout } = await run(command.name, "--help");
+      expect(code, command.name).toBe(0);
+      expect(stdout, command.name).toContain(`Usage: knative-fleet ${command.name}`);
+    }
+  });
+
+  it("refuses an unknown command and an unknown flag with exit 2 and says what was wrong", async () => {
+    const unknown = await run("deploy");
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('unknown command "deploy"');
+    const flag = await run("status", "--colour");
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain("--colour");
+    expect(flag.stderr).toContain("knative-fleet status --help");
+  });
+
+  it("exits 2 without a command", async () => {
+    expect((await run()).code).toBe(2);
+  });
+});
