@@ -26,7 +26,8 @@ function ecKey(dir: string, file: string): void {
   openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", file], dir);
 }
 
-function signedCert(
+/** A certificate and key for `name`, signed by the CA in dir (ca.crt, ca.key). */
+export function signedCert(
   dir: string,
   name: string,
   subject: string,
@@ -58,11 +59,11 @@ function signedCert(
   return { cert: join(dir, cert), key: join(dir, key) };
 }
 
-/** Creates a CA of its own for one cluster, its apiserver's serving certificate and client identities. */
-export function createClusterPki(dir: string, clusterName: string): ClusterPki {
+/** A self-signed CA in dir (ca.crt, ca.key). */
+export function createCa(dir: string, commonName: string): void {
   ecKey(dir, "ca.key");
   openssl(
-    ["req", "-x509", "-new", "-key", "ca.key", "-subj", `/CN=${clusterName}-ca`, "-days", "3650"]
+    ["req", "-x509", "-new", "-key", "ca.key", "-subj", `/CN=${commonName}`, "-days", "3650"]
       .concat([
         "-addext",
         "basicConstraints=critical,CA:TRUE",
@@ -72,17 +73,39 @@ export function createClusterPki(dir: string, clusterName: string): ClusterPki {
       .concat(["-out", "ca.crt"]),
     dir,
   );
-  const server = signedCert(dir, "apiserver", `/CN=${clusterName}-apiserver`, [
-    "basicConstraints=CA:FALSE",
-    "keyUsage=critical,digitalSignature,keyEncipherment",
-    "extendedKeyUsage=serverAuth",
-    "subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc",
-  ]);
-  const clientExt = [
-    "basicConstraints=CA:FALSE",
-    "keyUsage=critical,digitalSignature",
-    "extendedKeyUsage=clientAuth",
-  ];
+}
+
+/** X.509 extensions of a serving certificate for the given subjectAltName entries. */
+export const serverExtensions = (altNames: string[]): string[] => [
+  "basicConstraints=CA:FALSE",
+  "keyUsage=critical,digitalSignature,keyEncipherment",
+  "extendedKeyUsage=serverAuth",
+  `subjectAltName=${altNames.join(",")}`,
+];
+
+/** X.509 extensions of a client certificate. */
+export const clientExtensions = [
+  "basicConstraints=CA:FALSE",
+  "keyUsage=critical,digitalSignature",
+  "extendedKeyUsage=clientAuth",
+];
+
+/** Creates a CA of its own for one cluster, its apiserver's serving certificate and client identities. */
+export function createClusterPki(dir: string, clusterName: string): ClusterPki {
+  createCa(dir, `${clusterName}-ca`);
+  const server = signedCert(
+    dir,
+    "apiserver",
+    `/CN=${clusterName}-apiserver`,
+    serverExtensions([
+      "DNS:localhost",
+      "IP:127.0.0.1",
+      "DNS:kubernetes",
+      "DNS:kubernetes.default",
+      "DNS:kubernetes.default.svc",
+    ]),
+  );
+  const clientExt = clientExtensions;
   const admin = signedCert(dir, "admin", "/O=system:masters/CN=sandbox-admin", clientExt);
   const fleet = signedCert(dir, "fleet", "/CN=knative-fleet-cert", clientExt);
   ecKey(dir, "sa.key");

@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { ClusterReport } from "../../../src/access/cluster-survey.ts";
 import { clustersCommand, renderClusterTable } from "../../../src/commands/clusters.ts";
 import { UsageError } from "../../../src/commands/command.ts";
+import { testdataPath } from "./support.ts";
 
 const reachable: ClusterReport = {
   namespace: "fleet-system",
@@ -67,7 +68,7 @@ describe("knative-fleet clusters flags", () => {
     const code = await clustersCommand.run(parsed, { stdout: new PassThrough(), stderr });
     return { code, stderr: err.join("") };
   }
-  const notJson = new URL("./testdata/ca.crt", import.meta.url).pathname;
+  const notJson = testdataPath("ca.crt");
 
   it("names a provider file that is not JSON", async () => {
     const { code, stderr } = await clusters("--clusterprofile-provider-file", notJson);

@@ -1,3 +1,4 @@
+import { X509Certificate } from "node:crypto";
 import { inspect } from "node:util";
 import { describe, expect, it } from "vitest";
 import { execCredentialInput, parseExecCredential } from "../../../src/access/exec-credential.ts";
@@ -46,7 +47,7 @@ describe("parseExecCredential", () => {
     );
     expect(credential.token).toBeUndefined();
     expect(credential.clientCertificate?.cert).toBe(testdata("client.crt"));
-    expect(credential.expiresAt!.getUTCFullYear()).toBeGreaterThan(2100);
+    expect(credential.expiresAt).toEqual(new Date(new X509Certificate(testdata("client.crt")).validTo));
     expect(credential.describe()).toContain("client certificate CN=fixture-client");
   });
 

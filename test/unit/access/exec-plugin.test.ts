@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { AccessError } from "../../../src/access/errors.ts";
 import { type ExecPlugin, runExecPlugin } from "../../../src/access/exec-plugin.ts";
 import { fixturePlugin } from "../../fixtures/plugins/index.ts";
-import { capturingLogger, scratchDir, silentLogger } from "./support.ts";
+import { capturingLogger, scratchDir, silentLogger, testdataPath } from "./support.ts";
 
 const scratch = scratchDir();
 
@@ -132,7 +132,7 @@ describe("runExecPlugin", () => {
   });
 
   it("reports a plugin that is not executable", async () => {
-    const err = await failure(run(plugin(join(import.meta.dirname, "testdata", "ca.crt"))));
+    const err = await failure(run(plugin(testdataPath("ca.crt"))));
     expect(err.message).toContain("cannot be executed (permission denied)");
   });
 
