@@ -12,6 +12,23 @@ export interface InvolvedObject {
 
 export type EventType = "Normal" | "Warning";
 
+/** The core/v1 Event the recorder writes (what `kubectl describe` shows). */
+export interface CoreEvent {
+  apiVersion: "v1";
+  kind: "Event";
+  metadata: { name: string; namespace: string };
+  involvedObject: { apiVersion: string; kind: string; name: string; namespace?: string; uid?: string };
+  type: EventType;
+  reason: string;
+  message: string;
+  count: number;
+  firstTimestamp: string;
+  lastTimestamp: string;
+  source: { component: string; host: string };
+  reportingComponent: string;
+  reportingInstance: string;
+}
+
 export interface EventRecorderOptions {
   client: KubeClient;
   /** source.component and reportingComponent, e.g. "knative-fleet". */
@@ -185,24 +202,25 @@ export class EventRecorder {
   private async create(occurrence: Occurrence, event: SeenEvent, lastTimestamp: string): Promise<void> {
     const { involved, type, reason, message } = occurrence;
     const { name, namespace, uid } = involved.metadata;
+    const body: CoreEvent = {
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: { name: event.name, namespace: event.namespace },
+      involvedObject: { apiVersion: involved.apiVersion, kind: involved.kind, name, namespace, uid },
+      type,
+      reason,
+      message,
+      count: event.count,
+      firstTimestamp: event.firstTimestamp,
+      lastTimestamp,
+      source: { component: this.component, host: this.host },
+      reportingComponent: this.component,
+      reportingInstance: this.host,
+    };
     await this.client.rest.request({
       method: "POST",
       path: await this.client.path("v1", "Event", event.namespace),
-      body: {
-        apiVersion: "v1",
-        kind: "Event",
-        metadata: { name: event.name, namespace: event.namespace },
-        involvedObject: { apiVersion: involved.apiVersion, kind: involved.kind, name, namespace, uid },
-        type,
-        reason,
-        message,
-        count: event.count,
-        firstTimestamp: event.firstTimestamp,
-        lastTimestamp,
-        source: { component: this.component, host: this.host },
-        reportingComponent: this.component,
-        reportingInstance: this.host,
-      },
+      body,
     });
   }
 }

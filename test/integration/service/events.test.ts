@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KubeObject } from "../../../src/apply/objects.ts";
+import type { CoreEvent } from "../../../src/observability/events.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
@@ -26,18 +27,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await hub.delete("v1", "Namespace", undefined, NAMESPACE);
 });
-
-interface CoreEvent {
-  metadata: { name: string };
-  type: string;
-  reason: string;
-  message: string;
-  count: number;
-  firstTimestamp: string;
-  lastTimestamp: string;
-  source: { component: string; host: string };
-  involvedObject: Record<string, string>;
-}
 
 /** kubectl describe's query: the Events whose involvedObject is the target. */
 async function describeEvents(): Promise<CoreEvent[]> {

@@ -1,29 +1,15 @@
 import { describe, expect, it } from "vitest";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { KubeApiError, type RestRequest } from "../../../src/kube/rest.ts";
-import { EventRecorder } from "../../../src/observability/events.ts";
+import { type CoreEvent, EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
-
-interface StoredEvent {
-  metadata: { name: string; namespace: string };
-  involvedObject: Record<string, unknown>;
-  type: string;
-  reason: string;
-  message: string;
-  count: number;
-  firstTimestamp: string;
-  lastTimestamp: string;
-  source: { component: string; host: string };
-  reportingComponent: string;
-  reportingInstance: string;
-}
 
 /**
  * The slice of the API the recorder uses (create by POST, merge patch), over an in-memory store of core/v1
  * Events. `failNext` makes the next write fail with that status; `expire` deletes Events as the TTL would.
  */
 function fakeHub() {
-  const events = new Map<string, StoredEvent>();
+  const events = new Map<string, CoreEvent>();
   const writes: string[] = [];
   let failNext: number | undefined;
   const failIfAsked = (method: string, path: string) => {
@@ -41,7 +27,7 @@ function fakeHub() {
       request: async (req: RestRequest) => {
         expect(req.method).toBe("POST");
         failIfAsked(req.method, req.path);
-        const event = structuredClone(req.body) as StoredEvent;
+        const event = structuredClone(req.body) as CoreEvent;
         const key = `${event.metadata.namespace}/${event.metadata.name}`;
         if (events.has(key)) throw new KubeApiError("POST", req.path, 409, "AlreadyExists", key);
         events.set(key, event);

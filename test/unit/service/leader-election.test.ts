@@ -88,6 +88,17 @@ afterEach(async () => {
   await Promise.all(electors.splice(0).map((e) => e.stop()));
 });
 
+/** Replica "a" leading on a fresh Lease, then replica "b" started as a candidate. */
+async function leaderAndCandidate() {
+  const server = leaseServer();
+  const a = replica(server, "a");
+  a.elector.start();
+  await until("a leads", () => a.elector.isLeader);
+  const b = replica(server, "b");
+  b.elector.start();
+  return { server, a, b };
+}
+
 const until = (what: string, condition: () => boolean) =>
   waitUntil(what, async () => (condition() ? true : undefined), 5_000);
 
@@ -162,12 +173,7 @@ describe("leader election", () => {
   });
 
   it("a cut-off leader stops after renewDeadline, before the standby takes over after leaseDuration", async () => {
-    const server = leaseServer();
-    const a = replica(server, "a");
-    a.elector.start();
-    await until("a leads", () => a.elector.isLeader);
-    const b = replica(server, "b");
-    b.elector.start();
+    const { server, a, b } = await leaderAndCandidate();
     await new Promise((r) => setTimeout(r, 2 * TIMING.retryPeriodMs));
 
     const cutAt = performance.now();
@@ -198,12 +204,7 @@ describe("leader election", () => {
   });
 
   it("stops promptly as a candidate, without ever leading", async () => {
-    const server = leaseServer();
-    const a = replica(server, "a");
-    a.elector.start();
-    await until("a leads", () => a.elector.isLeader);
-    const b = replica(server, "b");
-    b.elector.start();
+    const { server, b } = await leaderAndCandidate();
     const stoppedAt = performance.now();
     await b.elector.stop();
     expect(performance.now() - stoppedAt).toBeLessThan(50);
