@@ -35,15 +35,28 @@ new_module() {
   fi
 }
 
-# build NAME VERSION MODULE_DIR PACKAGE: go build PACKAGE inside MODULE_DIR into $bin/NAME-VERSION.
+# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: go build PACKAGE inside MODULE_DIR into $bin/NAME-VERSION.
 build() {
-  local name=$1 version=$2 dir=$3 pkg=$4 out="$bin/$1-$2"
+  local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-} out="$bin/$1-$2"
   local start=$SECONDS
   log "building $name $version"
-  (cd "$dir" && go build -trimpath -ldflags='-s -w' -o "$out.tmp" "$pkg")
+  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$out.tmp" "$pkg")
   mv "$out.tmp" "$out"
   ln -sfn "$name-$version" "$bin/$name"
   log "built $name $version in $((SECONDS - start))s"
+}
+
+# What Kubernetes' own build (hack/lib/version.sh) stamps, so the servers report their real version: clients
+# such as knative.dev/pkg refuse an apiserver that says v0.0.0-master, and a chart's kubeVersion needs it.
+kubernetes_ldflags() {
+  local v=$KUBERNETES_VERSION major minor p flags=""
+  major=${v#v}; major=${major%%.*}
+  minor=${v#v*.}; minor=${minor%%.*}
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    flags+=" -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$flags"
 }
 
 kubernetes() {
@@ -66,7 +79,7 @@ kubernetes() {
     echo ")"
   } >"$dir/go.mod"
   for n in "${names[@]}"; do
-    [ -x "$bin/$n-$KUBERNETES_VERSION" ] || build "$n" "$KUBERNETES_VERSION" "$dir" "k8s.io/kubernetes/cmd/$n"
+    [ -x "$bin/$n-$KUBERNETES_VERSION" ] || build "$n" "$KUBERNETES_VERSION" "$dir" "k8s.io/kubernetes/cmd/$n" "$(kubernetes_ldflags)"
   done
 }
 
