@@ -1,14 +1,15 @@
 // Measures reaching a sandbox spoke through src/access: time to the first request on a cold cluster (plugin
 // run, TLS handshake, /version probe, first API call) and the per-request cost once warm, next to a stock
-// @kubernetes/client-node KubeConfig and to bare undici with one kept-alive pool, all with the same token.
+// @kubernetes/client-node KubeConfig (fetch) and to bare undici with one kept-alive pool, all with the same token.
 // Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-access.ts [--requests N] [--cold-runs N]
 import { parseArgs } from "node:util";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
-import { Agent, fetch } from "undici";
+import { Agent } from "undici";
 import { ClusterAccess } from "../src/access/cluster-access.ts";
 import { runExecPlugin } from "../src/access/exec-plugin.ts";
 import { loadProviderConfig } from "../src/access/provider-config.ts";
+import type { SpokeConnection } from "../src/access/spoke-connection.ts";
 import { loadSandbox } from "../test/sandbox/index.ts";
 
 const { values } = parseArgs({ options: { requests: { type: "string" }, "cold-runs": { type: "string" } } });
@@ -22,6 +23,8 @@ const hub = new KubeConfig();
 hub.loadFromFile(sandbox.hub.adminKubeconfig);
 const providers = await loadProviderConfig(sandbox.providerFile);
 
+const readDefault = (connection: SpokeConnection) =>
+  connection.rest.request({ method: "GET", path: "/api/v1/namespaces/default" });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const ms = (x: number) => `${x.toFixed(2)} ms`;
 
@@ -39,10 +42,10 @@ for (let run = 0; run < coldRuns; run++) {
   const result = await access.resolve(ref);
   if (!result.ok) throw new Error(`${result.reason}: ${result.message}`);
   const resolved = performance.now();
-  await result.spoke.kubeConfig.makeApiClient(CoreV1Api).readNamespace({ name: "default" });
+  await readDefault(result.spoke.connection);
   resolveTimes.push(resolved - started);
   firstRequestTimes.push(performance.now() - started);
-  const { plugin, execCluster } = result.spoke.kubeConfig.endpoint;
+  const { plugin, execCluster } = result.spoke.connection.endpoint;
   const pluginStarted = performance.now();
   await runExecPlugin(plugin, execCluster, { timeoutMs: 10_000, logger: pino({ level: "silent" }) });
   pluginTimes.push(performance.now() - pluginStarted);
@@ -59,26 +62,28 @@ await watched.watch();
 const result = await access.resolve(ref);
 if (!result.ok) throw new Error(`${result.reason}: ${result.message}`);
 // All three send the same bearer token over TLS with the same CA: only the client library differs.
-const { token } = await result.spoke.kubeConfig.authenticator.credential();
+const { token } = await result.spoke.connection.authenticator.credential();
 const stock = new KubeConfig();
 stock.loadFromClusterAndUser(
   { name: spoke.name, server: spoke.server, caData: spoke.caData, skipTLSVerify: false },
   { name: "bench", token },
 );
 const pool = new Agent({ connect: { ca: Buffer.from(spoke.caData, "base64").toString("utf8") } });
-const ours = result.spoke.kubeConfig.makeApiClient(CoreV1Api);
+const ours = result.spoke.connection;
 const stockApi = stock.makeApiClient(CoreV1Api);
 const contenders: [string, () => Promise<unknown>][] = [
-  ["SpokeKubeConfig (exec plugin credential)", () => ours.readNamespace({ name: "default" })],
+  ["one spoke transport (exec plugin credential)", () => readDefault(ours)],
   ["stock client-node KubeConfig (same token)", () => stockApi.readNamespace({ name: "default" })],
   [
-    "bare undici fetch, one kept-alive pool",
+    "bare undici, one kept-alive pool",
     async () => {
-      const response = await fetch(`${spoke.server}/api/v1/namespaces/default`, {
-        dispatcher: pool,
-        headers: { authorization: `Bearer ${token}` },
+      const response = await pool.request({
+        origin: spoke.server,
+        path: "/api/v1/namespaces/default",
+        method: "GET",
+        headers: { authorization: `Bearer ${token}`, accept: "application/json" },
       });
-      await response.json();
+      await response.body.json();
     },
   ],
   ["resolve() of a cached client, watching", () => watched.resolve(ref)],
@@ -100,7 +105,7 @@ for (const [index, [label]] of contenders.entries()) {
   );
 }
 console.log(
-  `\nper-request overhead over bare undici: SpokeKubeConfig ${ms(medians[0]! - medians[2]!)}, ` +
+  `\nper-request overhead over bare undici: one spoke transport ${ms(medians[0]! - medians[2]!)}, ` +
     `stock KubeConfig ${ms(medians[1]! - medians[2]!)}`,
 );
 await Promise.all([access.close(), watched.close(), pool.close()]);

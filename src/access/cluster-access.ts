@@ -13,6 +13,7 @@ import { CLUSTER_PROFILE_RESOURCE, ClusterProfileWatch } from "./clusterprofile-
 import { AccessError, causeText } from "./errors.ts";
 import { ExecAuthenticator } from "./exec-authenticator.ts";
 import type { ProviderConfigState } from "./provider-config.ts";
+import { SpokeConnection, type SpokeProbe } from "./spoke-connection.ts";
 import {
   endpointFingerprint,
   profileHealth,
@@ -20,7 +21,6 @@ import {
   type SpokeEndpoint,
   spokeEndpoint,
 } from "./spoke-endpoint.ts";
-import { SpokeKubeConfig, type SpokeProbe } from "./spoke-kubeconfig.ts";
 
 export interface ClusterAccessOptions {
   /** The hub, where the ClusterProfiles are. */
@@ -44,8 +44,8 @@ export interface SpokeClient {
   ref: ClusterProfileRef;
   providerName: string;
   server: string;
-  /** Use it as any KubeConfig: `kubeConfig.makeApiClient(CoreV1Api)`, `KubernetesObjectApi.makeApiClient(kubeConfig)`. */
-  kubeConfig: SpokeKubeConfig;
+  /** The one transport to the spoke: `connection.rest` for requests, `connection.probe` for GET /version. */
+  connection: SpokeConnection;
   /** gitVersion from /version when this client first connected (undefined if /version was refused). */
   kubernetesVersion: string | undefined;
 }
@@ -143,7 +143,7 @@ export class ClusterAccess {
     this.#listeners.clear();
     await Promise.all([
       this.#watch?.stop(),
-      ...entries.map((entry) => entry.kubeConfig.close(reason, "abort")),
+      ...entries.map((entry) => entry.connection.close(reason, "abort")),
     ]);
   }
 
@@ -173,12 +173,12 @@ export class ClusterAccess {
       try {
         const probe = await entry.ready(this.#options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS);
         if (this.#entries.get(key) === entry) {
-          const { endpoint } = entry.kubeConfig;
+          const { endpoint } = entry.connection;
           return {
             ref,
             providerName: endpoint.providerName,
             server: endpoint.server,
-            kubeConfig: entry.kubeConfig,
+            connection: entry.connection,
             kubernetesVersion: probe.kubernetesVersion,
           };
         }
@@ -266,7 +266,7 @@ export class ClusterAccess {
       TargetClusterReason.RemoteClusterStale,
       `the client for ClusterProfile ${key} was replaced because ${why}; resolve the cluster again`,
     );
-    entry.kubeConfig.close(reason, "drain").catch((err) => {
+    entry.connection.close(reason, "drain").catch((err) => {
       this.#logger.warn({ clusterProfile: key, err: String(err) }, "closing a replaced spoke client failed");
     });
   }
@@ -316,12 +316,12 @@ export class ClusterAccess {
 /** One spoke's client and the single-flight check that it works. */
 class SpokeEntry {
   readonly fingerprint: string;
-  readonly kubeConfig: SpokeKubeConfig;
+  readonly connection: SpokeConnection;
   #firstProbe: Promise<SpokeProbe> | undefined;
 
   constructor(endpoint: SpokeEndpoint, fingerprint: string, authenticator: ExecAuthenticator) {
     this.fingerprint = fingerprint;
-    this.kubeConfig = new SpokeKubeConfig(endpoint, authenticator);
+    this.connection = new SpokeConnection(endpoint, authenticator);
   }
 
   /**
@@ -329,8 +329,8 @@ class SpokeEntry {
    * successful GET /version. A failed probe is forgotten, so the next resolution probes again.
    */
   async ready(probeTimeoutMs: number): Promise<SpokeProbe> {
-    await this.kubeConfig.authenticator.credential();
-    this.#firstProbe ??= this.kubeConfig.probe(probeTimeoutMs).catch((err: unknown) => {
+    await this.connection.authenticator.credential();
+    this.#firstProbe ??= this.connection.probe(probeTimeoutMs).catch((err: unknown) => {
       this.#firstProbe = undefined;
       throw err;
     });

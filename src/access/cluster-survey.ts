@@ -109,7 +109,7 @@ async function survey(
   const resolved = await access.resolve(ref);
   if (!resolved.ok) return { ...report, reason: resolved.reason, message: resolved.message };
   try {
-    const probe = await resolved.spoke.kubeConfig.probe(probeTimeoutMs);
+    const probe = await resolved.spoke.connection.probe(probeTimeoutMs);
     return {
       ...report,
       kubernetesVersion: probe.kubernetesVersion,

@@ -10,4 +10,4 @@ export {
 export { type ClusterReport, surveyClusters } from "./cluster-survey.ts";
 export { AccessError } from "./errors.ts";
 export { loadProviderConfig, ProviderConfigError, type ProviderConfigState } from "./provider-config.ts";
-export { describeSpokeError, SpokeKubeConfig } from "./spoke-kubeconfig.ts";
+export { describeSpokeError, SpokeConnection } from "./spoke-connection.ts";

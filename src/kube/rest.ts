@@ -1,4 +1,5 @@
 import type { Dispatcher } from "undici";
+import { splitServer } from "./transport.ts";
 
 /**
  * A small JSON REST client for one Kubernetes API server, on undici. The transport supplies, request by
@@ -8,7 +9,7 @@ import type { Dispatcher } from "undici";
  * Objects travel as plain JSON, never through typed models, so no field a manifest sets is ever dropped.
  */
 export interface RestTransport {
-  /** Base URL, e.g. https://127.0.0.1:6443. */
+  /** Base URL, e.g. https://127.0.0.1:6443, or with a path prefix: https://proxy:9092/cluster-a. */
   readonly server: string;
   /** The pool and headers for the next request; `rejected` is called if the server answers 401. */
   connect(): Promise<{ dispatcher: Dispatcher; headers: Record<string, string>; rejected?: () => void }>;
@@ -44,17 +45,23 @@ export interface RestRequest {
   query?: Record<string, string | number | boolean | undefined>;
   body?: unknown;
   contentType?: string;
+  /** Ends the request early (a probe's own deadline). */
+  signal?: AbortSignal;
 }
 
 export class RestClient {
   readonly server: string;
   private readonly transport: RestTransport;
+  // undici connects to an origin; a server's path prefix goes in front of every request path.
+  private readonly origin: string;
+  private readonly pathPrefix: string;
   /** Requests sent, by HTTP method: the figures behind "a no-op reconcile writes nothing". */
   readonly requestCounts = new Map<string, number>();
 
   constructor(transport: RestTransport) {
     this.transport = transport;
     this.server = transport.server.replace(/\/+$/, "");
+    ({ origin: this.origin, pathPrefix: this.pathPrefix } = splitServer(this.server));
   }
 
   async request<T>(req: RestRequest): Promise<RestResponse<T>> {
@@ -82,7 +89,7 @@ export class RestClient {
     let response: Dispatcher.ResponseData;
     try {
       response = await dispatcher.request({
-        origin: this.server,
+        origin: this.origin,
         path: this.pathWithQuery(path, query),
         method: "GET",
         headers: { accept: "application/json", ...headers },
@@ -120,7 +127,7 @@ export class RestClient {
     this.count(req.method);
     const timeout = this.transport.timeoutMs ?? 30_000;
     const response = await dispatcher.request({
-      origin: this.server,
+      origin: this.origin,
       path: this.pathWithQuery(req.path, req.query),
       method: req.method,
       headers: {
@@ -129,6 +136,7 @@ export class RestClient {
         ...headers,
       },
       body: payload,
+      signal: req.signal,
       headersTimeout: timeout,
       bodyTimeout: timeout,
     });
@@ -149,7 +157,7 @@ export class RestClient {
     const params = new URLSearchParams();
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) params.set(k, String(v));
     const search = params.toString();
-    return search ? `${path}?${search}` : path;
+    return `${this.pathPrefix}${path}${search ? `?${search}` : ""}`;
   }
 
   private count(method: string): void {

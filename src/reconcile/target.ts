@@ -1,10 +1,9 @@
-import { HttpMethod, RequestContext } from "@kubernetes/client-node";
 import type { ClusterAccess } from "../access/cluster-access.ts";
-import type { SpokeKubeConfig } from "../access/spoke-kubeconfig.ts";
+import type { SpokeConnection } from "../access/spoke-connection.ts";
 import type { TargetClusterReason } from "../api/conditions.ts";
 import type { ClusterProfileRef, KnativeResource } from "../api/knative.ts";
 import { KubeClient } from "../kube/client.ts";
-import { RestClient, type RestTransport } from "../kube/rest.ts";
+import type { RestClient } from "../kube/rest.ts";
 
 /** The cluster a CR installs onto, or why it cannot be reached. */
 export type TargetResolution =
@@ -52,7 +51,7 @@ export function createTargetResolver(
   access: ClusterAccess,
   options: { hubInstall: boolean } = { hubInstall: true },
 ): TargetResolver {
-  const clients = new WeakMap<SpokeKubeConfig, KubeClient>();
+  const clients = new WeakMap<SpokeConnection, KubeClient>();
   return {
     async resolve(ref) {
       if (!ref && !options.hubInstall) {
@@ -66,32 +65,16 @@ export function createTargetResolver(
       if (!ref) return { ok: true, client: hub, cluster: "hub", local: true };
       const result = await access.resolve(ref);
       if (!result.ok) return result;
-      const kubeConfig = result.spoke.kubeConfig;
-      let client = clients.get(kubeConfig);
+      const connection = result.spoke.connection;
+      let client = clients.get(connection);
       if (!client) {
-        client = new KubeClient(new RestClient(spokeTransport(kubeConfig)));
-        clients.set(kubeConfig, client);
+        client = new KubeClient(spokeTransport(connection));
+        clients.set(connection, client);
       }
       return { ok: true, client, cluster: clusterLabel(ref), local: false };
     },
   };
 }
 
-/** Requests to a spoke carry the exec-plugin credential and use the access module's connection pool. */
-function spokeTransport(kubeConfig: SpokeKubeConfig): RestTransport {
-  return {
-    server: kubeConfig.endpoint.server,
-    async connect() {
-      const credential = await kubeConfig.authenticator.credential();
-      const context = new RequestContext(kubeConfig.endpoint.server, HttpMethod.GET);
-      await kubeConfig.applySecurityAuthentication(context);
-      const dispatcher = context.getDispatcher();
-      if (!dispatcher) throw new Error(`no connection pool for ${kubeConfig.endpoint.server}`);
-      return {
-        dispatcher,
-        headers: { ...context.getHeaders() },
-        rejected: () => kubeConfig.authenticator.rejected(credential),
-      };
-    },
-  };
-}
+/** Every request to a spoke goes through the access module's one transport (src/kube/transport.ts). */
+const spokeTransport = (connection: SpokeConnection): RestClient => connection.rest;

@@ -1,4 +1,3 @@
-import { CoreV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ClusterAccess,
@@ -10,6 +9,7 @@ import {
   deleteProfile,
   fixtureProvider,
   hubKubeConfig,
+  listNamespaces,
   NAMESPACE,
   profileStatus,
   providersOf,
@@ -57,11 +57,11 @@ describe("a watched ClusterProfile", () => {
     const before = await resolved();
     changes.length = 0;
     await putProfile(NAME, profileStatus(spoke1, { message: `heartbeat ${Date.now()}` }));
-    await expect.poll(async () => (await resolved()).kubeConfig).toBe(before.kubeConfig);
+    await expect.poll(async () => (await resolved()).connection).toBe(before.connection);
     // Give the watch time to deliver the update: it must not count as a change.
     await new Promise((r) => setTimeout(r, 500));
     expect(changes).toEqual([]);
-    expect((await resolved()).kubeConfig).toBe(before.kubeConfig);
+    expect((await resolved()).connection).toBe(before.connection);
     expect(counted.runs()).toBe(1);
   });
 
@@ -72,15 +72,14 @@ describe("a watched ClusterProfile", () => {
     await putProfile(NAME, profileStatus(spoke2));
     await expect.poll(() => changes).toContain("connection");
     // The old client is closed for new requests, with the reason.
-    await expect(before.kubeConfig.makeApiClient(CoreV1Api).listNamespace()).rejects.toMatchObject({
+    await expect(listNamespaces(before.connection)).rejects.toMatchObject({
       reason: "RemoteClusterStale",
       message: `the client for ClusterProfile ${NAMESPACE}/${NAME} was replaced because its ClusterProfile's connection details changed; resolve the cluster again`,
     });
     const after = await resolved();
     expect(after.server).toBe(spoke2.server);
-    expect(after.kubeConfig).not.toBe(before.kubeConfig);
-    const namespaces = await after.kubeConfig.makeApiClient(CoreV1Api).listNamespace();
-    expect(namespaces.items.length).toBeGreaterThan(0);
+    expect(after.connection).not.toBe(before.connection);
+    expect((await listNamespaces(after.connection)).length).toBeGreaterThan(0);
     expect(counted.runs()).toBe(2);
   });
 
@@ -93,7 +92,7 @@ describe("a watched ClusterProfile", () => {
     expect(unhealthy.ok === false && unhealthy.reason).toBe("ClusterProfileNotReady");
     await putProfile(NAME, profileStatus(spoke2));
     await expect.poll(() => changes).toEqual(["health", "health"]);
-    expect((await resolved()).kubeConfig).toBe(before.kubeConfig);
+    expect((await resolved()).connection).toBe(before.connection);
   });
 
   it("drops the client when the ClusterProfile is deleted", async () => {
@@ -101,7 +100,7 @@ describe("a watched ClusterProfile", () => {
     changes.length = 0;
     await deleteProfile(NAME);
     await expect.poll(() => changes).toEqual(["deleted"]);
-    await expect(before.kubeConfig.makeApiClient(CoreV1Api).listNamespace()).rejects.toMatchObject({
+    await expect(listNamespaces(before.connection)).rejects.toMatchObject({
       reason: "RemoteClusterStale",
     });
     const gone = await access.resolve(ref);

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { ApiException, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import type { AccessProviderConfig, ProviderConfigState } from "../../../src/access/provider-config.ts";
 import { parseProviderConfig } from "../../../src/access/provider-config.ts";
+import type { SpokeConnection } from "../../../src/access/spoke-connection.ts";
 import { type FixturePlugin, fixturePlugin } from "../../fixtures/plugins/index.ts";
 import { loadSandbox, type Sandbox, type SandboxCluster } from "../../sandbox/index.ts";
 import { scratchDir } from "../../unit/access/support.ts";
@@ -144,4 +145,13 @@ export async function deleteProfile(name: string, namespace = NAMESPACE): Promis
   } catch (err) {
     if (!(err instanceof ApiException && err.code === 404)) throw err;
   }
+}
+
+/** The spoke's namespace names, read through the connection's transport. */
+export async function listNamespaces(connection: SpokeConnection): Promise<string[]> {
+  const list = await connection.rest.request<{ items: { metadata: { name: string } }[] }>({
+    method: "GET",
+    path: "/api/v1/namespaces",
+  });
+  return list.body.items.map((n) => n.metadata.name);
 }

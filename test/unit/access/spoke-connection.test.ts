@@ -4,15 +4,19 @@ import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { TLSSocket } from "node:tls";
-import { VersionApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessError } from "../../../src/access/errors.ts";
 import { ExecAuthenticator } from "../../../src/access/exec-authenticator.ts";
 import type { EnvVar } from "../../../src/access/provider-config.ts";
+import { SpokeConnection } from "../../../src/access/spoke-connection.ts";
 import { spokeEndpoint } from "../../../src/access/spoke-endpoint.ts";
-import { SpokeKubeConfig } from "../../../src/access/spoke-kubeconfig.ts";
 import type { ClusterConnection } from "../../../src/api/clusterprofile.ts";
 import { fixturePlugin } from "../../fixtures/plugins/index.ts";
+import {
+  startBadPortForwarder,
+  startClusterProxy,
+  startConnectProxy,
+} from "../../support/loopback-proxies.ts";
 import {
   base64,
   clusterProfile,
@@ -28,6 +32,7 @@ const scratch = scratchDir();
 // A loopback HTTPS stand-in for a spoke's API server: it serves /version, records what it was sent, and
 // answers 401 to the next `rejectNext` requests.
 interface Seen {
+  path: string | undefined;
   authorization: string | undefined;
   userAgent: string | undefined;
   acceptEncoding: string | undefined;
@@ -51,6 +56,7 @@ beforeAll(async () => {
     (req: IncomingMessage, res) => {
       const peer = (req.socket as TLSSocket).getPeerCertificate();
       seen.push({
+        path: req.url,
         authorization: req.headers.authorization,
         userAgent: req.headers["user-agent"],
         acceptEncoding: req.headers["accept-encoding"] as string | undefined,
@@ -72,7 +78,7 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-function spoke(cluster: Partial<ClusterConnection> = {}, env: EnvVar[] = []): SpokeKubeConfig {
+function spoke(cluster: Partial<ClusterConnection> = {}, env: EnvVar[] = []): SpokeConnection {
   const profile = clusterProfile("spoke", {
     accessProviders: [
       {
@@ -94,7 +100,7 @@ function spoke(cluster: Partial<ClusterConnection> = {}, env: EnvVar[] = []): Sp
     refreshBeforeExpiryMs: 60_000,
     logger: silentLogger,
   });
-  return new SpokeKubeConfig(endpoint, authenticator);
+  return new SpokeConnection(endpoint, authenticator);
 }
 
 function reset(): void {
@@ -103,43 +109,44 @@ function reset(): void {
   rejectNext = 0;
 }
 
-describe("SpokeKubeConfig", () => {
-  it("sends the plugin's token through generated API clients, reusing connections", async () => {
+const getVersion = async (connection: SpokeConnection) =>
+  (await connection.rest.request<{ gitVersion: string }>({ method: "GET", path: "/version" })).body;
+
+describe("SpokeConnection", () => {
+  it("sends the plugin's token with every request, reusing connections", async () => {
     reset();
-    const kubeConfig = spoke({}, [{ name: "FIXTURE_TOKEN", value: "tok-1" }]);
-    const api = kubeConfig.makeApiClient(VersionApi);
-    for (let i = 0; i < 5; i++) expect((await api.getCode()).gitVersion).toBe("v1.35.4");
+    const connection = spoke({}, [{ name: "FIXTURE_TOKEN", value: "tok-1" }]);
+    for (let i = 0; i < 5; i++) expect((await getVersion(connection)).gitVersion).toBe("v1.35.4");
     expect(seen).toHaveLength(5);
     expect(seen.every((s) => s.authorization === "Bearer tok-1" && s.userAgent === "knative-fleet")).toBe(
       true,
     );
     // undici may open a second connection while the first is being released; never one per request.
     expect(tlsConnections).toBeLessThanOrEqual(2);
-    expect(kubeConfig.authenticator.pluginRuns).toBe(1);
+    expect(connection.authenticator.pluginRuns).toBe(1);
   });
 
   it("answers a 401 by running the plugin again and resending the request once", async () => {
     reset();
-    const kubeConfig = spoke();
-    const api = kubeConfig.makeApiClient(VersionApi);
-    await api.getCode();
+    const connection = spoke();
+    await getVersion(connection);
     rejectNext = 1;
-    expect((await api.getCode()).gitVersion).toBe("v1.35.4");
+    expect((await getVersion(connection)).gitVersion).toBe("v1.35.4");
     expect(seen.map((s) => s.authorization)).toEqual([
       "Bearer fixture-token",
       "Bearer fixture-token",
       "Bearer fixture-token",
     ]);
-    expect(kubeConfig.authenticator.pluginRuns).toBe(2);
+    expect(connection.authenticator.pluginRuns).toBe(2);
   });
 
   it("probes /version, and calls a credential refused twice an AccessProviderFailed", async () => {
     reset();
-    const kubeConfig = spoke();
-    const probe = await kubeConfig.probe(5_000);
+    const connection = spoke();
+    const probe = await connection.probe(5_000);
     expect(probe.kubernetesVersion).toBe("v1.35.4");
     rejectNext = 2;
-    const err = await kubeConfig.probe(5_000).catch((e: unknown) => e);
+    const err = await connection.probe(5_000).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AccessError);
     expect((err as AccessError).reason).toBe("AccessProviderFailed");
     expect((err as AccessError).message).toBe(
@@ -159,8 +166,8 @@ describe("SpokeKubeConfig", () => {
         status: { clientCertificateData: testdata("client.crt"), clientKeyData: testdata("client.key") },
       }),
     );
-    const kubeConfig = spoke({}, [{ name: "FIXTURE_CREDENTIAL_FILE", value: credentialFile }]);
-    await kubeConfig.probe(5_000);
+    const connection = spoke({}, [{ name: "FIXTURE_CREDENTIAL_FILE", value: credentialFile }]);
+    await connection.probe(5_000);
     expect(seen[0]).toMatchObject({ authorization: undefined, clientCertificate: "fixture-client" });
   });
 
@@ -209,11 +216,54 @@ describe("SpokeKubeConfig", () => {
   });
 
   it("refuses requests once closed, with the reason it was closed", async () => {
-    const kubeConfig = spoke();
-    await kubeConfig.probe(5_000);
-    await kubeConfig.close(new AccessError("RemoteClusterStale", "replaced"), "drain");
-    await expect(kubeConfig.makeApiClient(VersionApi).getCode()).rejects.toMatchObject({
+    const connection = spoke();
+    await connection.probe(5_000);
+    await connection.close(new AccessError("RemoteClusterStale", "replaced"), "drain");
+    await expect(getVersion(connection)).rejects.toMatchObject({
       reason: "RemoteClusterStale",
     });
+  });
+
+  it("sends every request under the server's path prefix, as OCM cluster-proxy publishes it", async () => {
+    reset();
+    const proxy = await startClusterProxy({
+      key: testdata("server.key"),
+      cert: testdata("server.crt"),
+      routes: { "spoke-a": url },
+      upstreamCa: testdata("ca.crt"),
+    });
+    try {
+      const connection = spoke({ server: `${proxy.url}/spoke-a` });
+      expect((await connection.probe(5_000)).kubernetesVersion).toBe("v1.35.4");
+      expect((await getVersion(connection)).gitVersion).toBe("v1.35.4");
+      expect(proxy.handled).toEqual(["GET /spoke-a/version", "GET /spoke-a/version"]);
+      expect(seen.map((s) => s.path)).toEqual(["/version", "/version"]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("reaches a server on a port WHATWG fetch refuses", async () => {
+    reset();
+    const forwarder = await startBadPortForwarder({ host: "127.0.0.1", port: Number(new URL(url).port) });
+    try {
+      const probe = await spoke({ server: forwarder.url }).probe(5_000);
+      expect(probe.kubernetesVersion).toBe("v1.35.4");
+      expect(forwarder.handled.length).toBeGreaterThan(0);
+    } finally {
+      await forwarder.close();
+    }
+  });
+
+  it("tunnels through the proxy-url with CONNECT", async () => {
+    reset();
+    const proxy = await startConnectProxy();
+    try {
+      const connection = spoke({ "proxy-url": proxy.url });
+      expect((await connection.probe(5_000)).kubernetesVersion).toBe("v1.35.4");
+      expect(proxy.handled).toEqual([`CONNECT ${new URL(url).host}`]);
+    } finally {
+      await proxy.close();
+    }
   });
 });

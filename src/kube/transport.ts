@@ -1,0 +1,116 @@
+import { Agent, type Dispatcher, ProxyAgent } from "undici";
+import type { RestTransport } from "./rest.ts";
+
+/**
+ * The connection fields of a kubeconfig Cluster (clientcmd's `clusters[].cluster`), as a ClusterProfile's
+ * access provider or the hub's kubeconfig gives them.
+ */
+export interface ServerConnection {
+  /** Base URL, with any path prefix (OCM cluster-proxy: https://proxy:9092/<cluster>) and any port. */
+  server: string;
+  /** Base64 of the PEM CA bundle that signs the server's certificate; system roots when unset. */
+  caData?: string | undefined;
+  tlsServerName?: string | undefined;
+  insecureSkipTlsVerify?: boolean | undefined;
+  /** http:// or https:// proxy, reached with CONNECT for https servers. */
+  proxyUrl?: string | undefined;
+  disableCompression?: boolean | undefined;
+}
+
+/** What one request authenticates with: headers (a bearer token) and/or a TLS client certificate. */
+export interface RequestCredential {
+  headers: Record<string, string>;
+  clientCertificate?: { cert: string; key: string } | undefined;
+  /** The server answered 401 to a request made with this credential. */
+  rejected?(): void;
+}
+
+export interface KubeTransportOptions {
+  /** The credential for the next request (cached by whoever supplies it). */
+  credential(): Promise<RequestCredential>;
+  /** Throws when no request may start any more (the client was closed or replaced). */
+  checkOpen?(): void;
+  /** Per-request timeout in milliseconds (default 30 s). */
+  timeoutMs?: number;
+  connectTimeoutMs?: number;
+}
+
+const USER_AGENT = "knative-fleet";
+// A server that accepts no connection is down; waiting minutes helps nobody.
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * The one HTTP transport to a Kubernetes API server, on undici's dispatcher API (not fetch, which refuses
+ * "bad ports" such as 6666 or 10080; client-go reaches any TCP port). It honours what client-go honours in
+ * a kubeconfig Cluster: a server with a path prefix (the REST client sends `<prefix>/api/...`), CA data,
+ * tls-server-name, insecure-skip-tls-verify, an http or https proxy-url (CONNECT tunnel) and
+ * disable-compression (responses are never asked compressed then). One connection pool per client
+ * certificate: a certificate belongs to a connection, so a new one needs new connections, and the old pool
+ * closes once its requests finish; tokens travel in a header and share the pool.
+ */
+export class KubeTransport implements RestTransport {
+  readonly server: string;
+  readonly timeoutMs: number | undefined;
+  readonly #connection: ServerConnection;
+  readonly #options: KubeTransportOptions;
+  #pool: { clientCertificate: string | undefined; dispatcher: Dispatcher } | undefined;
+
+  constructor(connection: ServerConnection, options: KubeTransportOptions) {
+    this.server = connection.server.replace(/\/+$/, "");
+    this.timeoutMs = options.timeoutMs;
+    this.#connection = connection;
+    this.#options = options;
+  }
+
+  async connect(): Promise<{
+    dispatcher: Dispatcher;
+    headers: Record<string, string>;
+    rejected?: () => void;
+  }> {
+    this.#options.checkOpen?.();
+    const credential = await this.#options.credential();
+    this.#options.checkOpen?.();
+    const headers: Record<string, string> = { "user-agent": USER_AGENT, ...credential.headers };
+    if (this.#connection.disableCompression) headers["accept-encoding"] = "identity";
+    return {
+      dispatcher: this.#dispatcherFor(credential.clientCertificate),
+      headers,
+      ...(credential.rejected ? { rejected: credential.rejected } : {}),
+    };
+  }
+
+  /** "drain" lets requests in flight finish; "abort" ends them. */
+  async close(mode: "drain" | "abort"): Promise<void> {
+    const dispatcher = this.#pool?.dispatcher;
+    this.#pool = undefined;
+    if (dispatcher) await (mode === "drain" ? dispatcher.close() : dispatcher.destroy());
+  }
+
+  #dispatcherFor(certificate: { cert: string; key: string } | undefined): Dispatcher {
+    const clientCertificate = certificate?.cert;
+    if (this.#pool !== undefined && this.#pool.clientCertificate === clientCertificate)
+      return this.#pool.dispatcher;
+    const previous = this.#pool?.dispatcher;
+    const { caData, tlsServerName, insecureSkipTlsVerify, proxyUrl } = this.#connection;
+    const tls = {
+      ...(caData === undefined ? {} : { ca: Buffer.from(caData, "base64").toString("utf8") }),
+      ...(tlsServerName === undefined ? {} : { servername: tlsServerName }),
+      ...(certificate ?? {}),
+      rejectUnauthorized: !insecureSkipTlsVerify,
+    };
+    const timeout = this.#options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
+    const dispatcher =
+      proxyUrl === undefined
+        ? new Agent({ connect: { ...tls, timeout } })
+        : new ProxyAgent({ uri: proxyUrl, requestTls: tls, proxyTls: { timeout }, connectTimeout: timeout });
+    this.#pool = { clientCertificate, dispatcher };
+    previous?.close().catch(() => undefined); // a pool that fails to close has nothing left to clean up
+    return dispatcher;
+  }
+}
+
+/** Splits a server URL into the origin undici connects to and the path prefix every request path gets. */
+export function splitServer(server: string): { origin: string; pathPrefix: string } {
+  const url = new URL(server);
+  return { origin: url.origin, pathPrefix: url.pathname.replace(/\/+$/, "") };
+}

@@ -1,0 +1,132 @@
+import { createServer as createHttpServer, request as httpRequest, type IncomingMessage } from "node:http";
+import { createServer as createHttpsServer, request as httpsRequest } from "node:https";
+import {
+  type AddressInfo,
+  connect,
+  createServer as createTcpServer,
+  type Server,
+  type Socket,
+} from "node:net";
+
+// Loopback stand-ins for what sits between a hub and its spokes in real fleets: OCM cluster-proxy's user
+// server (a path-prefixed reverse proxy), a corporate CONNECT proxy, and a port forwarder that puts an API
+// server on a port WHATWG fetch refuses. Every address is 127.0.0.1.
+
+export interface LoopbackProxy {
+  url: string;
+  port: number;
+  /** Requests (reverse proxy), CONNECT tunnels (proxy) or connections (forwarder) it handled. */
+  readonly handled: string[];
+  close(): Promise<void>;
+}
+
+const closeServer = (server: { close(cb: () => void): void }, sockets: Set<Socket>) =>
+  new Promise<void>((resolve) => {
+    for (const socket of sockets) socket.destroy();
+    server.close(() => resolve());
+  });
+
+function track(server: Server): Set<Socket> {
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+  return sockets;
+}
+
+async function listen(server: Server, port = 0): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", () => resolve());
+  });
+  return (server.address() as AddressInfo).port;
+}
+
+/**
+ * Like OCM cluster-proxy's user server: HTTPS on loopback, `/<cluster>/<path>` goes to that cluster's API
+ * server as `<path>`, headers (the Authorization the hub sends) passed through. `routes` maps cluster names to
+ * upstream base URLs; the upstream's certificate is checked against `upstreamCa`.
+ */
+export async function startClusterProxy(options: {
+  key: string;
+  cert: string;
+  routes: Record<string, string>;
+  upstreamCa: string;
+}): Promise<LoopbackProxy> {
+  const handled: string[] = [];
+  const server = createHttpsServer({ key: options.key, cert: options.cert }, (req, res) => {
+    const [, cluster = "", ...rest] = (req.url ?? "/").split("/");
+    const upstream = options.routes[cluster];
+    if (upstream === undefined) {
+      res.writeHead(404, { "content-type": "text/plain" }).end(`no cluster ${cluster}\n`);
+      return;
+    }
+    handled.push(`${req.method} ${req.url}`);
+    const target = new URL(`/${rest.join("/")}`, upstream);
+    const send = target.protocol === "https:" ? httpsRequest : httpRequest;
+    const forwarded = send(
+      target,
+      { method: req.method, headers: { ...req.headers, host: target.host }, ca: options.upstreamCa },
+      (answer: IncomingMessage) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    forwarded.on("error", (err) => res.destroy(err));
+    req.pipe(forwarded);
+  });
+  const sockets = track(server);
+  const port = await listen(server);
+  return { url: `https://127.0.0.1:${port}`, port, handled, close: () => closeServer(server, sockets) };
+}
+
+/** An HTTP proxy that only tunnels (CONNECT), as corporate egress proxies do for TLS. */
+export async function startConnectProxy(): Promise<LoopbackProxy> {
+  const handled: string[] = [];
+  const server = createHttpServer((_req, res) => res.writeHead(405).end());
+  server.on("connect", (req: IncomingMessage, client: Socket, head: Buffer) => {
+    const [host = "", port = ""] = (req.url ?? "").split(":");
+    if (host !== "127.0.0.1" && host !== "localhost") {
+      client.end("HTTP/1.1 403 Forbidden\r\n\r\n"); // loopback only
+      return;
+    }
+    handled.push(`CONNECT ${req.url}`);
+    const upstream = connect(Number(port), "127.0.0.1", () => {
+      client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+      upstream.write(head);
+      upstream.pipe(client);
+      client.pipe(upstream);
+    });
+    upstream.on("error", () => client.destroy());
+    client.on("error", () => upstream.destroy());
+  });
+  const sockets = track(server);
+  const port = await listen(server);
+  return { url: `http://127.0.0.1:${port}`, port, handled, close: () => closeServer(server, sockets) };
+}
+
+// Ports WHATWG fetch refuses ("bad port"); any one that is free will do.
+const BAD_PORTS = [6666, 6665, 6667, 6668, 6669, 10080, 6000];
+
+/** Forwards TCP from 127.0.0.1 on a fetch "bad port" to `target` (host:port on loopback). */
+export async function startBadPortForwarder(target: { host: string; port: number }): Promise<LoopbackProxy> {
+  const handled: string[] = [];
+  const server = createTcpServer((client) => {
+    handled.push(`connection from ${client.remotePort}`);
+    const upstream = connect(target.port, target.host);
+    upstream.on("error", () => client.destroy());
+    client.on("error", () => upstream.destroy());
+    client.pipe(upstream).pipe(client);
+  });
+  const sockets = track(server);
+  for (const candidate of BAD_PORTS) {
+    try {
+      const port = await listen(server, candidate);
+      return { url: `https://127.0.0.1:${port}`, port, handled, close: () => closeServer(server, sockets) };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE") throw err;
+    }
+  }
+  throw new Error(`every fetch "bad port" on 127.0.0.1 is taken: ${BAD_PORTS.join(", ")}`);
+}
