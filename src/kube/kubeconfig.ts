@@ -1,8 +1,9 @@
+import { readFileSync } from "node:fs";
 import type { RequestOptions } from "node:https";
 import { KubeConfig } from "@kubernetes/client-node";
-import { Agent, type Dispatcher, ProxyAgent } from "undici";
 import { KubeClient } from "./client.ts";
 import { RestClient } from "./rest.ts";
+import { KubeTransport, type RequestCredential } from "./transport.ts";
 
 /**
  * Loads the hub's kubeconfig: an explicit file, else in-cluster, else $KUBECONFIG / ~/.kube/config
@@ -18,38 +19,38 @@ export function loadKubeConfig(file?: string): KubeConfig {
 }
 
 /**
- * A client for the cluster a kubeconfig points at. @kubernetes/client-node supplies the TLS material and
- * the Authorization header (token files re-read, exec plugins run by it); one pool is kept per client
- * certificate so connections stay alive across requests.
+ * A client for the cluster a kubeconfig points at, through the same transport as every spoke
+ * (kube/transport.ts). @kubernetes/client-node supplies the credential (token files re-read, exec plugins
+ * run by it): the Authorization header, or the client certificate the transport keeps a pool for.
  */
 export function clientFromKubeConfig(kc: KubeConfig): KubeClient {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error("the kubeconfig has no current cluster");
-  let pool: { identity: string; dispatcher: Dispatcher } | undefined;
-  return new KubeClient(
-    new RestClient({
+  const transport = new KubeTransport(
+    {
       server: cluster.server,
-      async connect() {
+      caData:
+        cluster.caData ?? (cluster.caFile ? readFileSync(cluster.caFile).toString("base64") : undefined),
+      tlsServerName: cluster.tlsServerName,
+      insecureSkipTlsVerify: cluster.skipTLSVerify,
+      proxyUrl: cluster.proxyUrl,
+    },
+    {
+      async credential(): Promise<RequestCredential> {
         const scratch: RequestOptions = {};
         await kc.applyToHTTPSOptions(scratch);
-        const { ca, cert, key, servername, rejectUnauthorized } = scratch;
-        const identity = `${String(cert ?? "")}|${String(ca ?? "")}`;
-        if (pool?.identity !== identity) {
-          const tls = { ca, cert, key, servername, rejectUnauthorized } as Record<string, unknown>;
-          const dispatcher = cluster.proxyUrl
-            ? new ProxyAgent({ uri: cluster.proxyUrl, requestTls: tls })
-            : new Agent({ connect: tls, connections: 32 });
-          void pool?.dispatcher.close().catch(() => undefined);
-          pool = { identity, dispatcher };
-        }
         const authorization = (scratch.headers as Record<string, string> | undefined)?.Authorization;
         const basic = scratch.auth ? `Basic ${Buffer.from(scratch.auth).toString("base64")}` : undefined;
         const header = authorization ?? basic;
-        const headers: Record<string, string> = header ? { authorization: header } : {};
-        return { dispatcher: pool.dispatcher, headers };
+        const { cert, key } = scratch;
+        return {
+          headers: header ? { authorization: header } : {},
+          clientCertificate: cert && key ? { cert: String(cert), key: String(key) } : undefined,
+        };
       },
-    }),
+    },
   );
+  return new KubeClient(new RestClient(transport));
 }
 
 /** The default namespace of the kubeconfig's current context, or "default". */
