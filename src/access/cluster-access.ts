@@ -12,6 +12,7 @@ import { formatFieldPath } from "../fleet/diagnostic.ts";
 import { CLUSTER_PROFILE_RESOURCE, ClusterProfileWatch } from "./clusterprofile-watch.ts";
 import { AccessError, causeText } from "./errors.ts";
 import { ExecAuthenticator } from "./exec-authenticator.ts";
+import type { AccessPolicy } from "./policy.ts";
 import type { ProviderConfigState } from "./provider-config.ts";
 import { SpokeConnection, type SpokeProbe } from "./spoke-connection.ts";
 import {
@@ -28,6 +29,8 @@ export interface ClusterAccessOptions {
   providers: ProviderConfigState;
   /** Only ClusterProfiles in these namespaces are used (and watched); all namespaces when unset. */
   namespaces?: readonly string[];
+  /** What a ClusterProfile may ask for beyond the safe defaults (default: nothing). */
+  policy?: AccessPolicy;
   /** How long a credential plugin may run before it is killed (default 10 s). */
   pluginTimeoutMs?: number;
   /** How long before expiry a credential is renewed (default 60 s; never in its first half-life). */
@@ -169,7 +172,7 @@ export class ClusterAccess {
       this.#checkOpen();
       const health = profileHealth(profile);
       if (!health.healthy) throw new AccessError(TargetClusterReason.ClusterProfileNotReady, health.message);
-      const entry = this.#entryFor(spokeEndpoint(profile, providers.config));
+      const entry = this.#entryFor(spokeEndpoint(profile, providers.config, this.#options.policy));
       try {
         const probe = await entry.ready(this.#options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS);
         if (this.#entries.get(key) === entry) {
@@ -250,6 +253,16 @@ export class ClusterAccess {
       }),
     );
     this.#entries.set(key, entry);
+    if (endpoint.insecureSkipTlsVerify || endpoint.server.startsWith("http://")) {
+      this.#logger.warn(
+        {
+          clusterProfile: key,
+          server: endpoint.server,
+          insecureSkipTlsVerify: endpoint.insecureSkipTlsVerify,
+        },
+        "the spoke's identity is not verified (http:// or insecure-skip-tls-verify, allowed by access.allowInsecureServers); its credential can be intercepted",
+      );
+    }
     this.#logger.info(
       { clusterProfile: key, accessProvider: endpoint.providerName, server: endpoint.server },
       existing ? "replacing the spoke client" : "creating a spoke client",
@@ -275,7 +288,10 @@ export class ClusterAccess {
     const ref = { namespace: object.metadata?.namespace ?? "", name: object.metadata?.name ?? "" };
     const key = profileKey(ref);
     const profile = parseProfile(object, ref);
-    const seen: SeenProfile = { profile, ...connectionAndHealth(profile, this.#options.providers) };
+    const seen: SeenProfile = {
+      profile,
+      ...connectionAndHealth(profile, this.#options.providers, this.#options.policy),
+    };
     const previous = this.#seen.get(key);
     this.#seen.set(key, seen);
     const entry = this.#entries.get(key);
@@ -360,12 +376,13 @@ function parseProfile(object: unknown, ref: ClusterProfileRef): ClusterProfile |
 function connectionAndHealth(
   profile: ClusterProfile | AccessError,
   providers: ProviderConfigState,
+  policy: AccessPolicy | undefined,
 ): Omit<SeenProfile, "profile"> {
   if (profile instanceof AccessError) return { connection: `unreadable: ${profile.message}`, healthy: false };
   const healthy = profileHealth(profile).healthy;
   if (!providers.enabled) return { connection: "multicluster disabled", healthy };
   try {
-    return { connection: endpointFingerprint(spokeEndpoint(profile, providers.config)), healthy };
+    return { connection: endpointFingerprint(spokeEndpoint(profile, providers.config, policy)), healthy };
   } catch (err) {
     return { connection: `unusable: ${(err as Error).message}`, healthy };
   }

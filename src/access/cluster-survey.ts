@@ -5,6 +5,7 @@ import type { TargetClusterReason } from "../api/conditions.ts";
 import { ClusterAccess } from "./cluster-access.ts";
 import { CLUSTER_PROFILE_RESOURCE } from "./clusterprofile-watch.ts";
 import { AccessError } from "./errors.ts";
+import type { AccessPolicy } from "./policy.ts";
 import type { ProviderConfigState } from "./provider-config.ts";
 import { profileKey, spokeEndpoint } from "./spoke-endpoint.ts";
 
@@ -32,6 +33,7 @@ export interface SurveyOptions {
   providers: ProviderConfigState;
   /** Only ClusterProfiles in this namespace; all namespaces when unset. */
   namespace?: string;
+  policy?: AccessPolicy;
   probeTimeoutMs?: number;
   logger?: Logger;
 }
@@ -56,13 +58,19 @@ export async function surveyClusters(options: SurveyOptions): Promise<ClusterRep
       }))) as KubernetesListObject<object>;
   const objects = [...list.items].sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
 
-  const access = new ClusterAccess({ hub, providers, probeTimeoutMs, logger: options.logger });
+  const access = new ClusterAccess({
+    hub,
+    providers,
+    probeTimeoutMs,
+    logger: options.logger,
+    policy: options.policy,
+  });
   try {
     const reports: ClusterReport[] = new Array(objects.length);
     let next = 0;
     const worker = async () => {
       for (let i = next++; i < objects.length; i = next++) {
-        reports[i] = await survey(access, objects[i]!, providers, probeTimeoutMs);
+        reports[i] = await survey(access, objects[i]!, options, probeTimeoutMs);
       }
     };
     await Promise.all(Array.from({ length: Math.min(PARALLEL_PROBES, objects.length) }, worker));
@@ -75,7 +83,7 @@ export async function surveyClusters(options: SurveyOptions): Promise<ClusterRep
 async function survey(
   access: ClusterAccess,
   object: object,
-  providers: ProviderConfigState,
+  { providers, policy }: SurveyOptions,
   probeTimeoutMs: number,
 ): Promise<ClusterReport> {
   const metadata = (object as { metadata?: { namespace?: string; name?: string } }).metadata;
@@ -98,7 +106,7 @@ async function survey(
     // Shown even when the cluster cannot be reached: the server is often the clue.
     if (providers.enabled) {
       try {
-        const endpoint = spokeEndpoint(parsed.data, providers.config);
+        const endpoint = spokeEndpoint(parsed.data, providers.config, policy);
         report.provider = endpoint.providerName;
         report.server = endpoint.server;
       } catch {

@@ -7,6 +7,7 @@ import {
   type PluginCredential,
   parseExecCredential,
 } from "./exec-credential.ts";
+import { pluginStderrLine } from "./plugin-stderr.ts";
 import type { EnvVar, ExecApiVersion } from "./provider-config.ts";
 
 /** One cluster's copy of a provider's exec config, with the ClusterProfile's extra args and env applied. */
@@ -33,9 +34,11 @@ const MAX_STDOUT_BYTES = 1024 * 1024;
 const STDERR_TAIL_BYTES = 16 * 1024;
 
 /**
- * Runs a credential plugin once, as client-go does (process environment + execConfig.env +
- * KUBERNETES_EXEC_INFO, no stdin), but bounded in time and output, and with stderr going to the log, not to
- * the reconciler's own stderr. Every failure is an AccessError (AccessProviderFailed) that says what to fix.
+ * Runs a credential plugin once, as client-go does (execConfig.env + KUBERNETES_EXEC_INFO, no stdin), but
+ * bounded in time and output, with only PATH and HOME of the service's environment (client-go passes all
+ * of it: the controller's own settings and secrets are none of a plugin's business), and with stderr
+ * reduced to its meaningful line and redacted before it goes anywhere. Every failure is an AccessError
+ * (AccessProviderFailed) that says what to fix.
  */
 export function runExecPlugin(
   plugin: ExecPlugin,
@@ -48,7 +51,7 @@ export function runExecPlugin(
   const cancelled = "was stopped because the request for credentials was cancelled";
   if (options.signal?.aborted) return Promise.reject(accessProviderFailed(`${subject} ${cancelled}`));
   const env: NodeJS.ProcessEnv = {
-    ...process.env,
+    ...baseEnvironment(),
     ...Object.fromEntries(plugin.env.map((e) => [e.name, e.value])),
     KUBERNETES_EXEC_INFO: execCredentialInput(
       plugin.apiVersion,
@@ -152,10 +155,17 @@ export function runExecPlugin(
   });
 }
 
-/** `: <the last thing the plugin said on stderr>`, which is where plugins explain themselves. */
+/** PATH to find what the plugin runs, HOME for its caches; nothing else of the service's environment. */
+function baseEnvironment(): NodeJS.ProcessEnv {
+  const base: NodeJS.ProcessEnv = {};
+  for (const name of ["PATH", "HOME"]) if (process.env[name] !== undefined) base[name] = process.env[name];
+  return base;
+}
+
+/** `: <what the plugin said on stderr>`, the meaningful line, redacted. */
 function lastLine(stderr: string): string {
-  const line = stderr.trim().split("\n").at(-1)?.trim() ?? "";
-  return line === "" ? " (nothing on stderr)" : `: ${line.length > 300 ? `${line.slice(0, 300)}...` : line}`;
+  const line = pluginStderrLine(stderr);
+  return line === "" ? " (nothing on stderr)" : `: ${line}`;
 }
 
 function logStderr(
@@ -164,9 +174,7 @@ function logStderr(
   credential: PluginCredential | undefined,
   elapsedMs: number,
 ): void {
-  let text = stderr.trim();
-  // A plugin that echoes what it returns must not put the secret in the log.
-  for (const secret of credential?.secrets() ?? []) text = text.replaceAll(secret, "<redacted>");
+  const text = pluginStderrLine(stderr, credential?.secrets());
   if (credential) {
     log.debug(
       { elapsedMs, credential: credential.describe(), ...(text ? { stderr: text } : {}) },

@@ -11,6 +11,7 @@ import type { ClusterProfileRef } from "../api/knative.ts";
 import { AccessError, accessProviderFailed, remoteClientCreationFailed } from "./errors.ts";
 import type { ExecClusterInfo } from "./exec-credential.ts";
 import type { ExecPlugin } from "./exec-plugin.ts";
+import { type AccessPolicy, SAFE_ACCESS_POLICY } from "./policy.ts";
 import type { AccessProviderConfig, EnvVar, ProviderConfig } from "./provider-config.ts";
 
 /**
@@ -74,7 +75,11 @@ function refOf(profile: ClusterProfile): ClusterProfileRef {
  * endpoint. The provider's exec config is copied, never changed: upstream appends profile-sourced args to
  * the shared config, so they pile up across clusters. Throws an AccessError saying what to change.
  */
-export function spokeEndpoint(profile: ClusterProfile, providers: ProviderConfig): SpokeEndpoint {
+export function spokeEndpoint(
+  profile: ClusterProfile,
+  providers: ProviderConfig,
+  policy: AccessPolicy = SAFE_ACCESS_POLICY,
+): SpokeEndpoint {
   const ref = refOf(profile);
   const name = `ClusterProfile ${profileKey(ref)}`;
   if (providers.providers.length === 0) {
@@ -103,7 +108,7 @@ export function spokeEndpoint(profile: ClusterProfile, providers: ProviderConfig
   }
   const field = connectionField(ref, provider.name);
   const cluster: ClusterConnection = access.cluster ?? { server: "" };
-  const server = checkedServer(cluster.server, field);
+  const server = checkedServer(cluster.server, field, policy);
   const caData = emptyToUndefined(cluster["certificate-authority-data"]);
   const insecureSkipTlsVerify = cluster["insecure-skip-tls-verify"] ?? false;
   if (caData !== undefined) {
@@ -115,11 +120,18 @@ export function spokeEndpoint(profile: ClusterProfile, providers: ProviderConfig
       );
     }
   }
+  if (insecureSkipTlsVerify && !policy.allowInsecureServers) {
+    throw remoteClientCreationFailed(
+      `${field} sets insecure-skip-tls-verify, which would send the credential to whoever answers; ` +
+        "set certificate-authority-data instead (an operator can allow it with access.allowInsecureServers)",
+    );
+  }
   const tlsServerName = emptyToUndefined(cluster["tls-server-name"]);
   const proxyUrl = checkedProxyUrl(emptyToUndefined(cluster["proxy-url"]), field);
   const disableCompression = cluster["disable-compression"] ?? false;
   const extensions = new Map((cluster.extensions ?? []).map((e) => [e.name, e.extension as unknown]));
   const execConfig = extensions.get(EXEC_EXTENSION);
+  if (!policy.allowForeignCredentialNames) checkCredentialNames(execConfig, ref, field);
 
   return {
     profile: ref,
@@ -167,7 +179,30 @@ function offeredNames(profile: ClusterProfile): string {
 const emptyToUndefined = (value: string | undefined): string | undefined =>
   value === "" ? undefined : value;
 
-function checkedServer(server: string, field: string): string {
+/**
+ * The bundled secretreader plugins read the Secret the exec extension names (`clusterName`, or
+ * kubeconfig-secretreader's `name`), and the credential then goes to the server the same ClusterProfile
+ * names: a ClusterProfile that names another cluster's Secret would get that cluster's credential sent to
+ * its own server. So the names must be the ClusterProfile's own (`<name>`, or `<name>-kubeconfig`).
+ */
+function checkCredentialNames(execConfig: unknown, ref: ClusterProfileRef, field: string): void {
+  if (execConfig === null || typeof execConfig !== "object") return;
+  const own = [ref.name, `${ref.name}-kubeconfig`];
+  for (const key of ["clusterName", "name"] as const) {
+    const value = (execConfig as Record<string, unknown>)[key];
+    if (value === undefined) continue;
+    const allowed = key === "clusterName" ? own.slice(0, 1) : own;
+    if (typeof value !== "string" || !allowed.includes(value)) {
+      throw accessProviderFailed(
+        `${field}.extensions[${EXEC_EXTENSION}].${key} is ${JSON.stringify(value)}, but a ClusterProfile may ` +
+          `only name its own credential (${allowed.map((a) => JSON.stringify(a)).join(" or ")}); rename the ` +
+          "credential Secret after the ClusterProfile (an operator can lift this with access.allowForeignCredentialNames)",
+      );
+    }
+  }
+}
+
+function checkedServer(server: string, field: string, policy: AccessPolicy): string {
   if (server === "") throw remoteClientCreationFailed(`${field}.server is empty`);
   let url: URL;
   try {
@@ -176,7 +211,13 @@ function checkedServer(server: string, field: string): string {
     throw remoteClientCreationFailed(`${field}.server "${server}" is not a URL`);
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") {
-    throw remoteClientCreationFailed(`${field}.server "${server}" must be an https:// (or http://) URL`);
+    throw remoteClientCreationFailed(`${field}.server "${server}" must be an https:// URL`);
+  }
+  if (url.protocol === "http:" && !policy.allowInsecureServers) {
+    throw remoteClientCreationFailed(
+      `${field}.server "${server}" is plain http://: the credential would cross the network in clear text; ` +
+        "use https:// (an operator can allow it with access.allowInsecureServers)",
+    );
   }
   // Request paths are appended to it: "https://host/" + "/api" would be "//api".
   return server.replace(/\/+$/, "");

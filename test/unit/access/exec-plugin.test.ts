@@ -73,6 +73,31 @@ describe("runExecPlugin", () => {
     expect(readFileSync(`${capture}.env`, "utf8")).toBe("from-exec-config");
   });
 
+  it("gives the plugin none of the service's own environment, only PATH and HOME", async () => {
+    const capture = join(scratch, "capture-service-env");
+    process.env.FIXTURE_ENV_PROBE = "the service's own secret";
+    try {
+      await run(plugin(fixturePlugin("token"), { env: [{ name: "FIXTURE_CAPTURE", value: capture }] }));
+    } finally {
+      delete process.env.FIXTURE_ENV_PROBE;
+    }
+    expect(readFileSync(`${capture}.env`, "utf8")).toBe("");
+  });
+
+  it("reports a leaky plugin's Error: line, redacted, and logs nothing secret", async () => {
+    const logged = capturingLogger();
+    const err = await failure(run(plugin(fixturePlugin("leaky")), 5_000, logged.logger));
+    expect(err.message).toBe(
+      'access provider "fixture": plugin ' +
+        `${fixturePlugin("leaky")} exited with code 1: Error: secret fleet-system/spoke-1 has no key "token"; ` +
+        "client-key-data: <redacted>",
+    );
+    for (const leaked of ["eyJhbGci", "s3cr3t-b34r3r", "MHcCAQEE", "LS0tLS1CRUdJTi", "Usage:"]) {
+      expect(err.message).not.toContain(leaked);
+      expect(logged.text()).not.toContain(leaked);
+    }
+  });
+
   it("gives no cluster when provideClusterInfo is off", async () => {
     const capture = join(scratch, "capture-no-cluster");
     await run(
@@ -143,7 +168,7 @@ describe("runExecPlugin", () => {
       expect.objectContaining({
         level: 40,
         msg: "credential plugin failed",
-        stderr: expect.stringContaining("looking up the cluster"),
+        stderr: '[fixture] failed to get secret fleet-system/missing: secrets "missing" not found',
       }),
     );
 

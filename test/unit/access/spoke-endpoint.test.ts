@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { AccessError } from "../../../src/access/errors.ts";
+import { SAFE_ACCESS_POLICY } from "../../../src/access/policy.ts";
 import {
   ADDITIONAL_ARGS_EXTENSION,
   ADDITIONAL_ENVS_EXTENSION,
@@ -120,20 +121,34 @@ describe("spokeEndpoint: connection details", () => {
     });
   });
 
-  it("passes insecure-skip-tls-verify on, without a CA", () => {
+  it("refuses insecure-skip-tls-verify unless the operator allows it, then passes it on", () => {
     const profile = clusterProfile("spoke", {
       accessProviders: [
         { name: "secretreader", cluster: { server: "https://s:6443", "insecure-skip-tls-verify": true } },
       ],
     });
-    const endpoint = spokeEndpoint(profile, providerConfig(provider("secretreader")));
+    const err = accessError(() => spokeEndpoint(profile, providerConfig(provider("secretreader"))));
+    expect(err.reason).toBe("RemoteClientCreationFailed");
+    expect(err.message).toBe(
+      "ClusterProfile fleet-system/spoke status.accessProviders[secretreader].cluster sets insecure-skip-tls-verify, " +
+        "which would send the credential to whoever answers; set certificate-authority-data instead (an operator can " +
+        "allow it with access.allowInsecureServers)",
+    );
+    const endpoint = spokeEndpoint(profile, providerConfig(provider("secretreader")), {
+      ...SAFE_ACCESS_POLICY,
+      allowInsecureServers: true,
+    });
     expect(endpoint.insecureSkipTlsVerify).toBe(true);
     expect(endpoint.execCluster).toEqual({ server: "https://s:6443", "insecure-skip-tls-verify": true });
   });
 
   it.each([
     [{ server: "" }, "cluster.server is empty"],
-    [{ server: "spoke:6443" }, 'cluster.server "spoke:6443" must be an https:// (or http://) URL'],
+    [{ server: "spoke:6443" }, 'cluster.server "spoke:6443" must be an https:// URL'],
+    [
+      { server: "http://127.0.0.1:8080" },
+      'cluster.server "http://127.0.0.1:8080" is plain http://: the credential would cross the network in clear text',
+    ],
     [{ server: "not a url" }, 'cluster.server "not a url" is not a URL'],
     [
       { server: "https://s", "certificate-authority-data": base64("hello") },
@@ -264,6 +279,49 @@ describe("spokeEndpoint: profile-sourced args and env (KEP 5339)", () => {
   });
 });
 
+describe("spokeEndpoint: credentials a ClusterProfile author cannot steer", () => {
+  const execExtension = (extension: object) =>
+    clusterProfile("team-a", {
+      accessProviders: [
+        {
+          name: "secretreader",
+          cluster: {
+            server: "https://attacker.example:6443",
+            extensions: [{ name: "client.authentication.k8s.io/exec", extension }],
+          },
+        },
+      ],
+    });
+  const config = providerConfig(provider("secretreader"));
+
+  it.each([
+    ["clusterName", { clusterName: "knative-fleet-git" }, '"team-a"'],
+    ["clusterName", { clusterName: "team-b" }, '"team-a"'],
+    ["name", { name: "team-b-kubeconfig", key: "kubeconfig" }, '"team-a" or "team-a-kubeconfig"'],
+  ])("refuses an exec extension whose %s names another credential: %j", (key, extension, allowed) => {
+    const err = accessError(() => spokeEndpoint(execExtension(extension), config));
+    expect(err.reason).toBe("AccessProviderFailed");
+    expect(err.message).toBe(
+      `ClusterProfile fleet-system/team-a status.accessProviders[secretreader].cluster.extensions[client.authentication.k8s.io/exec].${key} ` +
+        `is ${JSON.stringify(Object.values(extension)[0])}, but a ClusterProfile may only name its own credential (${allowed}); ` +
+        "rename the credential Secret after the ClusterProfile (an operator can lift this with access.allowForeignCredentialNames)",
+    );
+  });
+
+  it("accepts the ClusterProfile's own names, and foreign ones when the operator allows them", () => {
+    expect(spokeEndpoint(execExtension({ clusterName: "team-a" }), config).execCluster.config).toEqual({
+      clusterName: "team-a",
+    });
+    expect(
+      spokeEndpoint(execExtension({ name: "team-a-kubeconfig", key: "kubeconfig" }), config).profile.name,
+    ).toBe("team-a");
+    const open = { ...SAFE_ACCESS_POLICY, allowForeignCredentialNames: true };
+    expect(spokeEndpoint(execExtension({ clusterName: "team-b" }), config, open).execCluster.config).toEqual({
+      clusterName: "team-b",
+    });
+  });
+});
+
 describe("endpointFingerprint", () => {
   const config = providerConfig(provider("secretreader"), provider("kubeconfig-secretreader"));
   const fingerprint = (profile: ReturnType<typeof clusterProfile>) =>
@@ -300,7 +358,11 @@ describe("endpointFingerprint", () => {
     ["compression", { "disable-compression": true }],
     [
       "extension payload",
-      { extensions: [{ name: "client.authentication.k8s.io/exec", extension: { clusterName: "x" } }] },
+      {
+        extensions: [
+          { name: "client.authentication.k8s.io/exec", extension: { clusterName: "spoke", x: 1 } },
+        ],
+      },
     ],
   ])("changes with the %s", (_what, changes) => {
     expect(fingerprint(withCluster(changes))).not.toBe(fingerprint(base));
