@@ -9,7 +9,8 @@ import { type ClusterProfile, ClusterProfileSchema } from "../api/clusterprofile
 import { TargetClusterReason } from "../api/conditions.ts";
 import type { ClusterProfileRef } from "../api/knative.ts";
 import { formatFieldPath } from "../fleet/diagnostic.ts";
-import { CLUSTER_PROFILE_RESOURCE, ClusterProfileWatch } from "./clusterprofile-watch.ts";
+import { type ClusterProfileResource, clusterProfileResource } from "./clusterprofile-version.ts";
+import { ClusterProfileWatch } from "./clusterprofile-watch.ts";
 import { AccessError, causeText } from "./errors.ts";
 import { ExecAuthenticator } from "./exec-authenticator.ts";
 import type { AccessPolicy } from "./policy.ts";
@@ -91,6 +92,7 @@ export class ClusterAccess {
   readonly #seen = new Map<string, SeenProfile>();
   readonly #listeners = new Set<ClusterProfileListener>();
   #watch: ClusterProfileWatch | undefined;
+  #resource: Promise<ClusterProfileResource> | undefined;
   #closed = false;
 
   constructor(options: ClusterAccessOptions) {
@@ -108,6 +110,7 @@ export class ClusterAccess {
     if (this.#watch) return;
     this.#watch = new ClusterProfileWatch(
       this.#options.hub,
+      await this.#clusterProfileResource(),
       this.#options.namespaces,
       (event) =>
         event.type === "upsert" ? this.#profileUpdated(event.object) : this.#profileDeleted(event.object),
@@ -207,10 +210,17 @@ export class ClusterAccess {
     return profile;
   }
 
+  /** The ClusterProfile version the hub stores, looked up once. */
+  #clusterProfileResource(): Promise<ClusterProfileResource> {
+    this.#resource ??= clusterProfileResource(this.#options.hub);
+    return this.#resource;
+  }
+
   async #getProfile(ref: ClusterProfileRef): Promise<unknown> {
     const key = profileKey(ref);
+    const resource = await this.#clusterProfileResource();
     try {
-      return await this.#customObjects.getNamespacedCustomObject({ ...CLUSTER_PROFILE_RESOURCE, ...ref });
+      return await this.#customObjects.getNamespacedCustomObject({ ...resource, ...ref });
     } catch (err) {
       if (err instanceof ApiException && err.code === 404) {
         const status = parseStatus(err.body);
@@ -223,7 +233,7 @@ export class ClusterAccess {
         }
         throw new AccessError(
           TargetClusterReason.ClusterProfileUnavailable,
-          `the hub does not serve ClusterProfiles (${CLUSTER_PROFILE_RESOURCE.group}/${CLUSTER_PROFILE_RESOURCE.version}); install the Cluster Inventory API CRD`,
+          `the hub does not serve ClusterProfiles (${resource.group}/${resource.version}); install the Cluster Inventory API CRD`,
         );
       }
       throw new AccessError(

@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import { ClusterProfileSchema, CONTROL_PLANE_HEALTHY } from "../api/clusterprofile.ts";
 import type { TargetClusterReason } from "../api/conditions.ts";
 import { ClusterAccess } from "./cluster-access.ts";
-import { CLUSTER_PROFILE_RESOURCE } from "./clusterprofile-watch.ts";
+import { clusterProfileResource } from "./clusterprofile-version.ts";
 import { AccessError } from "./errors.ts";
 import type { AccessPolicy } from "./policy.ts";
 import type { ProviderConfigState } from "./provider-config.ts";
@@ -50,12 +50,10 @@ export async function surveyClusters(options: SurveyOptions): Promise<ClusterRep
   const { hub, providers, namespace } = options;
   const probeTimeoutMs = options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
   const api = hub.makeApiClient(CustomObjectsApi);
+  const resource = await clusterProfileResource(hub);
   const list = (await (namespace === undefined
-    ? api.listClusterCustomObject(CLUSTER_PROFILE_RESOURCE)
-    : api.listNamespacedCustomObject({
-        ...CLUSTER_PROFILE_RESOURCE,
-        namespace,
-      }))) as KubernetesListObject<object>;
+    ? api.listClusterCustomObject(resource)
+    : api.listNamespacedCustomObject({ ...resource, namespace }))) as KubernetesListObject<object>;
   const objects = [...list.items].sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
 
   const access = new ClusterAccess({

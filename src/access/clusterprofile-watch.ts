@@ -7,15 +7,8 @@ import {
   makeInformer,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { CLUSTER_PROFILE_API_VERSION } from "../api/clusterprofile.ts";
+import type { ClusterProfileResource } from "./clusterprofile-version.ts";
 import { causeText } from "./errors.ts";
-
-const [GROUP, VERSION] = CLUSTER_PROFILE_API_VERSION.split("/") as [string, string];
-export const CLUSTER_PROFILE_RESOURCE = {
-  group: GROUP,
-  version: VERSION,
-  plural: "clusterprofiles",
-} as const;
 
 const FIRST_RETRY_MS = 1_000;
 const MAX_RETRY_MS = 30_000;
@@ -37,13 +30,14 @@ export class ClusterProfileWatch {
 
   constructor(
     hub: KubeConfig,
+    resource: ClusterProfileResource,
     namespaces: readonly string[] | undefined,
     onEvent: (event: ClusterProfileEvent) => void,
     logger: Logger,
   ) {
     this.#logger = logger;
     const api = hub.makeApiClient(CustomObjectsApi);
-    const { group, version, plural } = CLUSTER_PROFILE_RESOURCE;
+    const { group, version, plural } = resource;
     const namespaceScopes: (string | undefined)[] = namespaces === undefined ? [undefined] : [...namespaces];
     this.#scopes = namespaceScopes.map((namespace) => {
       const path =

@@ -1,11 +1,18 @@
 import { z } from "zod";
 import { ObjectMetaSchema } from "./kubernetes.ts";
 
-// ClusterProfile (multicluster.x-k8s.io/v1alpha1) from the Cluster Inventory API: how the hub learns about a
-// cluster and how to reach it. We only read these objects, which a cluster manager writes, so the schemas are
-// loose: a newer Cluster Inventory API with more fields must not make a profile unreadable.
+// ClusterProfile (multicluster.x-k8s.io v1alpha1 and v1alpha2) from the Cluster Inventory API: how the hub
+// learns about a cluster and how to reach it. We only read these objects, which a cluster manager writes, so
+// the schemas are loose: a newer Cluster Inventory API with more fields must not make a profile unreadable.
+// v1alpha2 (cluster-inventory-api PR #65) dropped the deprecated status.credentialProviders, gave the
+// connection its own Cluster type (the same fields: server, tls-server-name, insecure-skip-tls-verify,
+// certificate-authority-data, proxy-url, disable-compression, extensions) with CEL checks on server and
+// proxy-url, and caps accessProviders at 64; both read with the same meaning.
 
-export const CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1";
+export const CLUSTER_PROFILE_GROUP = "multicluster.x-k8s.io";
+/** The versions this reader understands, newest first. */
+export const CLUSTER_PROFILE_VERSIONS = ["v1alpha2", "v1alpha1"] as const;
+export type ClusterProfileVersion = (typeof CLUSTER_PROFILE_VERSIONS)[number];
 
 /** The condition a cluster manager sets True while the cluster's control plane is healthy. */
 export const CONTROL_PLANE_HEALTHY = "ControlPlaneHealthy";
@@ -41,7 +48,7 @@ const ClusterProfileConditionSchema = z.looseObject({
 });
 
 export const ClusterProfileSchema = z.looseObject({
-  apiVersion: z.literal(CLUSTER_PROFILE_API_VERSION),
+  apiVersion: z.enum(CLUSTER_PROFILE_VERSIONS.map((v) => `${CLUSTER_PROFILE_GROUP}/${v}` as const)),
   kind: z.literal("ClusterProfile"),
   metadata: ObjectMetaSchema,
   spec: z.looseObject({
@@ -58,7 +65,10 @@ export const ClusterProfileSchema = z.looseObject({
         .optional(),
       conditions: z.array(ClusterProfileConditionSchema).optional(),
       accessProviders: z.array(AccessProviderSchema).optional(),
-      credentialProviders: z.array(AccessProviderSchema).optional().describe("Deprecated: accessProviders."),
+      credentialProviders: z
+        .array(AccessProviderSchema)
+        .optional()
+        .describe("v1alpha1 only, deprecated: accessProviders."),
     })
     .optional(),
 });

@@ -8,6 +8,7 @@ import {
 import type { ProviderConfigState } from "../../../src/access/provider-config.ts";
 import { silentLogger } from "../../unit/access/support.ts";
 import {
+  BORROWED_CREDENTIALS,
   deleteProfile,
   fixtureProvider,
   hubKubeConfig,
@@ -29,7 +30,13 @@ function access(
   providers: ProviderConfigState = sandboxProviders(),
   options: Partial<ClusterAccessOptions> = {},
 ) {
-  const created = new ClusterAccess({ hub: hubKubeConfig(), providers, logger: silentLogger, ...options });
+  const created = new ClusterAccess({
+    hub: hubKubeConfig(),
+    providers,
+    logger: silentLogger,
+    policy: BORROWED_CREDENTIALS,
+    ...options,
+  });
   opened.push(created);
   return created;
 }

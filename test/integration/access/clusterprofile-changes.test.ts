@@ -6,6 +6,7 @@ import {
 } from "../../../src/access/cluster-access.ts";
 import { silentLogger } from "../../unit/access/support.ts";
 import {
+  BORROWED_CREDENTIALS,
   deleteProfile,
   fixtureProvider,
   hubKubeConfig,
@@ -30,6 +31,7 @@ const access = new ClusterAccess({
   hub: hubKubeConfig(),
   providers: providersOf(counted.provider),
   logger: silentLogger,
+  policy: BORROWED_CREDENTIALS,
 });
 const changes: ClusterProfileChange[] = [];
 

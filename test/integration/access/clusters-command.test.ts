@@ -31,11 +31,11 @@ beforeAll(async () => {
   await core.createNamespace({ body: { metadata: { name: NAMESPACE } } }).catch((e: { code?: number }) => {
     if (e.code !== 409) throw e;
   });
-  await putProfile("reachable", profileStatus(spoke1), NAMESPACE);
+  await putProfile(spoke1.name, profileStatus(spoke1), NAMESPACE);
 });
 
 afterAll(async () => {
-  await deleteProfile("reachable", NAMESPACE);
+  await deleteProfile(spoke1.name, NAMESPACE);
   await deleteProfile("unhealthy", NAMESPACE);
   await hubKubeConfig().makeApiClient(CoreV1Api).deleteNamespace({ name: NAMESPACE });
 });
@@ -72,7 +72,7 @@ describe("knative-fleet clusters", () => {
     );
     expect(allReachable.stdout).toMatch(
       new RegExp(
-        `reachable\\s+True\\s+secretreader\\s+${spoke1.server}\\s+v\\d\\S+\\s+[\\d.]+ms\\s+Reachable`,
+        `${spoke1.name}\\s+True\\s+secretreader\\s+${spoke1.server}\\s+v\\d\\S+\\s+[\\d.]+ms\\s+Reachable`,
       ),
     );
 

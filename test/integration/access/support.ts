@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ApiException, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
+import { type AccessPolicy, SAFE_ACCESS_POLICY } from "../../../src/access/policy.ts";
 import type { AccessProviderConfig, ProviderConfigState } from "../../../src/access/provider-config.ts";
 import { parseProviderConfig } from "../../../src/access/provider-config.ts";
 import type { SpokeConnection } from "../../../src/access/spoke-connection.ts";
@@ -155,3 +156,12 @@ export async function listNamespaces(connection: SpokeConnection): Promise<strin
   });
   return list.body.items.map((n) => n.metadata.name);
 }
+
+/**
+ * The test ClusterProfiles here borrow the sandbox spokes' Secrets under names of their own, which the safe
+ * default refuses (a ClusterProfile may only name its own credential); tests of other behaviour allow it.
+ */
+export const BORROWED_CREDENTIALS: AccessPolicy = {
+  ...SAFE_ACCESS_POLICY,
+  allowForeignCredentialNames: true,
+};
