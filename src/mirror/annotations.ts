@@ -13,6 +13,13 @@ export const SOURCE_PATH_ANNOTATION = `${FLEET_ANNOTATION_PREFIX}source-path`;
 export const SOURCE_COMMIT_ANNOTATION = `${FLEET_ANNOTATION_PREFIX}source-commit`;
 
 /**
+ * Releases a CR being deleted without cleaning up its cluster (an unreachable spoke that is gone for good).
+ * Only a hub operator sets it, on the hub CR: the mirror refuses it from a fleet file, where whoever can
+ * push could otherwise make a removal leave everything installed.
+ */
+export const ABANDON_CLEANUP_ANNOTATION = `${FLEET_ANNOTATION_PREFIX}abandon-cleanup`;
+
+/**
  * A person's approval of a held prune, on the ConfigMap `PRUNE_CONFIRMATION_CONFIGMAP` in knative-fleet's
  * hub namespace. The value is the token the held prune reports, which names exactly the CRs it deletes.
  */

@@ -1,3 +1,4 @@
+import type { CrAdmission } from "../access/tenancy.ts";
 import { ConditionType, markCondition } from "../api/conditions.ts";
 import {
   KNATIVE_KINDS,
@@ -12,6 +13,7 @@ import type { KubeObject } from "../apply/objects.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { isConflict } from "../kube/rest.ts";
+import { ABANDON_CLEANUP_ANNOTATION } from "../mirror/annotations.ts";
 import { ownerOf, renderInstall } from "./desired.ts";
 import { WorkQueue } from "./queue.ts";
 import { type EngineDeps, reconcileInstall } from "./reconciler.ts";
@@ -23,7 +25,7 @@ export const FINALIZERS: Record<KnativeKind, string> = {
   KnativeEventing: "knativeeventings.operator.knative.dev",
 };
 /** Set to "true" on a CR being deleted to give up cleaning its spoke (the spoke is gone for good). */
-export const ABANDON_CLEANUP_ANNOTATION = "fleet.knative.dev/abandon-cleanup";
+export { ABANDON_CLEANUP_ANNOTATION };
 
 export interface ControllerOptions {
   hub: KubeClient;
@@ -36,6 +38,8 @@ export interface ControllerOptions {
   resyncIntervalMs: number;
   /** Called after every reconcile, for metrics and events. */
   onReconciled?(report: ReconcileReport): void;
+  /** Which hub CRs are reconciled (tenancy, src/access/tenancy.ts); every one when unset. */
+  admits?: CrAdmission;
 }
 
 export interface ReconcileReport {
@@ -110,6 +114,11 @@ export class KnativeController {
     if (!object) return undefined;
     const started = Date.now();
     const log = this.options.engine.log.child({ cr: `${namespace}/${name}`, kind });
+    const admission = this.options.admits?.(object) ?? { admitted: true };
+    if (!admission.admitted) {
+      log.info({ why: admission.why }, "not reconciled: outside the tenancy settings");
+      return undefined;
+    }
     const parsed = KnativeResourceSchema.safeParse(object);
     if (!parsed.success) {
       log.error(
@@ -194,6 +203,7 @@ export class KnativeController {
       .get(resource.kind)!
       .list()
       .filter((o) => o.metadata.uid !== object.metadata.uid && !o.metadata.deletionTimestamp)
+      .filter((o) => this.options.admits?.(o).admitted ?? true) // a foreign CR cannot hold back cleanup
       .filter((o) =>
         sameClusterProfile((o.spec as KnativeResource["spec"] | undefined)?.clusterProfileRef, ref),
       );
