@@ -31,8 +31,10 @@ export interface ClusterReport {
 export interface SurveyOptions {
   hub: KubeConfig;
   providers: ProviderConfigState;
-  /** Only ClusterProfiles in this namespace; all namespaces when unset. */
+  /** Only ClusterProfiles in this namespace (-n). */
   namespace?: string;
+  /** The namespaces the reconcile may target (listed when no namespace is given); all when unset. */
+  allowedNamespaces?: readonly string[];
   policy?: AccessPolicy;
   probeTimeoutMs?: number;
   logger?: Logger;
@@ -51,16 +53,22 @@ export async function surveyClusters(options: SurveyOptions): Promise<ClusterRep
   const probeTimeoutMs = options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
   const api = hub.makeApiClient(CustomObjectsApi);
   const resource = await clusterProfileResource(hub);
-  const list = (await (namespace === undefined
-    ? api.listClusterCustomObject(resource)
-    : api.listNamespacedCustomObject({ ...resource, namespace }))) as KubernetesListObject<object>;
-  const objects = [...list.items].sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
+  const scopes = namespace !== undefined ? [namespace] : options.allowedNamespaces;
+  const lists = (await Promise.all(
+    scopes === undefined
+      ? [api.listClusterCustomObject(resource)]
+      : scopes.map((ns) => api.listNamespacedCustomObject({ ...resource, namespace: ns })),
+  )) as KubernetesListObject<object>[];
+  const objects = lists
+    .flatMap((list) => list.items)
+    .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
 
   const access = new ClusterAccess({
     hub,
     providers,
     probeTimeoutMs,
     logger: options.logger,
+    namespaces: options.allowedNamespaces,
     policy: options.policy,
   });
   try {

@@ -6,6 +6,7 @@ import {
   ProviderConfigError,
   type ProviderConfigState,
 } from "../access/provider-config.ts";
+import { accessSettings } from "./access-settings.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
 import { outputFormat, renderJson, renderTable } from "./output.ts";
 
@@ -20,18 +21,22 @@ and shows what it found, or why the cluster cannot be reached. Exit code 1 when 
 Flags:
   --kubeconfig FILE                     hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)
   --clusterprofile-provider-file FILE   access-provider config (cluster-inventory-api pkg/access JSON)
+  --config FILE                         the service's config file: its ClusterProfile namespaces and access
+                                        settings (default: the service's defaults, namespace fleet-system)
   -n, --namespace NS                    only ClusterProfiles in NS
   --output table|json                   output format (default table)
   -h, --help                            show this help`,
   options: {
     kubeconfig: { type: "string" },
     "clusterprofile-provider-file": { type: "string" },
+    config: { type: "string" },
     namespace: { type: "string", short: "n" },
     output: { type: "string" },
   },
   allowPositionals: false,
   async run(args, ctx) {
     const output = outputFormat(args.values.output);
+    const settings = accessSettings(args.values.config as string | undefined);
     let providers: ProviderConfigState;
     try {
       providers = await loadProviderConfig(args.values["clusterprofile-provider-file"] as string | undefined);
@@ -58,6 +63,8 @@ Flags:
         hub,
         providers,
         namespace: args.values.namespace as string | undefined,
+        allowedNamespaces: settings.namespaces,
+        policy: settings.policy,
       });
     } catch (err) {
       ctx.stderr.write(`knative-fleet clusters: cannot list ClusterProfiles on the hub: ${causeText(err)}\n`);

@@ -9,6 +9,7 @@ import { compareStrings } from "../fleet/diagnostic.ts";
 import type { DesiredResource, FleetModel } from "../fleet/model.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import {
+  ABANDON_CLEANUP_ANNOTATION,
   isMirrored,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
@@ -55,19 +56,20 @@ export interface MirrorInput {
  * managed-by label (made by hand) and is left alone; `terminating`: the hub CR is being deleted and is
  * created again by the first sync after its finalizer is done.
  */
-export type MirrorAction = "create" | "update" | "unchanged" | "conflict" | "terminating";
+export type MirrorAction = "create" | "update" | "unchanged" | "conflict" | "terminating" | "refused";
 
 export interface ResourceOutcome extends ResourceIdentity {
   /** The fleet file that declares the CR. */
   path: string;
   action: MirrorAction;
-  /** Why the hub refused the create or update. */
+  /** Why the hub refused the create or update, or why the mirror refused the file's CR. */
   error?: string;
 }
 
 export type ApplyStep =
   | (ResourceOutcome & { action: "create" | "update"; object: KubeObject })
-  | (ResourceOutcome & { action: "unchanged" | "conflict" | "terminating" });
+  | (ResourceOutcome & { action: "unchanged" | "conflict" | "terminating" })
+  | (ResourceOutcome & { action: "refused"; error: string });
 
 /** A CR mirrored from the repository that no fleet file declares any more. */
 export interface PruneCandidate extends ResourceIdentity {
@@ -133,6 +135,16 @@ export function planApplies(
   return resources
     .map((desired): ApplyStep => {
       const outcome = { ...desiredIdentity(desired), path: desired.path };
+      if (desired.resource.metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] !== undefined) {
+        // Refused like a failed apply: the hub CR keeps its last good state and nothing is pruned.
+        return {
+          ...outcome,
+          action: "refused",
+          error:
+            `${desired.path}:${desired.line}: metadata.annotations.${ABANDON_CLEANUP_ANNOTATION} cannot come from a ` +
+            "fleet file (a push could make a removal leave the cluster as it is); a hub operator sets it on the hub CR",
+        };
+      }
       const object = hubObject(desired, source);
       const current = liveByIdentity.get(formatIdentity(outcome));
       if (!current) return { ...outcome, action: "create", object: withCommit(object, source.commit) };

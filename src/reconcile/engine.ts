@@ -1,5 +1,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
+import type { AccessPolicy } from "../access/policy.ts";
+import type { CrAdmission } from "../access/tenancy.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
@@ -12,6 +14,10 @@ export interface EngineOptions {
   providerFile?: string;
   /** ClusterProfile namespaces a CR may reference; all when unset. */
   allowedClusterProfileNamespaces?: readonly string[];
+  /** What a ClusterProfile may ask for beyond the safe defaults. */
+  accessPolicy?: AccessPolicy;
+  /** Which hub CRs are reconciled (tenancy); all when unset. */
+  admits?: CrAdmission;
   /** Whether CRs without clusterProfileRef may install on the hub itself (default true). */
   hubInstall?: boolean;
   /** Release manifests in the upstream kodata layout. */
@@ -54,6 +60,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     hub: options.hub,
     providers,
     namespaces: options.allowedClusterProfileNamespaces,
+    policy: options.accessPolicy,
     logger: options.log,
     onPluginRun: options.onPluginRun,
   });
@@ -62,6 +69,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     workers: options.workers,
     resyncIntervalMs: options.resyncIntervalMs,
     onReconciled: options.onReconciled,
+    admits: options.admits,
     engine: {
       releases: new ReleaseLoader(createKodataSource({ dir: options.kodataDir })),
       targets: createTargetResolver(hub, access, {

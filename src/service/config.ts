@@ -2,6 +2,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseDocument } from "yaml";
 import { z } from "zod";
+import { AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
+import { DEFAULT_CLUSTER_PROFILE_NAMESPACE, TenancySchema } from "../access/tenancy.ts";
 import { formatFieldPath } from "../fleet/diagnostic.ts";
 import { MirrorOptionsSchema } from "../mirror/plan.ts";
 import type { GitAuth, GitSourceSpec } from "../source/index.ts";
@@ -39,7 +41,6 @@ export const ServiceConfigSchema = z.strictObject({
   remoteDeploymentsPollInterval: z.string().default("10s"),
   /** How often a converged CR is checked for drift on its cluster. */
   resyncInterval: z.string().default("5m"),
-  allowedClusterProfileNamespaces: z.array(z.string().min(1)).default([]),
   leaderElection: z
     .strictObject({
       enabled: z.boolean().default(false),
@@ -51,6 +52,16 @@ export const ServiceConfigSchema = z.strictObject({
   logLevel: z.enum(["trace", "debug", "info", "warn", "error"]).default("info"),
   prune: MirrorOptionsSchema.default({ prune: true, allowEmpty: false, maxPruneFraction: 0.5 }),
   workers: z.number().int().min(1).max(64).default(4),
+
+  // ── Access and tenancy (#10): which CRs are reconciled, which ClusterProfiles they may target, what a
+  // ClusterProfile may ask for. Safe by default; charts/knative-fleet/README.md says how to open them.
+  /** Namespaces whose ClusterProfiles CRs may target; ["*"] for every namespace. */
+  allowedClusterProfileNamespaces: z
+    .array(z.string().min(1))
+    .min(1)
+    .default([DEFAULT_CLUSTER_PROFILE_NAMESPACE]),
+  tenancy: TenancySchema.default({ reconcileHandMadeCRs: false }),
+  access: AccessPolicySchema.default(SAFE_ACCESS_POLICY),
 });
 export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
 

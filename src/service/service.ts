@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { KubeConfig } from "@kubernetes/client-node";
+import { crAdmission, namespaceAllowlist } from "../access/tenancy.ts";
 import { buildFleetModel } from "../fleet/model.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import { mirror } from "../mirror/mirror.ts";
@@ -149,10 +150,9 @@ export class FleetService {
     this.engine = await startEngine({
       hub: this.options.hub,
       providerFile: this.options.providerFile,
-      allowedClusterProfileNamespaces:
-        config.allowedClusterProfileNamespaces.length > 0
-          ? config.allowedClusterProfileNamespaces
-          : undefined,
+      allowedClusterProfileNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
+      accessPolicy: config.access,
+      admits: crAdmission(config.tenancy, config.defaultNamespace),
       hubInstall: config.hubInstall.enabled,
       kodataDir: this.options.kodataDir,
       pollIntervalMs,

@@ -60,6 +60,29 @@ const handMade = (name: string): KubeObject => ({
 const actions = (steps: readonly ApplyStep[]) => steps.map((step) => [step.name, step.action]);
 
 describe("planApplies", () => {
+  it("refuses fleet.knative.dev/abandon-cleanup from a fleet file: the hub CR keeps its last state", () => {
+    const live = mirroredHub(["alpha"]);
+    const files = [
+      crFile("alpha", { namespace: NS, annotations: { "fleet.knative.dev/abandon-cleanup": "true" } }),
+      crFile("beta", { namespace: NS, annotations: { "fleet.knative.dev/abandon-cleanup": "true" } }),
+      crFile("gamma", { namespace: NS }),
+    ];
+    const steps = sync(mirrorInput(files, NS, COMMIT_2), live);
+    expect(actions(steps)).toEqual([
+      ["alpha", "refused"],
+      ["beta", "refused"],
+      ["gamma", "create"],
+    ]);
+    expect(steps[0]).toMatchObject({
+      error:
+        "clusters/alpha.yaml:1: metadata.annotations.fleet.knative.dev/abandon-cleanup cannot come from a fleet " +
+        "file (a push could make a removal leave the cluster as it is); a hub operator sets it on the hub CR",
+    });
+    expect(
+      hubAfter(steps, live).map((o) => o.metadata.annotations?.["fleet.knative.dev/abandon-cleanup"]),
+    ).toEqual([undefined, undefined]);
+  });
+
   it("creates a missing CR labelled as mirrored and annotated with its repository, file and commit", () => {
     const [step] = sync(mirrorInput([crFile("alpha", { namespace: NS })], NS, COMMIT_1), []);
     expect(step!.action).toBe("create");
