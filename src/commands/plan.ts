@@ -14,6 +14,7 @@ import {
 } from "../plan/index.ts";
 import { createTargetResolver } from "../reconcile/target.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
+import { type AccessSettings, accessSettings } from "./access-settings.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, type ParsedArgs, UsageError } from "./command.ts";
 
 const FORMATS = ["markdown", "json"] as const;
@@ -42,6 +43,8 @@ Flags:
                                         directory the service uses (default: $KO_DATA_PATH; required)
   --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
   --clusterprofile-provider-file FILE   access-provider config, to reach the spokes (needs --kubeconfig)
+  --config FILE                         the service's config file: the ClusterProfile namespaces CRs may
+                                        target and the access settings (default: the service's defaults)
   --format markdown|json                output format (default markdown)
   --output FILE                         write to FILE instead of stdout
   -h, --help                            show this help`,
@@ -52,6 +55,7 @@ Flags:
     kodata: { type: "string" },
     kubeconfig: { type: "string" },
     "clusterprofile-provider-file": { type: "string" },
+    config: { type: "string" },
     format: { type: "string" },
     output: { type: "string" },
   },
@@ -62,7 +66,7 @@ Flags:
     let clusters: Awaited<ReturnType<typeof connect>>;
     try {
       revisions = await readRevisions(options.repo, options, DEFAULT_FILE_SELECTION);
-      clusters = await connect(options.kubeconfig, options.providerFile);
+      clusters = await connect(options.kubeconfig, options.providerFile, options.access);
     } catch (err) {
       if (!(err instanceof RevisionError || err instanceof ClusterSetupError)) throw err;
       ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
@@ -89,6 +93,7 @@ interface PlanCommandOptions {
   kodata: string;
   kubeconfig?: string;
   providerFile?: string;
+  access: AccessSettings;
   format: Format;
   output?: string;
 }
@@ -130,6 +135,7 @@ async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions>
     kodata,
     kubeconfig,
     providerFile,
+    access: accessSettings(text("config")),
     format: format as Format,
     output: text("output"),
   };
@@ -142,6 +148,7 @@ class ClusterSetupError extends Error {}
 async function connect(
   kubeconfig: string | undefined,
   providerFile: string | undefined,
+  settings: AccessSettings,
 ): Promise<{ live: LiveClusters; access: ClusterAccess } | undefined> {
   if (kubeconfig === undefined) return undefined;
   let providers: ProviderConfigState;
@@ -155,7 +162,12 @@ async function connect(
   const hub = clientFromKubeConfig(hubConfig);
   // One-shot: no ClusterProfile watch, every spoke is resolved by reading its ClusterProfile once. Without
   // a provider file every spoke resolves to MulticlusterDisabled, which the plan reports per spoke.
-  const access = new ClusterAccess({ hub: hubConfig, providers });
+  const access = new ClusterAccess({
+    hub: hubConfig,
+    providers,
+    namespaces: settings.namespaces,
+    policy: settings.policy,
+  });
   return { live: { hub, targets: createTargetResolver(hub, access) }, access };
 }
 
