@@ -115,11 +115,17 @@ The rendered service config (config.yaml): the contract with the service, docume
   "logLevel" .Values.logLevel
   "remoteDeploymentsPollInterval" .Values.multicluster.remoteDeploymentsPollInterval
   "allowedClusterProfileNamespaces" .Values.multicluster.allowedClusterProfileNamespaces
+  "access" .Values.multicluster.access
   "leaderElection" (dict
     "enabled" (eq (include "knative-fleet.leaderElection" .) "true")
     "leaseName" (include "knative-fleet.leaseName" .)
     "namespace" .Release.Namespace)
 }}
+{{- $tenancy := dict "reconcileHandMadeCRs" .Values.tenancy.reconcileHandMadeCRs }}
+{{- if .Values.tenancy.crNamespaces }}
+{{- $_ := set $tenancy "crNamespaces" .Values.tenancy.crNamespaces }}
+{{- end }}
+{{- $_ := set $config "tenancy" $tenancy }}
 {{- if $fleet.status.enabled }}
 {{- $_ := set $config "status" (dict
   "path" $fleet.status.path
@@ -135,6 +141,44 @@ The rendered service config (config.yaml): the contract with the service, docume
 {{- toYaml $config }}
 {{- end }}
 
+{{/*
+The access-provider file, each provider given KUBECONFIG=the plugin kubeconfig (unless it sets its own):
+the plugins get no other environment of the pod, and the kubeconfig's context names the credentials
+namespace, where the secretreader plugins look for Secrets.
+*/}}
 {{- define "knative-fleet.providerConfig" -}}
-{{- toPrettyJson .Values.multicluster.accessProvidersConfig }}
+{{- $config := deepCopy .Values.multicluster.accessProvidersConfig }}
+{{- range $provider := $config.providers }}
+{{- $env := default list $provider.execConfig.env }}
+{{- $named := false }}
+{{- range $e := $env }}{{- if eq $e.name "KUBECONFIG" }}{{- $named = true }}{{- end }}{{- end }}
+{{- if not $named }}
+{{- $_ := set $provider.execConfig "env" (append $env (dict "name" "KUBECONFIG" "value" (include "knative-fleet.pluginKubeconfig" $))) }}
+{{- end }}
+{{- end }}
+{{- toPrettyJson $config }}
+{{- end }}
+
+{{- define "knative-fleet.pluginKubeconfig" -}}/etc/cluster-inventory/plugin-kubeconfig{{- end }}
+
+{{/* The hub as the pod's ServiceAccount sees it, in the credentials namespace: what the plugins read with. */}}
+{{- define "knative-fleet.pluginKubeconfigContent" -}}
+apiVersion: v1
+kind: Config
+clusters:
+  - name: hub
+    cluster:
+      server: https://kubernetes.default.svc
+      certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+users:
+  - name: knative-fleet
+    user:
+      tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+contexts:
+  - name: spoke-credentials
+    context:
+      cluster: hub
+      user: knative-fleet
+      namespace: {{ .Values.multicluster.credentials.namespace }}
+current-context: spoke-credentials
 {{- end }}

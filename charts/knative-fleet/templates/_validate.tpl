@@ -44,6 +44,9 @@ Where each provider's execConfig.command lives: JSON {"files": {plugin: [path re
 {{/* Fails the render, with the value to fix, on values that are valid one by one but inconsistent together. */}}
 {{- define "knative-fleet.validate" -}}
 {{- $repo := .Values.fleet.repository }}
+{{- if and .Values.multicluster.enabled (eq .Values.multicluster.credentials.namespace .Release.Namespace) }}
+{{- fail (printf "multicluster.credentials.namespace must not be the release namespace %s: the plugins would then read the Git credentials too" .Release.Namespace) }}
+{{- end }}
 {{- if not $repo.url }}
 {{- fail "fleet.repository.url is required: the http(s) URL of the fleet Git repository (--set fleet.repository.url=https://git.example.com/platform/fleet.git)" }}
 {{- end }}

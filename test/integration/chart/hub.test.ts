@@ -30,6 +30,7 @@ describe("the chart on the sandbox hub", () => {
   const suffix = Date.now().toString(36);
   const namespace = `chart-${suffix}`;
   const profiles = sandbox.clusterProfileNamespace;
+  const credentials = `creds-${suffix}`;
   const full = { release: `full-${suffix}`, fullname: `full-${suffix}-knative-fleet` };
   const fallback = { release: `copy-${suffix}`, fullname: `copy-${suffix}-knative-fleet` };
   const applied: KubeObject[] = [];
@@ -40,7 +41,7 @@ describe("the chart on the sandbox hub", () => {
     fleet: {
       repository: { credentialsSecretRef: { name: "fleet-repo" }, caConfigMapRef: { name: "corp-ca" } },
     },
-    multicluster: { allowedClusterProfileNamespaces: [profiles] },
+    multicluster: { allowedClusterProfileNamespaces: [profiles], credentials: { namespace: credentials } },
     webhook: {
       enabled: true,
       secretRef: { name: "fleet-webhook" },
@@ -68,6 +69,7 @@ describe("the chart on the sandbox hub", () => {
         },
       },
     });
+    await put({ apiVersion: "v1", kind: "Namespace", metadata: { name: credentials } });
     for (const [kind, name, data] of [
       ["Secret", "fleet-repo", { token: "t0ken" }],
       ["Secret", "fleet-webhook", { secret: "hmac-secret" }],
@@ -135,7 +137,9 @@ describe("the chart on the sandbox hub", () => {
   });
 
   it("accepts the initContainer plugin copy, which passes `restricted` as well", async () => {
-    const objects = await install(fallback.release, { multicluster: { pluginMount: "initContainer" } });
+    const objects = await install(fallback.release, {
+      multicluster: { pluginMount: "initContainer", credentials: { namespace: credentials } },
+    });
     const rendered = objects.find((o): o is Deployment => o.kind === "Deployment")!;
     expect(rendered.spec.template.spec.initContainers).toHaveLength(3);
     await availableReplicas(fallback.fullname, 1);
@@ -176,16 +180,18 @@ describe("the chart on the sandbox hub", () => {
         }),
       ).toBe(true);
       expect(await can(fullname, "create", "events", { namespace: "x" })).toBe(true);
-      expect(await can(fullname, "get", "secrets", { namespace })).toBe(true);
+      expect(await can(fullname, "get", "secrets", { namespace: credentials })).toBe(true);
       expect(await can(fullname, "create", "pods", { namespace })).toBe(false);
       expect(
         await can(fullname, "delete", "clusterprofiles", { ...clusterProfiles, namespace: profiles }),
       ).toBe(false);
     }
 
-    // Without hubInstall: the plugins' Secrets in the release namespace, by name only, and nowhere else.
+    // Without hubInstall: the plugins' Secrets in the credentials namespace, nowhere else; never the release
+    // namespace's, where the Git credentials are.
     expect(await can(fallback.fullname, "get", "secrets", { namespace: "kube-system" })).toBe(false);
-    expect(await can(fallback.fullname, "list", "secrets", { namespace })).toBe(false);
+    expect(await can(fallback.fullname, "get", "secrets", { namespace, name: "fleet-repo" })).toBe(false);
+    expect(await can(fallback.fullname, "list", "secrets", { namespace: credentials })).toBe(false);
     expect(await can(fallback.fullname, "get", "configmaps", { namespace })).toBe(false);
 
     // allowedClusterProfileNamespaces: read in those, nowhere else.
@@ -196,7 +202,23 @@ describe("the chart on the sandbox hub", () => {
     expect(
       await can(full.fullname, "get", "clusterprofiles", { ...clusterProfiles, namespace: "default" }),
     ).toBe(false);
-    expect(await can(fallback.fullname, "list", "clusterprofiles", clusterProfiles)).toBe(true);
+    // The default: one named namespace (fleet-system), nothing cluster-wide.
+    expect(await can(fallback.fullname, "list", "clusterprofiles", clusterProfiles)).toBe(false);
+    expect(
+      await can(fallback.fullname, "watch", "clusterprofiles", {
+        ...clusterProfiles,
+        namespace: "fleet-system",
+      }),
+    ).toBe(true);
+    // The ClusterProfile CRD, to read its storage version, by name.
+    const crd = { group: "apiextensions.k8s.io", name: "clusterprofiles.multicluster.x-k8s.io" };
+    expect(await can(fallback.fullname, "get", "customresourcedefinitions", crd)).toBe(true);
+    expect(
+      await can(fallback.fullname, "get", "customresourcedefinitions", {
+        ...crd,
+        name: "secrets.example.com",
+      }),
+    ).toBe(false);
 
     // Leader election (replicas 2): its own Lease only.
     const leases = { group: "coordination.k8s.io", namespace };

@@ -113,23 +113,31 @@ describe("helm template: defaults + repository url", () => {
     expect(objects.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(
       [
         "ClusterRole/kf-knative-fleet",
-        "ClusterRole/kf-knative-fleet-clusterprofiles",
+        "ClusterRole/kf-knative-fleet-clusterprofile-crd",
         "ClusterRoleBinding/kf-knative-fleet",
-        "ClusterRoleBinding/kf-knative-fleet-clusterprofiles",
+        "ClusterRoleBinding/kf-knative-fleet-clusterprofile-crd",
         "ConfigMap/kf-knative-fleet",
         "ConfigMap/kf-knative-fleet-clusterprofile-provider-file",
         "Deployment/kf-knative-fleet",
+        "Role/kf-knative-fleet-clusterprofiles",
         "Role/kf-knative-fleet-plugin-secrets",
         "Role/kf-knative-fleet-prune-confirmation",
+        "RoleBinding/kf-knative-fleet-clusterprofiles",
         "RoleBinding/kf-knative-fleet-plugin-secrets",
         "RoleBinding/kf-knative-fleet-prune-confirmation",
         "Service/kf-knative-fleet",
         "ServiceAccount/kf-knative-fleet",
       ].sort(),
     );
+    // Each namespaced object in the release namespace, but for the read-only ClusterProfile Role (in the
+    // ClusterProfile namespace) and the plugins' Secret Role (in the credentials namespace).
+    const elsewhere: Record<string, string> = {
+      "kf-knative-fleet-clusterprofiles": "fleet-system",
+      "kf-knative-fleet-plugin-secrets": "knative-fleet-spoke-credentials",
+    };
     for (const o of objects) {
       if (!["ClusterRole", "ClusterRoleBinding"].includes(o.kind))
-        expect(o.metadata.namespace).toBe("knative-fleet");
+        expect(o.metadata.namespace).toBe(elsewhere[o.metadata.name] ?? "knative-fleet");
       expect(o.metadata.labels?.["app.kubernetes.io/instance"]).toBe("kf");
     }
   });
@@ -164,7 +172,9 @@ describe("helm template: defaults + repository url", () => {
       },
       hubInstall: { enabled: false },
       remoteDeploymentsPollInterval: "10s",
-      allowedClusterProfileNamespaces: [],
+      allowedClusterProfileNamespaces: ["fleet-system"],
+      access: { allowForeignCredentialNames: false, allowInsecureServers: false },
+      tenancy: { reconcileHandMadeCRs: false },
       leaderElection: { enabled: false, leaseName: "kf-knative-fleet", namespace: "knative-fleet" },
       metricsPort: 9090,
       logLevel: "info",
@@ -178,7 +188,23 @@ describe("helm template: defaults + repository url", () => {
           data: Record<string, string>;
         }
       ).data["config.json"]!,
-    ) as { providers: { name: string; execConfig: { command: string } }[] };
+    ) as {
+      providers: { name: string; execConfig: { command: string; env?: { name: string; value: string }[] } }[];
+    };
+    // The plugins read the credentials namespace through the plugin kubeconfig, nothing else of the pod's env.
+    for (const provider of providerFile.providers) {
+      expect(provider.execConfig.env).toEqual([
+        { name: "KUBECONFIG", value: "/etc/cluster-inventory/plugin-kubeconfig" },
+      ]);
+    }
+    const pluginKubeconfig = parse(
+      (
+        only(objects, "ConfigMap", "kf-knative-fleet-clusterprofile-provider-file") as unknown as {
+          data: Record<string, string>;
+        }
+      ).data["plugin-kubeconfig"]!,
+    ) as { contexts: { context: { namespace: string } }[] };
+    expect(pluginKubeconfig.contexts[0]!.context.namespace).toBe("knative-fleet-spoke-credentials");
     expect(providerFile.providers.map((p) => [p.name, p.execConfig.command])).toEqual([
       ["secretreader", "/access-plugins/secretreader/bin/secretreader-plugin"],
       [
@@ -241,7 +267,7 @@ describe("helm template: defaults + repository url", () => {
     expect(rulesOf(objects, "Role").some((r) => r.resources.includes("leases"))).toBe(false);
   });
 
-  it("grants least privilege: its CRs, read-only ClusterProfiles, Events, Secrets only in its namespace", () => {
+  it("grants least privilege: its CRs, read-only ClusterProfiles in one namespace, Events, Secrets only in the credentials namespace", () => {
     const all = [...rulesOf(objects, "ClusterRole"), ...rulesOf(objects, "Role")];
     for (const rule of all) {
       expect(rule.verbs, JSON.stringify(rule)).not.toContain("*");
@@ -266,14 +292,28 @@ describe("helm template: defaults + repository url", () => {
       },
       { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
       {
+        apiGroups: ["apiextensions.k8s.io"],
+        resources: ["customresourcedefinitions"],
+        resourceNames: ["clusterprofiles.multicluster.x-k8s.io"],
+        verbs: ["get"],
+      },
+    ]);
+    expect(only<RbacRole>(objects, "Role", "kf-knative-fleet-clusterprofiles").rules).toEqual([
+      {
         apiGroups: ["multicluster.x-k8s.io"],
         resources: ["clusterprofiles"],
         verbs: ["get", "list", "watch"],
       },
     ]);
     const secretsRole = only<RbacRole>(objects, "Role", "kf-knative-fleet-plugin-secrets");
-    expect(secretsRole.metadata.namespace).toBe("knative-fleet");
+    expect(secretsRole.metadata.namespace).toBe("knative-fleet-spoke-credentials");
     expect(secretsRole.rules).toEqual([{ apiGroups: [""], resources: ["secrets"], verbs: ["get"] }]);
+    // No Secret access at all in the release namespace, where the Git credentials are.
+    expect(
+      ofKind<RbacRole>(objects, "Role")
+        .filter((r) => r.metadata.namespace === "knative-fleet")
+        .flatMap((r) => r.rules.flatMap((rule) => rule.resources)),
+    ).not.toContain("secrets");
     for (const binding of [
       ...ofKind<RbacBinding>(objects, "ClusterRoleBinding"),
       ...ofKind<RbacBinding>(objects, "RoleBinding"),
@@ -336,7 +376,17 @@ describe("helm template: multicluster with two plugins", () => {
         }
       ).data["config.json"]!,
     );
-    expect(providerFile).toEqual(TWO_PLUGINS.multicluster.accessProvidersConfig);
+    // As given, each provider's env ending with the plugin kubeconfig (the plugins get nothing else of the pod's).
+    const kubeconfig = { name: "KUBECONFIG", value: "/etc/cluster-inventory/plugin-kubeconfig" };
+    expect(providerFile).toEqual({
+      providers: TWO_PLUGINS.multicluster.accessProvidersConfig.providers.map((p) => ({
+        ...p,
+        execConfig: {
+          ...p.execConfig,
+          env: [...((p.execConfig as { env?: object[] }).env ?? []), kubeconfig],
+        },
+      })),
+    });
   });
 
   it("copies each provider command out of its plugin image with initContainers before 1.35", () => {
@@ -400,6 +450,39 @@ describe("helm template: multicluster with two plugins", () => {
       ofKind<RbacRole>(objects, "ClusterRole").flatMap((r) => r.rules.flatMap((rule) => rule.resources)),
     ).not.toContain("clusterprofiles");
     expect(configOf(objects).allowedClusterProfileNamespaces).toEqual(["fleet-system", "team-a"]);
+  });
+
+  it('opens ClusterProfiles in every namespace only when asked with "*", and names the Secrets when listed', () => {
+    const objects = renderChart({
+      values: {
+        multicluster: {
+          allowedClusterProfileNamespaces: ["*"],
+          credentials: { namespace: "spoke-creds", secretNames: ["spoke-1", "spoke-2-kubeconfig"] },
+        },
+      },
+    });
+    expect(
+      only<RbacRole>(objects, "ClusterRole", "kf-knative-fleet-clusterprofiles").rules[0]!.resources,
+    ).toEqual(["clusterprofiles"]);
+    expect(configOf(objects).allowedClusterProfileNamespaces).toEqual(["*"]);
+    const secretsRole = only<RbacRole>(objects, "Role", "kf-knative-fleet-plugin-secrets");
+    expect([secretsRole.metadata.namespace, secretsRole.rules]).toEqual([
+      "spoke-creds",
+      [
+        {
+          apiGroups: [""],
+          resources: ["secrets"],
+          resourceNames: ["spoke-1", "spoke-2-kubeconfig"],
+          verbs: ["get"],
+        },
+      ],
+    ]);
+  });
+
+  it("refuses the release namespace as the credentials namespace", () => {
+    expect(
+      renderFailure({ values: { multicluster: { credentials: { namespace: "knative-fleet" } } } }),
+    ).toContain("multicluster.credentials.namespace must not be the release namespace knative-fleet");
   });
 
   it("without multicluster: no provider file, no ClusterProfile or Secret access", () => {

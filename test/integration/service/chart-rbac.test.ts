@@ -22,7 +22,12 @@ const hub = adminClient(sandbox.hub);
 const suffix = Date.now().toString(36);
 const namespace = `service-rbac-${suffix}`;
 const release = `svc-${suffix}`;
-const rendered = renderChart({ values: { replicas: 2 }, release, namespace });
+const credentials = `service-rbac-creds-${suffix}`;
+const rendered = renderChart({
+  values: { replicas: 2, multicluster: { credentials: { namespace: credentials } } },
+  release,
+  namespace,
+});
 const RBAC_KINDS = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"];
 const rbac = rendered.filter((o) => RBAC_KINDS.includes(o.kind));
 const config = parse(
@@ -34,6 +39,7 @@ let serviceAccount: KubeClient;
 
 beforeAll(async () => {
   await ensureNamespace(hub, namespace);
+  await ensureNamespace(hub, credentials);
   for (const object of rbac) await hub.apply(object);
   serviceAccount = await serviceAccountClient(only(rendered, "ServiceAccount").metadata.name);
 });
@@ -42,6 +48,7 @@ afterAll(async () => {
   for (const o of rbac.filter((o) => !o.metadata.namespace))
     await hub.delete(o.apiVersion, o.kind, undefined, o.metadata.name);
   await hub.delete("v1", "Namespace", undefined, namespace);
+  await hub.delete("v1", "Namespace", undefined, credentials);
   rmSync(workDir, { recursive: true, force: true });
 });
 
