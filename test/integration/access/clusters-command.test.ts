@@ -1,9 +1,12 @@
+import { readFileSync, writeFileSync } from "node:fs";
 import { PassThrough } from "node:stream";
 import { parseArgs } from "node:util";
 import { CoreV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse, stringify } from "yaml";
 import type { ClusterReport } from "../../../src/access/cluster-survey.ts";
 import { clustersCommand } from "../../../src/commands/clusters.ts";
+import { writeServiceConfig } from "../../support/fleet-service.ts";
 import { deleteProfile, hubKubeConfig, profileStatus, putProfile, sandbox } from "./support.ts";
 
 // A namespace of its own, so the exit code does not depend on ClusterProfiles other tests leave in fleet-system.
@@ -25,6 +28,13 @@ async function clusters(...args: string[]): Promise<{ code: number; stdout: stri
   return { code, stdout: out.join("") };
 }
 const withProviders = ["--clusterprofile-provider-file", sandbox.providerFile];
+/** The service's config file allowing this namespace's ClusterProfiles, as the reconcile would run with it. */
+function serviceConfigAllowing(namespace: string): string {
+  const path = writeServiceConfig({ repositoryUrl: "https://git.example/fleet.git" });
+  const config = parse(readFileSync(path, "utf8")) as object;
+  writeFileSync(path, stringify({ ...config, allowedClusterProfileNamespaces: ["fleet-system", namespace] }));
+  return path;
+}
 
 beforeAll(async () => {
   const core = hubKubeConfig().makeApiClient(CoreV1Api);
@@ -64,8 +74,22 @@ describe("knative-fleet clusters", () => {
     expect(code).toBe(reports.every((r) => r.reachable) ? 0 : 1);
   });
 
+  it("reports a ClusterProfile outside the service's namespaces as the reconcile would: not found", async () => {
+    const { code, stdout } = await clusters(...withProviders, "-n", NAMESPACE, "--output", "json");
+    expect(code).toBe(1);
+    expect(JSON.parse(stdout) as ClusterReport[]).toEqual([
+      expect.objectContaining({
+        name: spoke1.name,
+        reachable: false,
+        reason: "ClusterProfileNotFound",
+        message: `ClusterProfile ${NAMESPACE}/${spoke1.name} is in namespace ${NAMESPACE}, but knative-fleet only reads ClusterProfiles in fleet-system`,
+      }),
+    ]);
+  });
+
   it("prints a table, and exits 1 with the reason when a cluster cannot be reached", async () => {
-    const allReachable = await clusters(...withProviders, "-n", NAMESPACE);
+    const config = ["--config", serviceConfigAllowing(NAMESPACE)];
+    const allReachable = await clusters(...withProviders, ...config, "-n", NAMESPACE);
     expect(allReachable.code).toBe(0);
     expect(allReachable.stdout).toMatch(
       /^NAMESPACE\s+NAME\s+HEALTHY\s+PROVIDER\s+SERVER\s+VERSION\s+RTT\s+STATUS\n/,
@@ -81,7 +105,7 @@ describe("knative-fleet clusters", () => {
       profileStatus(spoke1, { healthy: "False", message: "down for maintenance" }),
       NAMESPACE,
     );
-    const oneDown = await clusters(...withProviders, "-n", NAMESPACE);
+    const oneDown = await clusters(...withProviders, ...config, "-n", NAMESPACE);
     expect(oneDown.code).toBe(1);
     expect(oneDown.stdout).toContain(
       "ClusterProfileNotReady: ClusterProfile access-test-clusters/unhealthy is not healthy",

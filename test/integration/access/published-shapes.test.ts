@@ -105,30 +105,19 @@ async function putProfile(
 ): Promise<void> {
   const path = `/apis/${GROUP}/v1alpha2/namespaces/${profile.namespace}/clusterprofiles/${profile.name}`;
   const metadata = { name: profile.name, namespace: profile.namespace, labels: profile.labels };
-  await hub.rest.request({
-    method: "PATCH",
-    path,
-    query: { fieldManager: "cluster-manager", force: true },
-    contentType: "application/apply-patch+yaml",
-    body: {
-      apiVersion: `${GROUP}/v1alpha2`,
-      kind: "ClusterProfile",
-      metadata,
-      spec: { displayName: profile.name, clusterManager: { name: profile.manager } },
-    },
-  });
-  await hub.rest.request({
-    method: "PATCH",
-    path: `${path}/status`,
-    query: { fieldManager: "cluster-manager", force: true },
-    contentType: "application/apply-patch+yaml",
-    body: {
-      apiVersion: `${GROUP}/v1alpha2`,
-      kind: "ClusterProfile",
-      metadata,
-      status: { accessProviders, conditions: [condition] },
-    },
-  });
+  // The object, then its status through the /status subresource, each by server-side apply.
+  for (const [at, part] of [
+    [path, { spec: { displayName: profile.name, clusterManager: { name: profile.manager } } }],
+    [`${path}/status`, { status: { accessProviders, conditions: [condition] } }],
+  ] as const) {
+    await hub.rest.request({
+      method: "PATCH",
+      path: at,
+      query: { fieldManager: "cluster-manager", force: true },
+      contentType: "application/apply-patch+yaml",
+      body: { apiVersion: `${GROUP}/v1alpha2`, kind: "ClusterProfile", metadata, ...part },
+    });
+  }
 }
 
 const crFile = (
