@@ -5,6 +5,7 @@ import {
   type ClusterAccessOptions,
   type ResolveResult,
 } from "../../../src/access/cluster-access.ts";
+import { clusterProfileResource } from "../../../src/access/clusterprofile-version.ts";
 import type { ProviderConfigState } from "../../../src/access/provider-config.ts";
 import { silentLogger } from "../../unit/access/support.ts";
 import {
@@ -70,6 +71,10 @@ async function whoAmI(result: ResolveResult): Promise<string | undefined> {
 }
 
 describe("reaching the sandbox spokes with the real plugins", () => {
+  it("reads ClusterProfiles in the version the hub stores: v1alpha1 on this hub", async () => {
+    expect((await clusterProfileResource(hubKubeConfig())).version).toBe("v1alpha1");
+  });
+
   it("secretreader: a ServiceAccount token", async () => {
     const result = await access().resolve({ namespace: NAMESPACE, name: spoke1.name });
     expect(result.ok && result.spoke).toMatchObject({
