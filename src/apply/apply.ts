@@ -1,17 +1,18 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { KubeClient } from "../kube/client.ts";
-import { isConflict } from "../kube/rest.ts";
-import { DESIRED_HASH_ANNOTATION, withDesiredHash } from "./compare.ts";
 import {
   describeRef,
   isCrd,
   type KubeObject,
+  nameOf,
   type ObjectRef,
   type OwnerReference,
   objectKey,
   refKey,
   refOf,
-} from "./objects.ts";
+} from "../kube/object.ts";
+import { isConflict } from "../kube/rest.ts";
+import { DESIRED_HASH_ANNOTATION, withDesiredHash } from "./compare.ts";
 import {
   anchorName,
   buildAnchor,
@@ -259,7 +260,7 @@ async function waitForCrds(
   const deadline = Date.now() + timeoutMs;
   for (const crd of crds) {
     for (;;) {
-      const live = await client.get(crd.apiVersion, crd.kind, undefined, crd.metadata.name);
+      const live = await client.get(crd.apiVersion, crd.kind, undefined, nameOf(crd));
       const conditions =
         (live?.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ?? [];
       if (conditions.some((c) => c.type === "Established" && c.status === "True")) break;

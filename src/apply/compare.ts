@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { KubeObject } from "./objects.ts";
+import type { KubeObject } from "../kube/object.ts";
 
 /**
  * Decides whether a live object already holds everything we would apply, so a steady-state reconcile

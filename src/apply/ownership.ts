@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type KubeObject, type ObjectRef, type OwnerReference, refKey } from "./objects.ts";
+import { type KubeObject, type ObjectRef, type OwnerReference, refKey } from "../kube/object.ts";
 
 /** Labels and annotations the anchor carries; the names and texts are the upstream operator's. */
 export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";

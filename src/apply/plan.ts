@@ -1,5 +1,5 @@
+import { isCrd, type KubeObject, type ObjectRef, objectKey, refKey } from "../kube/object.ts";
 import { isUpToDate } from "./compare.ts";
-import { isCrd, type KubeObject, type ObjectRef, objectKey, refKey } from "./objects.ts";
 
 /** What one apply pass will do on a cluster. Pure: the same inputs give the same plan. */
 export interface ApplyPlan {

@@ -7,10 +7,10 @@ import {
   type KnativeStatus,
   OPERATOR_API_VERSION,
 } from "../api/knative.ts";
-import type { KubeObject } from "../apply/objects.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
 import { SOURCE_COMMIT_ANNOTATION, SOURCE_PATH_ANNOTATION } from "../mirror/annotations.ts";
 import { identityOf } from "../mirror/plan.ts";

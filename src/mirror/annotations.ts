@@ -1,6 +1,6 @@
-import type { KubeObject } from "../apply/objects.ts";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../apply/ownership.ts";
 import { FLEET_ANNOTATION_PREFIX } from "../fleet/annotations.ts";
+import type { KubeObject } from "../kube/object.ts";
 
 /** The repository a hub CR was mirrored from. */
 export const SOURCE_REPOSITORY_ANNOTATION = `${FLEET_ANNOTATION_PREFIX}source-repository`;

@@ -2,12 +2,12 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { KnativeKind } from "../api/knative.ts";
 import { isUpToDate, withDesiredHash } from "../apply/compare.ts";
-import type { KubeObject } from "../apply/objects.ts";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../apply/ownership.ts";
 import { isPruneDisabled } from "../fleet/annotations.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import type { DesiredResource, FleetModel } from "../fleet/model.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { type KubeObject, nameOf } from "../kube/object.ts";
 import {
   isMirrored,
   SOURCE_COMMIT_ANNOTATION,
@@ -244,7 +244,7 @@ export function identityOf(object: KubeObject): ResourceIdentity {
   return {
     kind: object.kind as KnativeKind,
     namespace: object.metadata.namespace ?? "",
-    name: object.metadata.name,
+    name: nameOf(object),
   };
 }
 

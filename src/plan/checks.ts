@@ -1,5 +1,5 @@
 import type { KnativeResource } from "../api/knative.ts";
-import type { KubeObject } from "../apply/objects.ts";
+import type { KubeObject } from "../kube/object.ts";
 import { clusterLabel, installNamespace, sameClusterProfile } from "../reconcile/target.ts";
 import { checkVersionMigration, type Release, VersionError } from "../render/index.ts";
 import { maskText } from "./mask.ts";

@@ -1,8 +1,8 @@
 import { type KnativeResource, type KnativeStatus, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { inParallel } from "../apply/apply.ts";
-import { type KubeObject, type ObjectRef, objectKey } from "../apply/objects.ts";
 import { anchorName, decodeInventory, type Owner, selectorFor } from "../apply/ownership.ts";
 import type { KubeClient } from "../kube/client.ts";
+import { type KubeObject, type ObjectRef, objectKey } from "../kube/object.ts";
 import { isNotFound } from "../kube/rest.ts";
 import { clusterLabel, installNamespace, type TargetResolver } from "../reconcile/target.ts";
 import { type InstallState, ownerOf } from "./install.ts";

@@ -1,5 +1,7 @@
 import type { KnativeResource } from "../api/knative.ts";
 import { stampForApply } from "../apply/apply.ts";
+import { anchorName } from "../apply/ownership.ts";
+import { planApply } from "../apply/plan.ts";
 import {
   isCrd,
   type KubeObject,
@@ -8,9 +10,7 @@ import {
   objectKey,
   refKey,
   refOf,
-} from "../apply/objects.ts";
-import { anchorName } from "../apply/ownership.ts";
-import { planApply } from "../apply/plan.ts";
+} from "../kube/object.ts";
 import { ownerOf, renderInstall } from "../reconcile/desired.ts";
 import { installNamespace } from "../reconcile/target.ts";
 

@@ -1,9 +1,9 @@
 import type { KnativeResource } from "../api/knative.ts";
 import { inParallel } from "../apply/apply.ts";
-import { type KubeObject, type ObjectRef, refKey, refOf } from "../apply/objects.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { type KubeObject, type ObjectRef, refKey, refOf } from "../kube/object.ts";
 import type { PruneReport } from "../mirror/plan.ts";
 import { clusterLabel, sameClusterProfile } from "../reconcile/target.ts";
 import type { Release, ReleaseLoader } from "../render/index.ts";

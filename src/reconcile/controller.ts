@@ -8,9 +8,9 @@ import {
 } from "../api/knative.ts";
 import { removeInstall } from "../apply/apply.ts";
 import { canonicalJson } from "../apply/compare.ts";
-import type { KubeObject } from "../apply/objects.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
+import { type KubeObject, nameOf } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
 import { ownerOf, renderInstall } from "./desired.ts";
 import { WorkQueue } from "./queue.ts";
@@ -255,7 +255,7 @@ export class KnativeController {
   private async patchFinalizers(object: KubeObject, finalizers: string[]): Promise<void> {
     const { apiVersion, kind, metadata } = object;
     try {
-      await this.options.hub.mergePatch(apiVersion, kind, metadata.namespace, metadata.name, {
+      await this.options.hub.mergePatch(apiVersion, kind, metadata.namespace, nameOf(object), {
         metadata: { finalizers, resourceVersion: metadata.resourceVersion },
       });
     } catch (err) {

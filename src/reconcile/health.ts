@@ -1,4 +1,4 @@
-import type { KubeObject } from "../apply/objects.ts";
+import { type KubeObject, nameOf } from "../kube/object.ts";
 
 interface DeploymentStatus {
   observedGeneration?: number;
@@ -33,6 +33,6 @@ export function unavailableDeployments(
       const current = byName.get(`${d.metadata.namespace}/${d.metadata.name}`);
       return !current || !isDeploymentAvailable(current);
     })
-    .map((d) => d.metadata.name)
+    .map(nameOf)
     .sort();
 }

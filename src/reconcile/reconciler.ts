@@ -1,9 +1,9 @@
 import { ConditionType, type ConditionUpdate, findCondition, markCondition } from "../api/conditions.ts";
 import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.ts";
 import { type ApplyOutcome, applyInstall } from "../apply/apply.ts";
-import type { KubeObject } from "../apply/objects.ts";
 import { selectorFor } from "../apply/ownership.ts";
 import type { KubeClient } from "../kube/client.ts";
+import type { KubeObject } from "../kube/object.ts";
 import type { Logger } from "../observability/log.ts";
 import { checkVersionMigration, type Release, type ReleaseLoader, VersionError } from "../render/index.ts";
 import { ownerOf, renderInstall } from "./desired.ts";

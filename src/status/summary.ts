@@ -1,9 +1,9 @@
 import { stringify } from "yaml";
 import { ConditionType, findCondition } from "../api/conditions.ts";
 import type { ClusterProfileRef, KnativeStatus } from "../api/knative.ts";
-import type { KubeObject } from "../apply/objects.ts";
 import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import type { KubeObject } from "../kube/object.ts";
 import {
   CONFIRM_PRUNE_ANNOTATION,
   isMirrored,

@@ -1,9 +1,10 @@
 import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
 import { main } from "../../../src/cli.ts";
 import type { StatusRow } from "../../../src/commands/status.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
+import { nameOf } from "../../../src/kube/object.ts";
 import { isNotFound } from "../../../src/kube/rest.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -57,7 +58,7 @@ function knative(kind: string, name: string, fields: Partial<KubeObject> = {}): 
 
 /** Writes `status` through the status subresource, as the hub controller does, for the CR's current generation. */
 async function writeStatus(object: KubeObject, status: Record<string, unknown>): Promise<void> {
-  const live = await hub.get(OPERATOR_API_VERSION, object.kind, NAMESPACE, object.metadata.name);
+  const live = await hub.get(OPERATOR_API_VERSION, object.kind, NAMESPACE, nameOf(object));
   await hub.apply(
     {
       apiVersion: OPERATOR_API_VERSION,
@@ -122,14 +123,14 @@ beforeAll(async () => {
 afterAll(async () => {
   // The finalizer has no controller behind it here: drop it, or the CR (and the namespace) never goes.
   await hub
-    .mergePatch(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, leaving.metadata.name, {
+    .mergePatch(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, nameOf(leaving), {
       metadata: { finalizers: null },
     })
     .catch((err: unknown) => {
       if (!isNotFound(err)) throw err; // the deletion test did not get to create it
     });
   for (const object of [serving, eventing, leaving])
-    await hub.delete(OPERATOR_API_VERSION, object.kind, NAMESPACE, object.metadata.name);
+    await hub.delete(OPERATOR_API_VERSION, object.kind, NAMESPACE, nameOf(object));
   await hub.delete("v1", "Namespace", undefined, NAMESPACE);
 });
 
@@ -226,9 +227,9 @@ describe("knative-fleet status", () => {
         },
       ],
     });
-    await hub.delete(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, leaving.metadata.name);
+    await hub.delete(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, nameOf(leaving));
     await waitUntil("the CR to be marked for deletion", async () =>
-      (await hub.get(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, leaving.metadata.name))?.metadata
+      (await hub.get(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, nameOf(leaving)))?.metadata
         .deletionTimestamp
         ? true
         : undefined,

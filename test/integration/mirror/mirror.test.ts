@@ -4,11 +4,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
 import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "../../../src/fleet/annotations.ts";
 import type { FleetFile } from "../../../src/fleet/model.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   CONFIRM_PRUNE_ANNOTATION,
   PRUNE_CONFIRMATION_CONFIGMAP,

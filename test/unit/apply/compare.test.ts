@@ -7,7 +7,7 @@ import {
   parseQuantity,
   withDesiredHash,
 } from "../../../src/apply/compare.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 
 const deployment = (replicas: number, env: { name: string; value: string }[] = []): KubeObject => ({
   apiVersion: "apps/v1",

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import { withDesiredHash } from "../../../src/apply/compare.ts";
-import { type KubeObject, objectKey, refOf } from "../../../src/apply/objects.ts";
 import {
   anchorName,
   buildAnchor,
@@ -9,6 +8,7 @@ import {
   withOwnership,
 } from "../../../src/apply/ownership.ts";
 import { planApply, planIsEmpty } from "../../../src/apply/plan.ts";
+import { type KubeObject, objectKey, refOf } from "../../../src/kube/object.ts";
 
 const cm = (name: string, data: Record<string, string>, namespace = "knative-serving"): KubeObject =>
   withDesiredHash({ apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace }, data });

@@ -1,9 +1,9 @@
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { Condition } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
 import { main } from "../../../src/cli.ts";
 import { isSettled, renderStatusTable, statusRows } from "../../../src/commands/status.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";

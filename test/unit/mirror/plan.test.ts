@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { KubeObject } from "../../../src/apply/objects.ts";
 import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "../../../src/fleet/annotations.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,

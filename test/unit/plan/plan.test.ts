@@ -1,8 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { describeRef } from "../../../src/apply/objects.ts";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
+import { describeRef } from "../../../src/kube/object.ts";
 import { PLAN_MARKER, renderMarkdown } from "../../../src/plan/markdown.ts";
 import { buildPlan } from "../../../src/plan/plan.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import type { Condition } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
