@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { DESIRED_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL } from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
 import {
   describeRef,
@@ -12,7 +13,7 @@ import {
   refOf,
 } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
-import { DESIRED_HASH_ANNOTATION, withDesiredHash } from "./compare.ts";
+import { withDesiredHash } from "./compare.ts";
 import {
   anchorName,
   buildAnchor,
@@ -195,7 +196,7 @@ async function ensureNamespace(target: InstallTarget): Promise<number> {
   if (await client.get("v1", "Namespace", undefined, namespace)) return 0;
   const labels = {
     ...(target.namespaceMetadata?.labels ?? {}),
-    "app.kubernetes.io/managed-by": "knative-fleet",
+    [MANAGED_BY_LABEL]: MANAGED_BY,
   };
   const annotations = target.namespaceMetadata?.annotations;
   try {

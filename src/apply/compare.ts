@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
 import type { KubeObject } from "../kube/object.ts";
 
 /**
@@ -10,7 +11,6 @@ import type { KubeObject } from "../kube/object.ts";
  * - `containsDesired`: when someone edited or deleted a field by hand (drift), live no longer contains
  *   desired and apply restores it.
  */
-export const DESIRED_HASH_ANNOTATION = "fleet.knative.dev/desired-hash";
 
 /** sha256 of the object's canonical JSON (keys sorted), without the hash annotation itself. */
 export function desiredHash(object: KubeObject): string {

@@ -1,17 +1,15 @@
 import { z } from "zod";
+import {
+  ANCHOR_ANNOTATION,
+  CR_KIND_LABEL,
+  CR_NAME_LABEL,
+  DESCRIPTION_ANNOTATION,
+  INVENTORY_KEY,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  PROTECTED_ANNOTATION,
+} from "../api/labels.ts";
 import { type KubeObject, type ObjectRef, type OwnerReference, refKey } from "../kube/object.ts";
-
-/** Labels and annotations the anchor carries; the names and texts are the upstream operator's. */
-export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
-export const MANAGED_BY = "knative-fleet";
-export const CR_NAME_LABEL = "operator.knative.dev/cr-name";
-/** Which kind of CR an object belongs to (lower-case kind), so two CRs of one name stay apart. */
-export const CR_KIND_LABEL = "fleet.knative.dev/cr-kind";
-export const ANCHOR_ANNOTATION = "operator.knative.dev/anchor";
-export const PROTECTED_ANNOTATION = "operator.knative.dev/protected";
-export const DESCRIPTION_ANNOTATION = "operator.knative.dev/description";
-/** The anchor's data key holding what was applied (a cli-utils style inventory), one JSON ref a line. */
-export const INVENTORY_KEY = "inventory";
 
 export interface Owner {
   /** The CR's kind, e.g. KnativeServing. */

@@ -7,14 +7,17 @@ import {
   type KnativeStatus,
   OPERATOR_API_VERSION,
 } from "../api/knative.ts";
+import {
+  ABANDON_CLEANUP_ANNOTATION,
+  SOURCE_COMMIT_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+} from "../api/labels.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
-import { SOURCE_COMMIT_ANNOTATION, SOURCE_PATH_ANNOTATION } from "../mirror/annotations.ts";
 import { identityOf } from "../mirror/plan.ts";
-import { ABANDON_CLEANUP_ANNOTATION } from "../reconcile/controller.ts";
 import { clusterLabel } from "../reconcile/target.ts";
 import { compareRows } from "../status/summary.ts";
 import { type Command, type CommandContext, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";

@@ -1,4 +1,5 @@
-import { canonicalJson, DESIRED_HASH_ANNOTATION } from "../apply/compare.ts";
+import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
+import { canonicalJson } from "../apply/compare.ts";
 import { compareStrings, formatFieldPath } from "../fleet/diagnostic.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { isRecord } from "../kube/object.ts";

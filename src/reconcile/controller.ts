@@ -6,6 +6,7 @@ import {
   KnativeResourceSchema,
   OPERATOR_API_VERSION,
 } from "../api/knative.ts";
+import { ABANDON_CLEANUP_ANNOTATION, FINALIZERS } from "../api/labels.ts";
 import { removeInstall } from "../apply/apply.ts";
 import { canonicalJson } from "../apply/compare.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -16,14 +17,6 @@ import { ownerOf, renderInstall } from "./desired.ts";
 import { WorkQueue } from "./queue.ts";
 import { type EngineDeps, reconcileInstall } from "./reconciler.ts";
 import { clusterLabel, installNamespace, sameClusterProfile } from "./target.ts";
-
-/** The upstream operator's finalizer names (knative.dev/pkg: `<plural>.<group>`), so CRs move between the two. */
-export const FINALIZERS: Record<KnativeKind, string> = {
-  KnativeServing: "knativeservings.operator.knative.dev",
-  KnativeEventing: "knativeeventings.operator.knative.dev",
-};
-/** Set to "true" on a CR being deleted to give up cleaning its spoke (the spoke is gone for good). */
-export const ABANDON_CLEANUP_ANNOTATION = "fleet.knative.dev/abandon-cleanup";
 
 export interface ControllerOptions {
   hub: KubeClient;

@@ -1,16 +1,16 @@
 import { stringify } from "yaml";
 import { ConditionType, findCondition } from "../api/conditions.ts";
 import type { ClusterProfileRef, KnativeStatus } from "../api/knative.ts";
-import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
-import type { KubeObject } from "../kube/object.ts";
 import {
   CONFIRM_PRUNE_ANNOTATION,
-  isMirrored,
+  isManagedByFleet,
   PRUNE_CONFIRMATION_CONFIGMAP,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
-} from "../mirror/annotations.ts";
+} from "../api/labels.ts";
+import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import type { KubeObject } from "../kube/object.ts";
 import type { MirrorResult } from "../mirror/mirror.ts";
 import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/plan.ts";
 import { clusterLabel } from "../reconcile/target.ts";
@@ -87,7 +87,7 @@ export function renderStatusSummary(input: StatusSummaryInput): StatusFile[] {
 function summarize({ resources, mirror }: StatusSummaryInput): Summary {
   const outcomes = mirror.resources;
   return {
-    resources: resources.filter(isMirrored).map(resourceRow).sort(compareRows),
+    resources: resources.filter(isManagedByFleet).map(resourceRow).sort(compareRows),
     // Mapped field by field: the YAML keeps key order, whichever check built the diagnostic.
     validationErrors: mirror.diagnostics.map(({ path, line, column, field, message }) => ({
       path,

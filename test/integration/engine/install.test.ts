@@ -1,17 +1,14 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import { ABANDON_CLEANUP_ANNOTATION, FINALIZERS } from "../../../src/api/labels.ts";
 import { anchorName, decodeInventory } from "../../../src/apply/ownership.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { nameOf } from "../../../src/kube/object.ts";
 import { createLogger, silentLogger } from "../../../src/observability/log.ts";
-import {
-  ABANDON_CLEANUP_ANNOTATION,
-  FINALIZERS,
-  type ReconcileReport,
-} from "../../../src/reconcile/controller.ts";
+import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
 import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
 import { isDeploymentAvailable } from "../../../src/reconcile/health.ts";
 import { clusterProfileStatus, loadSandbox, putClusterProfile } from "../../sandbox/index.ts";

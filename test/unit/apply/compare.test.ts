@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
 import {
   containsDesired,
-  DESIRED_HASH_ANNOTATION,
   desiredHash,
   isUpToDate,
   parseQuantity,

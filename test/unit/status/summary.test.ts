@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import type { Condition } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
   SOURCE_REPOSITORY_ANNOTATION,
-} from "../../../src/mirror/annotations.ts";
+} from "../../../src/api/labels.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import type { MirrorResult } from "../../../src/mirror/mirror.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 
