@@ -5,10 +5,10 @@
 // Usage: node scripts/bench-plan.ts [clusters=20] [runs=5]
 import { rm } from "node:fs/promises";
 import { ClusterAccess, loadProviderConfig } from "../src/access/index.ts";
+import { createTargetResolver } from "../src/access/target.ts";
 import { DEFAULT_FILE_SELECTION } from "../src/fleet/select.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../src/kube/kubeconfig.ts";
 import { buildPlan, type LiveClusters, readRevisions } from "../src/plan/index.ts";
-import { createTargetResolver } from "../src/reconcile/target.ts";
 import { createKodataSource, ReleaseLoader } from "../src/render/index.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";

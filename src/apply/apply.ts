@@ -143,29 +143,15 @@ export function stampForApply(
   );
 }
 
-/** Removes an install: the anchor (garbage collection takes what it owns) and the cluster-scoped objects. */
-export async function removeInstall(
-  target: Pick<InstallTarget, "client" | "owner" | "namespace">,
-  fallbackObjects: readonly KubeObject[],
-): Promise<{ deleted: ObjectRef[] }> {
-  const { client, owner, namespace } = target;
-  const anchor = await client.get("v1", "ConfigMap", namespace, anchorName(owner));
-  const inventory = anchor ? decodeInventory(anchor) : fallbackObjects.map(refOf);
-  // CRDs stay: deleting them would delete every user resource of those kinds.
-  const clusterScoped = inventory.filter((ref) => ref.namespace === "" && !isCrd(ref));
-  const deleted = await deleteClusterScoped(client, clusterScoped);
-  if (await client.delete("v1", "ConfigMap", namespace, anchorName(owner), "Background")) {
-    deleted.push({ apiVersion: "v1", kind: "ConfigMap", namespace, name: anchorName(owner) });
-  }
-  return { deleted };
-}
-
 /**
  * Deletes cluster-scoped objects. Aggregated ClusterRoles (those with an aggregationRule) go last, and are
  * checked again afterwards: the controller-manager's clusterrole-aggregation controller may still hold
  * one in its queue, and its server-side apply of the rules re-creates a role that was just deleted.
  */
-async function deleteClusterScoped(client: KubeClient, refs: readonly ObjectRef[]): Promise<ObjectRef[]> {
+export async function deleteClusterScoped(
+  client: KubeClient,
+  refs: readonly ObjectRef[],
+): Promise<ObjectRef[]> {
   const aggregating: ObjectRef[] = [];
   const deleted: ObjectRef[] = [];
   for (const ref of refs) {

@@ -1,4 +1,5 @@
 import { causeText } from "../access/errors.ts";
+import { clusterLabel } from "../access/target.ts";
 import { ConditionType, findCondition } from "../api/conditions.ts";
 import {
   type ClusterProfileRef,
@@ -18,7 +19,6 @@ import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
 import { identityOf } from "../mirror/plan.ts";
-import { clusterLabel } from "../reconcile/target.ts";
 import { compareRows } from "../status/summary.ts";
 import { type Command, type CommandContext, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
 import { outputFormat, renderJson, renderTable } from "./output.ts";

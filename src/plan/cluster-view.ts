@@ -1,11 +1,12 @@
+import { clusterLabel, type TargetResolver } from "../access/target.ts";
 import { type KnativeResource, type KnativeStatus, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { inParallel } from "../apply/apply.ts";
 import { anchorName, decodeInventory, type Owner, selectorFor } from "../apply/ownership.ts";
+import { installNamespace, ownerOf } from "../install/identity.ts";
+import type { InstallState } from "../install/state.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, type ObjectRef, objectKey } from "../kube/object.ts";
 import { isNotFound } from "../kube/rest.ts";
-import { clusterLabel, installNamespace, type TargetResolver } from "../reconcile/target.ts";
-import { type InstallState, ownerOf } from "./install.ts";
 import type { PlanSource } from "./report.ts";
 
 /** The hub and, through its ClusterProfiles, the spokes: what a live plan reads. */

@@ -1,26 +1,20 @@
+import { clusterLabel } from "../access/target.ts";
 import type { KnativeResource } from "../api/knative.ts";
 import { inParallel } from "../apply/apply.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { desiredObjects, renderInstall } from "../install/desired.ts";
+import { removalOf, removedBy, sharingCr } from "../install/removal.ts";
+import { convergedState, isPresent, NOTHING_INSTALLED } from "../install/state.ts";
 import { type KubeObject, type ObjectRef, refKey, refOf } from "../kube/object.ts";
 import type { PruneReport } from "../mirror/plan.ts";
-import { clusterLabel, sameClusterProfile } from "../reconcile/target.ts";
 import type { Release, ReleaseLoader } from "../render/index.ts";
 import { assessPrune, changedFiles, type ResourceChange, resourceChanges } from "./changes.ts";
 import { clusterChange, ingressChange, renderFailure, versionJump } from "./checks.ts";
 import { type ClusterView, type LiveClusters, liveView, offlineView } from "./cluster-view.ts";
 import { diffObjects } from "./diff.ts";
-import {
-  convergedState,
-  desiredObjects,
-  isPresent,
-  NOTHING_INSTALLED,
-  type ObjectPlan,
-  planObjects,
-  removalOf,
-  renderedObjects,
-} from "./install.ts";
+import { type ObjectPlan, planObjects } from "./install.ts";
 import { maskText } from "./mask.ts";
 import type {
   ClusterPlan,
@@ -125,7 +119,7 @@ async function planApplied(
   let rendered: KubeObject[];
   try {
     release = await context.options.releases.load(head);
-    rendered = renderedObjects(head, release);
+    rendered = renderInstall(head, release);
   } catch (err) {
     return { ...plan, findings: [renderFailure(err)] };
   }
@@ -179,13 +173,12 @@ async function planRemoval(
     return { ...plan, removal: { ...decision, kept: [] }, findings };
   }
   // The hub controller leaves a cluster alone while another CR of the kind installs on it.
-  const sharing = context.head.resources.find(
-    ({ resource }) =>
-      resource.kind === base.kind &&
-      sameClusterProfile(resource.spec.clusterProfileRef, base.spec.clusterProfileRef),
+  const sharing = sharingCr(
+    base,
+    context.head.resources.map(({ resource }) => resource),
   );
   if (sharing) {
-    const sharedWith = formatIdentity({ ...sharing.resource.metadata, kind: sharing.resource.kind });
+    const sharedWith = formatIdentity({ ...sharing.metadata, kind: sharing.kind });
     return { ...plan, removal: { ...decision, sharedWith, kept: [] }, findings };
   }
   const before = await renderBase(base, context);
@@ -195,7 +188,7 @@ async function planRemoval(
   const removal = removalOf(base, inventory);
   // Live, only what is there: deleting the rest is a no-op.
   const present = view.source === "live" ? isPresent(base, view.state) : () => true;
-  const [deleted, kept] = [removal.deleted.filter(present), removal.kept.filter(present)];
+  const [deleted, kept] = [removedBy(removal).filter(present), removal.kept.filter(present)];
   const uninstall: Finding = {
     severity: "warning",
     code: "removes-knative",
@@ -218,7 +211,7 @@ async function planRemoval(
 async function renderBase(resource: KnativeResource, context: PlanContext) {
   try {
     const release = await context.options.releases.load(resource);
-    return { release, objects: renderedObjects(resource, release) };
+    return { release, objects: renderInstall(resource, release) };
   } catch {
     return undefined;
   }

@@ -1,3 +1,4 @@
+import { clusterLabel } from "../access/target.ts";
 import { ConditionType, markCondition } from "../api/conditions.ts";
 import {
   KNATIVE_KINDS,
@@ -7,16 +8,15 @@ import {
   OPERATOR_API_VERSION,
 } from "../api/knative.ts";
 import { ABANDON_CLEANUP_ANNOTATION, FINALIZERS } from "../api/labels.ts";
-import { removeInstall } from "../apply/apply.ts";
 import { canonicalJson } from "../apply/compare.ts";
+import { renderInstall } from "../install/desired.ts";
+import { removeInstall, sharingCr } from "../install/removal.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
-import { type KubeObject, nameOf } from "../kube/object.ts";
+import { type KubeObject, nameOf, refOf } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
-import { ownerOf, renderInstall } from "./desired.ts";
 import { WorkQueue } from "./queue.ts";
 import { type EngineDeps, reconcileInstall } from "./reconciler.ts";
-import { clusterLabel, installNamespace, sameClusterProfile } from "./target.ts";
 
 export interface ControllerOptions {
   hub: KubeClient;
@@ -183,16 +183,17 @@ export class KnativeController {
       );
       return this.removeFinalizer(object, finalizer).then(() => true);
     }
-    const sharing = this.informers
+    const hubCrs = this.informers
       .get(resource.kind)!
       .list()
-      .filter((o) => o.metadata.uid !== object.metadata.uid && !o.metadata.deletionTimestamp)
-      .filter((o) =>
-        sameClusterProfile((o.spec as KnativeResource["spec"] | undefined)?.clusterProfileRef, ref),
-      );
-    if (sharing.length > 0) {
+      .flatMap((o) => {
+        const parsed = KnativeResourceSchema.safeParse(o);
+        return parsed.success ? [parsed.data] : [];
+      });
+    const sharing = sharingCr(resource, hubCrs);
+    if (sharing) {
       log.info(
-        { others: sharing.map((o) => o.metadata.name) },
+        { others: [sharing.metadata.name] },
         "another CR targets the same cluster; leaving it untouched",
       );
       return this.removeFinalizer(object, finalizer).then(() => true);
@@ -217,15 +218,11 @@ export class KnativeController {
       await this.writeStatus(object, { ...(resource.status ?? {}), conditions });
       throw new Error(`finalize ${clusterLabel(ref)}: ${target.reason}: ${target.message}`);
     }
-    const namespace = installNamespace(resource);
     const fallback = await this.options.engine.releases
       .load(resource)
-      .then((release) => renderInstall(resource, release))
+      .then((release) => renderInstall(resource, release).map(refOf))
       .catch(() => []);
-    const { deleted } = await removeInstall(
-      { client: target.client, owner: ownerOf(resource), namespace },
-      fallback,
-    );
+    const { deleted } = await removeInstall(target.client, resource, fallback);
     log.info({ cluster: target.cluster, deleted: deleted.length }, "FinalizeRemoteCluster done");
     await this.removeFinalizer(object, finalizer);
     return true;

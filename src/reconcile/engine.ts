@@ -1,10 +1,10 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
+import { createTargetResolver } from "../access/target.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { KnativeController, type ReconcileReport } from "./controller.ts";
-import { createTargetResolver } from "./target.ts";
 
 export interface EngineOptions {
   hub: KubeConfig;

@@ -1,14 +1,15 @@
+import { clusterLabel, type TargetResolver } from "../access/target.ts";
 import { ConditionType, type ConditionUpdate, findCondition, markCondition } from "../api/conditions.ts";
 import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.ts";
 import { type ApplyOutcome, applyInstall } from "../apply/apply.ts";
 import { selectorFor } from "../apply/ownership.ts";
+import { renderInstall } from "../install/desired.ts";
+import { unavailableDeployments } from "../install/health.ts";
+import { installNamespace, ownerOf } from "../install/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { Logger } from "../observability/log.ts";
 import { checkVersionMigration, type Release, type ReleaseLoader, VersionError } from "../render/index.ts";
-import { ownerOf, renderInstall } from "./desired.ts";
-import { unavailableDeployments } from "./health.ts";
-import { clusterLabel, installNamespace, type TargetResolver } from "./target.ts";
 
 export interface EngineDeps {
   releases: ReleaseLoader;

@@ -1,4 +1,5 @@
 import { stringify } from "yaml";
+import { clusterLabel } from "../access/target.ts";
 import { ConditionType, findCondition } from "../api/conditions.ts";
 import type { ClusterProfileRef, KnativeStatus } from "../api/knative.ts";
 import {
@@ -13,7 +14,6 @@ import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { MirrorResult } from "../mirror/mirror.ts";
 import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/plan.ts";
-import { clusterLabel } from "../reconcile/target.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
 // fleet.yaml for tools, both from one summary so they never disagree. The output is a pure function of

@@ -1,10 +1,10 @@
 import { HttpMethod, RequestContext } from "@kubernetes/client-node";
-import type { ClusterAccess } from "../access/cluster-access.ts";
-import type { SpokeKubeConfig } from "../access/spoke-kubeconfig.ts";
 import type { TargetClusterReason } from "../api/conditions.ts";
-import type { ClusterProfileRef, KnativeResource } from "../api/knative.ts";
+import type { ClusterProfileRef } from "../api/knative.ts";
 import { KubeClient } from "../kube/client.ts";
 import { RestClient, type RestTransport } from "../kube/rest.ts";
+import type { ClusterAccess } from "./cluster-access.ts";
+import type { SpokeKubeConfig } from "./spoke-kubeconfig.ts";
 
 /** The cluster a CR installs onto, or why it cannot be reached. */
 export type TargetResolution =
@@ -20,27 +20,9 @@ export interface TargetResolver {
   resolve(ref: ClusterProfileRef | undefined): Promise<TargetResolution>;
 }
 
-const REMOTE_NAMESPACE = { KnativeServing: "knative-serving", KnativeEventing: "knative-eventing" } as const;
-
-/**
- * Where the component is installed, as upstream decides: on a spoke, the component's canonical namespace;
- * on the hub itself, the CR's own namespace.
- */
-export function installNamespace(resource: KnativeResource): string {
-  if (resource.spec.clusterProfileRef) return REMOTE_NAMESPACE[resource.kind];
-  return resource.metadata.namespace ?? "default";
-}
-
 /** `namespace/name` of the ClusterProfile, or "hub" for a local install. */
 export const clusterLabel = (ref: ClusterProfileRef | undefined): string =>
   ref ? `${ref.namespace}/${ref.name}` : "hub";
-
-export const sameClusterProfile = (
-  a: ClusterProfileRef | undefined,
-  b: ClusterProfileRef | undefined,
-): boolean =>
-  (a === undefined && b === undefined) ||
-  (a !== undefined && b !== undefined && a.name === b.name && a.namespace === b.namespace);
 
 /**
  * Targets: the hub itself for a CR without clusterProfileRef, else the spoke its ClusterProfile names,
