@@ -1,4 +1,8 @@
+import type { KnativeResource } from "../api/knative.ts";
+import { selectorOf } from "../apply/engine.ts";
+import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, nameOf } from "../kube/object.ts";
+import { installNamespace, ownerOf, ownershipLabels } from "./identity.ts";
 
 interface DeploymentStatus {
   observedGeneration?: number;
@@ -35,4 +39,21 @@ export function unavailableDeployments(
     })
     .map(nameOf)
     .sort();
+}
+
+/** The install's live Deployments, listed in each namespace the desired ones live in. */
+export async function readDeployments(
+  client: KubeClient,
+  resource: KnativeResource,
+  desired: readonly KubeObject[],
+): Promise<KubeObject[]> {
+  const fallback = installNamespace(resource);
+  const namespaces = new Set(
+    desired.filter((o) => o.kind === "Deployment").map((o) => o.metadata.namespace ?? fallback),
+  );
+  const labelSelector = selectorOf(ownershipLabels(ownerOf(resource)));
+  const lists = await Promise.all(
+    [...namespaces].map((namespace) => client.list("apps/v1", "Deployment", { namespace, labelSelector })),
+  );
+  return lists.flatMap((list) => list.items);
 }

@@ -2,8 +2,18 @@
 // Pure facts of the CR; nothing here reads a cluster.
 
 import type { ClusterProfileRef, KnativeResource } from "../api/knative.ts";
-import { anchorName, type Owner } from "../apply/ownership.ts";
-import type { ObjectRef, OwnerReference } from "../kube/object.ts";
+import {
+  ANCHOR_ANNOTATION,
+  CR_KIND_LABEL,
+  CR_NAME_LABEL,
+  DESCRIPTION_ANNOTATION,
+  INVENTORY_KEY,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  PROTECTED_ANNOTATION,
+} from "../api/labels.ts";
+import { encodeInventory } from "../apply/inventory.ts";
+import type { KubeObject, ObjectRef, OwnerReference } from "../kube/object.ts";
 
 const REMOTE_NAMESPACE = { KnativeServing: "knative-serving", KnativeEventing: "knative-eventing" } as const;
 
@@ -25,6 +35,47 @@ export const sameClusterProfile = (
 ): boolean =>
   (a === undefined && b === undefined) ||
   (a !== undefined && b !== undefined && a.name === b.name && a.namespace === b.namespace);
+
+export interface Owner {
+  /** The CR's kind, e.g. KnativeServing. */
+  kind: string;
+  /** The CR's name. */
+  name: string;
+}
+
+/** `{kind}-{cr-name}-root-owner`, lower-case kind: the upstream operator's anchor name. */
+export const anchorName = (owner: Owner): string => `${owner.kind.toLowerCase()}-${owner.name}-root-owner`;
+
+/** Labels every object of an install carries, so live objects can be listed back per CR. */
+export const ownershipLabels = (owner: Owner): Record<string, string> => ({
+  [MANAGED_BY_LABEL]: MANAGED_BY,
+  [CR_NAME_LABEL]: owner.name,
+  [CR_KIND_LABEL]: owner.kind.toLowerCase(),
+});
+
+/**
+ * The anchor ConfigMap: every namespace-scoped object of the install is owned by it, so deleting it lets
+ * the cluster's garbage collector remove the install, and it records the inventory used for prune.
+ */
+export function buildAnchor(owner: Owner, namespace: string, inventory: readonly ObjectRef[]): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: {
+      name: anchorName(owner),
+      namespace,
+      labels: ownershipLabels(owner),
+      annotations: {
+        [ANCHOR_ANNOTATION]: "true",
+        [PROTECTED_ANNOTATION]: "true",
+        [DESCRIPTION_ANNOTATION]:
+          "Anchor for Knative resources managed by knative-fleet. Deleting this will cascade-delete all owned " +
+          "resources via Kubernetes GC; uninstall via the hub cluster CR instead.",
+      },
+    },
+    data: { [INVENTORY_KEY]: encodeInventory(inventory) },
+  };
+}
 
 /** Who owns an install on its cluster: the CR's kind and name (the anchor's name comes from them). */
 export const ownerOf = (resource: KnativeResource): Owner => ({

@@ -1,9 +1,16 @@
 import type { KnativeResource } from "../api/knative.ts";
-import { deleteClusterScoped } from "../apply/apply.ts";
-import { anchorName, decodeInventory } from "../apply/ownership.ts";
+import { type ApplyState, deleteClusterScoped } from "../apply/engine.ts";
+import { decodeInventory } from "../apply/inventory.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { isCrd, type ObjectRef } from "../kube/object.ts";
-import { anchorRef, installNamespace, installNamespaceRef, ownerOf, sameClusterProfile } from "./identity.ts";
+import { isCrd, type ObjectRef, refKey } from "../kube/object.ts";
+import {
+  anchorName,
+  anchorRef,
+  installNamespace,
+  installNamespaceRef,
+  ownerOf,
+  sameClusterProfile,
+} from "./identity.ts";
 
 export interface Removal {
   /** Deleted by name: the cluster-scoped objects (no owner reference can reach them) and the anchor. */
@@ -78,4 +85,14 @@ export async function removeInstall(
     deleted.push(anchorRef(resource));
   }
   return { deleted };
+}
+
+/** Whether an object of the install is on the cluster, by the state read from it. */
+export function isPresent(resource: KnativeResource, state: ApplyState): (ref: ObjectRef) => boolean {
+  const [anchor, namespace] = [refKey(anchorRef(resource)), installNamespace(resource)];
+  return (ref) => {
+    if (refKey(ref) === anchor) return state.inventoryExists;
+    if (ref.kind === "Namespace" && ref.name === namespace) return state.namespaceExists;
+    return state.objects.has(refKey(ref));
+  };
 }

@@ -147,7 +147,7 @@ export class KnativeController {
       cluster: outcome.cluster,
       error: outcome.error,
       ready,
-      drift: outcome.apply?.drift.length ?? 0,
+      drift: outcome.apply?.plan.drift.length ?? 0,
       writes: (outcome.apply?.writes ?? 0) + (statusWritten ? 1 : 0),
       requests: outcome.requests ?? 0,
       statusWritten,

@@ -1,11 +1,10 @@
 import { clusterLabel, type TargetResolver } from "../access/target.ts";
 import { ConditionType, type ConditionUpdate, findCondition, markCondition } from "../api/conditions.ts";
 import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.ts";
-import { type ApplyOutcome, applyInstall } from "../apply/apply.ts";
-import { selectorFor } from "../apply/ownership.ts";
+import type { ApplyResult } from "../apply/engine.ts";
+import { applyInstall } from "../install/apply.ts";
 import { renderInstall } from "../install/desired.ts";
-import { unavailableDeployments } from "../install/health.ts";
-import { installNamespace, ownerOf } from "../install/identity.ts";
+import { readDeployments, unavailableDeployments } from "../install/health.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { Logger } from "../observability/log.ts";
@@ -32,7 +31,7 @@ export interface ReconcileOutcome {
   requests?: number;
   /** Set when the reconcile failed and should be retried with backoff (after the status is written). */
   error?: Error;
-  apply?: ApplyOutcome;
+  apply?: ApplyResult;
 }
 
 /**
@@ -93,23 +92,14 @@ export async function reconcileInstall(
   mark({ type: ConditionType.TargetClusterResolved, status: "True" });
   const requestsBefore = totalRequests(target.client);
 
-  const namespace = installNamespace(resource);
-  const owner = ownerOf(resource);
   let desired: KubeObject[];
-  let applied: ApplyOutcome;
+  let applied: ApplyResult;
   try {
     desired = renderInstall(resource, release);
-    applied = await applyInstall(
-      {
-        client: target.client,
-        owner,
-        namespace,
-        namespaceMetadata: resource.spec.namespace,
-        anchorOwner: target.local ? ownerRefTo(resource) : undefined,
-        concurrency: deps.applyConcurrency,
-      },
-      desired,
-    );
+    applied = await applyInstall(target.client, resource, desired, {
+      mode: "apply",
+      concurrency: deps.applyConcurrency,
+    });
   } catch (err) {
     return failInstall(err);
   }
@@ -117,27 +107,18 @@ export async function reconcileInstall(
   if ((findCondition(conditions, ConditionType.DependenciesInstalled)?.status ?? "Unknown") === "Unknown") {
     mark({ type: ConditionType.DependenciesInstalled, status: "True" });
   }
-  if (applied.drift.length > 0) {
+  if (applied.plan.drift.length > 0) {
     deps.log.info(
       {
         cr: `${resource.metadata.namespace}/${resource.metadata.name}`,
         cluster,
-        drift: applied.drift.length,
+        drift: applied.plan.drift.length,
       },
       "restored drifted objects",
     );
   }
 
-  const namespaces = [
-    ...new Set(desired.filter((o) => o.kind === "Deployment").map((o) => o.metadata.namespace ?? namespace)),
-  ];
-  const live = (
-    await Promise.all(
-      namespaces.map((ns) =>
-        target.client.list("apps/v1", "Deployment", { namespace: ns, labelSelector: selectorFor(owner) }),
-      ),
-    )
-  ).flatMap((l) => l.items);
+  const live = await readDeployments(target.client, resource, desired);
   const waiting = unavailableDeployments(desired, live);
   const manifests = manifestLocations(resource, release);
   if (waiting.length > 0) {
@@ -180,15 +161,6 @@ function initialize(conditions: Condition[], now: Date): Condition[] {
     if (!findCondition(out, type)) out = markCondition(out, { type, status: "Unknown" }, now);
   }
   return out;
-}
-
-function ownerRefTo(resource: KnativeResource) {
-  return {
-    apiVersion: resource.apiVersion,
-    kind: resource.kind,
-    name: resource.metadata.name,
-    uid: String(resource.metadata.uid ?? ""),
-  };
 }
 
 /** status.manifests: where the installed manifests came from (bundled release, ingress, URLs). */
