@@ -1,5 +1,5 @@
 import { clusterLabel } from "../access/target.ts";
-import { ConditionType, markCondition } from "../api/conditions.ts";
+import { ConditionType } from "../api/conditions.ts";
 import {
   KNATIVE_KINDS,
   type KnativeKind,
@@ -7,16 +7,15 @@ import {
   KnativeResourceSchema,
   OPERATOR_API_VERSION,
 } from "../api/knative.ts";
-import { ABANDON_CLEANUP_ANNOTATION, FINALIZERS } from "../api/labels.ts";
+import { FINALIZERS } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
-import { renderInstall } from "../install/desired.ts";
-import { removeInstall, sharingCr } from "../install/removal.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
-import { type KubeObject, nameOf, refOf } from "../kube/object.ts";
+import { type KubeObject, nameOf } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
+import type { Logger } from "../observability/log.ts";
 import { WorkQueue } from "./queue.ts";
-import { type EngineDeps, reconcileInstall } from "./reconciler.ts";
+import { type EngineDeps, finalizeInstall, reconcileInstall } from "./reconciler.ts";
 
 export interface ControllerOptions {
   hub: KubeClient;
@@ -162,27 +161,10 @@ export class KnativeController {
     return { requeueAfterMs: outcome.requeueAfterMs ?? this.options.resyncIntervalMs };
   }
 
-  /**
-   * FinalizeRemoteCluster: unless another live CR of the same kind targets the same cluster, delete the
-   * anchor (garbage collection removes what it owns) and the cluster-scoped objects; CRDs stay. An
-   * unreachable spoke retries with backoff and says so; it never wedges the CR for good: the abandon
-   * annotation releases it, and a ClusterProfile that left the inventory releases it by itself.
-   */
-  private async finalize(
-    resource: KnativeResource,
-    object: KubeObject,
-    log: EngineDeps["log"],
-  ): Promise<boolean> {
+  /** Runs finalize for a CR being deleted; true when its finalizer was removed (the CR is released). */
+  private async finalize(resource: KnativeResource, object: KubeObject, log: Logger): Promise<boolean> {
     const finalizer = FINALIZERS[resource.kind];
     if (!(object.metadata.finalizers as string[] | undefined)?.includes(finalizer)) return false;
-    const ref = resource.spec.clusterProfileRef;
-    if (object.metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] === "true") {
-      log.warn(
-        { cluster: clusterLabel(ref) },
-        "cleanup abandoned by annotation; the cluster keeps what was installed",
-      );
-      return this.removeFinalizer(object, finalizer).then(() => true);
-    }
     const hubCrs = this.informers
       .get(resource.kind)!
       .list()
@@ -190,40 +172,11 @@ export class KnativeController {
         const parsed = KnativeResourceSchema.safeParse(o);
         return parsed.success ? [parsed.data] : [];
       });
-    const sharing = sharingCr(resource, hubCrs);
-    if (sharing) {
-      log.info(
-        { others: [sharing.metadata.name] },
-        "another CR targets the same cluster; leaving it untouched",
-      );
-      return this.removeFinalizer(object, finalizer).then(() => true);
+    const outcome = await finalizeInstall(resource, hubCrs, this.options.engine, log);
+    if (!outcome.release) {
+      await this.writeStatus(object, outcome.status);
+      throw outcome.error;
     }
-    const target = await this.options.engine.targets.resolve(ref);
-    if (!target.ok) {
-      if (target.reason === "ClusterProfileNotFound") {
-        log.warn(
-          { cluster: clusterLabel(ref) },
-          "the ClusterProfile left the inventory; releasing the CR without cleanup",
-        );
-        return this.removeFinalizer(object, finalizer).then(() => true);
-      }
-      const message =
-        `${target.message}. Cleanup of ${clusterLabel(ref)} is retried with backoff; if the cluster is gone for good, ` +
-        `annotate the CR ${ABANDON_CLEANUP_ANNOTATION}=true to release it without cleanup.`;
-      const conditions = markCondition(
-        resource.status?.conditions ?? [],
-        { type: ConditionType.TargetClusterResolved, status: "False", reason: target.reason, message },
-        this.options.engine.now(),
-      );
-      await this.writeStatus(object, { ...(resource.status ?? {}), conditions });
-      throw new Error(`finalize ${clusterLabel(ref)}: ${target.reason}: ${target.message}`);
-    }
-    const fallback = await this.options.engine.releases
-      .load(resource)
-      .then((release) => renderInstall(resource, release).map(refOf))
-      .catch(() => []);
-    const { deleted } = await removeInstall(target.client, resource, fallback);
-    log.info({ cluster: target.cluster, deleted: deleted.length }, "FinalizeRemoteCluster done");
     await this.removeFinalizer(object, finalizer);
     return true;
   }
