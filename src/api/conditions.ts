@@ -190,3 +190,57 @@ export const markDeploymentsNotReady = (conditions: Condition[], waiting: readon
 
 export const markDeploymentsAvailable = (conditions: Condition[], now: Date): Condition[] =>
   markCondition(conditions, { type: ConditionType.DeploymentsAvailable, status: "True" }, now);
+
+// --- Readiness: the one reader every consumer calls (kstatus' Compute) ---
+
+/**
+ * The conditions Ready summarizes, in the order an install passes them: the first that is not True is the
+ * cause; the later ones mostly wait on it (nothing installs without a target).
+ */
+const INSTALL_ORDER = [
+  ConditionType.TargetClusterResolved,
+  ConditionType.VersionMigrationEligible,
+  ConditionType.InstallSucceeded,
+  ConditionType.DeploymentsAvailable,
+  ConditionType.DependenciesInstalled,
+] as const;
+
+export interface Readiness {
+  /** The Ready condition's status; Unknown when there is none. */
+  ready: Condition["status"];
+  /** The controller has not reported on the current spec: the status describes an older one, or none. */
+  stale: boolean;
+  /** The CR is being deleted (its cluster is being cleaned up). */
+  deleting: boolean;
+  /** Why it is not Ready: the first condition in install order that is not True, else Ready itself. */
+  blocking?: Pick<Condition, "type" | "status" | "reason" | "message">;
+}
+
+/** What the readiness of a hub CR is read from: its generation, deletion and status. */
+export interface ReadinessSource {
+  metadata: { generation?: unknown; deletionTimestamp?: unknown; [field: string]: unknown };
+  status?: { observedGeneration?: number; conditions?: Condition[] };
+}
+
+export function readinessOf(cr: ReadinessSource): Readiness {
+  const conditions = cr.status?.conditions ?? [];
+  const ready = findCondition(conditions, ConditionType.Ready);
+  const generation = typeof cr.metadata.generation === "number" ? cr.metadata.generation : undefined;
+  const cause = INSTALL_ORDER.map((type) => findCondition(conditions, type)).find(
+    (condition) => condition !== undefined && condition.status !== "True",
+  );
+  const blocking = cause ?? (ready?.status === "True" ? undefined : ready);
+  return {
+    ready: ready?.status ?? "Unknown",
+    stale: generation !== undefined && (cr.status?.observedGeneration ?? 0) < generation,
+    deleting: Boolean(cr.metadata.deletionTimestamp),
+    ...(blocking && {
+      blocking: {
+        type: blocking.type,
+        status: blocking.status,
+        reason: blocking.reason,
+        message: blocking.message,
+      },
+    }),
+  };
+}

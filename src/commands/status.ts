@@ -1,6 +1,6 @@
 import { causeText } from "../access/errors.ts";
 import { clusterLabel } from "../access/target.ts";
-import { ConditionType, findCondition } from "../api/conditions.ts";
+import { ConditionType, findCondition, readinessOf } from "../api/conditions.ts";
 import {
   type ClusterProfileRef,
   type Condition,
@@ -120,18 +120,6 @@ export interface Deletion {
   abandonCommand?: string;
 }
 
-/**
- * The conditions Ready summarizes, in the order upstream lists them and an install passes them: the first
- * that is not True is the cause; the later ones mostly wait on it (nothing installs without a target).
- */
-const BLOCKING_ORDER = [
-  ConditionType.TargetClusterResolved,
-  ConditionType.VersionMigrationEligible,
-  ConditionType.InstallSucceeded,
-  ConditionType.DeploymentsAvailable,
-  ConditionType.DependenciesInstalled,
-] as const;
-
 /** The rows for the CRs listed from the hub, sorted by cluster, kind, namespace and name. */
 export function statusRows(objects: readonly KubeObject[]): StatusRow[] {
   return objects.map(statusRow).sort(compareRows);
@@ -145,28 +133,24 @@ function statusRow(object: KubeObject): StatusRow {
   const spec = object.spec as { clusterProfileRef?: ClusterProfileRef } | undefined;
   const status = object.status as KnativeStatus | undefined;
   const conditions = status?.conditions ?? [];
-  const ready = findCondition(conditions, ConditionType.Ready);
-  const blocking =
-    BLOCKING_ORDER.map((type) => findCondition(conditions, type)).find(
-      (condition) => condition !== undefined && condition.status !== "True",
-    ) ?? (ready?.status === "True" ? undefined : ready);
+  const read = readinessOf({ metadata, status });
   const generation = metadata.generation as number | undefined;
   const observedGeneration = status?.observedGeneration;
   const identity = identityOf(object);
   return {
     cluster: clusterLabel(spec?.clusterProfileRef),
     ...identity,
-    ready: ready?.status ?? "Unknown",
+    ready: read.ready,
     version: status?.version,
-    condition: blocking?.type,
-    reason: blocking?.reason,
-    message: blocking?.message,
+    condition: read.blocking?.type,
+    reason: read.blocking?.reason,
+    message: read.blocking?.message,
     generation,
     observedGeneration,
-    stale: generation !== undefined && (observedGeneration ?? 0) < generation,
+    stale: read.stale,
     path: metadata.annotations?.[SOURCE_PATH_ANNOTATION],
     commit: metadata.annotations?.[SOURCE_COMMIT_ANNOTATION],
-    deleting: metadata.deletionTimestamp ? deletion(object, identity, conditions) : undefined,
+    deleting: read.deleting ? deletion(object, identity, conditions) : undefined,
   };
 }
 

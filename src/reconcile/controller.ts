@@ -1,5 +1,5 @@
 import { clusterLabel } from "../access/target.ts";
-import { ConditionType } from "../api/conditions.ts";
+import { readinessOf } from "../api/conditions.ts";
 import {
   KNATIVE_KINDS,
   type KnativeKind,
@@ -140,8 +140,7 @@ export class KnativeController {
     await this.ensureFinalizer(object, FINALIZERS[kind]);
     const outcome = await reconcileInstall(resource, this.options.engine);
     const statusWritten = await this.writeStatus(object, outcome.status);
-    const ready =
-      outcome.status.conditions?.some((c) => c.type === ConditionType.Ready && c.status === "True") ?? false;
+    const ready = readinessOf({ metadata: object.metadata, status: outcome.status }).ready === "True";
     report({
       cluster: outcome.cluster,
       error: outcome.error,

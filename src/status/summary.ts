@@ -1,6 +1,6 @@
 import { stringify } from "yaml";
 import { clusterLabel } from "../access/target.ts";
-import { ConditionType, findCondition } from "../api/conditions.ts";
+import { ConditionType, readinessOf } from "../api/conditions.ts";
 import type { ClusterProfileRef, KnativeStatus } from "../api/knative.ts";
 import {
   CONFIRM_PRUNE_ANNOTATION,
@@ -138,36 +138,29 @@ function resourceRow(object: KubeObject): ResourceRow {
 
 /**
  * Ready as kstatus reads it: a status written for an older generation, or a CR being deleted, is in
- * progress whatever its conditions say. Otherwise the Ready condition, explained by the first non-True
- * condition that gives a reason (Ready first: it carries the reason of the dependency that blocks it).
+ * progress whatever its conditions say. Otherwise Ready, explained by what blocks it (`readinessOf`).
  */
 function readiness(
   object: KubeObject,
   status: KnativeStatus | undefined,
 ): Pick<ResourceRow, "ready" | "reason" | "message"> {
-  const generation = object.metadata.generation as number | undefined;
-  if (object.metadata.deletionTimestamp) {
+  const read = readinessOf({ metadata: object.metadata, status });
+  if (read.deleting) {
     return {
       ready: "Unknown",
       reason: "Deleting",
       message: "the CR is being deleted; its cluster is being cleaned up",
     };
   }
-  const conditions = status?.conditions ?? [];
-  const ready = findCondition(conditions, ConditionType.Ready);
-  const observed = status?.observedGeneration;
-  if (!ready || (generation !== undefined && observed !== undefined && observed < generation)) {
+  if (read.stale || !status?.conditions?.some((c) => c.type === ConditionType.Ready)) {
     return {
       ready: "Unknown",
       reason: "Reconciling",
       message: "the hub controller has not reported on the current spec yet",
     };
   }
-  if (ready.status === "True") return { ready: "True" };
-  const why = [ready, ...conditions].find(
-    (condition) => condition.status !== "True" && (condition.reason || condition.message),
-  );
-  return { ready: ready.status, reason: why?.reason, message: why?.message };
+  if (read.ready === "True") return { ready: "True" };
+  return { ready: read.ready, reason: read.blocking?.reason, message: read.blocking?.message };
 }
 
 function renderReadme(summary: Summary): string {

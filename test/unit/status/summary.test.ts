@@ -74,7 +74,13 @@ const MIXED_RESOURCES: KubeObject[] = [
     version: "1.21.0",
     commit: OLDER,
     conditions: [
-      { type: "DeploymentsAvailable", status: "False", reason: "NotMinimumReplicas", message: "1/2 ready" },
+      {
+        type: "DeploymentsAvailable",
+        status: "False",
+        reason: "NotMinimumReplicas",
+        // Ready copies the blocking condition's text (computeReady); readinessOf reads the condition's own.
+        message: "eventing-webhook: 1/2 ready | waiting\nfor node",
+      },
       { type: "InstallSucceeded", status: "True" },
       {
         type: "Ready",
