@@ -12,8 +12,9 @@ import { buildPlan, type LiveClusters, readRevisions } from "../src/plan/index.t
 import { createKodataSource, ReleaseLoader } from "../src/render/index.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
+import { crText } from "../test/support/fleet-files.ts";
 import { knativeReleasesDir } from "../test/support/shared.ts";
-import { createFleetRepo, crText } from "../test/unit/plan/fleet-repo.ts";
+import { createFleetRepo } from "../test/unit/plan/fleet-repo.ts";
 
 const clusterCount = Number(process.argv[2] ?? 20);
 const runs = Number(process.argv[3] ?? 5);

@@ -1,12 +1,11 @@
-import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import { main } from "../../../src/cli.ts";
 import type { StatusRow } from "../../../src/commands/status.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { nameOf } from "../../../src/kube/object.ts";
 import { isNotFound } from "../../../src/kube/rest.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { runCli } from "../../support/cli.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -21,14 +20,8 @@ const sandbox = loadSandbox();
 const hub = adminClient(sandbox.hub);
 
 /** `knative-fleet status --kubeconfig <kubeconfig> ...args` through the CLI's entry point. */
-async function statusWith(kubeconfig: string, ...args: string[]) {
-  const streams = { stdout: new PassThrough(), stderr: new PassThrough() };
-  const text = { stdout: [] as string[], stderr: [] as string[] };
-  streams.stdout.on("data", (c) => text.stdout.push(String(c)));
-  streams.stderr.on("data", (c) => text.stderr.push(String(c)));
-  const code = await main(["status", "--kubeconfig", kubeconfig, ...args], streams);
-  return { code, stdout: text.stdout.join(""), stderr: text.stderr.join("") };
-}
+const statusWith = (kubeconfig: string, ...args: string[]) =>
+  runCli("status", "--kubeconfig", kubeconfig, ...args);
 
 const status = (...args: string[]) => statusWith(sandbox.hub.adminKubeconfig, ...args);
 

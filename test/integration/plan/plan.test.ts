@@ -16,11 +16,12 @@ import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
 import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { crText } from "../../support/fleet-files.ts";
 import { startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { createFleetRepo, crText, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
+import { createFleetRepo, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
 import { planJson, resourceOf, runPlan } from "../../unit/plan/support.ts";
 
 // The plan against the sandbox's real hub and spokes, with the real mirror and engine doing what merging
