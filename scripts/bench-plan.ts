@@ -5,15 +5,16 @@
 // Usage: node scripts/bench-plan.ts [clusters=20] [runs=5]
 import { rm } from "node:fs/promises";
 import { ClusterAccess, loadProviderConfig } from "../src/access/index.ts";
+import { createTargetResolver } from "../src/access/target.ts";
 import { DEFAULT_FILE_SELECTION } from "../src/fleet/select.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../src/kube/kubeconfig.ts";
 import { buildPlan, type LiveClusters, readRevisions } from "../src/plan/index.ts";
-import { createTargetResolver } from "../src/reconcile/target.ts";
 import { createKodataSource, ReleaseLoader } from "../src/render/index.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
+import { crText } from "../test/support/fleet-files.ts";
 import { knativeReleasesDir } from "../test/support/shared.ts";
-import { createFleetRepo, crText } from "../test/unit/plan/fleet-repo.ts";
+import { createFleetRepo } from "../test/unit/plan/fleet-repo.ts";
 
 const clusterCount = Number(process.argv[2] ?? 20);
 const runs = Number(process.argv[3] ?? 5);

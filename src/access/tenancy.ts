@@ -1,6 +1,6 @@
 import { z } from "zod";
-import type { KubeObject } from "../apply/objects.ts";
-import { isMirrored, SOURCE_REPOSITORY_ANNOTATION } from "../mirror/annotations.ts";
+import { isManagedByFleet, SOURCE_REPOSITORY_ANNOTATION } from "../api/labels.ts";
+import type { KubeObject } from "../kube/object.ts";
 
 /**
  * Which hub CRs the controller acts on. Whoever can create a KnativeServing/KnativeEventing that the
@@ -36,7 +36,7 @@ export function crAdmission(tenancy: Tenancy, defaultNamespace: string): CrAdmis
         why: `its namespace ${namespace} is not one whose CRs knative-fleet reconciles (tenancy.crNamespaces: ${namespaces.join(", ")})`,
       };
     }
-    const mirrored = isMirrored(object) && object.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION];
+    const mirrored = isManagedByFleet(object) && object.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION];
     if (!mirrored && !tenancy.reconcileHandMadeCRs) {
       return {
         admitted: false,

@@ -112,3 +112,135 @@ function sameState(a: ConditionUpdate, b: ConditionUpdate): boolean {
 function formatTime(time: Date): string {
   return time.toISOString().replace(/\.\d{3}Z$/, "Z");
 }
+
+// --- The condition set's Mark* helpers (upstream's knativeserving_lifecycle.go): every condition text once ---
+
+/** Every dependency condition present (Unknown when never set), as upstream's InitializeConditions does. */
+export function initializeConditions(conditions: Condition[], now: Date): Condition[] {
+  let out = conditions;
+  for (const type of READY_DEPENDENCIES) {
+    if (!findCondition(out, type)) out = markCondition(out, { type, status: "Unknown" }, now);
+  }
+  return out;
+}
+
+export const markTargetResolved = (conditions: Condition[], now: Date): Condition[] =>
+  markCondition(conditions, { type: ConditionType.TargetClusterResolved, status: "True" }, now);
+
+export const markTargetNotResolved = (
+  conditions: Condition[],
+  reason: TargetClusterReason,
+  message: string,
+  now: Date,
+): Condition[] =>
+  markCondition(
+    conditions,
+    { type: ConditionType.TargetClusterResolved, status: "False", reason, message },
+    now,
+  );
+
+/** The target cannot be resolved while the CR is being deleted: say how to release it without cleanup. */
+export const markCleanupBlocked = (
+  conditions: Condition[],
+  reason: TargetClusterReason,
+  message: string,
+  cluster: string,
+  abandonAnnotation: string,
+  now: Date,
+): Condition[] =>
+  markTargetNotResolved(
+    conditions,
+    reason,
+    `${message}. Cleanup of ${cluster} is retried with backoff; if the cluster is gone for good, ` +
+      `annotate the CR ${abandonAnnotation}=true to release it without cleanup.`,
+    now,
+  );
+
+export const markInstallFailed = (conditions: Condition[], message: string, now: Date): Condition[] =>
+  markCondition(
+    conditions,
+    {
+      type: ConditionType.InstallSucceeded,
+      status: "False",
+      reason: "Error",
+      message: `Install failed with message: ${message}`,
+    },
+    now,
+  );
+
+/** InstallSucceeded True; DependenciesInstalled True unless something already reported on it. */
+export function markInstallSucceeded(conditions: Condition[], now: Date): Condition[] {
+  const out = markCondition(conditions, { type: ConditionType.InstallSucceeded, status: "True" }, now);
+  const dependencies = findCondition(out, ConditionType.DependenciesInstalled)?.status ?? "Unknown";
+  if (dependencies !== "Unknown") return out;
+  return markCondition(out, { type: ConditionType.DependenciesInstalled, status: "True" }, now);
+}
+
+export const markDeploymentsNotReady = (conditions: Condition[], waiting: readonly string[], now: Date) =>
+  markCondition(
+    conditions,
+    {
+      type: ConditionType.DeploymentsAvailable,
+      status: "False",
+      reason: "NotReady",
+      message: `Waiting on deployments: ${waiting.join(", ")}`,
+    },
+    now,
+  );
+
+export const markDeploymentsAvailable = (conditions: Condition[], now: Date): Condition[] =>
+  markCondition(conditions, { type: ConditionType.DeploymentsAvailable, status: "True" }, now);
+
+// --- Readiness: the one reader every consumer calls (kstatus' Compute) ---
+
+/**
+ * The conditions Ready summarizes, in the order an install passes them: the first that is not True is the
+ * cause; the later ones mostly wait on it (nothing installs without a target).
+ */
+const INSTALL_ORDER = [
+  ConditionType.TargetClusterResolved,
+  ConditionType.VersionMigrationEligible,
+  ConditionType.InstallSucceeded,
+  ConditionType.DeploymentsAvailable,
+  ConditionType.DependenciesInstalled,
+] as const;
+
+export interface Readiness {
+  /** The Ready condition's status; Unknown when there is none. */
+  ready: Condition["status"];
+  /** The controller has not reported on the current spec: the status describes an older one, or none. */
+  stale: boolean;
+  /** The CR is being deleted (its cluster is being cleaned up). */
+  deleting: boolean;
+  /** Why it is not Ready: the first condition in install order that is not True, else Ready itself. */
+  blocking?: Pick<Condition, "type" | "status" | "reason" | "message">;
+}
+
+/** What the readiness of a hub CR is read from: its generation, deletion and status. */
+export interface ReadinessSource {
+  metadata: { generation?: unknown; deletionTimestamp?: unknown; [field: string]: unknown };
+  status?: { observedGeneration?: number; conditions?: Condition[] };
+}
+
+export function readinessOf(cr: ReadinessSource): Readiness {
+  const conditions = cr.status?.conditions ?? [];
+  const ready = findCondition(conditions, ConditionType.Ready);
+  const generation = typeof cr.metadata.generation === "number" ? cr.metadata.generation : undefined;
+  const cause = INSTALL_ORDER.map((type) => findCondition(conditions, type)).find(
+    (condition) => condition !== undefined && condition.status !== "True",
+  );
+  const blocking = cause ?? (ready?.status === "True" ? undefined : ready);
+  return {
+    ready: ready?.status ?? "Unknown",
+    stale: generation !== undefined && (cr.status?.observedGeneration ?? 0) < generation,
+    deleting: Boolean(cr.metadata.deletionTimestamp),
+    ...(blocking && {
+      blocking: {
+        type: blocking.type,
+        status: blocking.status,
+        reason: blocking.reason,
+        message: blocking.message,
+      },
+    }),
+  };
+}

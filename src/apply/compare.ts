@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import type { KubeObject } from "./objects.ts";
+import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
+import type { KubeObject } from "../kube/object.ts";
 
 /**
  * Decides whether a live object already holds everything we would apply, so a steady-state reconcile
@@ -10,7 +11,6 @@ import type { KubeObject } from "./objects.ts";
  * - `containsDesired`: when someone edited or deleted a field by hand (drift), live no longer contains
  *   desired and apply restores it.
  */
-export const DESIRED_HASH_ANNOTATION = "fleet.knative.dev/desired-hash";
 
 /** sha256 of the object's canonical JSON (keys sorted), without the hash annotation itself. */
 export function desiredHash(object: KubeObject): string {

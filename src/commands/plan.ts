@@ -1,6 +1,7 @@
 import { stat, writeFile } from "node:fs/promises";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
+import { createTargetResolver } from "../access/target.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
 import {
@@ -12,7 +13,6 @@ import {
   readRevisions,
   renderMarkdown,
 } from "../plan/index.ts";
-import { createTargetResolver } from "../reconcile/target.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { type AccessSettings, accessSettings } from "./access-settings.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, type ParsedArgs, UsageError } from "./command.ts";

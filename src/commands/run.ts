@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { loadKubeConfig } from "../kube/kubeconfig.ts";
 import { createLogger } from "../observability/log.ts";
-import { DEFAULT_POLL_INTERVAL_MS, MIN_POLL_INTERVAL_MS } from "../reconcile/engine.ts";
+import { effectivePollInterval } from "../reconcile/engine.ts";
 import { ConfigError, loadServiceConfig, parseDuration } from "../service/config.ts";
 import { FleetService } from "../service/service.ts";
 import { type Command, EXIT_USAGE, UsageError } from "./command.ts";
@@ -43,8 +43,7 @@ Flags:
       config = loadServiceConfig(configPath);
       const flag = values["remote-deployments-poll-interval"] as string | undefined;
       if (flag !== undefined) {
-        const requested = parseDuration(flag);
-        pollIntervalMs = requested < MIN_POLL_INTERVAL_MS ? DEFAULT_POLL_INTERVAL_MS : requested;
+        pollIntervalMs = effectivePollInterval(parseDuration(flag));
       }
     } catch (err) {
       if (err instanceof ConfigError) {

@@ -1,5 +1,6 @@
 import { causeText } from "../access/errors.ts";
-import { ConditionType, findCondition } from "../api/conditions.ts";
+import { clusterLabel } from "../access/target.ts";
+import { ConditionType, findCondition, readinessOf } from "../api/conditions.ts";
 import {
   type ClusterProfileRef,
   type Condition,
@@ -7,15 +8,17 @@ import {
   type KnativeStatus,
   OPERATOR_API_VERSION,
 } from "../api/knative.ts";
-import type { KubeObject } from "../apply/objects.ts";
+import {
+  ABANDON_CLEANUP_ANNOTATION,
+  SOURCE_COMMIT_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+} from "../api/labels.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
-import { SOURCE_COMMIT_ANNOTATION, SOURCE_PATH_ANNOTATION } from "../mirror/annotations.ts";
 import { identityOf } from "../mirror/plan.ts";
-import { ABANDON_CLEANUP_ANNOTATION } from "../reconcile/controller.ts";
-import { clusterLabel } from "../reconcile/target.ts";
 import { compareRows } from "../status/summary.ts";
 import { type Command, type CommandContext, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
 import { outputFormat, renderJson, renderTable } from "./output.ts";
@@ -117,18 +120,6 @@ export interface Deletion {
   abandonCommand?: string;
 }
 
-/**
- * The conditions Ready summarizes, in the order upstream lists them and an install passes them: the first
- * that is not True is the cause; the later ones mostly wait on it (nothing installs without a target).
- */
-const BLOCKING_ORDER = [
-  ConditionType.TargetClusterResolved,
-  ConditionType.VersionMigrationEligible,
-  ConditionType.InstallSucceeded,
-  ConditionType.DeploymentsAvailable,
-  ConditionType.DependenciesInstalled,
-] as const;
-
 /** The rows for the CRs listed from the hub, sorted by cluster, kind, namespace and name. */
 export function statusRows(objects: readonly KubeObject[]): StatusRow[] {
   return objects.map(statusRow).sort(compareRows);
@@ -142,28 +133,24 @@ function statusRow(object: KubeObject): StatusRow {
   const spec = object.spec as { clusterProfileRef?: ClusterProfileRef } | undefined;
   const status = object.status as KnativeStatus | undefined;
   const conditions = status?.conditions ?? [];
-  const ready = findCondition(conditions, ConditionType.Ready);
-  const blocking =
-    BLOCKING_ORDER.map((type) => findCondition(conditions, type)).find(
-      (condition) => condition !== undefined && condition.status !== "True",
-    ) ?? (ready?.status === "True" ? undefined : ready);
+  const read = readinessOf({ metadata, status });
   const generation = metadata.generation as number | undefined;
   const observedGeneration = status?.observedGeneration;
   const identity = identityOf(object);
   return {
     cluster: clusterLabel(spec?.clusterProfileRef),
     ...identity,
-    ready: ready?.status ?? "Unknown",
+    ready: read.ready,
     version: status?.version,
-    condition: blocking?.type,
-    reason: blocking?.reason,
-    message: blocking?.message,
+    condition: read.blocking?.type,
+    reason: read.blocking?.reason,
+    message: read.blocking?.message,
     generation,
     observedGeneration,
-    stale: generation !== undefined && (observedGeneration ?? 0) < generation,
+    stale: read.stale,
     path: metadata.annotations?.[SOURCE_PATH_ANNOTATION],
     commit: metadata.annotations?.[SOURCE_COMMIT_ANNOTATION],
-    deleting: metadata.deletionTimestamp ? deletion(object, identity, conditions) : undefined,
+    deleting: read.deleting ? deletion(object, identity, conditions) : undefined,
   };
 }
 

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { KnativeEventingSchema, KnativeServingSchema } from "../api/knative.ts";
 import { StringMapSchema } from "../api/kubernetes.ts";
-import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "./annotations.ts";
+import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "../api/labels.ts";
 
 // What a fleet file may say, which is stricter than what the API accepts: the API's metadata is loose
 // (objects read back carry uid, resourceVersion, ...), but in Git an unknown metadata field is a typo,

@@ -1,4 +1,4 @@
-import { groupOf, type KubeObject } from "../apply/objects.ts";
+import { groupOf, type KubeObject } from "./object.ts";
 import { isNotFound, KubeApiError, type RestClient } from "./rest.ts";
 
 /** Where a kind lives on the API server: its plural resource name and whether it is namespaced. */

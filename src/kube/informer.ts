@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import type { KubeObject } from "../apply/objects.ts";
 import type { KubeClient } from "./client.ts";
+import { type KubeObject, nameOf } from "./object.ts";
 
 export type InformerEvent = "ADDED" | "MODIFIED" | "DELETED";
 export type InformerHandler = (event: InformerEvent, object: KubeObject, previous?: KubeObject) => void;
@@ -92,7 +92,7 @@ export class Informer {
     const { items, resourceVersion } = await this.client.list(this.apiVersion, this.kind);
     const seen = new Set<string>();
     for (const item of items) {
-      const key = storeKey(item.metadata.namespace, item.metadata.name);
+      const key = storeKey(item.metadata.namespace, nameOf(item));
       seen.add(key);
       this.deliver(
         item.metadata.resourceVersion === this.store.get(key)?.metadata.resourceVersion
@@ -131,7 +131,7 @@ export class Informer {
 
   private deliver(type: InformerEvent | undefined, object: KubeObject): void {
     if (!type) return;
-    const key = storeKey(object.metadata.namespace, object.metadata.name);
+    const key = storeKey(object.metadata.namespace, nameOf(object));
     const previous = this.store.get(key);
     if (type === "DELETED") this.store.delete(key);
     else this.store.set(key, object);

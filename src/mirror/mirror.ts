@@ -1,9 +1,9 @@
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
-import type { KubeObject } from "../apply/objects.ts";
+import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "../api/labels.ts";
 import type { Diagnostic } from "../fleet/diagnostic.ts";
 import type { FileResult } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "./annotations.ts";
+import type { KubeObject } from "../kube/object.ts";
 import {
   type MirrorInput,
   type MirrorSource,

@@ -1,20 +1,21 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { KnativeKind } from "../api/knative.ts";
-import { isUpToDate, withDesiredHash } from "../apply/compare.ts";
-import type { KubeObject } from "../apply/objects.ts";
-import { MANAGED_BY, MANAGED_BY_LABEL } from "../apply/ownership.ts";
-import { isPruneDisabled } from "../fleet/annotations.ts";
-import { compareStrings } from "../fleet/diagnostic.ts";
-import type { DesiredResource, FleetModel } from "../fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import {
   ABANDON_CLEANUP_ANNOTATION,
-  isMirrored,
+  isManagedByFleet,
+  isPruneDisabled,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
   SOURCE_REPOSITORY_ANNOTATION,
-} from "./annotations.ts";
+} from "../api/labels.ts";
+import { isUpToDate, withDesiredHash } from "../apply/compare.ts";
+import { compareStrings } from "../fleet/diagnostic.ts";
+import type { DesiredResource, FleetModel } from "../fleet/model.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { type KubeObject, nameOf } from "../kube/object.ts";
 
 // The pure half of the mirror: from the fleet model of one commit and the CRs on the hub, what to apply and
 // what to prune. Everything is derived from those two, so a sync cut short by a restart simply runs again.
@@ -148,7 +149,7 @@ export function planApplies(
       const object = hubObject(desired, source);
       const current = liveByIdentity.get(formatIdentity(outcome));
       if (!current) return { ...outcome, action: "create", object: withCommit(object, source.commit) };
-      if (!isMirrored(current)) return { ...outcome, action: "conflict" };
+      if (!isManagedByFleet(current)) return { ...outcome, action: "conflict" };
       if (current.metadata.deletionTimestamp) return { ...outcome, action: "terminating" };
       if (isUpToDate(object, current)) return { ...outcome, action: "unchanged" };
       return { ...outcome, action: "update", object: withCommit(object, source.commit) };
@@ -189,7 +190,7 @@ export function planPrune(
   // is cleaning its cluster) and is not counted.
   const mirrored = live.filter(
     (object) =>
-      isMirrored(object) &&
+      isManagedByFleet(object) &&
       object.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION] === input.source.repository &&
       !object.metadata.deletionTimestamp,
   );
@@ -256,7 +257,7 @@ export function identityOf(object: KubeObject): ResourceIdentity {
   return {
     kind: object.kind as KnativeKind,
     namespace: object.metadata.namespace ?? "",
-    name: object.metadata.name,
+    name: nameOf(object),
   };
 }
 

@@ -20,6 +20,10 @@ export interface FleetMetrics {
   /** `error`: the failure's kind (GitErrorKind), absent on success. */
   gitFetchFinished(r: { durationMs: number; error?: string }): void;
   execPluginFinished(r: { provider: string; cluster: string; durationMs: number; error: boolean }): void;
+  /** A CR left its cluster (finalized): its series go, so a gone install is not reported forever. */
+  forgetResource(r: { kind: string; cluster: string }): void;
+  /** A cluster left the inventory: every series that names it goes. */
+  forgetCluster(cluster: string): void;
   pruned(r: { outcome: PruneOutcome; count: number }): void;
   statusCommitFinished(r: { outcome: StatusCommitOutcome }): void;
   setLeader(isLeader: boolean): void;
@@ -72,7 +76,7 @@ export function createMetrics(): FleetMetrics {
   });
   const gitFetchDuration = new Histogram({
     name: "knative_fleet_git_fetch_duration_seconds",
-    help: "Time to fetch the fleet repository, failed fetches included.",
+    help: "Time to fetch the fleet repository (asking for the head, and fetching when it moved), failed fetches included.",
     buckets: GIT_FETCH_BUCKETS,
     registers,
   });
@@ -118,10 +122,35 @@ export function createMetrics(): FleetMetrics {
   for (const outcome of STATUS_COMMIT_OUTCOMES) statusCommits.inc({ outcome }, 0);
   leader.set(0);
 
+  // The label sets recorded per cluster, so a departure can remove exactly its series (Flux's Delete*).
+  const kindsOf = new Map<string, Set<string>>();
+  const providersOf = new Map<string, Set<string>>();
+  const remember = (index: Map<string, Set<string>>, cluster: string, value: string) =>
+    index.set(cluster, (index.get(cluster) ?? new Set()).add(value));
+  const forgetResource = ({ kind, cluster }: { kind: string; cluster: string }) => {
+    const labels = { kind, cluster };
+    for (const result of ["success", "error"]) reconcileDuration.remove({ ...labels, result });
+    reconcileErrors.remove(labels);
+    driftCorrections.remove(labels);
+    spokeReady.remove(labels);
+    kindsOf.get(cluster)?.delete(kind);
+  };
+
   return {
     registry,
+    forgetResource,
+    forgetCluster(cluster) {
+      for (const kind of kindsOf.get(cluster) ?? []) forgetResource({ kind, cluster });
+      for (const provider of providersOf.get(cluster) ?? []) {
+        execPluginDuration.remove({ provider, cluster });
+        execPluginErrors.remove({ provider, cluster });
+      }
+      kindsOf.delete(cluster);
+      providersOf.delete(cluster);
+    },
     reconcileFinished({ kind, cluster, durationMs, error, ready, drift }) {
       const labels = { kind, cluster };
+      remember(kindsOf, cluster, kind);
       reconcileDuration.observe({ ...labels, result: error ? "error" : "success" }, seconds(durationMs));
       reconcileErrors.inc(labels, error ? 1 : 0);
       driftCorrections.inc(labels, drift);
@@ -133,6 +162,7 @@ export function createMetrics(): FleetMetrics {
     },
     execPluginFinished({ provider, cluster, durationMs, error }) {
       const labels = { provider, cluster };
+      remember(providersOf, cluster, provider);
       execPluginDuration.observe(labels, seconds(durationMs));
       execPluginErrors.inc(labels, error ? 1 : 0);
     },

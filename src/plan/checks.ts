@@ -1,6 +1,7 @@
+import { clusterLabel } from "../access/target.ts";
 import type { KnativeResource } from "../api/knative.ts";
-import type { KubeObject } from "../apply/objects.ts";
-import { clusterLabel, installNamespace, sameClusterProfile } from "../reconcile/target.ts";
+import { installNamespace, sameClusterProfile } from "../install/identity.ts";
+import type { KubeObject } from "../kube/object.ts";
 import { checkVersionMigration, type Release, VersionError } from "../render/index.ts";
 import { maskText } from "./mask.ts";
 import type { Finding } from "./report.ts";

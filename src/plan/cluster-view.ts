@@ -1,11 +1,9 @@
+import { clusterLabel, type TargetResolver } from "../access/target.ts";
 import { type KnativeResource, type KnativeStatus, OPERATOR_API_VERSION } from "../api/knative.ts";
-import { inParallel } from "../apply/apply.ts";
-import { type KubeObject, type ObjectRef, objectKey } from "../apply/objects.ts";
-import { anchorName, decodeInventory, type Owner, selectorFor } from "../apply/ownership.ts";
+import type { ApplyResult, ApplyState } from "../apply/engine.ts";
+import { applyInstall, dryRunOver, readInstallState } from "../install/apply.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { isNotFound } from "../kube/rest.ts";
-import { clusterLabel, installNamespace, type TargetResolver } from "../reconcile/target.ts";
-import { type InstallState, ownerOf } from "./install.ts";
+import type { KubeObject, ObjectRef } from "../kube/object.ts";
 import type { PlanSource } from "./report.ts";
 
 /** The hub and, through its ClusterProfiles, the spokes: what a live plan reads. */
@@ -14,16 +12,25 @@ export interface LiveClusters {
   targets: TargetResolver;
 }
 
-/** One CR's cluster as the plan sees it: live, or base's rendering standing in for it. */
+/**
+ * One CR's cluster as the plan sees it: live (the engine runs its pass with dryRun=All), or offline (the
+ * engine runs over base's converged state, held in memory). Nothing is written either way.
+ */
 export interface ClusterView {
   source: PlanSource;
-  state: InstallState;
-  /** The uid of what owns the install's objects (the anchor, or the hub CR for a hub install); "" if none. */
-  ownerUid: string;
   /** The version the hub CR reports installed; offline, base's. */
   installedVersion: string | undefined;
-  /** The object as the cluster will hold it once applied: the server's dry run, or offline the object itself. */
-  afterApply(desired: KubeObject): Promise<KubeObject>;
+  /** The engine's dry pass of these rendered objects. */
+  dryRun(
+    resource: KnativeResource,
+    rendered: readonly KubeObject[],
+    concurrency: number,
+  ): Promise<ApplyResult>;
+  /** The install's state, for a removal: anchor, inventory, namespace and its objects of these kinds. */
+  state(
+    resource: KnativeResource,
+    kinds: readonly Pick<ObjectRef, "apiVersion" | "kind">[],
+  ): Promise<ApplyState>;
 }
 
 /** A CR's cluster could not be read; its plan falls back to offline and says why. */
@@ -31,70 +38,40 @@ class ClusterUnreachable extends Error {
   override name = "ClusterUnreachable";
 }
 
-const LIST_CONCURRENCY = 4;
-
 /** A view that reads no cluster: `state` stands in for it (base's rendering, as if applied). */
-export function offlineView(state: InstallState, installedVersion: string | undefined): ClusterView {
-  return { source: "offline", state, ownerUid: "", installedVersion, afterApply: async (desired) => desired };
+export function offlineView(state: ApplyState, installedVersion: string | undefined): ClusterView {
+  return {
+    source: "offline",
+    installedVersion,
+    dryRun: async (resource, rendered) => dryRunOver(state, resource, rendered),
+    state: async () => state,
+  };
 }
 
 /**
- * Reads the CR's install from its cluster (anchor, inventory, install namespace, and the objects of
- * `kinds` and of the inventory that carry the CR's ownership labels) and the installed version from its
- * hub CR. Nothing is written: changes are worked out by server-side dry runs.
+ * The CR's cluster, live: its target client, and its hub CR (the installed version; for a hub install the
+ * uid that owns the install's objects). A CR not on the hub yet (the mirror lags) is taken to be at base's
+ * version.
  */
 export async function liveView(
   clusters: LiveClusters,
   resource: KnativeResource,
-  kinds: readonly Pick<ObjectRef, "apiVersion" | "kind">[],
   baseVersion: string | undefined,
 ): Promise<ClusterView> {
   const ref = resource.spec.clusterProfileRef;
   const target = await clusters.targets.resolve(ref);
   if (!target.ok) throw new ClusterUnreachable(`${clusterLabel(ref)}: ${target.reason}: ${target.message}`);
-  const { client } = target;
-  const owner = ownerOf(resource);
-  const namespace = installNamespace(resource);
   const { kind, metadata } = resource;
-  const [anchor, hubResource, installNamespaceObject] = await Promise.all([
-    client.get("v1", "ConfigMap", namespace, anchorName(owner)),
-    clusters.hub.get(OPERATOR_API_VERSION, kind, metadata.namespace, metadata.name),
-    client.get("v1", "Namespace", undefined, namespace),
-  ]);
-  const inventory = decodeInventory(anchor);
-  const owning = target.local ? hubResource : anchor;
+  const hubResource = await clusters.hub.get(OPERATOR_API_VERSION, kind, metadata.namespace, metadata.name);
+  const withHubUid = (r: KnativeResource): KnativeResource => ({
+    ...r,
+    metadata: { ...r.metadata, uid: hubResource?.metadata.uid ?? "" },
+  });
   return {
     source: "live",
-    state: {
-      inventory,
-      objects: await listInstallObjects(client, owner, [...kinds, ...inventory]),
-      anchorExists: anchor !== undefined,
-      namespaceExists: installNamespaceObject !== undefined,
-    },
-    ownerUid: String(owning?.metadata.uid ?? ""),
-    // A CR not on the hub yet (the mirror lags) is taken to be at base's version.
     installedVersion: hubResource ? (hubResource.status as KnativeStatus | undefined)?.version : baseVersion,
-    afterApply: (desired) => client.apply(desired, { dryRun: true }),
+    dryRun: (r, rendered, concurrency) =>
+      applyInstall(target.client, withHubUid(r), rendered, { mode: "dry-run", concurrency }),
+    state: (r, kinds) => readInstallState(target.client, r, kinds),
   };
-}
-
-/** The objects of these kinds that carry the owner's labels, by objectKey; a kind not served has none. */
-async function listInstallObjects(
-  client: KubeClient,
-  owner: Owner,
-  kinds: readonly Pick<ObjectRef, "apiVersion" | "kind">[],
-): Promise<Map<string, KubeObject>> {
-  const distinct = new Map(
-    kinds.map(({ apiVersion, kind }) => [`${apiVersion}/${kind}`, { apiVersion, kind }]),
-  );
-  const objects = new Map<string, KubeObject>();
-  await inParallel([...distinct.values()], LIST_CONCURRENCY, async ({ apiVersion, kind }) => {
-    const listed = await client.list(apiVersion, kind, { labelSelector: selectorFor(owner) }).catch((err) => {
-      // A kind whose CRD this very apply brings has no objects yet.
-      if (isNotFound(err)) return { items: [] };
-      throw err;
-    });
-    for (const item of listed.items) objects.set(objectKey(item), item);
-  });
-  return objects;
 }

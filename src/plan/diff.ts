@@ -1,7 +1,8 @@
-import { canonicalJson, DESIRED_HASH_ANNOTATION } from "../apply/compare.ts";
-import type { KubeObject } from "../apply/objects.ts";
+import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
+import { canonicalJson } from "../apply/compare.ts";
 import { compareStrings, formatFieldPath } from "../fleet/diagnostic.ts";
-import { isRecord } from "../render/manifest.ts";
+import type { KubeObject } from "../kube/object.ts";
+import { isRecord } from "../kube/object.ts";
 import { isSensitive, MASKED } from "./mask.ts";
 
 /** One field an apply changes: without `before` it is added, without `after` removed. Values are masked. */

@@ -1,6 +1,6 @@
-import { describeRef, groupOf, type ObjectRef } from "../apply/objects.ts";
 import { compareStrings, formatDiagnostic } from "../fleet/diagnostic.ts";
 import { formatIdentity } from "../fleet/parse.ts";
+import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
 import type { FieldChange } from "./diff.ts";
 import type { ClusterPlan, Finding, FleetPlan, ObjectChange, PlanSource, ResourcePlan } from "./report.ts";
 

@@ -1,26 +1,20 @@
+import { clusterLabel } from "../access/target.ts";
 import type { KnativeResource } from "../api/knative.ts";
-import { inParallel } from "../apply/apply.ts";
-import { type KubeObject, type ObjectRef, refKey, refOf } from "../apply/objects.ts";
+import type { ApplyResult } from "../apply/engine.ts";
+import { inParallel } from "../apply/parallel.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { convergedState, NOTHING_INSTALLED } from "../install/apply.ts";
+import { renderInstall } from "../install/desired.ts";
+import { isPresent, removalOf, removedBy, sharingCr } from "../install/removal.ts";
+import { type KubeObject, type ObjectRef, objectKey, refKey, refOf } from "../kube/object.ts";
 import type { PruneReport } from "../mirror/plan.ts";
-import { clusterLabel, sameClusterProfile } from "../reconcile/target.ts";
 import type { Release, ReleaseLoader } from "../render/index.ts";
 import { assessPrune, changedFiles, type ResourceChange, resourceChanges } from "./changes.ts";
 import { clusterChange, ingressChange, renderFailure, versionJump } from "./checks.ts";
 import { type ClusterView, type LiveClusters, liveView, offlineView } from "./cluster-view.ts";
 import { diffObjects } from "./diff.ts";
-import {
-  convergedState,
-  desiredObjects,
-  isPresent,
-  NOTHING_INSTALLED,
-  type ObjectPlan,
-  planObjects,
-  removalOf,
-  renderedObjects,
-} from "./install.ts";
 import { maskText } from "./mask.ts";
 import type {
   ClusterPlan,
@@ -125,26 +119,25 @@ async function planApplied(
   let rendered: KubeObject[];
   try {
     release = await context.options.releases.load(head);
-    rendered = renderedObjects(head, release);
+    rendered = renderInstall(head, release);
   } catch (err) {
     return { ...plan, findings: [renderFailure(err)] };
   }
   const before = base && (await renderBase(base, context));
-  const { view, ...viewed } = await clusterView(head, rendered, before, context);
+  const { view, ...viewed } = await clusterView(head, before, context);
   const version = { from: view.installedVersion, to: release.version };
   const jump = versionJump(head, view.installedVersion, release);
   if (jump) return { ...plan, ...viewed, version, findings: [...viewed.findings, jump] };
 
-  const desired = desiredObjects(head, rendered, view.ownerUid);
-  const objects = planObjects(head, desired, view.state);
-  const changed = await changesOf(objects.update, view, context.concurrency);
+  const pass = await view.dryRun(head, rendered, context.concurrency);
+  const changed = changesOf(pass);
   // A cluster without the install has no traffic to move.
   const ingress =
-    plan.action === "update" && view.state.anchorExists
+    plan.action === "update" && pass.state.inventoryExists
       ? ingressChange(
           head,
-          { release: before?.release, objects: view.state.objects.values() },
-          { release, objects: desired },
+          { release: before?.release, objects: pass.state.objects.values() },
+          { release, objects: pass.desired },
         )
       : undefined;
   const refused = changed.flatMap((change): Finding[] =>
@@ -162,7 +155,11 @@ async function planApplied(
     ...plan,
     ...viewed,
     version,
-    objects: { created: sortRefs(objects.create), changed, deleted: sortRefs(objects.prune) },
+    objects: {
+      created: sortRefs([...pass.plan.setup, ...pass.plan.create.map(refOf)]),
+      changed,
+      deleted: sortRefs(pass.plan.prune),
+    },
     findings: [...viewed.findings, ...(ingress ? [ingress] : []), ...refused],
   };
 }
@@ -179,23 +176,23 @@ async function planRemoval(
     return { ...plan, removal: { ...decision, kept: [] }, findings };
   }
   // The hub controller leaves a cluster alone while another CR of the kind installs on it.
-  const sharing = context.head.resources.find(
-    ({ resource }) =>
-      resource.kind === base.kind &&
-      sameClusterProfile(resource.spec.clusterProfileRef, base.spec.clusterProfileRef),
+  const sharing = sharingCr(
+    base,
+    context.head.resources.map(({ resource }) => resource),
   );
   if (sharing) {
-    const sharedWith = formatIdentity({ ...sharing.resource.metadata, kind: sharing.resource.kind });
+    const sharedWith = formatIdentity({ ...sharing.metadata, kind: sharing.kind });
     return { ...plan, removal: { ...decision, sharedWith, kept: [] }, findings };
   }
   const before = await renderBase(base, context);
-  const { view, ...viewed } = await clusterView(base, before?.objects ?? [], before, context);
+  const { view, ...viewed } = await clusterView(base, before, context);
+  const state = await view.state(base, before?.objects ?? []);
   // FinalizeRemoteCluster works from the anchor's inventory; without an anchor, from the rendered release.
-  const inventory = view.state.anchorExists ? view.state.inventory : (before?.objects.map(refOf) ?? []);
+  const inventory = state.inventoryExists ? state.inventory : (before?.objects.map(refOf) ?? []);
   const removal = removalOf(base, inventory);
   // Live, only what is there: deleting the rest is a no-op.
-  const present = view.source === "live" ? isPresent(base, view.state) : () => true;
-  const [deleted, kept] = [removal.deleted.filter(present), removal.kept.filter(present)];
+  const present = view.source === "live" ? isPresent(base, state) : () => true;
+  const [deleted, kept] = [removedBy(removal).filter(present), removal.kept.filter(present)];
   const uninstall: Finding = {
     severity: "warning",
     code: "removes-knative",
@@ -218,7 +215,7 @@ async function planRemoval(
 async function renderBase(resource: KnativeResource, context: PlanContext) {
   try {
     const release = await context.options.releases.load(resource);
-    return { release, objects: renderedObjects(resource, release) };
+    return { release, objects: renderInstall(resource, release) };
   } catch {
     return undefined;
   }
@@ -230,7 +227,6 @@ async function renderBase(resource: KnativeResource, context: PlanContext) {
  */
 async function clusterView(
   resource: KnativeResource,
-  rendered: readonly KubeObject[],
   base: { release: Release; objects: KubeObject[] } | undefined,
   context: PlanContext,
 ): Promise<{
@@ -241,14 +237,11 @@ async function clusterView(
 }> {
   const baseVersion = base?.release.version;
   const offline = () =>
-    offlineView(
-      base ? convergedState(desiredObjects(resource, base.objects, "")) : NOTHING_INSTALLED,
-      baseVersion,
-    );
+    offlineView(base ? convergedState(resource, base.objects) : NOTHING_INSTALLED, baseVersion);
   const { clusters } = context.options;
   if (!clusters) return { view: offline(), source: "offline", offlineReason: OFFLINE_REASON, findings: [] };
   try {
-    const view = await liveView(clusters, resource, rendered, baseVersion);
+    const view = await liveView(clusters, resource, baseVersion);
     return { view, source: "live", findings: [] };
   } catch (err) {
     const message = maskText(err instanceof Error ? err.message : String(err));
@@ -261,20 +254,14 @@ async function clusterView(
   }
 }
 
-/** The fields each update changes: the server's dry run against the live object, or base against head. */
-async function changesOf(
-  updates: ObjectPlan["update"],
-  view: ClusterView,
-  concurrency: number,
-): Promise<ObjectChange[]> {
-  const changes: ObjectChange[] = [];
-  await inParallel(updates, concurrency, async ({ desired, current }) => {
-    try {
-      changes.push({ ...refOf(desired), fields: diffObjects(current, await view.afterApply(desired)) });
-    } catch (err) {
-      const refused = maskText(err instanceof Error ? err.message : String(err));
-      changes.push({ ...refOf(desired), fields: [], refused });
+/** The fields each update changes: the server's dry-run answer (offline: head) against the live object. */
+function changesOf(pass: ApplyResult): ObjectChange[] {
+  const changes = pass.plan.update.map(({ desired, live }): ObjectChange => {
+    const answer = pass.answers.get(objectKey(desired));
+    if (!answer || "refused" in answer) {
+      return { ...refOf(desired), fields: [], refused: maskText(answer?.refused ?? "no dry-run answer") };
     }
+    return { ...refOf(desired), fields: diffObjects(live, answer.after) };
   });
   return sortRefs(changes);
 }

@@ -1,5 +1,6 @@
+import { clusterLabel } from "../access/target.ts";
 import type { CrAdmission } from "../access/tenancy.ts";
-import { ConditionType, markCondition } from "../api/conditions.ts";
+import { readinessOf } from "../api/conditions.ts";
 import {
   KNATIVE_KINDS,
   type KnativeKind,
@@ -7,25 +8,15 @@ import {
   KnativeResourceSchema,
   OPERATOR_API_VERSION,
 } from "../api/knative.ts";
-import { removeInstall } from "../apply/apply.ts";
+import { FINALIZERS } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
-import type { KubeObject } from "../apply/objects.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
+import { type KubeObject, nameOf } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
-import { ABANDON_CLEANUP_ANNOTATION } from "../mirror/annotations.ts";
-import { ownerOf, renderInstall } from "./desired.ts";
+import type { Logger } from "../observability/log.ts";
 import { WorkQueue } from "./queue.ts";
-import { type EngineDeps, reconcileInstall } from "./reconciler.ts";
-import { clusterLabel, installNamespace, sameClusterProfile } from "./target.ts";
-
-/** The upstream operator's finalizer names (knative.dev/pkg: `<plural>.<group>`), so CRs move between the two. */
-export const FINALIZERS: Record<KnativeKind, string> = {
-  KnativeServing: "knativeservings.operator.knative.dev",
-  KnativeEventing: "knativeeventings.operator.knative.dev",
-};
-/** Set to "true" on a CR being deleted to give up cleaning its spoke (the spoke is gone for good). */
-export { ABANDON_CLEANUP_ANNOTATION };
+import { type EngineDeps, finalizeInstall, reconcileInstall } from "./reconciler.ts";
 
 export interface ControllerOptions {
   hub: KubeClient;
@@ -157,13 +148,12 @@ export class KnativeController {
     await this.ensureFinalizer(object, FINALIZERS[kind]);
     const outcome = await reconcileInstall(resource, this.options.engine);
     const statusWritten = await this.writeStatus(object, outcome.status);
-    const ready =
-      outcome.status.conditions?.some((c) => c.type === ConditionType.Ready && c.status === "True") ?? false;
+    const ready = readinessOf({ metadata: object.metadata, status: outcome.status }).ready === "True";
     report({
       cluster: outcome.cluster,
       error: outcome.error,
       ready,
-      drift: outcome.apply?.drift.length ?? 0,
+      drift: outcome.apply?.plan.drift.length ?? 0,
       writes: (outcome.apply?.writes ?? 0) + (statusWritten ? 1 : 0),
       requests: outcome.requests ?? 0,
       statusWritten,
@@ -178,72 +168,23 @@ export class KnativeController {
     return { requeueAfterMs: outcome.requeueAfterMs ?? this.options.resyncIntervalMs };
   }
 
-  /**
-   * FinalizeRemoteCluster: unless another live CR of the same kind targets the same cluster, delete the
-   * anchor (garbage collection removes what it owns) and the cluster-scoped objects; CRDs stay. An
-   * unreachable spoke retries with backoff and says so; it never wedges the CR for good: the abandon
-   * annotation releases it, and a ClusterProfile that left the inventory releases it by itself.
-   */
-  private async finalize(
-    resource: KnativeResource,
-    object: KubeObject,
-    log: EngineDeps["log"],
-  ): Promise<boolean> {
+  /** Runs finalize for a CR being deleted; true when its finalizer was removed (the CR is released). */
+  private async finalize(resource: KnativeResource, object: KubeObject, log: Logger): Promise<boolean> {
     const finalizer = FINALIZERS[resource.kind];
     if (!(object.metadata.finalizers as string[] | undefined)?.includes(finalizer)) return false;
-    const ref = resource.spec.clusterProfileRef;
-    if (object.metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] === "true") {
-      log.warn(
-        { cluster: clusterLabel(ref) },
-        "cleanup abandoned by annotation; the cluster keeps what was installed",
-      );
-      return this.removeFinalizer(object, finalizer).then(() => true);
-    }
-    const sharing = this.informers
+    const hubCrs = this.informers
       .get(resource.kind)!
       .list()
-      .filter((o) => o.metadata.uid !== object.metadata.uid && !o.metadata.deletionTimestamp)
       .filter((o) => this.options.admits?.(o).admitted ?? true) // a foreign CR cannot hold back cleanup
-      .filter((o) =>
-        sameClusterProfile((o.spec as KnativeResource["spec"] | undefined)?.clusterProfileRef, ref),
-      );
-    if (sharing.length > 0) {
-      log.info(
-        { others: sharing.map((o) => o.metadata.name) },
-        "another CR targets the same cluster; leaving it untouched",
-      );
-      return this.removeFinalizer(object, finalizer).then(() => true);
+      .flatMap((o) => {
+        const parsed = KnativeResourceSchema.safeParse(o);
+        return parsed.success ? [parsed.data] : [];
+      });
+    const outcome = await finalizeInstall(resource, hubCrs, this.options.engine, log);
+    if (!outcome.release) {
+      await this.writeStatus(object, outcome.status);
+      throw outcome.error;
     }
-    const target = await this.options.engine.targets.resolve(ref);
-    if (!target.ok) {
-      if (target.reason === "ClusterProfileNotFound") {
-        log.warn(
-          { cluster: clusterLabel(ref) },
-          "the ClusterProfile left the inventory; releasing the CR without cleanup",
-        );
-        return this.removeFinalizer(object, finalizer).then(() => true);
-      }
-      const message =
-        `${target.message}. Cleanup of ${clusterLabel(ref)} is retried with backoff; if the cluster is gone for good, ` +
-        `annotate the CR ${ABANDON_CLEANUP_ANNOTATION}=true to release it without cleanup.`;
-      const conditions = markCondition(
-        resource.status?.conditions ?? [],
-        { type: ConditionType.TargetClusterResolved, status: "False", reason: target.reason, message },
-        this.options.engine.now(),
-      );
-      await this.writeStatus(object, { ...(resource.status ?? {}), conditions });
-      throw new Error(`finalize ${clusterLabel(ref)}: ${target.reason}: ${target.message}`);
-    }
-    const namespace = installNamespace(resource);
-    const fallback = await this.options.engine.releases
-      .load(resource)
-      .then((release) => renderInstall(resource, release))
-      .catch(() => []);
-    const { deleted } = await removeInstall(
-      { client: target.client, owner: ownerOf(resource), namespace },
-      fallback,
-    );
-    log.info({ cluster: target.cluster, deleted: deleted.length }, "FinalizeRemoteCluster done");
     await this.removeFinalizer(object, finalizer);
     return true;
   }
@@ -265,7 +206,7 @@ export class KnativeController {
   private async patchFinalizers(object: KubeObject, finalizers: string[]): Promise<void> {
     const { apiVersion, kind, metadata } = object;
     try {
-      await this.options.hub.mergePatch(apiVersion, kind, metadata.namespace, metadata.name, {
+      await this.options.hub.mergePatch(apiVersion, kind, metadata.namespace, nameOf(object), {
         metadata: { finalizers, resourceVersion: metadata.resourceVersion },
       });
     } catch (err) {

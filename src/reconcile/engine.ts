@@ -1,15 +1,18 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
 import type { AccessPolicy } from "../access/policy.ts";
+import { clusterLabel, createTargetResolver } from "../access/target.ts";
 import type { CrAdmission } from "../access/tenancy.ts";
+import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { KnativeController, type ReconcileReport } from "./controller.ts";
-import { createTargetResolver } from "./target.ts";
 
 export interface EngineOptions {
   hub: KubeConfig;
+  /** The process's one hub client (built from `hub` when not given). */
+  hubClient?: KubeClient;
   /** The access-provider file (cluster-inventory-api pkg/access JSON); unset = multicluster off. */
   providerFile?: string;
   /** ClusterProfile namespaces a CR may reference; all when unset. */
@@ -29,6 +32,8 @@ export interface EngineOptions {
   applyConcurrency: number;
   log: Logger;
   onReconciled?(report: ReconcileReport): void;
+  /** A ClusterProfile left the inventory (its `namespace/name`). */
+  onClusterLeft?(cluster: string): void;
   onPluginRun?(run: { provider: string; cluster: string; durationMs: number; error: boolean }): void;
 }
 
@@ -54,7 +59,7 @@ export function effectivePollInterval(requestedMs: number | undefined): number {
  * requeues its CRs at once), release manifests, and the controller. Resolves once the caches are synced.
  */
 export async function startEngine(options: EngineOptions): Promise<Engine> {
-  const hub = clientFromKubeConfig(options.hub);
+  const hub = options.hubClient ?? clientFromKubeConfig(options.hub);
   const providers = await loadProviderConfig(options.providerFile);
   const access = new ClusterAccess({
     hub: options.hub,
@@ -86,7 +91,10 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     providers.enabled ? "engine starting" : `engine starting; multicluster off: ${providers.why}`,
   );
   if (providers.enabled) {
-    access.onClusterProfileChange((ref) => controller.enqueueClusterProfile(ref.namespace, ref.name));
+    access.onClusterProfileChange((ref, change) => {
+      if (change === "deleted") options.onClusterLeft?.(clusterLabel(ref));
+      controller.enqueueClusterProfile(ref.namespace, ref.name);
+    });
     await access.watch();
   }
   await controller.start();

@@ -1,14 +1,30 @@
-import { ConditionType, type ConditionUpdate, findCondition, markCondition } from "../api/conditions.ts";
+import { clusterLabel, type TargetResolution, type TargetResolver } from "../access/target.ts";
+import {
+  initializeConditions,
+  markCleanupBlocked,
+  markCondition,
+  markDeploymentsAvailable,
+  markDeploymentsNotReady,
+  markInstallFailed,
+  markInstallSucceeded,
+  markTargetNotResolved,
+  markTargetResolved,
+} from "../api/conditions.ts";
 import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.ts";
-import { type ApplyOutcome, applyInstall } from "../apply/apply.ts";
-import type { KubeObject } from "../apply/objects.ts";
-import { selectorFor } from "../apply/ownership.ts";
+import { ABANDON_CLEANUP_ANNOTATION } from "../api/labels.ts";
+import type { ApplyResult } from "../apply/engine.ts";
+import { applyInstall } from "../install/apply.ts";
+import { renderInstall } from "../install/desired.ts";
+import { readDeployments, unavailableDeployments } from "../install/health.ts";
+import { removeInstall, sharingCr } from "../install/removal.ts";
 import type { KubeClient } from "../kube/client.ts";
+import { type KubeObject, refOf } from "../kube/object.ts";
 import type { Logger } from "../observability/log.ts";
 import { checkVersionMigration, type Release, type ReleaseLoader, VersionError } from "../render/index.ts";
-import { ownerOf, renderInstall } from "./desired.ts";
-import { unavailableDeployments } from "./health.ts";
-import { clusterLabel, installNamespace, type TargetResolver } from "./target.ts";
+
+// The reconcile of one CR as upstream's stages (pkg/reconciler/common/stages.go): a named list of steps
+// over one context, each returning what happens next, and one place (`outcomeOf`) that turns that into
+// status, requeue or retry. Finalize (FinalizeRemoteCluster) sits beside it.
 
 export interface EngineDeps {
   releases: ReleaseLoader;
@@ -31,164 +47,163 @@ export interface ReconcileOutcome {
   requests?: number;
   /** Set when the reconcile failed and should be retried with backoff (after the status is written). */
   error?: Error;
-  apply?: ApplyOutcome;
+  apply?: ApplyResult;
 }
 
+/** What a step decides: go on, stop here (settled or waiting for a spec change), re-check later, or fail. */
+export type StepResult =
+  | { next: "continue" }
+  | { next: "settle" }
+  | { next: "wait"; afterMs: number }
+  | { next: "fail"; error: Error; retry: boolean };
+
+/** What the steps know about one CR's reconcile, filled in as they pass. */
+export interface InstallContext {
+  resource: KnativeResource;
+  deps: EngineDeps;
+  now: Date;
+  conditions: Condition[];
+  /** Status fields besides the conditions (manifests, version). */
+  status: Partial<KnativeStatus>;
+  release?: Release;
+  target?: Extract<TargetResolution, { ok: true }>;
+  requestsBefore?: number;
+  desired?: KubeObject[];
+  applied?: ApplyResult;
+}
+
+type Step = (context: InstallContext) => Promise<StepResult>;
+
+const CONTINUE: StepResult = { next: "continue" };
+const errorOf = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
+
+/** The release manifests for the CR's version. An unknown version waits for a spec change: retrying cannot make it appear. */
+const loadRelease: Step = async (context) => {
+  try {
+    context.release = await context.deps.releases.load(context.resource);
+    return CONTINUE;
+  } catch (err) {
+    context.conditions = markInstallFailed(context.conditions, errorOf(err).message, context.now);
+    return { next: "fail", error: errorOf(err), retry: !(err instanceof VersionError) };
+  }
+};
+
+/** At most one minor at a time, as upstream: an ineligible jump touches nothing. */
+const checkMigration: Step = async (context) => {
+  const { resource, release } = context;
+  const migration = checkVersionMigration(resource.kind, resource.status?.version, release!.version);
+  context.conditions = markCondition(context.conditions, migration, context.now);
+  return migration.status === "False" ? { next: "settle" } : CONTINUE;
+};
+
+const resolveTarget: Step = async (context) => {
+  const target = await context.deps.targets.resolve(context.resource.spec.clusterProfileRef);
+  if (!target.ok) {
+    context.conditions = markTargetNotResolved(
+      context.conditions,
+      target.reason,
+      target.message,
+      context.now,
+    );
+    return { next: "fail", error: new Error(`${target.reason}: ${target.message}`), retry: true };
+  }
+  context.conditions = markTargetResolved(context.conditions, context.now);
+  context.target = target;
+  context.requestsBefore = totalRequests(target.client);
+  return CONTINUE;
+};
+
+/** Render and apply: nothing is written when the cluster already matches. */
+const install: Step = async (context) => {
+  const { resource, deps, release, target } = context;
+  try {
+    context.desired = renderInstall(resource, release!);
+    context.applied = await applyInstall(target!.client, resource, context.desired, {
+      mode: "apply",
+      concurrency: deps.applyConcurrency,
+    });
+  } catch (err) {
+    context.conditions = markInstallFailed(context.conditions, errorOf(err).message, context.now);
+    return { next: "fail", error: errorOf(err), retry: true };
+  }
+  context.conditions = markInstallSucceeded(context.conditions, context.now);
+  const drift = context.applied.plan.drift.length;
+  if (drift > 0) {
+    const cr = `${resource.metadata.namespace}/${resource.metadata.name}`;
+    deps.log.info({ cr, cluster: target!.cluster, drift }, "restored drifted objects");
+  }
+  context.status.manifests = manifestLocations(resource, release!);
+  return CONTINUE;
+};
+
+const checkDeployments: Step = async (context) => {
+  const { resource, target, desired } = context;
+  const live = await readDeployments(target!.client, resource, desired!);
+  const waiting = unavailableDeployments(desired!, live);
+  if (waiting.length > 0) {
+    context.conditions = markDeploymentsNotReady(context.conditions, waiting, context.now);
+    return { next: "wait", afterMs: context.deps.pollIntervalMs };
+  }
+  context.conditions = markDeploymentsAvailable(context.conditions, context.now);
+  context.status.version = context.release!.version;
+  return { next: "settle" };
+};
+
+/** The steps, in upstream's order. */
+export const STEPS: readonly (readonly [string, Step])[] = [
+  ["loadRelease", loadRelease],
+  ["checkMigration", checkMigration],
+  ["resolveTarget", resolveTarget],
+  ["install", install],
+  ["checkDeployments", checkDeployments],
+];
+
 /**
- * One level-based pass of the upstream operator's stages for a CR: version eligibility, target cluster,
- * render, apply, health. It reads the world and acts on the difference; the caller writes the returned
- * status only if it differs from the stored one.
+ * One level-based pass of the steps for a CR. It reads the world and acts on the difference; the caller
+ * writes the returned status only if it differs from the stored one.
  */
 export async function reconcileInstall(
   resource: KnativeResource,
   deps: EngineDeps,
 ): Promise<ReconcileOutcome> {
   const now = deps.now();
-  const cluster = clusterLabel(resource.spec.clusterProfileRef);
-  let conditions = initialize(resource.status?.conditions ?? [], now);
-  const mark = (update: ConditionUpdate) => {
-    conditions = markCondition(conditions, update, now);
+  const context: InstallContext = {
+    resource,
+    deps,
+    now,
+    conditions: initializeConditions(resource.status?.conditions ?? [], now),
+    status: {},
   };
-  const statusWith = (extra: Partial<KnativeStatus> = {}): KnativeStatus => ({
-    ...(resource.status ?? {}),
-    observedGeneration: resource.metadata.generation,
-    conditions,
-    ...extra,
-  });
-  const failInstall = (err: unknown): ReconcileOutcome => {
-    const message = err instanceof Error ? err.message : String(err);
-    mark({
-      type: ConditionType.InstallSucceeded,
-      status: "False",
-      reason: "Error",
-      message: `Install failed with message: ${message}`,
-    });
-    return { status: statusWith(), cluster, error: err instanceof Error ? err : new Error(message) };
+  for (const [, step] of STEPS) {
+    const result = await step(context);
+    if (result.next !== "continue") return outcomeOf(context, result);
+  }
+  return outcomeOf(context, { next: "settle" });
+}
+
+/** The one place a step's result becomes status, requeue or retry (Flux's ComputeReconcileResult). */
+export function outcomeOf(context: InstallContext, result: StepResult): ReconcileOutcome {
+  const { resource, target } = context;
+  const outcome: ReconcileOutcome = {
+    status: {
+      ...(resource.status ?? {}),
+      observedGeneration: resource.metadata.generation,
+      conditions: context.conditions,
+      ...context.status,
+    },
+    cluster: clusterLabel(resource.spec.clusterProfileRef),
+    ...(context.applied ? { apply: context.applied } : {}),
+    ...(target && context.applied
+      ? { requests: totalRequests(target.client) - context.requestsBefore! }
+      : {}),
   };
-
-  let release: Release;
-  try {
-    release = await deps.releases.load(resource);
-  } catch (err) {
-    // An unknown version waits for a spec change: retrying cannot make it appear.
-    if (err instanceof VersionError) return { ...failInstall(err), error: undefined };
-    return failInstall(err);
-  }
-
-  const migration = checkVersionMigration(resource.kind, resource.status?.version, release.version);
-  mark(migration);
-  if (migration.status === "False") return { status: statusWith(), cluster }; // nothing is touched
-
-  const target = await deps.targets.resolve(resource.spec.clusterProfileRef);
-  if (!target.ok) {
-    mark({
-      type: ConditionType.TargetClusterResolved,
-      status: "False",
-      reason: target.reason,
-      message: target.message,
-    });
-    return { status: statusWith(), cluster, error: new Error(`${target.reason}: ${target.message}`) };
-  }
-  mark({ type: ConditionType.TargetClusterResolved, status: "True" });
-  const requestsBefore = totalRequests(target.client);
-
-  const namespace = installNamespace(resource);
-  const owner = ownerOf(resource);
-  let desired: KubeObject[];
-  let applied: ApplyOutcome;
-  try {
-    desired = renderInstall(resource, release);
-    applied = await applyInstall(
-      {
-        client: target.client,
-        owner,
-        namespace,
-        namespaceMetadata: resource.spec.namespace,
-        anchorOwner: target.local ? ownerRefTo(resource) : undefined,
-        concurrency: deps.applyConcurrency,
-      },
-      desired,
-    );
-  } catch (err) {
-    return failInstall(err);
-  }
-  mark({ type: ConditionType.InstallSucceeded, status: "True" });
-  if ((findCondition(conditions, ConditionType.DependenciesInstalled)?.status ?? "Unknown") === "Unknown") {
-    mark({ type: ConditionType.DependenciesInstalled, status: "True" });
-  }
-  if (applied.drift.length > 0) {
-    deps.log.info(
-      {
-        cr: `${resource.metadata.namespace}/${resource.metadata.name}`,
-        cluster,
-        drift: applied.drift.length,
-      },
-      "restored drifted objects",
-    );
-  }
-
-  const namespaces = [
-    ...new Set(desired.filter((o) => o.kind === "Deployment").map((o) => o.metadata.namespace ?? namespace)),
-  ];
-  const live = (
-    await Promise.all(
-      namespaces.map((ns) =>
-        target.client.list("apps/v1", "Deployment", { namespace: ns, labelSelector: selectorFor(owner) }),
-      ),
-    )
-  ).flatMap((l) => l.items);
-  const waiting = unavailableDeployments(desired, live);
-  const manifests = manifestLocations(resource, release);
-  if (waiting.length > 0) {
-    mark({
-      type: ConditionType.DeploymentsAvailable,
-      status: "False",
-      reason: "NotReady",
-      message: `Waiting on deployments: ${waiting.join(", ")}`,
-    });
-    return {
-      status: statusWith({ manifests }),
-      cluster,
-      requeueAfterMs: deps.pollIntervalMs,
-      apply: applied,
-      requests: totalRequests(target.client) - requestsBefore,
-    };
-  }
-  mark({ type: ConditionType.DeploymentsAvailable, status: "True" });
-  return {
-    status: statusWith({ manifests, version: release.version }),
-    cluster,
-    apply: applied,
-    requests: totalRequests(target.client) - requestsBefore,
-  };
+  if (result.next === "wait") return { ...outcome, requeueAfterMs: result.afterMs };
+  if (result.next === "fail" && result.retry) return { ...outcome, error: result.error };
+  return outcome;
 }
 
 const totalRequests = (client: KubeClient): number =>
   [...client.rest.requestCounts.values()].reduce((sum, n) => sum + n, 0);
-
-/** Every dependency condition present (Unknown when never set), as upstream's InitializeConditions does. */
-function initialize(conditions: Condition[], now: Date): Condition[] {
-  let out = conditions;
-  for (const type of [
-    ConditionType.DependenciesInstalled,
-    ConditionType.DeploymentsAvailable,
-    ConditionType.InstallSucceeded,
-    ConditionType.VersionMigrationEligible,
-    ConditionType.TargetClusterResolved,
-  ]) {
-    if (!findCondition(out, type)) out = markCondition(out, { type, status: "Unknown" }, now);
-  }
-  return out;
-}
-
-function ownerRefTo(resource: KnativeResource) {
-  return {
-    apiVersion: resource.apiVersion,
-    kind: resource.kind,
-    name: resource.metadata.name,
-    uid: String(resource.metadata.uid ?? ""),
-  };
-}
 
 /** status.manifests: where the installed manifests came from (bundled release, ingress, URLs). */
 function manifestLocations(resource: KnativeResource, release: Release): string[] {
@@ -198,4 +213,62 @@ function manifestLocations(resource: KnativeResource, release: Release): string[
     (i) => `kodata:ingress/${release.version.split(".").slice(0, 2).join(".")}/${i}`,
   );
   return [...base, ...ingress, ...(resource.spec.additionalManifests ?? []).map((m) => m.URL)];
+}
+
+/** What finalize decided: release the CR (remove the finalizer), or keep it with this status and retry. */
+export type FinalizeOutcome = { release: true } | { release: false; status: KnativeStatus; error: Error };
+
+/**
+ * FinalizeRemoteCluster: unless another live CR of the same kind targets the same cluster, delete the
+ * anchor (garbage collection removes what it owns) and the cluster-scoped objects; CRDs stay. An
+ * unreachable spoke retries with backoff and says so; it never wedges the CR for good: the abandon
+ * annotation releases it, and a ClusterProfile that left the inventory releases it by itself.
+ */
+export async function finalizeInstall(
+  resource: KnativeResource,
+  hubCrs: readonly KnativeResource[],
+  deps: EngineDeps,
+  log: Logger,
+): Promise<FinalizeOutcome> {
+  const ref = resource.spec.clusterProfileRef;
+  const cluster = clusterLabel(ref);
+  if (resource.metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] === "true") {
+    log.warn({ cluster }, "cleanup abandoned by annotation; the cluster keeps what was installed");
+    return { release: true };
+  }
+  const sharing = sharingCr(resource, hubCrs);
+  if (sharing) {
+    log.info(
+      { others: [sharing.metadata.name] },
+      "another CR targets the same cluster; leaving it untouched",
+    );
+    return { release: true };
+  }
+  const target = await deps.targets.resolve(ref);
+  if (!target.ok) {
+    if (target.reason === "ClusterProfileNotFound") {
+      log.warn({ cluster }, "the ClusterProfile left the inventory; releasing the CR without cleanup");
+      return { release: true };
+    }
+    const conditions = markCleanupBlocked(
+      resource.status?.conditions ?? [],
+      target.reason,
+      target.message,
+      cluster,
+      ABANDON_CLEANUP_ANNOTATION,
+      deps.now(),
+    );
+    return {
+      release: false,
+      status: { ...(resource.status ?? {}), conditions },
+      error: new Error(`finalize ${cluster}: ${target.reason}: ${target.message}`),
+    };
+  }
+  const fallback = await deps.releases
+    .load(resource)
+    .then((release) => renderInstall(resource, release).map(refOf))
+    .catch(() => []);
+  const { deleted } = await removeInstall(target.client, resource, fallback);
+  log.info({ cluster: target.cluster, deleted: deleted.length }, "FinalizeRemoteCluster done");
+  return { release: true };
 }

@@ -1,7 +1,7 @@
 // The render stage: Knative release manifests in, the desired objects of one CR out.
 
-export type { Manifest, ObjectMeta, Transformer } from "./manifest.ts";
-export { ManifestParseError, objectKey, parseManifests, RenderError } from "./manifest.ts";
+export type { Manifest, Transformer } from "./manifest.ts";
+export { ManifestParseError, parseManifests, RenderError } from "./manifest.ts";
 export { COMPONENT_OF_KIND, type Release, ReleaseLoader, selectedIngresses } from "./release.ts";
 export { render } from "./render.ts";
 export {

@@ -1,28 +1,15 @@
 import { formatDiagnostic } from "../fleet/diagnostic.ts";
 import { parseYamlFile } from "../fleet/yaml-source.ts";
+import { field, isRecord, type KubeObject, type StringMap } from "../kube/object.ts";
 
-export type StringMap = Record<string, string>;
-
-export interface ObjectMeta {
-  name?: string;
-  generateName?: string;
-  namespace?: string;
-  labels?: StringMap;
-  annotations?: StringMap;
-  [field: string]: unknown;
-}
+// Shared with the transformers, which read objects through these helpers.
+export { arrayOf, field, groupOf, isRecord, type StringMap } from "../kube/object.ts";
 
 /**
- * One Kubernetes object, unstructured: only the fields every object has are typed, the rest is kept as read.
- * Manifests that come out of a source or a transformer are deeply frozen, so a cached release can be shared by
- * every reconcile; copy one (structuredClone) before changing it.
+ * A release manifest: the program's one object type (`kube/object.ts`), named for where it comes from. Those
+ * out of a source or a transformer are deeply frozen; copy one (structuredClone) before changing it.
  */
-export interface Manifest {
-  apiVersion: string;
-  kind: string;
-  metadata: ObjectMeta;
-  [field: string]: unknown;
-}
+export type Manifest = KubeObject;
 
 /** A render step: manifests in, new manifests out. The input is never mutated. */
 export type Transformer = (manifests: readonly Manifest[]) => readonly Manifest[];
@@ -70,24 +57,6 @@ function isManifest(value: unknown): value is Manifest {
   );
 }
 
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-export function arrayOf(value: unknown): unknown[] {
-  return Array.isArray(value) ? value : [];
-}
-
-/** The value at `path` below `value`, or undefined. */
-export function field(value: unknown, ...path: string[]): unknown {
-  let current = value;
-  for (const key of path) {
-    if (!isRecord(current)) return undefined;
-    current = current[key];
-  }
-  return current;
-}
-
 function deepFreeze<T>(value: T): T {
   if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);
@@ -111,18 +80,6 @@ export function updateWhere(
     edit(copy);
     return deepFreeze(copy);
   });
-}
-
-/** The API group of an apiVersion: `apps/v1` -> `apps`, `v1` -> `` (core). */
-export function apiGroup(apiVersion: string): string {
-  const slash = apiVersion.indexOf("/");
-  return slash < 0 ? "" : apiVersion.slice(0, slash);
-}
-
-/** Identifies an object on a cluster: group, kind, namespace and name (the API version does not matter). */
-export function objectKey(manifest: Manifest): string {
-  const { namespace = "", name, generateName } = manifest.metadata;
-  return `${apiGroup(manifest.apiVersion)}/${manifest.kind}/${namespace}/${name ?? generateName}`;
 }
 
 /** Sets entries of a ConfigMap's data, keeping its other keys. Edits `configMap` in place: call it on a copy. */

@@ -1,5 +1,6 @@
 import type { KnativeEventing, KnativeResource, KnativeServing } from "../api/knative.ts";
-import { type Manifest, objectKey, RenderError, type Transformer } from "./manifest.ts";
+import { objectKey } from "../kube/object.ts";
+import { type Manifest, RenderError, type Transformer } from "./manifest.ts";
 import { COMPONENT_OF_KIND, type Release } from "./release.ts";
 import { applyConfig } from "./transformers/config.ts";
 import { configureControllerCustomCerts } from "./transformers/custom-certs.ts";
@@ -29,13 +30,18 @@ import {
 /**
  * The desired objects for a KnativeServing or KnativeEventing: `release` transformed per the CR's spec, the
  * way the upstream operator transforms its manifests, in apply order (CRDs first, then the release's order).
- * Pure and deterministic; the returned objects are deeply frozen and may be shared with `release`.
+ * `namespace` is where Knative goes (the CR's own namespace unless the caller knows better: a spoke install
+ * goes to the component's canonical namespace). Pure and deterministic; the returned objects are deeply
+ * frozen and may be shared with `release`.
  */
-export function render(resource: KnativeResource, release: Release): Manifest[] {
+export function render(
+  resource: KnativeResource,
+  release: Release,
+  namespace: string | undefined = resource.metadata.namespace,
+): Manifest[] {
   if (COMPONENT_OF_KIND[resource.kind] !== release.component) {
     throw new RenderError(`a ${resource.kind} cannot be rendered from the ${release.component} release`);
   }
-  const namespace = resource.metadata.namespace;
   if (!namespace) throw new RenderError("metadata.namespace is required: Knative is installed into it");
   const { spec } = resource;
   // Upstream's order (pkg/reconciler/common/transformers.go, then the component's own transformers).

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { crAdmission, namespaceAllowlist } from "../access/tenancy.ts";
 import { buildFleetModel } from "../fleet/model.ts";
+import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import { mirror } from "../mirror/mirror.ts";
 import { EventRecorder } from "../observability/events.ts";
@@ -46,6 +47,8 @@ export class FleetService {
   private poller: Poller | undefined;
   private statusWriter: StatusWriter | undefined;
   private source: GitSource | undefined;
+  /** The one hub client of the process (discovery cache and connection pool shared by every stage). */
+  private hubClient: KubeClient | undefined;
   private leading = false;
   private started = false;
 
@@ -72,6 +75,7 @@ export class FleetService {
   async start(): Promise<void> {
     const { config } = this.options;
     const hub = clientFromKubeConfig(this.options.hub);
+    this.hubClient = hub;
     await hub.rest.request({ method: "GET", path: "/version" }); // fail fast when the hub is unreachable
     mkdirSync(config.cacheDir, { recursive: true });
     this.source = new GitSource(gitSourceSpec(config), { cacheDir: config.cacheDir });
@@ -129,7 +133,7 @@ export class FleetService {
     const { config, log } = this.options;
     this.leading = true;
     this.metrics.setLeader(true);
-    const hub = clientFromKubeConfig(this.options.hub);
+    const hub = this.hubClient!;
     const events = new EventRecorder({ client: hub, component: "knative-fleet", log });
     const source = this.source!;
     if (config.status) {
@@ -149,6 +153,7 @@ export class FleetService {
       effectivePollInterval(parseDuration(config.remoteDeploymentsPollInterval));
     this.engine = await startEngine({
       hub: this.options.hub,
+      hubClient: hub,
       providerFile: this.options.providerFile,
       allowedClusterProfileNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
       accessPolicy: config.access,
@@ -161,8 +166,10 @@ export class FleetService {
       applyConcurrency: 8,
       log,
       onPluginRun: (run) => this.metrics.execPluginFinished(run),
+      onClusterLeft: (cluster) => this.metrics.forgetCluster(cluster),
       onReconciled: (report) => {
-        this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
+        if (report.finalized) this.metrics.forgetResource(report);
+        else this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
         if (report.statusWritten || report.finalized) this.statusWriter?.request();
         const involved = {
           apiVersion: "operator.knative.dev/v1beta1",
@@ -183,9 +190,9 @@ export class FleetService {
       source,
       schedule: config.pollSchedule,
       onSnapshot: (snapshot) => this.sync(snapshot),
+      onFetched: (fetch) => this.metrics.gitFetchFinished(fetch),
       onError: (err) => {
         const kind = err instanceof GitSourceError ? err.kind : "sync";
-        this.metrics.gitFetchFinished({ durationMs: 0, error: kind });
         log.warn(
           { err: (err as Error).message, kind },
           "fleet sync failed; nothing is pruned, retrying on the next poll",
@@ -199,7 +206,7 @@ export class FleetService {
   /** One commit of the fleet repository into the hub. */
   private async sync(snapshot: Snapshot): Promise<void> {
     const { config, log } = this.options;
-    const hub = clientFromKubeConfig(this.options.hub);
+    const hub = this.hubClient!;
     const model = buildFleetModel(
       snapshot.files.map((f) => ({ path: f.path, text: f.content })),
       { defaultNamespace: config.defaultNamespace },

@@ -1,5 +1,5 @@
 import { type ScheduledTask, schedule, validate } from "node-cron";
-import { GitSourceError, isTransient } from "./errors.ts";
+import { type GitErrorKind, GitSourceError, isTransient } from "./errors.ts";
 import type { GitSource, Snapshot } from "./git-source.ts";
 import { type BackoffPolicy, defaultBackoff, retry } from "./retry.ts";
 
@@ -18,6 +18,8 @@ export interface PollerOptions {
    * emitted then, so the caller keeps acting on the last good snapshot (and never prunes on a failure).
    */
   onError: (error: unknown) => void;
+  /** Every fetch (the head asked for, and the fetch when it moved), how long it took, and its error kind. */
+  onFetched?: (fetch: { durationMs: number; error?: GitErrorKind }) => void;
 }
 
 /** What one poll did. */
@@ -87,10 +89,27 @@ export class Poller {
   private async poll(): Promise<PollOutcome> {
     const backoff = this.options.backoff ?? defaultBackoff;
     const transient = (error: unknown) => error instanceof GitSourceError && isTransient(error);
+    const started = performance.now();
+    const fetched = (error?: unknown) =>
+      this.options.onFetched?.({
+        durationMs: performance.now() - started,
+        ...(error !== undefined && { error: error instanceof GitSourceError ? error.kind : "internal" }),
+      });
+    let snapshot: Snapshot;
     try {
       const head = await retry(() => this.options.source.headOf(), backoff, transient);
-      if (head === this.lastHead) return "head-unchanged";
-      const snapshot = await retry(() => this.options.source.sync(), backoff, transient);
+      if (head === this.lastHead) {
+        fetched();
+        return "head-unchanged";
+      }
+      snapshot = await retry(() => this.options.source.sync(), backoff, transient);
+      fetched();
+    } catch (error) {
+      fetched(error);
+      this.options.onError(error);
+      return "failed";
+    }
+    try {
       if (snapshot.digest === this.lastDigest) {
         this.lastHead = snapshot.commit;
         return "content-unchanged";

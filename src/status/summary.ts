@@ -1,19 +1,19 @@
 import { stringify } from "yaml";
-import { ConditionType, findCondition } from "../api/conditions.ts";
+import { clusterLabel } from "../access/target.ts";
+import { ConditionType, readinessOf } from "../api/conditions.ts";
 import type { ClusterProfileRef, KnativeStatus } from "../api/knative.ts";
-import type { KubeObject } from "../apply/objects.ts";
-import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import {
   CONFIRM_PRUNE_ANNOTATION,
-  isMirrored,
+  isManagedByFleet,
   PRUNE_CONFIRMATION_CONFIGMAP,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
-} from "../mirror/annotations.ts";
+} from "../api/labels.ts";
+import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import type { KubeObject } from "../kube/object.ts";
 import type { MirrorResult } from "../mirror/mirror.ts";
 import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/plan.ts";
-import { clusterLabel } from "../reconcile/target.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
 // fleet.yaml for tools, both from one summary so they never disagree. The output is a pure function of
@@ -87,7 +87,7 @@ export function renderStatusSummary(input: StatusSummaryInput): StatusFile[] {
 function summarize({ resources, mirror }: StatusSummaryInput): Summary {
   const outcomes = mirror.resources;
   return {
-    resources: resources.filter(isMirrored).map(resourceRow).sort(compareRows),
+    resources: resources.filter(isManagedByFleet).map(resourceRow).sort(compareRows),
     // Mapped field by field: the YAML keeps key order, whichever check built the diagnostic.
     validationErrors: mirror.diagnostics.map(({ path, line, column, field, message }) => ({
       path,
@@ -138,36 +138,29 @@ function resourceRow(object: KubeObject): ResourceRow {
 
 /**
  * Ready as kstatus reads it: a status written for an older generation, or a CR being deleted, is in
- * progress whatever its conditions say. Otherwise the Ready condition, explained by the first non-True
- * condition that gives a reason (Ready first: it carries the reason of the dependency that blocks it).
+ * progress whatever its conditions say. Otherwise Ready, explained by what blocks it (`readinessOf`).
  */
 function readiness(
   object: KubeObject,
   status: KnativeStatus | undefined,
 ): Pick<ResourceRow, "ready" | "reason" | "message"> {
-  const generation = object.metadata.generation as number | undefined;
-  if (object.metadata.deletionTimestamp) {
+  const read = readinessOf({ metadata: object.metadata, status });
+  if (read.deleting) {
     return {
       ready: "Unknown",
       reason: "Deleting",
       message: "the CR is being deleted; its cluster is being cleaned up",
     };
   }
-  const conditions = status?.conditions ?? [];
-  const ready = findCondition(conditions, ConditionType.Ready);
-  const observed = status?.observedGeneration;
-  if (!ready || (generation !== undefined && observed !== undefined && observed < generation)) {
+  if (read.stale || !status?.conditions?.some((c) => c.type === ConditionType.Ready)) {
     return {
       ready: "Unknown",
       reason: "Reconciling",
       message: "the hub controller has not reported on the current spec yet",
     };
   }
-  if (ready.status === "True") return { ready: "True" };
-  const why = [ready, ...conditions].find(
-    (condition) => condition.status !== "True" && (condition.reason || condition.message),
-  );
-  return { ready: ready.status, reason: why?.reason, message: why?.message };
+  if (read.ready === "True") return { ready: "True" };
+  return { ready: read.ready, reason: read.blocking?.reason, message: read.blocking?.message };
 }
 
 function renderReadme(summary: Summary): string {

@@ -10,7 +10,7 @@ import { createWriteStream, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OPERATOR_API_VERSION } from "../../src/api/knative.ts";
-import type { KubeObject } from "../../src/apply/objects.ts";
+import type { KubeObject } from "../../src/kube/object.ts";
 import { down, up } from "../sandbox/sandbox.ts";
 import { writeServiceConfig } from "../support/fleet-service.ts";
 import { startGitServer } from "../support/git-server.ts";

@@ -1,9 +1,10 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import type { KubeObject } from "../../src/apply/objects.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../../src/kube/kubeconfig.ts";
+import type { KubeObject } from "../../src/kube/object.ts";
+import { nameOf } from "../../src/kube/object.ts";
 import type { SandboxCluster } from "../sandbox/index.ts";
 import { repoRoot } from "./shared.ts";
 import { waitUntil } from "./wait.ts";
@@ -19,7 +20,7 @@ export async function installFleetCrds(hub: KubeClient): Promise<void> {
     const crd = parseAllDocuments(readFileSync(join(dir, file), "utf8"))[0]!.toJSON() as KubeObject;
     await hub.apply(crd);
     await waitUntil(`CRD ${crd.metadata.name} Established`, async () => {
-      const live = await hub.get(crd.apiVersion, crd.kind, undefined, crd.metadata.name);
+      const live = await hub.get(crd.apiVersion, crd.kind, undefined, nameOf(crd));
       const conditions = (live?.status as { conditions?: { type: string; status: string }[] } | undefined)
         ?.conditions;
       return conditions?.some((c) => c.type === "Established" && c.status === "True") ? true : undefined;

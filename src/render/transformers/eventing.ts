@@ -1,8 +1,8 @@
 import { type Document, parseDocument } from "yaml";
 import type { CommonSpec } from "../../api/knative.ts";
 import {
-  apiGroup,
   field,
+  groupOf,
   lookup,
   type Manifest,
   podTemplateOf,
@@ -89,5 +89,5 @@ export function dropUnusedTlsCertificates(config: CommonSpec["config"]): Transfo
   const features = lookup(config, "features") ?? lookup(config, "config-features");
   const transportEncryption = lookup(features, "transport-encryption")?.trim().toLowerCase() ?? "";
   if (ENCRYPTED_TRANSPORT.has(transportEncryption)) return unchanged;
-  return (manifests) => manifests.filter((manifest) => apiGroup(manifest.apiVersion) !== CERT_MANAGER_GROUP);
+  return (manifests) => manifests.filter((manifest) => groupOf(manifest.apiVersion) !== CERT_MANAGER_GROUP);
 }

@@ -1,6 +1,6 @@
 import type { CommonSpec, KnativeServingSpec } from "../../api/knative.ts";
 import {
-  apiGroup,
+  groupOf,
   isRecord,
   lookup,
   type Manifest,
@@ -152,7 +152,7 @@ export function configureIstioGateways(istio: IstioSpec | undefined): Transforme
       manifests,
       (manifest) =>
         manifest.kind === "Gateway" &&
-        apiGroup(manifest.apiVersion) === ISTIO_GROUP &&
+        groupOf(manifest.apiVersion) === ISTIO_GROUP &&
         overrideFor(manifest.metadata.name) !== undefined,
       (gateway) => {
         const override = overrideFor(gateway.metadata.name)!;

@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { clusterProfileResource } from "../../../src/access/clusterprofile-version.ts";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
 import { writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -343,11 +343,11 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
     ] as const) {
       for (const cr of (await hub.list(OPERATOR_API_VERSION, kind, { namespace })).items) {
         await hub
-          .mergePatch(OPERATOR_API_VERSION, kind, namespace, cr.metadata.name, {
+          .mergePatch(OPERATOR_API_VERSION, kind, namespace, nameOf(cr), {
             metadata: { finalizers: null },
           })
           .catch(() => {});
-        await hub.delete(OPERATOR_API_VERSION, kind, namespace, cr.metadata.name).catch(() => {});
+        await hub.delete(OPERATOR_API_VERSION, kind, namespace, nameOf(cr)).catch(() => {});
       }
     }
     for (const ns of [OCM_NAMESPACE, GKE_NAMESPACE, FOREIGN_NAMESPACE])

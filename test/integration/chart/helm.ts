@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import type { KubeObject } from "../../../src/apply/objects.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import { ensureTools, toolPath } from "../../sandbox/tools.ts";
 import { repoRoot } from "../../support/shared.ts";
 

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
+import { nameOf } from "../../../src/kube/object.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import {
   type Container,
@@ -137,7 +138,7 @@ describe("helm template: defaults + repository url", () => {
     };
     for (const o of objects) {
       if (!["ClusterRole", "ClusterRoleBinding"].includes(o.kind))
-        expect(o.metadata.namespace).toBe(elsewhere[o.metadata.name] ?? "knative-fleet");
+        expect(o.metadata.namespace).toBe(elsewhere[nameOf(o)] ?? "knative-fleet");
       expect(o.metadata.labels?.["app.kubernetes.io/instance"]).toBe("kf");
     }
   });

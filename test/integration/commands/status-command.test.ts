@@ -1,11 +1,11 @@
-import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
-import { main } from "../../../src/cli.ts";
 import type { StatusRow } from "../../../src/commands/status.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
+import { nameOf } from "../../../src/kube/object.ts";
 import { isNotFound } from "../../../src/kube/rest.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { runCli } from "../../support/cli.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -20,14 +20,8 @@ const sandbox = loadSandbox();
 const hub = adminClient(sandbox.hub);
 
 /** `knative-fleet status --kubeconfig <kubeconfig> ...args` through the CLI's entry point. */
-async function statusWith(kubeconfig: string, ...args: string[]) {
-  const streams = { stdout: new PassThrough(), stderr: new PassThrough() };
-  const text = { stdout: [] as string[], stderr: [] as string[] };
-  streams.stdout.on("data", (c) => text.stdout.push(String(c)));
-  streams.stderr.on("data", (c) => text.stderr.push(String(c)));
-  const code = await main(["status", "--kubeconfig", kubeconfig, ...args], streams);
-  return { code, stdout: text.stdout.join(""), stderr: text.stderr.join("") };
-}
+const statusWith = (kubeconfig: string, ...args: string[]) =>
+  runCli("status", "--kubeconfig", kubeconfig, ...args);
 
 const status = (...args: string[]) => statusWith(sandbox.hub.adminKubeconfig, ...args);
 
@@ -57,7 +51,7 @@ function knative(kind: string, name: string, fields: Partial<KubeObject> = {}): 
 
 /** Writes `status` through the status subresource, as the hub controller does, for the CR's current generation. */
 async function writeStatus(object: KubeObject, status: Record<string, unknown>): Promise<void> {
-  const live = await hub.get(OPERATOR_API_VERSION, object.kind, NAMESPACE, object.metadata.name);
+  const live = await hub.get(OPERATOR_API_VERSION, object.kind, NAMESPACE, nameOf(object));
   await hub.apply(
     {
       apiVersion: OPERATOR_API_VERSION,
@@ -122,14 +116,14 @@ beforeAll(async () => {
 afterAll(async () => {
   // The finalizer has no controller behind it here: drop it, or the CR (and the namespace) never goes.
   await hub
-    .mergePatch(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, leaving.metadata.name, {
+    .mergePatch(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, nameOf(leaving), {
       metadata: { finalizers: null },
     })
     .catch((err: unknown) => {
       if (!isNotFound(err)) throw err; // the deletion test did not get to create it
     });
   for (const object of [serving, eventing, leaving])
-    await hub.delete(OPERATOR_API_VERSION, object.kind, NAMESPACE, object.metadata.name);
+    await hub.delete(OPERATOR_API_VERSION, object.kind, NAMESPACE, nameOf(object));
   await hub.delete("v1", "Namespace", undefined, NAMESPACE);
 });
 
@@ -226,9 +220,9 @@ describe("knative-fleet status", () => {
         },
       ],
     });
-    await hub.delete(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, leaving.metadata.name);
+    await hub.delete(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, nameOf(leaving));
     await waitUntil("the CR to be marked for deletion", async () =>
-      (await hub.get(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, leaving.metadata.name))?.metadata
+      (await hub.get(OPERATOR_API_VERSION, leaving.kind, NAMESPACE, nameOf(leaving)))?.metadata
         .deletionTimestamp
         ? true
         : undefined,

@@ -1,18 +1,17 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
-import { anchorName, decodeInventory } from "../../../src/apply/ownership.ts";
+import { ABANDON_CLEANUP_ANNOTATION, FINALIZERS } from "../../../src/api/labels.ts";
+import { decodeInventory } from "../../../src/apply/inventory.ts";
+import { isDeploymentAvailable } from "../../../src/install/health.ts";
+import { anchorName } from "../../../src/install/identity.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
+import { nameOf } from "../../../src/kube/object.ts";
 import { createLogger, silentLogger } from "../../../src/observability/log.ts";
-import {
-  ABANDON_CLEANUP_ANNOTATION,
-  FINALIZERS,
-  type ReconcileReport,
-} from "../../../src/reconcile/controller.ts";
+import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
 import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
-import { isDeploymentAvailable } from "../../../src/reconcile/health.ts";
 import { clusterProfileStatus, loadSandbox, putClusterProfile } from "../../sandbox/index.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
@@ -57,9 +56,9 @@ describe("the reconcile engine on real spokes", () => {
     for (const kind of KNATIVE_KINDS) {
       for (const cr of (await hub.list(OPERATOR_API_VERSION, kind, { namespace: hubNs })).items) {
         await hub
-          .mergePatch(OPERATOR_API_VERSION, kind, hubNs, cr.metadata.name, { metadata: { finalizers: null } })
+          .mergePatch(OPERATOR_API_VERSION, kind, hubNs, nameOf(cr), { metadata: { finalizers: null } })
           .catch(() => {});
-        await hub.delete(OPERATOR_API_VERSION, kind, hubNs, cr.metadata.name).catch(() => {});
+        await hub.delete(OPERATOR_API_VERSION, kind, hubNs, nameOf(cr)).catch(() => {});
       }
     }
     console.log("engine figures:", JSON.stringify(timings));

@@ -79,10 +79,14 @@ describe("Poller", () => {
       .fn()
       .mockRejectedValueOnce(new Error("hub unreachable"))
       .mockResolvedValue(undefined);
-    const { poller, errors } = recordingPoller({ source, onSnapshot });
+    const fetches: { durationMs: number; error?: string }[] = [];
+    const { poller, errors } = recordingPoller({ source, onSnapshot, onFetched: (f) => fetches.push(f) });
 
     expect(await poller.syncNow()).toBe("failed");
     expect(errors).toEqual([new Error("hub unreachable")]);
+    // The fetch itself succeeded, and is timed as one; the caller's failure is no git error.
+    expect(fetches).toEqual([{ durationMs: expect.any(Number) }]);
+    expect(fetches[0]!.durationMs).toBeGreaterThan(0);
     expect(await poller.syncNow()).toBe("emitted");
     expect(onSnapshot.mock.calls.map(([s]) => (s as Snapshot).commit)).toEqual([head, head]);
   });

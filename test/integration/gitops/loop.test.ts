@@ -2,9 +2,10 @@ import { createHmac } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
+import { nameOf } from "../../../src/kube/object.ts";
 import { createLogger, silentLogger } from "../../../src/observability/log.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
 import { FleetService } from "../../../src/service/service.ts";
@@ -105,11 +106,11 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     for (const kind of ["KnativeServing", "KnativeEventing"]) {
       for (const cr of (await hub.list(OPERATOR_API_VERSION, kind, { namespace: "knative-fleet" })).items) {
         await hub
-          .mergePatch(OPERATOR_API_VERSION, kind, "knative-fleet", cr.metadata.name, {
+          .mergePatch(OPERATOR_API_VERSION, kind, "knative-fleet", nameOf(cr), {
             metadata: { finalizers: null },
           })
           .catch(() => {});
-        await hub.delete(OPERATOR_API_VERSION, kind, "knative-fleet", cr.metadata.name).catch(() => {});
+        await hub.delete(OPERATOR_API_VERSION, kind, "knative-fleet", nameOf(cr)).catch(() => {});
       }
     }
     await git?.close();

@@ -4,18 +4,19 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
-import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "../../../src/fleet/annotations.ts";
-import type { FleetFile } from "../../../src/fleet/model.ts";
-import type { KubeClient } from "../../../src/kube/client.ts";
-import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import {
   CONFIRM_PRUNE_ANNOTATION,
+  PRUNE_ANNOTATION,
   PRUNE_CONFIRMATION_CONFIGMAP,
+  PRUNE_DISABLED,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
   SOURCE_REPOSITORY_ANNOTATION,
-} from "../../../src/mirror/annotations.ts";
+} from "../../../src/api/labels.ts";
+import type { FleetFile } from "../../../src/fleet/model.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import { mirror } from "../../../src/mirror/mirror.ts";
 import type { MirrorInput } from "../../../src/mirror/plan.ts";
 import { loadSandbox } from "../../sandbox/index.ts";

@@ -2,12 +2,12 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import { describeRef, type KubeObject, type ObjectRef } from "../../../src/apply/objects.ts";
 import { buildFleetModel } from "../../../src/fleet/model.ts";
 import { DEFAULT_NAMESPACE } from "../../../src/fleet/parse.ts";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import { describeRef, type KubeObject, nameOf, type ObjectRef } from "../../../src/kube/object.ts";
 import { mirror } from "../../../src/mirror/mirror.ts";
 import { MirrorOptionsSchema } from "../../../src/mirror/plan.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
@@ -16,11 +16,12 @@ import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
 import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { crText } from "../../support/fleet-files.ts";
 import { startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { createFleetRepo, crText, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
+import { createFleetRepo, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
 import { planJson, resourceOf, runPlan } from "../../unit/plan/support.ts";
 
 // The plan against the sandbox's real hub and spokes, with the real mirror and engine doing what merging
@@ -133,12 +134,12 @@ describe("knative-fleet plan against the sandbox", () => {
   afterAll(async () => {
     for (const kind of KNATIVE_KINDS) {
       for (const cr of (await hub.list(OPERATOR_API_VERSION, kind, { namespace: HUB_NAMESPACE })).items) {
-        await hub.delete(OPERATOR_API_VERSION, kind, HUB_NAMESPACE, cr.metadata.name);
+        await hub.delete(OPERATOR_API_VERSION, kind, HUB_NAMESPACE, nameOf(cr));
         // The engine's finalizer cleans the spoke; then the CR is gone.
         await waitUntil(
           `${kind} ${cr.metadata.name} deleted`,
           async () =>
-            (await hub.get(OPERATOR_API_VERSION, kind, HUB_NAMESPACE, cr.metadata.name)) ? undefined : true,
+            (await hub.get(OPERATOR_API_VERSION, kind, HUB_NAMESPACE, nameOf(cr))) ? undefined : true,
           120_000,
         );
       }

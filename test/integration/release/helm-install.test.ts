@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
 import { parse } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { freePort } from "../../sandbox/processes.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";

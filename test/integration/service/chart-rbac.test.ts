@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import { nameOf } from "../../../src/kube/object.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { LeaderElector } from "../../../src/service/leader-election.ts";
@@ -41,12 +42,12 @@ beforeAll(async () => {
   await ensureNamespace(hub, namespace);
   await ensureNamespace(hub, credentials);
   for (const object of rbac) await hub.apply(object);
-  serviceAccount = await serviceAccountClient(only(rendered, "ServiceAccount").metadata.name);
+  serviceAccount = await serviceAccountClient(nameOf(only(rendered, "ServiceAccount")));
 });
 
 afterAll(async () => {
   for (const o of rbac.filter((o) => !o.metadata.namespace))
-    await hub.delete(o.apiVersion, o.kind, undefined, o.metadata.name);
+    await hub.delete(o.apiVersion, o.kind, undefined, nameOf(o));
   await hub.delete("v1", "Namespace", undefined, namespace);
   await hub.delete("v1", "Namespace", undefined, credentials);
   rmSync(workDir, { recursive: true, force: true });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { KubeObject } from "../../../src/apply/objects.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import type { CoreEvent } from "../../../src/observability/events.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { crAdmission, TenancySchema } from "../../../src/access/tenancy.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 
 const cr = (namespace: string, mirrored: boolean): KubeObject => ({
   apiVersion: "operator.knative.dev/v1beta1",

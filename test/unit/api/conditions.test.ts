@@ -4,6 +4,7 @@ import {
   computeReady,
   markCondition,
   READY_DEPENDENCIES,
+  readinessOf,
   setCondition,
   TargetClusterReason,
 } from "../../../src/api/conditions.ts";
@@ -132,5 +133,53 @@ describe("markCondition", () => {
     expect(markCondition(recovered, { type: ConditionType.DeploymentsAvailable, status: "True" }, t1)).toBe(
       recovered,
     );
+  });
+});
+
+describe("readinessOf: the one reader of a CR's readiness", () => {
+  const at = "2026-01-01T00:00:00Z";
+  const c = (type: string, status: "True" | "False" | "Unknown", reason?: string, message?: string) => ({
+    type,
+    status,
+    lastTransitionTime: at,
+    ...(reason && { reason }),
+    ...(message && { message }),
+  });
+
+  it("names the first condition in install order that is not True as what blocks Ready", () => {
+    const read = readinessOf({
+      metadata: { generation: 2 },
+      status: {
+        observedGeneration: 2,
+        conditions: [
+          c("DeploymentsAvailable", "False", "NotReady", "Waiting on deployments: webhook"),
+          c("InstallSucceeded", "False", "Error", "Install failed with message: boom"),
+          c("Ready", "False", "NotReady", "Waiting on deployments: webhook"),
+          c("TargetClusterResolved", "True"),
+        ],
+      },
+    });
+    expect(read).toEqual({
+      ready: "False",
+      stale: false,
+      deleting: false,
+      blocking: {
+        type: "InstallSucceeded",
+        status: "False",
+        reason: "Error",
+        message: "Install failed with message: boom",
+      },
+    });
+  });
+
+  it("is stale when the status describes an older generation or none, and says when the CR is deleting", () => {
+    expect(readinessOf({ metadata: { generation: 3 }, status: { observedGeneration: 2 } })).toMatchObject({
+      ready: "Unknown",
+      stale: true,
+    });
+    expect(readinessOf({ metadata: { generation: 1 } }).stale).toBe(true);
+    expect(
+      readinessOf({ metadata: { deletionTimestamp: at }, status: { conditions: [c("Ready", "True")] } }),
+    ).toEqual({ ready: "True", stale: false, deleting: true });
   });
 });

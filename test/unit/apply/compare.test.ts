@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
+import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
 import {
   containsDesired,
-  DESIRED_HASH_ANNOTATION,
   desiredHash,
   isUpToDate,
   parseQuantity,
   withDesiredHash,
 } from "../../../src/apply/compare.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 
 const deployment = (replicas: number, env: { name: string; value: string }[] = []): KubeObject => ({
   apiVersion: "apps/v1",

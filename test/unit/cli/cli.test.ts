@@ -1,23 +1,8 @@
-import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { commands, main } from "../../../src/cli.ts";
+import { commands } from "../../../src/cli.ts";
+import { runCli } from "../../support/cli.ts";
 
-async function run(...argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const sink = (append: (text: string) => void) =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        append(String(chunk));
-        done();
-      },
-    });
-  const code = await main(argv, {
-    stdout: sink((t) => (stdout += t)),
-    stderr: sink((t) => (stderr += t)),
-  });
-  return { code, stdout, stderr };
-}
+const run = runCli;
 
 describe("knative-fleet CLI", () => {
   it("lists every command in its help", async () => {

@@ -1,9 +1,8 @@
-import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { Condition } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
-import { main } from "../../../src/cli.ts";
 import { isSettled, renderStatusTable, statusRows } from "../../../src/commands/status.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
+import { runCli } from "../../support/cli.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
@@ -276,14 +275,7 @@ describe("renderStatusTable", () => {
 });
 
 describe("knative-fleet status without a usable hub", () => {
-  async function status(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    const streams = { stdout: new PassThrough(), stderr: new PassThrough() };
-    const text = { stdout: [] as string[], stderr: [] as string[] };
-    streams.stdout.on("data", (c) => text.stdout.push(String(c)));
-    streams.stderr.on("data", (c) => text.stderr.push(String(c)));
-    const code = await main(["status", ...args], streams);
-    return { code, stdout: text.stdout.join(""), stderr: text.stderr.join("") };
-  }
+  const status = (...args: string[]) => runCli("status", ...args);
 
   it("names the kubeconfig it cannot load, exit 2", async () => {
     const { code, stderr } = await status("--kubeconfig", "/nonexistent/hub.kubeconfig");

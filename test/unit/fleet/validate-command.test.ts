@@ -1,23 +1,11 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { Writable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { main } from "../../../src/cli.ts";
+import { runCli } from "../../support/cli.ts";
 import { repoRoot } from "../../support/shared.ts";
 
-async function run(...argv: string[]) {
-  const out = { stdout: "", stderr: "" };
-  const sink = (name: keyof typeof out) =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        out[name] += String(chunk);
-        done();
-      },
-    });
-  const code = await main(["validate", ...argv], { stdout: sink("stdout"), stderr: sink("stderr") });
-  return { code, ...out };
-}
+const run = (...argv: string[]) => runCli("validate", ...argv);
 
 const SERVING = `apiVersion: operator.knative.dev/v1beta1
 kind: KnativeServing

@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { KubeObject } from "../../../src/apply/objects.ts";
-import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "../../../src/fleet/annotations.ts";
 import {
+  PRUNE_ANNOTATION,
+  PRUNE_DISABLED,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
   SOURCE_REPOSITORY_ANNOTATION,
-} from "../../../src/mirror/annotations.ts";
+} from "../../../src/api/labels.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   type ApplyStep,
   type MirrorInput,

@@ -1,6 +1,7 @@
 import type { KnativeKind } from "../../../src/api/knative.ts";
 import { buildFleetModel, type FleetFile, type FleetModel } from "../../../src/fleet/model.ts";
 import { type MirrorInput, MirrorOptionsSchema, type MirrorSource } from "../../../src/mirror/plan.ts";
+import { crFile as sharedCrFile } from "../../support/fleet-files.ts";
 
 export const REPOSITORY = "https://git.example/platform/fleet.git";
 
@@ -10,7 +11,7 @@ export const sourceAt = (commit: string): MirrorSource => ({
   commit,
 });
 
-export interface CrOptions {
+export interface MirrorCrOptions {
   kind?: KnativeKind;
   namespace: string;
   version?: string;
@@ -21,28 +22,14 @@ export interface CrOptions {
  * A fleet file declaring one CR. Each CR targets a ClusterProfile of its own name, which no sandbox cluster
  * has: nothing may install anything, and one cluster runs one CR of a kind.
  */
-export function crFile(name: string, options: CrOptions): FleetFile {
-  const annotations = Object.entries(options.annotations ?? {});
-  return {
-    path: `clusters/${name}.yaml`,
-    text: [
-      "apiVersion: operator.knative.dev/v1beta1",
-      `kind: ${options.kind ?? "KnativeServing"}`,
-      "metadata:",
-      `  name: ${name}`,
-      `  namespace: ${options.namespace}`,
-      ...(annotations.length > 0
-        ? ["  annotations:", ...annotations.map(([key, value]) => `    ${key}: ${JSON.stringify(value)}`)]
-        : []),
-      "spec:",
-      `  version: "${options.version ?? "1.22"}"`,
-      "  clusterProfileRef:",
-      `    name: ${name}`,
-      "    namespace: nowhere",
-      "",
-    ].join("\n"),
-  };
-}
+export const crFile = (name: string, options: MirrorCrOptions): FleetFile =>
+  sharedCrFile({
+    ...options,
+    name,
+    version: options.version ?? "1.22",
+    cluster: name,
+    clusterNamespace: "nowhere",
+  });
 
 export const modelOf = (files: readonly FleetFile[], namespace: string): FleetModel =>
   buildFleetModel(files, { defaultNamespace: namespace });

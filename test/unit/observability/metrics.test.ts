@@ -129,4 +129,23 @@ describe("fleet metrics", () => {
     expect(await samples(a)).toContain("knative_fleet_leader 1");
     expect(await samples(b)).toContain("knative_fleet_leader 0");
   });
+
+  it("forgets a CR's series when it leaves its cluster, and every series of a cluster that leaves", async () => {
+    const metrics = createMetrics();
+    const reconcile = (kind: string, cluster: string) =>
+      metrics.reconcileFinished({ kind, cluster, durationMs: 10, error: false, ready: true, drift: 0 });
+    reconcile("KnativeServing", "fleet/spoke-1");
+    reconcile("KnativeEventing", "fleet/spoke-1");
+    reconcile("KnativeServing", "fleet/spoke-2");
+    metrics.execPluginFinished({ provider: "ocm", cluster: "fleet/spoke-1", durationMs: 5, error: false });
+    const naming = async (text: string) => (await samples(metrics)).filter((line) => line.includes(text));
+
+    metrics.forgetResource({ kind: "KnativeEventing", cluster: "fleet/spoke-1" });
+    expect(await naming('kind="KnativeEventing"')).toEqual([]);
+    expect(await naming('kind="KnativeServing",cluster="fleet/spoke-1"')).not.toEqual([]);
+
+    metrics.forgetCluster("fleet/spoke-1");
+    expect(await naming('cluster="fleet/spoke-1"')).toEqual([]);
+    expect(await naming('cluster="fleet/spoke-2"')).not.toEqual([]);
+  });
 });

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "../../../src/fleet/annotations.ts";
+import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "../../../src/api/labels.ts";
 import { buildFleetModel, type FleetFile } from "../../../src/fleet/model.ts";
 import { DEFAULT_NAMESPACE } from "../../../src/fleet/parse.ts";
 import { assessPrune, changedFiles, resourceChanges } from "../../../src/plan/changes.ts";
-import { crText } from "./fleet-repo.ts";
+import { crText } from "../../support/fleet-files.ts";
 
 const file = (name: string, extra: Partial<Parameters<typeof crText>[0]> = {}): FleetFile => ({
   path: `clusters/${name}/knative-serving.yaml`,

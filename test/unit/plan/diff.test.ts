@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { DESIRED_HASH_ANNOTATION } from "../../../src/apply/compare.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
+import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import { diffObjects } from "../../../src/plan/diff.ts";
 import { MASKED, maskText } from "../../../src/plan/mask.ts";
 

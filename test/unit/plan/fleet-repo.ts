@@ -3,7 +3,6 @@ import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
-import { stringify } from "yaml";
 
 // Real Git repositories of fleet files, for the plan's tests and scripts/bench-plan.ts (no vitest here).
 
@@ -48,34 +47,4 @@ export async function createFleetRepo(): Promise<FleetRepo> {
       return git("rev-parse", "HEAD");
     },
   };
-}
-
-export interface CrText {
-  kind?: "KnativeServing" | "KnativeEventing";
-  name: string;
-  namespace?: string;
-  /** The ClusterProfile's name, in the sandbox's namespace fleet-system. */
-  cluster: string;
-  version?: string;
-  /** More of spec, beside version and clusterProfileRef. */
-  spec?: Record<string, unknown>;
-  annotations?: Record<string, string>;
-}
-
-/** A fleet file's text declaring one CR. */
-export function crText(cr: CrText): string {
-  return stringify({
-    apiVersion: "operator.knative.dev/v1beta1",
-    kind: cr.kind ?? "KnativeServing",
-    metadata: {
-      name: cr.name,
-      namespace: cr.namespace ?? "knative-fleet",
-      ...(cr.annotations && { annotations: cr.annotations }),
-    },
-    spec: {
-      version: cr.version ?? "1.21",
-      clusterProfileRef: { name: cr.cluster, namespace: "fleet-system" },
-      ...cr.spec,
-    },
-  });
 }

@@ -1,16 +1,18 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { describeRef } from "../../../src/apply/objects.ts";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
+import { describeRef } from "../../../src/kube/object.ts";
 import { PLAN_MARKER, renderMarkdown } from "../../../src/plan/markdown.ts";
 import { buildPlan } from "../../../src/plan/plan.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
+import { runCli } from "../../support/cli.ts";
+import { crText } from "../../support/fleet-files.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
-import { crText, type FleetRepo } from "./fleet-repo.ts";
-import { fleetRepo, planJson, resourceOf, runCli, runPlan } from "./support.ts";
+import type { FleetRepo } from "./fleet-repo.ts";
+import { fleetRepo, planJson, resourceOf, runPlan } from "./support.ts";
 
 // Offline plans of real Git repositories with branches, rendered from the real releases of ../shared.
 

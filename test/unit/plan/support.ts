@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
 import { onTestFinished } from "vitest";
-import { main } from "../../../src/cli.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";
+import { type CliRun, runCli } from "../../support/cli.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { createFleetRepo, type FleetRepo } from "./fleet-repo.ts";
 
@@ -12,25 +12,8 @@ export async function fleetRepo(): Promise<FleetRepo> {
   return repo;
 }
 
-export interface PlanRun {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI in-process, collecting what it prints. */
-export async function runCli(...argv: string[]): Promise<PlanRun> {
-  const printed = { stdout: [] as string[], stderr: [] as string[] };
-  const collect = (lines: string[]) => ({ write: (chunk: unknown) => lines.push(String(chunk)) > 0 });
-  const code = await main(argv, {
-    stdout: collect(printed.stdout) as unknown as NodeJS.WritableStream,
-    stderr: collect(printed.stderr) as unknown as NodeJS.WritableStream,
-  });
-  return { code, stdout: printed.stdout.join(""), stderr: printed.stderr.join("") };
-}
-
 /** Runs `knative-fleet plan` in-process against the real releases of ../shared. */
-export const runPlan = (...argv: string[]): Promise<PlanRun> =>
+export const runPlan = (...argv: string[]): Promise<CliRun> =>
   runCli("plan", "--kodata", knativeReleasesDir(), ...argv);
 
 /** `runPlan` with `--format json`, parsed. */

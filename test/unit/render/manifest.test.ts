@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { type Manifest, ManifestParseError, objectKey, parseManifests } from "../../../src/render/index.ts";
+import { objectKey } from "../../../src/kube/object.ts";
+import { type Manifest, ManifestParseError, parseManifests } from "../../../src/render/index.ts";
 import { updateWhere } from "../../../src/render/manifest.ts";
 
 const TWO_OBJECTS = `

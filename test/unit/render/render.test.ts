@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { type Manifest, objectKey, RenderError, render } from "../../../src/render/index.ts";
+import { objectKey } from "../../../src/kube/object.ts";
+import { type Manifest, RenderError, render } from "../../../src/render/index.ts";
 import { knativeEventing, knativeServing, NAME_PLACEHOLDER, releases } from "./fixtures.ts";
 
 function kindCounts(manifests: readonly Manifest[]): Record<string, number> {

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import type { Condition } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
 import {
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
   SOURCE_REPOSITORY_ANNOTATION,
-} from "../../../src/mirror/annotations.ts";
+} from "../../../src/api/labels.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import type { MirrorResult } from "../../../src/mirror/mirror.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 
@@ -74,7 +74,13 @@ const MIXED_RESOURCES: KubeObject[] = [
     version: "1.21.0",
     commit: OLDER,
     conditions: [
-      { type: "DeploymentsAvailable", status: "False", reason: "NotMinimumReplicas", message: "1/2 ready" },
+      {
+        type: "DeploymentsAvailable",
+        status: "False",
+        reason: "NotMinimumReplicas",
+        // Ready copies the blocking condition's text (computeReady); readinessOf reads the condition's own.
+        message: "eventing-webhook: 1/2 ready | waiting\nfor node",
+      },
       { type: "InstallSucceeded", status: "True" },
       {
         type: "Ready",

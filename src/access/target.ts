@@ -1,9 +1,8 @@
-import type { ClusterAccess } from "../access/cluster-access.ts";
-import type { SpokeConnection } from "../access/spoke-connection.ts";
 import type { TargetClusterReason } from "../api/conditions.ts";
-import type { ClusterProfileRef, KnativeResource } from "../api/knative.ts";
+import type { ClusterProfileRef } from "../api/knative.ts";
 import { KubeClient } from "../kube/client.ts";
-import type { RestClient } from "../kube/rest.ts";
+import type { ClusterAccess } from "./cluster-access.ts";
+import type { SpokeConnection } from "./spoke-connection.ts";
 
 /** The cluster a CR installs onto, or why it cannot be reached. */
 export type TargetResolution =
@@ -19,27 +18,9 @@ export interface TargetResolver {
   resolve(ref: ClusterProfileRef | undefined): Promise<TargetResolution>;
 }
 
-const REMOTE_NAMESPACE = { KnativeServing: "knative-serving", KnativeEventing: "knative-eventing" } as const;
-
-/**
- * Where the component is installed, as upstream decides: on a spoke, the component's canonical namespace;
- * on the hub itself, the CR's own namespace.
- */
-export function installNamespace(resource: KnativeResource): string {
-  if (resource.spec.clusterProfileRef) return REMOTE_NAMESPACE[resource.kind];
-  return resource.metadata.namespace ?? "default";
-}
-
 /** `namespace/name` of the ClusterProfile, or "hub" for a local install. */
 export const clusterLabel = (ref: ClusterProfileRef | undefined): string =>
   ref ? `${ref.namespace}/${ref.name}` : "hub";
-
-export const sameClusterProfile = (
-  a: ClusterProfileRef | undefined,
-  b: ClusterProfileRef | undefined,
-): boolean =>
-  (a === undefined && b === undefined) ||
-  (a !== undefined && b !== undefined && a.name === b.name && a.namespace === b.namespace);
 
 /**
  * Targets: the hub itself for a CR without clusterProfileRef, else the spoke its ClusterProfile names,
@@ -68,13 +49,11 @@ export function createTargetResolver(
       const connection = result.spoke.connection;
       let client = clients.get(connection);
       if (!client) {
-        client = new KubeClient(spokeTransport(connection));
+        // Every request to a spoke goes through the access module's one transport (src/kube/transport.ts).
+        client = new KubeClient(connection.rest);
         clients.set(connection, client);
       }
       return { ok: true, client, cluster: clusterLabel(ref), local: false };
     },
   };
 }
-
-/** Every request to a spoke goes through the access module's one transport (src/kube/transport.ts). */
-const spokeTransport = (connection: SpokeConnection): RestClient => connection.rest;

@@ -1,4 +1,8 @@
-import type { KubeObject } from "../apply/objects.ts";
+import type { KnativeResource } from "../api/knative.ts";
+import { selectorOf } from "../apply/engine.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { type KubeObject, nameOf } from "../kube/object.ts";
+import { installNamespace, ownerOf, ownershipLabels } from "./identity.ts";
 
 interface DeploymentStatus {
   observedGeneration?: number;
@@ -33,6 +37,23 @@ export function unavailableDeployments(
       const current = byName.get(`${d.metadata.namespace}/${d.metadata.name}`);
       return !current || !isDeploymentAvailable(current);
     })
-    .map((d) => d.metadata.name)
+    .map(nameOf)
     .sort();
+}
+
+/** The install's live Deployments, listed in each namespace the desired ones live in. */
+export async function readDeployments(
+  client: KubeClient,
+  resource: KnativeResource,
+  desired: readonly KubeObject[],
+): Promise<KubeObject[]> {
+  const fallback = installNamespace(resource);
+  const namespaces = new Set(
+    desired.filter((o) => o.kind === "Deployment").map((o) => o.metadata.namespace ?? fallback),
+  );
+  const labelSelector = selectorOf(ownershipLabels(ownerOf(resource)));
+  const lists = await Promise.all(
+    [...namespaces].map((namespace) => client.list("apps/v1", "Deployment", { namespace, labelSelector })),
+  );
+  return lists.flatMap((list) => list.items);
 }

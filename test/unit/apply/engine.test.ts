@@ -1,14 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { withDesiredHash } from "../../../src/apply/compare.ts";
-import { type KubeObject, objectKey, refOf } from "../../../src/apply/objects.ts";
 import {
-  anchorName,
-  buildAnchor,
-  decodeInventory,
-  ownershipLabels,
-  withOwnership,
-} from "../../../src/apply/ownership.ts";
-import { planApply, planIsEmpty } from "../../../src/apply/plan.ts";
+  type ApplyPlan,
+  type ApplyState,
+  diffAgainstLive,
+  stampForApply,
+} from "../../../src/apply/engine.ts";
+import { decodeInventory } from "../../../src/apply/inventory.ts";
+import { anchorName, buildAnchor, ownershipLabels } from "../../../src/install/identity.ts";
+import { type KubeObject, objectKey, refOf } from "../../../src/kube/object.ts";
 
 const cm = (name: string, data: Record<string, string>, namespace = "knative-serving"): KubeObject =>
   withDesiredHash({ apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace }, data });
@@ -22,6 +22,16 @@ const clusterRole = (name: string): KubeObject => ({
   kind: "ClusterRole",
   metadata: { name },
 });
+
+const set = { namespace: "knative-serving", inventoryObject: () => cm("anchor", {}) };
+const planApply = (
+  desired: KubeObject[],
+  objects: ApplyState["objects"],
+  inventory: ApplyState["inventory"],
+): ApplyPlan =>
+  diffAgainstLive(set, desired, { objects, inventory, inventoryExists: true, namespaceExists: true });
+const planIsEmpty = (plan: ApplyPlan): boolean =>
+  plan.setup.length === 0 && plan.create.length === 0 && plan.update.length === 0 && plan.prune.length === 0;
 
 describe("apply plan", () => {
   it("creates what is missing, updates what differs, leaves the rest alone", () => {
@@ -72,11 +82,10 @@ describe("anchor and ownership", () => {
 
   it("owns namespace-scoped objects in the install namespace only", () => {
     const ref = { apiVersion: "v1", kind: "ConfigMap", name: anchorName(owner), uid: "u-1" };
-    const [inNs, otherNs, cluster] = withOwnership(
+    const [inNs, otherNs, cluster] = stampForApply(
+      { namespace: "knative-serving", labels: ownershipLabels(owner) },
       [cm("a", {}), cm("b", {}, "kourier-system"), clusterRole("r")],
-      owner,
       ref,
-      "knative-serving",
     );
     expect(inNs!.metadata.ownerReferences).toEqual([{ ...ref, controller: true, blockOwnerDeletion: true }]);
     expect(otherNs!.metadata.ownerReferences).toBeUndefined();

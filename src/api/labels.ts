@@ -1,0 +1,70 @@
+// The vocabulary on the wire: every label, annotation and finalizer name knative-fleet reads or writes.
+// Names shared with the upstream Knative Operator keep its spelling, so CRs and installs move between the two.
+
+const FLEET = "fleet.knative.dev/";
+
+// --- On every object an install applies (and on the hub CRs the mirror applies) ---
+
+export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
+export const MANAGED_BY = "knative-fleet";
+/** The CR an installed object belongs to (upstream's label). */
+export const CR_NAME_LABEL = "operator.knative.dev/cr-name";
+/** Which kind of CR an object belongs to (lower-case kind), so two CRs of one name stay apart. */
+export const CR_KIND_LABEL = `${FLEET}cr-kind`;
+/**
+ * sha256 of what was last applied: a converged object is skipped without a request (see apply/compare.ts),
+ * and a change in it makes server-side apply run so fields we no longer set are dropped.
+ */
+export const DESIRED_HASH_ANNOTATION = `${FLEET}desired-hash`;
+
+// --- On the anchor ConfigMap `{kind}-{name}-root-owner` (upstream's names and texts) ---
+
+export const ANCHOR_ANNOTATION = "operator.knative.dev/anchor";
+export const PROTECTED_ANNOTATION = "operator.knative.dev/protected";
+export const DESCRIPTION_ANNOTATION = "operator.knative.dev/description";
+/** The anchor's data key holding what was applied (a cli-utils style inventory), one JSON ref a line. */
+export const INVENTORY_KEY = "inventory";
+
+// --- On hub CRs: set by a fleet file, or by the mirror ---
+
+/**
+ * `fleet.knative.dev/prune: disabled` keeps a CR (and what it installed) when its file is deleted from
+ * Git: the mirror stage leaves the hub CR in place instead of pruning it.
+ */
+export const PRUNE_ANNOTATION = `${FLEET}prune`;
+export const PRUNE_DISABLED = "disabled";
+/** The repository a hub CR was mirrored from. */
+export const SOURCE_REPOSITORY_ANNOTATION = `${FLEET}source-repository`;
+/** The fleet file, relative to the repository root, that declares the CR. */
+export const SOURCE_PATH_ANNOTATION = `${FLEET}source-path`;
+/**
+ * The commit whose content the CR holds. Written only together with a content change, never on its own:
+ * otherwise every commit (the status write-back's own included) would rewrite every CR.
+ */
+export const SOURCE_COMMIT_ANNOTATION = `${FLEET}source-commit`;
+/** Set to "true" on a CR being deleted to give up cleaning its spoke (the spoke is gone for good). */
+export const ABANDON_CLEANUP_ANNOTATION = `${FLEET}abandon-cleanup`;
+/** The upstream operator's finalizer names (knative.dev/pkg: `<plural>.<group>`), so CRs move between the two. */
+export const FINALIZERS = {
+  KnativeServing: "knativeservings.operator.knative.dev",
+  KnativeEventing: "knativeeventings.operator.knative.dev",
+} as const;
+
+// --- On the prune-confirmation ConfigMap in knative-fleet's hub namespace ---
+
+/**
+ * A person's approval of a held prune, on the ConfigMap `PRUNE_CONFIRMATION_CONFIGMAP`. The value is the
+ * token the held prune reports, which names exactly the CRs it deletes.
+ */
+export const CONFIRM_PRUNE_ANNOTATION = `${FLEET}confirm-prune`;
+export const PRUNE_CONFIRMATION_CONFIGMAP = "knative-fleet-prune";
+
+type Labelled = { metadata: { labels?: Record<string, string>; annotations?: Record<string, string> } };
+
+/** Whether an object's annotations opt it out of pruning. */
+export const isPruneDisabled = (annotations: Readonly<Record<string, string>> | undefined): boolean =>
+  annotations?.[PRUNE_ANNOTATION] === PRUNE_DISABLED;
+
+/** Whether knative-fleet applied this object; the mirror never touches a hub CR it did not (a hand-made CR). */
+export const isManagedByFleet = (object: Labelled): boolean =>
+  object.metadata.labels?.[MANAGED_BY_LABEL] === MANAGED_BY;

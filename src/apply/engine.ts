@@ -1,0 +1,363 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { DESIRED_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL } from "../api/labels.ts";
+import type { KubeClient } from "../kube/client.ts";
+import {
+  describeRef,
+  field,
+  isCrd,
+  type KubeObject,
+  nameOf,
+  type ObjectRef,
+  type OwnerReference,
+  objectKey,
+  refKey,
+  refOf,
+} from "../kube/object.ts";
+import { isConflict } from "../kube/rest.ts";
+import { isUpToDate, withDesiredHash } from "./compare.ts";
+import { decodeInventory } from "./inventory.ts";
+import { ignoreNoKind, readLive } from "./live.ts";
+import { inParallel } from "./parallel.ts";
+
+// The generic server-side apply engine: one apply set (objects, the namespace they live in, an inventory
+// object recording what was applied) brought in line with a cluster. It knows no CRD. Two modes of the same
+// pass, as cli-utils' applier with a DryRunStrategy: "apply" writes; "dry-run" reads the same state, decides
+// the same way, and asks the server what each update would give (dryRun=All) instead of writing.
+
+export interface ApplySet {
+  client: KubeClient;
+  /** The namespace the set lives in (the inventory object and the owned objects); created when missing. */
+  namespace: string;
+  /** Labels/annotations for the namespace when it has to be created (an existing one is left as it is). */
+  namespaceMetadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+  /** Labels every object of the set carries; live objects are listed back by them. */
+  labels: Record<string, string>;
+  /** The inventory object for these refs: a ConfigMap in `namespace`, always of the same name. */
+  inventoryObject(refs: readonly ObjectRef[]): KubeObject;
+  /**
+   * The root owner, when something outside the cluster's objects owns the set (a hub CR installing on the
+   * hub itself): it owns the inventory object and the namespaced objects. Unset: the inventory object is the
+   * root and owns them.
+   */
+  rootOwner?: OwnerReference;
+  /** Objects applied at once. */
+  concurrency: number;
+  /** How long to wait for a CRD to become Established. */
+  crdTimeoutMs?: number;
+}
+
+export type ApplyMode = "apply" | "dry-run";
+
+/** The cluster's side of an apply set before a pass: read live, or a state standing in for it offline. */
+export interface ApplyState {
+  /** What the inventory object records as applied (prune and removal work from it). */
+  inventory: readonly ObjectRef[];
+  /** The set's objects on the cluster, by objectKey. */
+  objects: ReadonlyMap<string, KubeObject>;
+  inventoryExists: boolean;
+  namespaceExists: boolean;
+}
+
+/** What one pass does. Pure: the same inputs give the same plan. */
+export interface ApplyPlan {
+  /** The namespace and the inventory object when they do not exist yet: created first. */
+  setup: ObjectRef[];
+  /** Objects that do not exist (or were deleted by hand) and will be created. */
+  create: KubeObject[];
+  /** Objects whose live state differs from desired (a changed spec, or drift) and will be applied. */
+  update: { desired: KubeObject; live: KubeObject }[];
+  /** Objects already up to date: no request is sent for them. */
+  unchanged: KubeObject[];
+  /** Objects applied before (inventory) that the desired set no longer has. CRDs are never pruned. */
+  prune: ObjectRef[];
+  /** Objects restored because someone changed or deleted them on the cluster. */
+  drift: ObjectRef[];
+}
+
+/** The server's answer to a dry-run update: the object as it would be stored, or why it was refused. */
+export type DryRunAnswer = { after: KubeObject } | { refused: string };
+
+export interface ApplyResult {
+  mode: ApplyMode;
+  /** The objects the pass sends, exactly: stamped with labels, owner reference and desired-hash. */
+  desired: KubeObject[];
+  state: ApplyState;
+  plan: ApplyPlan;
+  /** Write requests sent. Zero for a converged cluster, and always in dry-run mode. */
+  writes: number;
+  /** Dry-run mode: the server's answer for every update, by objectKey. */
+  answers: ReadonlyMap<string, DryRunAnswer>;
+}
+
+/**
+ * Decides one pass over a state: create what is missing, update what differs, prune what the inventory had
+ * and desired lost (never a CRD), and which of it is drift. The one decision, used by both modes and by an
+ * offline plan over an in-memory state.
+ */
+export function diffAgainstLive(
+  set: Pick<ApplySet, "namespace" | "inventoryObject">,
+  desired: readonly KubeObject[],
+  state: ApplyState,
+): ApplyPlan {
+  const plan: ApplyPlan = {
+    setup: [
+      ...(state.namespaceExists ? [] : [namespaceRef(set.namespace)]),
+      ...(state.inventoryExists ? [] : [refOf(set.inventoryObject([]))]),
+    ],
+    create: [],
+    update: [],
+    unchanged: [],
+    prune: [],
+    drift: [],
+  };
+  const wanted = new Set<string>();
+  const inventoried = new Set(state.inventory.map(refKey));
+  for (const object of desired) {
+    const key = objectKey(object);
+    wanted.add(key);
+    const current = state.objects.get(key);
+    if (!current) {
+      plan.create.push(object);
+      if (inventoried.has(key)) plan.drift.push(refOf(object)); // applied before, deleted by hand
+    } else if (isUpToDate(object, current)) plan.unchanged.push(object);
+    else {
+      plan.update.push({ desired: object, live: current });
+      const sameDesired =
+        current.metadata.annotations?.[DESIRED_HASH_ANNOTATION] ===
+        object.metadata.annotations?.[DESIRED_HASH_ANNOTATION];
+      if (sameDesired) plan.drift.push(refOf(object)); // we did not change it: someone else did
+    }
+  }
+  for (const ref of state.inventory) {
+    if (!wanted.has(refKey(ref)) && !isCrd(ref)) plan.prune.push(ref);
+  }
+  return plan;
+}
+
+/**
+ * Stamps the set's objects: the namespace itself left out (it is created once, never applied over), the
+ * set's labels on all, an owner reference on the namespaced objects in the set's namespace (owner references
+ * cannot cross namespaces or own cluster-scoped objects; those are deleted by name on removal), the
+ * desired-hash. Pure: what a pass sends is exactly this.
+ */
+export function stampForApply(
+  set: Pick<ApplySet, "namespace" | "labels">,
+  objects: readonly KubeObject[],
+  owner: OwnerReference,
+): KubeObject[] {
+  return withoutSetNamespace(objects, set.namespace).map((o) => {
+    const owned = o.metadata.namespace === set.namespace;
+    return withDesiredHash({
+      ...o,
+      metadata: {
+        ...o.metadata,
+        labels: { ...(o.metadata.labels ?? {}), ...set.labels },
+        ...(owned ? { ownerReferences: [{ ...owner, controller: true, blockOwnerDeletion: true }] } : {}),
+      },
+    });
+  });
+}
+
+/** Who owns the set's namespaced objects: the root owner, else the inventory object (by its uid). */
+export function ownerOfObjects(set: Pick<ApplySet, "rootOwner" | "inventoryObject">, inventoryUid: string) {
+  return (
+    set.rootOwner ?? {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      name: nameOf(set.inventoryObject([])),
+      uid: inventoryUid,
+    }
+  );
+}
+
+/** The objects of these kinds and of the inventory that carry the set's labels, and the set's frame. */
+export async function readState(
+  set: Pick<ApplySet, "client" | "namespace" | "labels" | "inventoryObject">,
+  kinds: readonly Pick<ObjectRef, "apiVersion" | "kind">[],
+): Promise<ApplyState & { inventoryHolder?: KubeObject }> {
+  const { client, namespace } = set;
+  const [namespaceObject, inventoryHolder] = await Promise.all([
+    client.get("v1", "Namespace", undefined, namespace),
+    client.get("v1", "ConfigMap", namespace, nameOf(set.inventoryObject([]))),
+  ]);
+  const inventory = decodeInventory(inventoryHolder);
+  return {
+    inventory,
+    objects: await readLive(client, [...kinds, ...inventory], selectorOf(set.labels)),
+    inventoryExists: inventoryHolder !== undefined,
+    namespaceExists: namespaceObject !== undefined,
+    inventoryHolder,
+  };
+}
+
+/**
+ * One pass of the set on its cluster. "apply": ensure the namespace and the inventory object (recording old
+ * + new first, so a crash mid-apply still knows everything it may have created), apply what differs (CRDs
+ * first, wait until Established, then namespaces, then the rest), prune, then record the new inventory.
+ * Nothing is written when the cluster already matches. "dry-run": the same reads and decisions; each update
+ * is sent with dryRun=All and the server's answer returned; nothing is written.
+ */
+export async function runApplySet(
+  set: ApplySet,
+  objects: readonly KubeObject[],
+  mode: ApplyMode,
+): Promise<ApplyResult> {
+  const { client } = set;
+  const kinds = withoutSetNamespace(objects, set.namespace);
+  const state = await readState(set, kinds);
+  let writes = 0;
+  let inventoryHolder = state.inventoryHolder;
+  if (mode === "apply") {
+    if (!state.namespaceExists) writes += await createNamespace(set);
+    // The inventory first, recording old + new.
+    const covering = [...state.inventory, ...kinds.map(refOf)];
+    const covered = await applyInventory(set, inventoryHolder, covering);
+    if (covered.written) writes++;
+    inventoryHolder = covered.object;
+  }
+  const desired = stampForApply(
+    set,
+    objects,
+    ownerOfObjects(set, String(inventoryHolder?.metadata.uid ?? "")),
+  );
+  const plan = diffAgainstLive(set, desired, state);
+  if (mode === "dry-run") {
+    return { mode, desired, state, plan, writes: 0, answers: await dryRunUpdates(set, plan) };
+  }
+
+  const toApply = [...plan.create, ...plan.update.map((u) => u.desired)];
+  const order = new Map(desired.map((o, i) => [objectKey(o), i]));
+  toApply.sort((a, b) => order.get(objectKey(a))! - order.get(objectKey(b))!);
+  const crds = toApply.filter(isCrd);
+  const namespaces = toApply.filter((o) => o.kind === "Namespace");
+  const rest = toApply.filter((o) => !isCrd(o) && o.kind !== "Namespace");
+  await inParallel(crds, set.concurrency, (o) => client.apply(o));
+  if (crds.length > 0) {
+    await waitForCrds(client, crds, set.crdTimeoutMs ?? 60_000);
+    client.forgetDiscovery();
+  }
+  await inParallel(namespaces, set.concurrency, (o) => client.apply(o));
+  await inParallel(rest, set.concurrency, (o) => client.apply(o));
+  writes += toApply.length;
+
+  for (const ref of plan.prune) {
+    if (
+      await client.delete(ref.apiVersion, ref.kind, ref.namespace || undefined, ref.name).catch(ignoreNoKind)
+    )
+      writes++;
+  }
+  const recorded = await applyInventory(set, inventoryHolder, kinds.map(refOf));
+  if (recorded.written) writes++;
+  return { mode, desired, state, plan, writes, answers: new Map() };
+}
+
+/**
+ * Deletes cluster-scoped objects by name. Aggregated ClusterRoles (those with an aggregationRule) go last,
+ * and are checked again afterwards: the controller-manager's clusterrole-aggregation controller may still
+ * hold one in its queue, and its server-side apply of the rules re-creates a role that was just deleted.
+ */
+export async function deleteClusterScoped(
+  client: KubeClient,
+  refs: readonly ObjectRef[],
+): Promise<ObjectRef[]> {
+  const aggregating: ObjectRef[] = [];
+  const deleted: ObjectRef[] = [];
+  for (const ref of refs) {
+    if (ref.kind === "ClusterRole") {
+      const live = await client.get(ref.apiVersion, ref.kind, undefined, ref.name).catch(ignoreNoKind);
+      if (live && live.aggregationRule !== undefined) {
+        aggregating.push(ref);
+        continue;
+      }
+    }
+    if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name).catch(ignoreNoKind))
+      deleted.push(ref);
+  }
+  for (const ref of aggregating)
+    if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name)) deleted.push(ref);
+  for (let round = 0; round < 3 && aggregating.length > 0; round++) {
+    await sleep(1_000);
+    let recreated = 0;
+    for (const ref of aggregating)
+      if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name)) recreated++;
+    if (recreated === 0) break;
+  }
+  return deleted;
+}
+
+export const selectorOf = (labels: Record<string, string>): string =>
+  Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(",");
+
+const namespaceRef = (name: string): ObjectRef => ({
+  apiVersion: "v1",
+  kind: "Namespace",
+  namespace: "",
+  name,
+});
+
+const withoutSetNamespace = (objects: readonly KubeObject[], namespace: string) =>
+  objects.filter((o) => !(o.kind === "Namespace" && o.metadata.name === namespace));
+
+async function dryRunUpdates(set: ApplySet, plan: ApplyPlan): Promise<Map<string, DryRunAnswer>> {
+  const answers = new Map<string, DryRunAnswer>();
+  await inParallel(plan.update, set.concurrency, async ({ desired }) => {
+    try {
+      answers.set(objectKey(desired), { after: await set.client.apply(desired, { dryRun: true }) });
+    } catch (err) {
+      answers.set(objectKey(desired), { refused: err instanceof Error ? err.message : String(err) });
+    }
+  });
+  return answers;
+}
+
+/** The namespace is created once (never applied over, so an existing one is left as it is). */
+async function createNamespace(set: ApplySet): Promise<number> {
+  const labels = { ...(set.namespaceMetadata?.labels ?? {}), [MANAGED_BY_LABEL]: MANAGED_BY };
+  const annotations = set.namespaceMetadata?.annotations;
+  try {
+    await set.client.rest.request({
+      method: "POST",
+      path: "/api/v1/namespaces",
+      body: {
+        apiVersion: "v1",
+        kind: "Namespace",
+        metadata: { name: set.namespace, labels, ...(annotations ? { annotations } : {}) },
+      },
+    });
+  } catch (err) {
+    if (!isConflict(err)) throw err; // created meanwhile by someone else: fine, it is left as it is
+  }
+  return 1;
+}
+
+async function applyInventory(set: ApplySet, current: KubeObject | undefined, refs: readonly ObjectRef[]) {
+  const desired = set.inventoryObject(refs);
+  if (set.rootOwner)
+    desired.metadata.ownerReferences = [{ ...set.rootOwner, controller: true, blockOwnerDeletion: true }];
+  const stamped = withDesiredHash(desired);
+  if (current && isUpToDate(stamped, current)) return { object: current, written: false };
+  return { object: await set.client.apply(stamped), written: true };
+}
+
+async function waitForCrds(
+  client: KubeClient,
+  crds: readonly KubeObject[],
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (const crd of crds) {
+    for (;;) {
+      const live = await client.get(crd.apiVersion, crd.kind, undefined, nameOf(crd));
+      const conditions = field(live, "status", "conditions");
+      const established =
+        Array.isArray(conditions) &&
+        conditions.some((c) => field(c, "type") === "Established" && field(c, "status") === "True");
+      if (established) break;
+      if (Date.now() > deadline)
+        throw new Error(`${describeRef(refOf(crd))} did not become Established within ${timeoutMs / 1000}s`);
+      await sleep(200);
+    }
+  }
+}

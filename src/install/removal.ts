@@ -1,0 +1,98 @@
+import type { KnativeResource } from "../api/knative.ts";
+import { type ApplyState, deleteClusterScoped } from "../apply/engine.ts";
+import { decodeInventory } from "../apply/inventory.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { isCrd, type ObjectRef, refKey } from "../kube/object.ts";
+import {
+  anchorName,
+  anchorRef,
+  installNamespace,
+  installNamespaceRef,
+  ownerOf,
+  sameClusterProfile,
+} from "./identity.ts";
+
+export interface Removal {
+  /** Deleted by name: the cluster-scoped objects (no owner reference can reach them) and the anchor. */
+  deletedByName: ObjectRef[];
+  /** Deleted by the cluster's garbage collector once the anchor goes: the install namespace's objects. */
+  collected: ObjectRef[];
+  /**
+   * Left on the cluster: CRDs (deleting one deletes every resource of its kind), the install namespace,
+   * objects in other namespaces (no owner reference can reach them).
+   */
+  kept: ObjectRef[];
+}
+
+/**
+ * FinalizeRemoteCluster's rule: what removing the CR's install deletes and keeps, from the anchor's
+ * inventory (or, without an anchor, from the rendered release). `removeInstall` executes exactly this, and
+ * `plan` reports it.
+ */
+export function removalOf(resource: KnativeResource, inventory: readonly ObjectRef[]): Removal {
+  const namespace = installNamespace(resource);
+  // The inventory never holds the install namespace, but the fallback (the release rendered in full) does:
+  // then it is deleted like every cluster-scoped object.
+  const namespaceListed = inventory.some((ref) => ref.kind === "Namespace" && ref.name === namespace);
+  return {
+    deletedByName: [...inventory.filter((ref) => ref.namespace === "" && !isCrd(ref)), anchorRef(resource)],
+    collected: inventory.filter((ref) => ref.namespace === namespace),
+    kept: [
+      ...inventory.filter((ref) => isCrd(ref) || (ref.namespace !== "" && ref.namespace !== namespace)),
+      ...(namespaceListed ? [] : [installNamespaceRef(resource)]),
+    ],
+  };
+}
+
+/** The objects a removal takes off the cluster, deleted by name or collected. */
+export const removedBy = (removal: Removal): ObjectRef[] => [...removal.deletedByName, ...removal.collected];
+
+/**
+ * Upstream's sharing rule: while another CR of the same kind (not itself being deleted) installs on the same
+ * cluster, removing this one leaves the cluster untouched. The other CR, or undefined.
+ */
+export function sharingCr<T extends KnativeResource>(
+  resource: KnativeResource,
+  others: readonly T[],
+): T | undefined {
+  const { namespace, name } = resource.metadata;
+  return others.find(
+    (other) =>
+      other.kind === resource.kind &&
+      !(other.metadata.namespace === namespace && other.metadata.name === name) &&
+      !other.metadata.deletionTimestamp &&
+      sameClusterProfile(other.spec.clusterProfileRef, resource.spec.clusterProfileRef),
+  );
+}
+
+/**
+ * Removes an install by `removalOf`'s rule: the cluster-scoped objects, then the anchor (garbage collection
+ * takes what it owns). `fallback` stands in for the inventory when the anchor is gone.
+ */
+export async function removeInstall(
+  client: KubeClient,
+  resource: KnativeResource,
+  fallback: readonly ObjectRef[],
+): Promise<{ deleted: ObjectRef[] }> {
+  const namespace = installNamespace(resource);
+  const owner = ownerOf(resource);
+  const anchor = await client.get("v1", "ConfigMap", namespace, anchorName(owner));
+  const removal = removalOf(resource, anchor ? decodeInventory(anchor) : fallback);
+  const anchorKey = anchorName(owner);
+  const clusterScoped = removal.deletedByName.filter((ref) => ref.namespace === "");
+  const deleted = await deleteClusterScoped(client, clusterScoped);
+  if (await client.delete("v1", "ConfigMap", namespace, anchorKey, "Background")) {
+    deleted.push(anchorRef(resource));
+  }
+  return { deleted };
+}
+
+/** Whether an object of the install is on the cluster, by the state read from it. */
+export function isPresent(resource: KnativeResource, state: ApplyState): (ref: ObjectRef) => boolean {
+  const [anchor, namespace] = [refKey(anchorRef(resource)), installNamespace(resource)];
+  return (ref) => {
+    if (refKey(ref) === anchor) return state.inventoryExists;
+    if (ref.kind === "Namespace" && ref.name === namespace) return state.namespaceExists;
+    return state.objects.has(refKey(ref));
+  };
+}

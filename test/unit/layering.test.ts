@@ -1,0 +1,74 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { describe, expect, it } from "vitest";
+
+// The layering of src/ (docs/CONVENTIONS.md), checked so it stays true: a folder imports only folders of a
+// lower layer, never one of its own layer or above. The reconcile stage is wired only by the service and
+// `knative-fleet run`; plan runs the install model and the engine, never the reconcile.
+
+const LAYERS: readonly (readonly string[])[] = [
+  ["api"],
+  ["kube"],
+  ["observability", "fleet", "apply", "source"],
+  ["render", "access", "mirror"],
+  ["install"],
+  ["reconcile", "plan", "status"],
+  ["service"],
+  ["commands"],
+  ["cli.ts"],
+];
+const layerOf = new Map(LAYERS.flatMap((folders, layer) => folders.map((f) => [f, layer] as const)));
+
+const SRC = join(import.meta.dirname, "../../src");
+const files = (dir: string): string[] =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory()
+      ? files(join(dir, entry.name))
+      : entry.name.endsWith(".ts")
+        ? [join(dir, entry.name)]
+        : [],
+  );
+const folderOf = (path: string): string => relative(SRC, path).split("/")[0]!;
+
+/** Every import of a src file that leaves its folder: [importing file, imported folder]. */
+function crossImports(): [string, string][] {
+  return files(SRC).flatMap((file) => {
+    const text = readFileSync(file, "utf8");
+    return [...text.matchAll(/from "(\.[^"]+)"/g)]
+      .map((m) => folderOf(join(file, "..", m[1]!)))
+      .filter((target) => target !== folderOf(file))
+      .map((target): [string, string] => [relative(SRC, file), target]);
+  });
+}
+
+describe("the layering of src/", () => {
+  it("knows every folder", () => {
+    const folders = new Set(files(SRC).map(folderOf));
+    expect([...folders].filter((f) => !layerOf.has(f))).toEqual([]);
+  });
+
+  it("no folder imports one of its own layer or a higher one", () => {
+    const upward = crossImports().filter(
+      ([file, target]) => layerOf.get(target)! >= layerOf.get(folderOf(join(SRC, file)))!,
+    );
+    expect(upward.map(([file, target]) => `${file} -> ${target}/`)).toEqual([]);
+  });
+
+  it("only the service wiring and `knative-fleet run` import the reconcile stage", () => {
+    const importers = crossImports()
+      .filter(([, target]) => target === "reconcile")
+      .map(([file]) => file);
+    expect([...new Set(importers)].sort()).toEqual(["commands/run.ts", "service/service.ts"]);
+  });
+
+  it("no cast between object types: render emits the one KubeObject", () => {
+    const casts = files(SRC).flatMap((file) =>
+      [
+        ...readFileSync(file, "utf8").matchAll(
+          /\bas (?:unknown as )?(KubeObject|Manifest|KnativeResource)\b/g,
+        ),
+      ].map((m) => `${relative(SRC, file)}: ${m[0]}`),
+    );
+    expect(casts).toEqual([]);
+  });
+});

@@ -1,0 +1,140 @@
+import { describe, expect, it } from "vitest";
+import type { TargetResolver } from "../../../src/access/target.ts";
+import { ConditionType, findCondition } from "../../../src/api/conditions.ts";
+import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { type EngineDeps, reconcileInstall, STEPS } from "../../../src/reconcile/reconciler.ts";
+import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
+import { FakeKube } from "../../support/fake-kube.ts";
+import { crObject } from "../../support/fleet-files.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
+
+// The reconcile's step list on an in-memory cluster: what each way out of it writes to the CR's status,
+// whether it retries, requeues or settles, and what it sends to the cluster.
+
+const releases = new ReleaseLoader(createKodataSource({ dir: knativeReleasesDir() }));
+const POLL_MS = 1_234;
+
+const serving = (status?: KnativeResource["status"], version = "1.21"): KnativeResource =>
+  KnativeResourceSchema.parse({
+    ...crObject({ name: "serving", cluster: "spoke-1", version }),
+    ...(status ? { status } : {}),
+  });
+
+function depsFor(fake: FakeKube, resolve?: TargetResolver["resolve"]): EngineDeps {
+  return {
+    releases,
+    targets: {
+      resolve:
+        resolve ??
+        (async () => ({ ok: true, client: fake.client, cluster: "fleet-system/spoke-1", local: false })),
+    },
+    pollIntervalMs: POLL_MS,
+    applyConcurrency: 4,
+    now: () => new Date("2026-01-01T00:00:00Z"),
+    log: silentLogger,
+  };
+}
+
+/** A fake cluster serving every kind the 1.21 Serving release has. */
+async function servingCluster(): Promise<FakeKube> {
+  const release = await releases.load(serving());
+  return new FakeKube().serveKindsOf(release.manifests);
+}
+
+describe("the reconcile steps", () => {
+  it("are upstream's stages, in order", () => {
+    expect(STEPS.map(([name]) => name)).toEqual([
+      "loadRelease",
+      "checkMigration",
+      "resolveTarget",
+      "install",
+      "checkDeployments",
+    ]);
+  });
+
+  it("a version jump of more than one minor settles without touching the cluster or retrying", async () => {
+    const fake = await servingCluster();
+    const outcome = await reconcileInstall(serving({ version: "1.19.0" }), depsFor(fake));
+    expect(findCondition(outcome.status.conditions, ConditionType.VersionMigrationEligible)).toMatchObject({
+      status: "False",
+    });
+    expect(findCondition(outcome.status.conditions, ConditionType.Ready)?.status).toBe("False");
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.requeueAfterMs).toBeUndefined();
+    expect(fake.requests()).toEqual({ reads: 0, writes: 0 });
+  });
+
+  it("an unknown version fails the install and waits for a spec change (no retry)", async () => {
+    const fake = await servingCluster();
+    const outcome = await reconcileInstall(serving(undefined, "1.5"), depsFor(fake));
+    expect(findCondition(outcome.status.conditions, ConditionType.InstallSucceeded)).toMatchObject({
+      status: "False",
+      reason: "Error",
+    });
+    expect(outcome.error).toBeUndefined();
+    expect(fake.requests()).toEqual({ reads: 0, writes: 0 });
+  });
+
+  it("an unresolved target says why on TargetClusterResolved and retries", async () => {
+    const fake = await servingCluster();
+    const outcome = await reconcileInstall(
+      serving(),
+      depsFor(fake, async () => ({
+        ok: false,
+        reason: "ClusterProfileNotFound",
+        message: "no such profile",
+      })),
+    );
+    expect(findCondition(outcome.status.conditions, ConditionType.TargetClusterResolved)).toMatchObject({
+      status: "False",
+      reason: "ClusterProfileNotFound",
+      message: "no such profile",
+    });
+    expect(outcome.error?.message).toBe("ClusterProfileNotFound: no such profile");
+    expect(fake.requests()).toEqual({ reads: 0, writes: 0 });
+  });
+
+  it("a failed install marks InstallSucceeded False with upstream's text and retries", async () => {
+    const fake = new FakeKube(); // serves no Knative kind: the first apply is refused
+    const outcome = await reconcileInstall(serving(), depsFor(fake));
+    const installed = findCondition(outcome.status.conditions, ConditionType.InstallSucceeded);
+    expect(installed).toMatchObject({ status: "False", reason: "Error" });
+    expect(installed?.message).toMatch(/^Install failed with message: /);
+    expect(outcome.error).toBeInstanceOf(Error);
+    expect(outcome.requeueAfterMs).toBeUndefined();
+  });
+
+  it("Deployments not yet Available: installed, waiting, requeued after the poll interval", async () => {
+    const fake = await servingCluster();
+    const outcome = await reconcileInstall(serving(), depsFor(fake));
+    expect(findCondition(outcome.status.conditions, ConditionType.InstallSucceeded)?.status).toBe("True");
+    const deployments = findCondition(outcome.status.conditions, ConditionType.DeploymentsAvailable);
+    expect(deployments).toMatchObject({ status: "False", reason: "NotReady" });
+    expect(deployments?.message).toMatch(/^Waiting on deployments: .*controller/);
+    expect(outcome.requeueAfterMs).toBe(POLL_MS);
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.status.version).toBeUndefined(); // not installed until Available
+    expect(fake.find("ConfigMap", "knativeserving-serving-root-owner")).toBeDefined();
+    expect(outcome.apply?.writes).toBeGreaterThan(0);
+  });
+
+  it("converged: Ready, settled, and a further reconcile sends no write at all", async () => {
+    const fake = await servingCluster();
+    const deps = depsFor(fake);
+    await reconcileInstall(serving(), deps);
+    fake.makeDeploymentsAvailable();
+    const ready = await reconcileInstall(serving(), deps);
+    expect(findCondition(ready.status.conditions, ConditionType.Ready)?.status).toBe("True");
+    expect(ready.status.version).toBe("1.21.3");
+    expect(ready.requeueAfterMs).toBeUndefined();
+
+    fake.resetCounts();
+    const again = await reconcileInstall(serving(ready.status), deps);
+    expect(fake.requests().writes).toBe(0);
+    expect(again.apply?.writes).toBe(0);
+    expect(again.apply?.plan.drift).toEqual([]);
+    expect(again.status).toEqual(ready.status);
+    expect(again.requests).toBe(fake.requests().reads);
+  });
+});
