@@ -88,7 +88,7 @@ export function parseYamlFile(path: string, text: string): ParsedYamlFile {
     if (contents === null || (isScalar(contents) && contents.value === null)) return;
     const position = toPosition(lineCounter, contents.range[0]);
     const { value, error } = decode(ast);
-    // Only reachable without syntax errors through alias abuse ("billion laughs"), which toJS refuses.
+    // Reachable without syntax errors through alias abuse ("billion laughs", recursive aliases) or nesting.
     if (error !== undefined && ast.errors.length === 0) {
       diagnostics.push({ path, ...position, field: "", message: lowercaseFirst(error) });
     }
@@ -209,13 +209,44 @@ function fieldPathAt(ast: Document.Parsed, offset: number): FieldPath | undefine
   return undefined;
 }
 
+/** Deeper than any Knative CR nests; beyond it a document is an attack on the parser, not a config. */
+export const MAX_NESTING_DEPTH = 64;
+
 /** The document's plain value; for a broken document, what the parser recovered, if anything. */
 function decode(ast: Document.Parsed): { value: unknown; error?: string } {
+  let value: unknown;
   try {
-    return { value: ast.toJS() };
+    value = ast.toJS();
   } catch (error) {
-    return { value: undefined, error: (error as Error).message };
+    const overflow = error instanceof RangeError;
+    return {
+      value: undefined,
+      error: overflow ? `nested deeper than ${MAX_NESTING_DEPTH} levels` : (error as Error).message,
+    };
   }
+  const shape = shapeError(value);
+  return shape === undefined ? { value } : { value: undefined, error: shape };
+}
+
+/**
+ * toJS turns an alias to one of its own ancestors (`spec: &s {x: *s}`) into a cyclic value, which every
+ * later stage would walk forever; and a value nested past MAX_NESTING_DEPTH would overflow their stacks.
+ */
+function shapeError(root: unknown): string | undefined {
+  const ancestors = new Set<object>();
+  const visit = (value: unknown, depth: number): string | undefined => {
+    if (typeof value !== "object" || value === null) return undefined;
+    if (ancestors.has(value)) return "an alias refers to a node that contains it (a recursive alias)";
+    if (depth > MAX_NESTING_DEPTH) return `nested deeper than ${MAX_NESTING_DEPTH} levels`;
+    ancestors.add(value);
+    for (const child of Object.values(value)) {
+      const error = visit(child, depth + 1);
+      if (error !== undefined) return error;
+    }
+    ancestors.delete(value);
+    return undefined;
+  };
+  return visit(root, 0);
 }
 
 function resolveAlias(ast: Document.Parsed, node: unknown): unknown {

@@ -1,5 +1,6 @@
 import { canonicalJson } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
+import { fleetFileContent } from "../fleet/file-text.ts";
 import type { DesiredResource, FleetFile, FleetModel } from "../fleet/model.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import {
@@ -20,8 +21,8 @@ export interface ChangedFile {
 
 /** Fleet files whose text differs between base and head, by path. */
 export function changedFiles(base: readonly FleetFile[], head: readonly FleetFile[]): ChangedFile[] {
-  const before = new Map(base.map((file) => [file.path, file.text]));
-  const after = new Map(head.map((file) => [file.path, file.text]));
+  const before = new Map(base.map((file) => [file.path, fleetFileContent(file)]));
+  const after = new Map(head.map((file) => [file.path, fleetFileContent(file)]));
   return [...new Set([...before.keys(), ...after.keys()])]
     .sort(compareStrings)
     .flatMap((path): ChangedFile[] => {

@@ -99,8 +99,8 @@ export function gitSourceSpec(config: ServiceConfig): GitSourceSpec {
   return {
     url: repository.url,
     branch: repository.branch,
-    include: [repository.pathGlob],
-    statusPath: config.status?.path ?? "status/",
+    pathGlob: repository.pathGlob,
+    statusDir: config.status?.path ?? "status/",
     timeoutMs: 60_000,
     ...(repository.caFile ? { caFile: repository.caFile } : {}),
     ...(repository.credentialsDir ? { auth: gitAuthFrom(repository.credentialsDir) } : {}),

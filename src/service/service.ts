@@ -200,10 +200,7 @@ export class FleetService {
   private async sync(snapshot: Snapshot): Promise<void> {
     const { config, log } = this.options;
     const hub = clientFromKubeConfig(this.options.hub);
-    const model = buildFleetModel(
-      snapshot.files.map((f) => ({ path: f.path, text: f.content })),
-      { defaultNamespace: config.defaultNamespace },
-    );
+    const model = buildFleetModel(snapshot.files, { defaultNamespace: config.defaultNamespace });
     const result = await mirror(hub, {
       model,
       source: {

@@ -1,7 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import type { FleetFileFilter } from "./file-filter.ts";
+import type { FleetFileFilter } from "../fleet/select.ts";
 import { readSecret } from "./secrets.ts";
 import type { SecretRef } from "./spec.ts";
 

@@ -2,7 +2,7 @@ import { createHmac } from "node:crypto";
 import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
-import { createFileFilter, defaultInclude, defaultStatusPath } from "../../../src/source/file-filter.ts";
+import { createFileFilter, DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import type { Snapshot } from "../../../src/source/git-source.ts";
 import { Poller } from "../../../src/source/poller.ts";
 import { createWebhookHandler, type PushEvent, type WebhookOptions } from "../../../src/source/webhook.ts";
@@ -22,7 +22,7 @@ async function webhookForTest(overrides: Partial<WebhookOptions> = {}) {
   const handler = createWebhookHandler({
     secret: { env: "KNATIVE_FLEET_TEST_WEBHOOK_SECRET" },
     branch: "main",
-    filter: createFileFilter(defaultInclude, defaultStatusPath),
+    filter: createFileFilter(DEFAULT_FILE_SELECTION),
     onPush: (push) => pushes.push(push),
     ...overrides,
   });
