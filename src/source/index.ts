@@ -21,4 +21,4 @@ export {
 } from "./spec.ts";
 export { readFleetTree } from "./tree.ts";
 export type { FileChanges } from "./tree-edit.ts";
-export { createWebhookHandler, type PushEvent, type WebhookOptions } from "./webhook.ts";
+export { checkWebhookSecret, createWebhookHandler, type PushEvent, type WebhookOptions } from "./webhook.ts";

@@ -29,9 +29,9 @@ describe("GitSource against git http-backend", () => {
 
     expect(snapshot.commit).toBe(second);
     expect(snapshot.files).toEqual([
-      { path: "clusters/eu/west.yml", content: fleetFiles["clusters/eu/west.yml"] },
-      { path: "clusters/prod.yaml", content: fleetFiles["clusters/prod.yaml"] },
-      { path: "clusters/staging.yaml", content: "name: staging\n" },
+      { path: "clusters/eu/west.yml", text: fleetFiles["clusters/eu/west.yml"] },
+      { path: "clusters/prod.yaml", text: fleetFiles["clusters/prod.yaml"] },
+      { path: "clusters/staging.yaml", text: "name: staging\n" },
     ]);
     // Depth 1: the head is a shallow boundary and its parent was never fetched; nor was the other branch.
     const cache = await gitdir();

@@ -141,10 +141,14 @@ describe("webhook handler", () => {
 
     // Chunked, so no Content-Length announces the size: the limit applies while reading.
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request(url, { method: "POST", headers: { "x-github-event": "push" } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = request(
+        url,
+        { method: "POST", headers: { "x-github-event": "push", "x-hub-signature-256": sign(big) } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on("error", reject);
       req.write(big.slice(0, 800));
       setTimeout(() => req.end(big.slice(800)), 50);
