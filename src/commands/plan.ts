@@ -1,7 +1,6 @@
 import { stat, writeFile } from "node:fs/promises";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
-import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
 import {
   buildPlan,
@@ -14,6 +13,7 @@ import {
 } from "../plan/index.ts";
 import { createTargetResolver } from "../reconcile/target.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
+import { ConfigError, type FleetSettings, loadFleetSettings } from "../service/config.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, type ParsedArgs, UsageError } from "./command.ts";
 
 const FORMATS = ["markdown", "json"] as const;
@@ -42,6 +42,10 @@ Flags:
                                         directory the service uses (default: $KO_DATA_PATH; required)
   --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
   --clusterprofile-provider-file FILE   access-provider config, to reach the spokes (needs --kubeconfig)
+  --config FILE                         the service's config file: file selection, default namespace, prune
+                                        safeguards, manifest locations and ClusterProfile namespaces, so
+                                        the plan treats the change as the service will (default: defaults;
+                                        manifest locations outside kodata are then refused)
   --format markdown|json                output format (default markdown)
   --output FILE                         write to FILE instead of stdout
   -h, --help                            show this help`,
@@ -54,6 +58,7 @@ Flags:
     "clusterprofile-provider-file": { type: "string" },
     format: { type: "string" },
     output: { type: "string" },
+    config: { type: "string" },
   },
   allowPositionals: false,
   async run(args, ctx) {
@@ -61,8 +66,8 @@ Flags:
     let revisions: Revisions;
     let clusters: Awaited<ReturnType<typeof connect>>;
     try {
-      revisions = await readRevisions(options.repo, options, DEFAULT_FILE_SELECTION);
-      clusters = await connect(options.kubeconfig, options.providerFile);
+      revisions = await readRevisions(options.repo, options, options.settings.selection);
+      clusters = await connect(options.kubeconfig, options.providerFile, options.clusterProfileNamespaces);
     } catch (err) {
       if (!(err instanceof RevisionError || err instanceof ClusterSetupError)) throw err;
       ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
@@ -70,8 +75,16 @@ Flags:
     }
     let plan: FleetPlan;
     try {
-      const releases = new ReleaseLoader(createKodataSource({ dir: options.kodata }));
-      plan = await buildPlan(revisions, { releases, clusters: clusters?.live });
+      const { settings } = options;
+      const releases = new ReleaseLoader(
+        createKodataSource({ dir: options.kodata, policy: settings.locations }),
+      );
+      plan = await buildPlan(revisions, {
+        releases,
+        clusters: clusters?.live,
+        defaultNamespace: settings.defaultNamespace,
+        prune: settings.prune,
+      });
     } finally {
       await clusters?.access.close();
     }
@@ -91,6 +104,9 @@ interface PlanCommandOptions {
   providerFile?: string;
   format: Format;
   output?: string;
+  settings: FleetSettings;
+  /** The ClusterProfile namespaces the service may target (empty: any). */
+  clusterProfileNamespaces: readonly string[];
 }
 
 async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions> {
@@ -123,7 +139,16 @@ async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions>
       "--clusterprofile-provider-file needs --kubeconfig: the ClusterProfiles are on the hub",
     );
   }
+  let loaded: ReturnType<typeof loadFleetSettings>;
+  try {
+    loaded = loadFleetSettings(text("config"));
+  } catch (err) {
+    if (err instanceof ConfigError) throw new UsageError(err.message);
+    throw err;
+  }
   return {
+    settings: loaded.settings,
+    clusterProfileNamespaces: loaded.config?.allowedClusterProfileNamespaces ?? [],
     repo: required("repo"),
     base: required("base"),
     head: required("head"),
@@ -142,6 +167,7 @@ class ClusterSetupError extends Error {}
 async function connect(
   kubeconfig: string | undefined,
   providerFile: string | undefined,
+  clusterProfileNamespaces: readonly string[],
 ): Promise<{ live: LiveClusters; access: ClusterAccess } | undefined> {
   if (kubeconfig === undefined) return undefined;
   let providers: ProviderConfigState;
@@ -155,7 +181,11 @@ async function connect(
   const hub = clientFromKubeConfig(hubConfig);
   // One-shot: no ClusterProfile watch, every spoke is resolved by reading its ClusterProfile once. Without
   // a provider file every spoke resolves to MulticlusterDisabled, which the plan reports per spoke.
-  const access = new ClusterAccess({ hub: hubConfig, providers });
+  const access = new ClusterAccess({
+    hub: hubConfig,
+    providers,
+    ...(clusterProfileNamespaces.length > 0 && { namespaces: [...clusterProfileNamespaces] }),
+  });
   return { live: { hub, targets: createTargetResolver(hub, access) }, access };
 }
 

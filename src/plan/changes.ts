@@ -4,6 +4,7 @@ import { fleetFileContent } from "../fleet/file-text.ts";
 import type { DesiredResource, FleetFile, FleetModel } from "../fleet/model.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import {
+  type MirrorOptions,
   MirrorOptionsSchema,
   type MirrorSource,
   type PruneReport,
@@ -82,7 +83,12 @@ export function resourceChanges(base: FleetModel, head: FleetModel): ResourceCha
  * What the mirror's prune would do once head is merged, behind its safeguards (mirror/plan.ts
  * `planPrune`, default options): the hub is taken to hold base's CRs, mirrored from this repository.
  */
-export function assessPrune(base: FleetModel, head: FleetModel, source: MirrorSource): PruneReport {
+export function assessPrune(
+  base: FleetModel,
+  head: FleetModel,
+  source: MirrorSource,
+  options: MirrorOptions = MirrorOptionsSchema.parse({}),
+): PruneReport {
   const hub = planApplies(base.resources, source, []).flatMap((step) =>
     step.action === "create" ? [step.object] : [],
   );
@@ -91,7 +97,7 @@ export function assessPrune(base: FleetModel, head: FleetModel, source: MirrorSo
       model: head,
       source,
       sourceRead: true,
-      options: MirrorOptionsSchema.parse({}),
+      options,
       // Where a confirmation would be given; the plan reports only the token.
       namespace: "",
     },

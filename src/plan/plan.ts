@@ -4,7 +4,7 @@ import { type KubeObject, type ObjectRef, refKey, refOf } from "../apply/objects
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
-import type { PruneReport } from "../mirror/plan.ts";
+import type { MirrorOptions, PruneReport } from "../mirror/plan.ts";
 import { clusterLabel, sameClusterProfile } from "../reconcile/target.ts";
 import type { Release, ReleaseLoader } from "../render/index.ts";
 import { assessPrune, changedFiles, type ResourceChange, resourceChanges } from "./changes.ts";
@@ -39,6 +39,9 @@ export interface PlanOptions {
   clusters?: LiveClusters;
   /** CRs planned at once, and dry runs sent at once per CR. */
   concurrency?: number;
+  /** The service's settings (`--config`): the namespace of a CR that names none, the prune safeguards. */
+  defaultNamespace?: string;
+  prune?: MirrorOptions;
 }
 
 /** The cluster of a CR that only an invalid file declares: it was never applied anywhere. */
@@ -61,14 +64,19 @@ interface PlanContext {
  */
 export async function buildPlan(revisions: Revisions, options: PlanOptions): Promise<FleetPlan> {
   const modelOf = (revision: Revision) =>
-    buildFleetModel(revision.files, { defaultNamespace: DEFAULT_NAMESPACE });
+    buildFleetModel(revision.files, { defaultNamespace: options.defaultNamespace ?? DEFAULT_NAMESPACE });
   const [base, head] = [modelOf(revisions.base), modelOf(revisions.head)];
   const { repository } = revisions;
-  const prune = assessPrune(base, head, {
-    repository,
-    branch: revisions.base.ref,
-    commit: revisions.base.commit,
-  });
+  const prune = assessPrune(
+    base,
+    head,
+    {
+      repository,
+      branch: revisions.base.ref,
+      commit: revisions.base.commit,
+    },
+    options.prune,
+  );
   const context = { head, prune, options, concurrency: options.concurrency ?? DEFAULT_CONCURRENCY };
   const changes = resourceChanges(base, head);
   const resources: ResourcePlan[] = [];

@@ -3,6 +3,7 @@ import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
+import type { LocationPolicy } from "../render/location-policy.ts";
 import { KnativeController, type ReconcileReport } from "./controller.ts";
 import { createTargetResolver } from "./target.ts";
 
@@ -16,6 +17,8 @@ export interface EngineOptions {
   hubInstall?: boolean;
   /** Release manifests in the upstream kodata layout. */
   kodataDir: string;
+  /** Which spec.manifests / spec.additionalManifests locations may be read; default: none but kodata. */
+  manifestLocations?: LocationPolicy;
   pollIntervalMs: number;
   /** How often a converged CR is checked for drift on its cluster. */
   resyncIntervalMs: number;
@@ -63,7 +66,9 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     resyncIntervalMs: options.resyncIntervalMs,
     onReconciled: options.onReconciled,
     engine: {
-      releases: new ReleaseLoader(createKodataSource({ dir: options.kodataDir })),
+      releases: new ReleaseLoader(
+        createKodataSource({ dir: options.kodataDir, policy: options.manifestLocations }),
+      ),
       targets: createTargetResolver(hub, access, {
         hubInstall: options.hubInstall ?? true,
       }),

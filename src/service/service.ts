@@ -17,7 +17,7 @@ import {
   type Snapshot,
 } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
-import { gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
+import { fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
 import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
 
@@ -162,6 +162,7 @@ export class FleetService {
           : undefined,
       hubInstall: config.hubInstall.enabled,
       kodataDir: this.options.kodataDir,
+      manifestLocations: fleetSettings(config).locations,
       pollIntervalMs,
       resyncIntervalMs: parseDuration(config.resyncInterval),
       workers: config.workers,
@@ -207,7 +208,8 @@ export class FleetService {
   private async sync(snapshot: Snapshot): Promise<void> {
     const { config, log } = this.options;
     const hub = clientFromKubeConfig(this.options.hub);
-    const model = buildFleetModel(snapshot.files, { defaultNamespace: config.defaultNamespace });
+    const settings = fleetSettings(config);
+    const model = buildFleetModel(snapshot.files, { defaultNamespace: settings.defaultNamespace });
     const result = await mirror(hub, {
       model,
       source: {
@@ -216,8 +218,8 @@ export class FleetService {
         commit: snapshot.commit,
       },
       sourceRead: true,
-      options: config.prune,
-      namespace: config.defaultNamespace,
+      options: settings.prune,
+      namespace: settings.defaultNamespace,
     });
     this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
     const counts: Record<string, number> = {};
