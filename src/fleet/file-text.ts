@@ -67,6 +67,43 @@ export function decodeFleetFile(path: string, bytes: Uint8Array): FleetFile {
   return { path, text };
 }
 
+/** More documents than any fleet file needs; the parser's time grows with them. */
+export const MAX_DOCUMENTS = 1000;
+/** As deep as the YAML reader accepts (yaml-source.ts): deeper flow collections cost the parser seconds. */
+const MAX_FLOW_DEPTH = 64;
+
+/**
+ * What would cost the YAML parser seconds, found by one cheap pass over the text: a flood of documents,
+ * or `[[[[…` nested past any real CR. Quoted text and comments are skipped.
+ */
+export function shapeProblem(path: string, text: string): FleetFile | undefined {
+  let documents = 0;
+  let depth = 0;
+  let quote: string | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const char = text[i]!;
+    const lineStart = i === 0 || text[i - 1] === "\n";
+    if (quote !== undefined) {
+      if (char === "\\" && quote === '"') i++;
+      else if (char === quote) quote = undefined;
+      continue;
+    }
+    if (lineStart && text.startsWith("---", i) && ++documents > MAX_DOCUMENTS) {
+      return problemAt(path, text, i, `the file holds more than ${MAX_DOCUMENTS} YAML documents`);
+    }
+    if (char === "#" && (lineStart || /\s/.test(text[i - 1]!))) {
+      const end = text.indexOf("\n", i);
+      i = end < 0 ? text.length : end - 1;
+    } else if ((char === '"' || char === "'") && depth > 0) quote = char;
+    else if (char === "[" || char === "{") {
+      if (++depth > MAX_FLOW_DEPTH) {
+        return problemAt(path, text, i, `nested deeper than ${MAX_FLOW_DEPTH} levels`);
+      }
+    } else if ((char === "]" || char === "}") && depth > 0) depth--;
+  }
+  return undefined;
+}
+
 function problemAt(path: string, text: string, offset: number, message: string): FleetFile {
   const before = text.slice(0, Math.max(offset, 0));
   const lineStart = before.lastIndexOf("\n") + 1;

@@ -1,6 +1,6 @@
 import { compareDiagnostics, compareStrings, type Diagnostic, type SourcePosition } from "./diagnostic.ts";
 import type { FleetResource } from "./document-schema.ts";
-import type { FleetFile } from "./file-text.ts";
+import { type FleetFile, shapeProblem } from "./file-text.ts";
 import {
   type Declaration,
   formatIdentity,
@@ -94,7 +94,8 @@ function readFile(file: FleetFile, options: ParseOptions): ParsedFleetFile {
     documents: [],
     diagnostics: [{ path: file.path, ...position, field: "", message }],
   });
-  if (file.problem) return failed(file.problem, file.problem.message);
+  const problem = file.problem ?? shapeProblem(file.path, file.text)?.problem;
+  if (problem) return failed(problem, problem.message);
   try {
     return parseFleetFile(file.path, file.text, options);
   } catch (error) {
