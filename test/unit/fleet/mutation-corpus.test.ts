@@ -13,6 +13,7 @@ import {
 } from "../../../src/fleet/select.ts";
 import { SOURCE_PATH_ANNOTATION } from "../../../src/mirror/annotations.ts";
 import { identityOf, planApplies, planPrune } from "../../../src/mirror/plan.ts";
+import { seededRandom } from "../../support/seeded-random.ts";
 import { mirrorInput, sourceAt } from "../mirror/support.ts";
 
 // A seeded corpus of hostile and broken fleet repositories, generated at test time: one file of a good
@@ -21,16 +22,6 @@ import { mirrorInput, sourceAt } from "../mirror/support.ts";
 
 const NS = "fleet";
 const SEED = 20_261_123;
-
-function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const RICH_SERVING = `apiVersion: operator.knative.dev/v1beta1
 kind: KnativeServing
@@ -161,7 +152,7 @@ function setAt(document: Record<string, unknown>, path: readonly (string | numbe
 }
 
 function generateCorpus(): Case[] {
-  const next = random(SEED);
+  const next = seededRandom(SEED);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
   const cases: Case[] = [];
   const add = (family: string, path: string, file: FleetFile) =>

@@ -12,6 +12,7 @@ import {
   createWebhookHandler,
   type WebhookOptions,
 } from "../../../src/source/webhook.ts";
+import { seededRandom } from "../../support/seeded-random.ts";
 
 const SECRET = "webhook-secret";
 let secretDir = "";
@@ -162,21 +163,10 @@ describe("the webhook listener", () => {
   });
 });
 
-/** A small seeded generator (mulberry32): the same cases on every run. */
-function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe("webhook fuzzing", () => {
   it("answers every malformed request over a raw socket, and the process keeps serving", async () => {
     const { port, url } = await webhookServer({ bodyTimeoutMs: 500 });
-    const next = random(11);
+    const next = seededRandom(11);
     const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
     const bytes = (n: number) => Buffer.from(Array.from({ length: n }, () => Math.floor(next() * 256)));
     // Mostly well-formed request lines, so most cases reach the webhook handler itself.
