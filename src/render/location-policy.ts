@@ -82,6 +82,12 @@ export async function checkLocation(
 /** Scheme and prefix; run again on every redirect. */
 export function checkUrl(url: URL, policy: LocationPolicy): void {
   const shown = `${url.origin}${url.pathname}`;
+  if (!policy.allowedPrefixes.some((prefix) => hasPrefix(url.href, prefix))) {
+    throw new LocationRefusedError(
+      `manifest location ${shown} is refused: it matches no prefix in manifestLocations.allowedPrefixes ` +
+        `(${policy.allowedPrefixes.length === 0 ? "none is set" : policy.allowedPrefixes.join(", ")})`,
+    );
+  }
   if (url.protocol !== "https:" && !(url.protocol === "http:" && policy.allowHttp)) {
     throw new LocationRefusedError(
       `manifest location ${shown} is refused: only https is allowed (manifestLocations.allowHttp)`,
@@ -90,14 +96,14 @@ export function checkUrl(url: URL, policy: LocationPolicy): void {
   if (url.username !== "" || url.password !== "") {
     throw new LocationRefusedError(`manifest location ${shown} is refused: it carries credentials`);
   }
-  if (!policy.allowedPrefixes.some((prefix) => url.href.startsWith(prefix))) {
-    throw new LocationRefusedError(
-      `manifest location ${shown} is refused: it matches no prefix in manifestLocations.allowedPrefixes ` +
-        `(${policy.allowedPrefixes.length === 0 ? "none is set" : policy.allowedPrefixes.join(", ")})`,
-    );
-  }
   const literal = url.hostname.replace(/^\[|\]$/g, "");
   if (isIP(literal) !== 0) checkAddress(url.hostname, literal, policy);
+}
+
+/** `https://github.com` must not admit `https://github.com.evil.example/`: a prefix ends at a boundary. */
+function hasPrefix(href: string, prefix: string): boolean {
+  if (!href.startsWith(prefix)) return false;
+  return /[/?#]$/.test(prefix) || href.length === prefix.length || "/?#:".includes(href[prefix.length]!);
 }
 
 // Loopback, private, link-local, shared (CGNAT), unspecified, multicast and reserved ranges.

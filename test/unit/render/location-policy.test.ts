@@ -81,6 +81,13 @@ describe("manifest location policy", () => {
     );
   });
 
+  it("matches prefixes at a boundary only", async () => {
+    const policy = LocationPolicySchema.parse({ allowedPrefixes: ["https://github.com"] });
+    await expect(loader(policy).load("https://github.com.evil.example/serving.yaml")).rejects.toThrow(
+      /matches no prefix/,
+    );
+  });
+
   it("refuses http unless allowed, and a host that resolves to a loopback or private address", async () => {
     await expect(loader(loopbackPolicy({ allowHttp: false })).load(`${base}/ok.yaml`)).rejects.toThrow(
       /only https is allowed \(manifestLocations\.allowHttp\)/,
