@@ -1,28 +1,29 @@
-import { type AccessPolicy, SAFE_ACCESS_POLICY } from "../access/policy.ts";
-import { DEFAULT_CLUSTER_PROFILE_NAMESPACE, namespaceAllowlist } from "../access/tenancy.ts";
-import { ConfigError, loadServiceConfig } from "../service/config.ts";
+import {
+  type AccessSettings,
+  ConfigError,
+  type FleetSettings,
+  loadFleetSettings,
+  type ServiceConfig,
+} from "../service/config.ts";
 import { UsageError } from "./command.ts";
 
-/** Which ClusterProfiles a command may use and what they may ask for: the service's, so they agree. */
-export interface AccessSettings {
-  /** ClusterProfile namespaces; undefined for every namespace. */
-  namespaces: readonly string[] | undefined;
-  policy: AccessPolicy;
-}
-
 /**
- * The access settings of the service's config file (`run --config`), or the service's defaults without
- * one: `clusters` and `plan` then see exactly the spokes the reconcile may reach.
+ * The settings of the service's config file (`--config`, the file `run` reads), or the service's defaults
+ * without one, so `plan`, `validate` and `clusters` treat files and spokes exactly as the service will. A bad
+ * file is a usage error naming the file, line and field.
  */
-export function accessSettings(configFile: string | undefined): AccessSettings {
-  if (configFile === undefined) {
-    return { namespaces: [DEFAULT_CLUSTER_PROFILE_NAMESPACE], policy: SAFE_ACCESS_POLICY };
-  }
+export function commandSettings(configFile: string | undefined): {
+  settings: FleetSettings;
+  config?: ServiceConfig;
+} {
   try {
-    const config = loadServiceConfig(configFile);
-    return { namespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces), policy: config.access };
+    return loadFleetSettings(configFile);
   } catch (err) {
     if (err instanceof ConfigError) throw new UsageError(err.message);
     throw err;
   }
 }
+
+/** Which ClusterProfiles a command may use and what they may ask for: the service's, so they agree. */
+export const accessSettings = (configFile: string | undefined): AccessSettings =>
+  commandSettings(configFile).settings.access;

@@ -2,7 +2,6 @@ import { stat, writeFile } from "node:fs/promises";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
 import { createTargetResolver } from "../access/target.ts";
-import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
 import {
   buildPlan,
@@ -14,7 +13,8 @@ import {
   renderMarkdown,
 } from "../plan/index.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
-import { type AccessSettings, accessSettings } from "./access-settings.ts";
+import type { AccessSettings, FleetSettings } from "../service/config.ts";
+import { commandSettings } from "./access-settings.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, type ParsedArgs, UsageError } from "./command.ts";
 
 const FORMATS = ["markdown", "json"] as const;
@@ -43,8 +43,11 @@ Flags:
                                         directory the service uses (default: $KO_DATA_PATH; required)
   --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
   --clusterprofile-provider-file FILE   access-provider config, to reach the spokes (needs --kubeconfig)
-  --config FILE                         the service's config file: the ClusterProfile namespaces CRs may
-                                        target and the access settings (default: the service's defaults)
+  --config FILE                         the service's config file: file selection, default namespace, prune
+                                        safeguards, manifest locations, the ClusterProfile namespaces CRs
+                                        may target and the access settings, so the plan treats the change
+                                        as the service will (default: the service's defaults; manifest
+                                        locations outside kodata are then refused)
   --format markdown|json                output format (default markdown)
   --output FILE                         write to FILE instead of stdout
   -h, --help                            show this help`,
@@ -65,8 +68,8 @@ Flags:
     let revisions: Revisions;
     let clusters: Awaited<ReturnType<typeof connect>>;
     try {
-      revisions = await readRevisions(options.repo, options, DEFAULT_FILE_SELECTION);
-      clusters = await connect(options.kubeconfig, options.providerFile, options.access);
+      revisions = await readRevisions(options.repo, options, options.settings.selection);
+      clusters = await connect(options.kubeconfig, options.providerFile, options.settings.access);
     } catch (err) {
       if (!(err instanceof RevisionError || err instanceof ClusterSetupError)) throw err;
       ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
@@ -74,8 +77,16 @@ Flags:
     }
     let plan: FleetPlan;
     try {
-      const releases = new ReleaseLoader(createKodataSource({ dir: options.kodata }));
-      plan = await buildPlan(revisions, { releases, clusters: clusters?.live });
+      const { settings } = options;
+      const releases = new ReleaseLoader(
+        createKodataSource({ dir: options.kodata, policy: settings.locations }),
+      );
+      plan = await buildPlan(revisions, {
+        releases,
+        clusters: clusters?.live,
+        defaultNamespace: settings.defaultNamespace,
+        prune: settings.prune,
+      });
     } finally {
       await clusters?.access.close();
     }
@@ -93,9 +104,9 @@ interface PlanCommandOptions {
   kodata: string;
   kubeconfig?: string;
   providerFile?: string;
-  access: AccessSettings;
   format: Format;
   output?: string;
+  settings: FleetSettings;
 }
 
 async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions> {
@@ -129,13 +140,13 @@ async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions>
     );
   }
   return {
+    settings: commandSettings(text("config")).settings,
     repo: required("repo"),
     base: required("base"),
     head: required("head"),
     kodata,
     kubeconfig,
     providerFile,
-    access: accessSettings(text("config")),
     format: format as Format,
     output: text("output"),
   };

@@ -3,6 +3,7 @@ import { loadKubeConfig } from "../kube/kubeconfig.ts";
 import { createLogger } from "../observability/log.ts";
 import { effectivePollInterval } from "../reconcile/engine.ts";
 import { ConfigError, loadServiceConfig, parseDuration } from "../service/config.ts";
+import { keepServingOnUncaughtErrors } from "../service/http-server.ts";
 import { FleetService } from "../service/service.ts";
 import { type Command, EXIT_USAGE, UsageError } from "./command.ts";
 
@@ -53,6 +54,7 @@ Flags:
       throw err;
     }
     const log = createLogger(config.logLevel);
+    keepServingOnUncaughtErrors(log);
     const service = new FleetService({
       config,
       hub: loadKubeConfig(values.kubeconfig as string | undefined),

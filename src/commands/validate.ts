@@ -1,9 +1,10 @@
 import { stat } from "node:fs/promises";
-import { formatDiagnostic } from "../fleet/diagnostic.ts";
-import { buildFleetModel } from "../fleet/model.ts";
-import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
+import { type Diagnostic, formatDiagnostic } from "../fleet/diagnostic.ts";
+import { buildFleetModel, type DesiredResource } from "../fleet/model.ts";
 import { readFleetDir } from "../fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
+import { COMPONENT_OF_KIND, type Component, createKodataSource, resolveVersion } from "../render/index.ts";
+import { commandSettings } from "./access-settings.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, UsageError } from "./command.ts";
 
 export const validateCommand: Command = {
@@ -13,36 +14,77 @@ export const validateCommand: Command = {
 
 Parses and validates every fleet file below <dir>, a checkout of the fleet repository, and prints each
 error as 'file:line:column field: message'. Files under ${DEFAULT_FILE_SELECTION.statusDir} never count.
+With release manifests (--kodata), a spec.version no release has is an error too, as it is for the service.
 Exit code 1 when any file has an error.
 
 Flags:
-  --path-glob GLOB   which files count (default ${DEFAULT_FILE_SELECTION.pathGlob})
+  --config FILE      the service's config file: its file selection and default namespace
+  --kodata DIR       Knative release manifests in the kodata layout (default $KO_DATA_PATH): check versions
+  --path-glob GLOB   which files count (default: the config's, else ${DEFAULT_FILE_SELECTION.pathGlob})
   -h, --help         show this help`,
-  options: { "path-glob": { type: "string" } },
+  options: { "path-glob": { type: "string" }, config: { type: "string" }, kodata: { type: "string" } },
   allowPositionals: true,
   async run(args, ctx) {
     const [dir, ...extra] = args.positionals;
     if (dir === undefined) throw new UsageError("missing <dir>");
     if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(" ")}`);
-    const isDirectory = await stat(dir).then(
-      (stats) => stats.isDirectory(),
-      () => false,
-    );
-    if (!isDirectory) throw new UsageError(`${dir} is not a directory`);
+    if (!(await isDirectory(dir))) throw new UsageError(`${dir} is not a directory`);
+    const text = (name: string) =>
+      typeof args.values[name] === "string" ? (args.values[name] as string) : undefined;
+    const { settings } = commandSettings(text("config"));
+    const pathGlob = text("path-glob");
+    const selection = { ...settings.selection, ...(pathGlob !== undefined && { pathGlob }) };
+    const kodata = text("kodata") ?? process.env.KO_DATA_PATH;
+    if (kodata !== undefined && !(await isDirectory(kodata)))
+      throw new UsageError(`--kodata ${kodata} is not a directory`);
 
-    const pathGlob = args.values["path-glob"];
-    const selection = { ...DEFAULT_FILE_SELECTION, ...(typeof pathGlob === "string" && { pathGlob }) };
     const files = await readFleetDir(dir, selection);
-    const model = buildFleetModel(files, { defaultNamespace: DEFAULT_NAMESPACE });
+    const model = buildFleetModel(files, { defaultNamespace: settings.defaultNamespace });
+    const versionErrors = kodata === undefined ? [] : await versionDiagnostics(model.resources, kodata);
+    const errors = model.diagnostics.length + model.omittedDiagnostics + versionErrors.length;
 
-    for (const diagnostic of model.diagnostics) ctx.stdout.write(`${formatDiagnostic(diagnostic)}\n`);
-    ctx.stdout.write(
-      `${files.length} files, ${model.resources.length} resources, ${model.diagnostics.length} errors\n`,
-    );
+    for (const diagnostic of [...model.diagnostics, ...versionErrors]) {
+      ctx.stdout.write(`${formatDiagnostic(diagnostic)}\n`);
+    }
+    if (model.omittedDiagnostics > 0)
+      ctx.stdout.write(`… ${model.omittedDiagnostics} more errors left out\n`);
+    ctx.stdout.write(`${files.length} files, ${model.resources.length} resources, ${errors} errors\n`);
     // An empty selection is valid (an empty fleet) but is more often a wrong <dir> or glob.
     if (files.length === 0) {
       ctx.stderr.write(`knative-fleet validate: no file below ${dir} matches ${selection.pathGlob}\n`);
     }
-    return model.diagnostics.length > 0 ? EXIT_FINDINGS : EXIT_OK;
+    return errors > 0 ? EXIT_FINDINGS : EXIT_OK;
   },
 };
+
+/**
+ * A spec.version no release in kodata has: the service refuses such a CR (VersionMigrationEligible False),
+ * so validate does too, listing the versions there are. With spec.manifests the CR brings its own release.
+ */
+async function versionDiagnostics(
+  resources: readonly DesiredResource[],
+  kodata: string,
+): Promise<Diagnostic[]> {
+  const source = createKodataSource({ dir: kodata });
+  const available = new Map<Component, readonly string[]>();
+  const diagnostics: Diagnostic[] = [];
+  for (const { resource, path, line } of resources) {
+    const { spec } = resource;
+    if ((spec.manifests ?? []).length > 0) continue;
+    const component = COMPONENT_OF_KIND[resource.kind];
+    if (!available.has(component)) available.set(component, await source.componentVersions(component));
+    try {
+      resolveVersion(spec.version, available.get(component)!, resource.kind);
+    } catch (error) {
+      diagnostics.push({ path, line, column: 1, field: "spec.version", message: (error as Error).message });
+    }
+  }
+  return diagnostics;
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  return stat(path).then(
+    (stats) => stats.isDirectory(),
+    () => false,
+  );
+}

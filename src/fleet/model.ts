@@ -1,5 +1,6 @@
 import { compareDiagnostics, compareStrings, type Diagnostic, type SourcePosition } from "./diagnostic.ts";
 import type { FleetResource } from "./document-schema.ts";
+import { type FleetFile, shapeProblem } from "./file-text.ts";
 import {
   type Declaration,
   formatIdentity,
@@ -8,12 +9,6 @@ import {
   parseFleetFile,
   type ResourceIdentity,
 } from "./parse.ts";
-
-/** A fleet file's repository-relative path (`/`-separated) and its text, from a checkout or a Git tree. */
-export interface FleetFile {
-  path: string;
-  text: string;
-}
 
 /** A CR the fleet repository wants on the hub, with where it was declared. */
 export interface DesiredResource {
@@ -39,11 +34,18 @@ export interface FileResult {
   declares: ResourceIdentity[];
 }
 
+export type { FleetFile } from "./file-text.ts";
+
 export interface FleetModel {
   /** The CRs of the valid files, by path and document. */
   resources: DesiredResource[];
-  /** Every error, by path, line and column. */
+  /**
+   * The errors, by path, line and column: at most MAX_DIAGNOSTICS_PER_FILE per file and MAX_DIAGNOSTICS in
+   * all, so a hostile repository cannot flood a log, a status file or a PR comment.
+   */
   diagnostics: Diagnostic[];
+  /** How many errors were left out of `diagnostics` by those bounds. */
+  omittedDiagnostics: number;
   /** Every file, by path. */
   files: FileResult[];
 }
@@ -55,21 +57,23 @@ export interface FleetModel {
 export function buildFleetModel(files: readonly FleetFile[], options: ParseOptions): FleetModel {
   const parsed = [...files]
     .sort((a, b) => compareStrings(a.path, b.path))
-    .map((file) => parseFleetFile(file.path, file.text, options));
+    .map((file) => readFile(file, options));
   const declarations = parsed.flatMap((file) =>
     file.documents.flatMap((document) =>
       document.declaration ? [{ path: file.path, ...document.declaration }] : [],
     ),
   );
-  const diagnostics = [
+  const allDiagnostics = [
     ...parsed.flatMap((file) => file.diagnostics),
     ...duplicateResourceDiagnostics(declarations),
     ...sharedClusterDiagnostics(declarations),
-  ].sort(compareDiagnostics);
-  const failedPaths = new Set(diagnostics.map((diagnostic) => diagnostic.path));
+  ];
+  const failedPaths = new Set(allDiagnostics.map((diagnostic) => diagnostic.path));
+  const diagnostics = boundedDiagnostics(allDiagnostics);
   return {
     resources: parsed.filter((file) => !failedPaths.has(file.path)).flatMap(desiredResources),
     diagnostics,
+    omittedDiagnostics: allDiagnostics.length - diagnostics.length,
     files: parsed.map((file) => ({
       path: file.path,
       status: failedPaths.has(file.path) ? "failed" : "valid",
@@ -78,6 +82,43 @@ export function buildFleetModel(files: readonly FleetFile[], options: ParseOptio
       ),
     })),
   };
+}
+
+/**
+ * One file, whatever it holds: a path that is no readable file, or any failure while parsing it (the parser
+ * is a large surface for hostile input), is that file's diagnostic, and the other files go on.
+ */
+function readFile(file: FleetFile, options: ParseOptions): ParsedFleetFile {
+  const failed = (position: SourcePosition, message: string): ParsedFleetFile => ({
+    path: file.path,
+    documents: [],
+    diagnostics: [{ path: file.path, ...position, field: "", message }],
+  });
+  const problem = file.problem ?? shapeProblem(file.path, file.text)?.problem;
+  if (problem) return failed(problem, problem.message);
+  try {
+    return parseFleetFile(file.path, file.text, options);
+  } catch (error) {
+    const reason = error instanceof RangeError ? "it is nested too deeply" : String(error);
+    return failed({ line: 1, column: 1 }, `cannot read the file: ${reason}`);
+  }
+}
+
+export const MAX_DIAGNOSTICS_PER_FILE = 20;
+export const MAX_DIAGNOSTICS = 500;
+
+/** The first errors of each file, in order, up to the bounds. */
+function boundedDiagnostics(diagnostics: readonly Diagnostic[]): Diagnostic[] {
+  const perFile = new Map<string, number>();
+  const kept: Diagnostic[] = [];
+  for (const diagnostic of [...diagnostics].sort(compareDiagnostics)) {
+    const count = perFile.get(diagnostic.path) ?? 0;
+    if (count >= MAX_DIAGNOSTICS_PER_FILE) continue;
+    perFile.set(diagnostic.path, count + 1);
+    kept.push(diagnostic);
+    if (kept.length === MAX_DIAGNOSTICS) break;
+  }
+  return kept;
 }
 
 function desiredResources(file: ParsedFleetFile): DesiredResource[] {
@@ -111,8 +152,8 @@ function duplicateResourceDiagnostics(declarations: readonly LocatedDeclaration[
   }));
   return conflictDiagnostics(
     claims,
-    (claim, others) =>
-      `${claim.subject} is also declared at ${others.map(where).join(", ")}; no copy is applied`,
+    (claim, others) => `${claim.subject} is also declared at ${others}; no copy is applied`,
+    where,
   );
 }
 
@@ -137,30 +178,42 @@ function sharedClusterDiagnostics(declarations: readonly LocatedDeclaration[]): 
         ]
       : [],
   );
-  return conflictDiagnostics(claims, (claim, others) => {
-    const rivals = others.map((other) => `${formatIdentity(other.owner)} (${where(other)})`).join(", ");
-    const { kind } = claim.owner;
-    return `${formatIdentity(claim.owner)} installs on ${claim.subject}, as does ${rivals}; a cluster runs one ${kind}, so none of them is applied`;
-  });
+  return conflictDiagnostics(
+    claims,
+    (claim, rivals) => {
+      const { kind } = claim.owner;
+      return `${formatIdentity(claim.owner)} installs on ${claim.subject}, as does ${rivals}; a cluster runs one ${kind}, so none of them is applied`;
+    },
+    (other) => `${formatIdentity(other.owner)} (${where(other)})`,
+  );
 }
 
-/** One diagnostic per claim whose key another claim shares, at the claim, naming the others. */
+/** How many rival declarations a conflict message names; the rest are counted. */
+const MAX_NAMED_RIVALS = 3;
+
+/**
+ * One diagnostic per claim whose key another claim shares, at the claim (every file involved fails). The
+ * message names a few of the others and counts the rest: N copies make N short lines, not N².
+ */
 function conflictDiagnostics(
   claims: readonly Claim[],
-  explain: (claim: Claim, others: Claim[]) => string,
+  explain: (claim: Claim, others: string) => string,
+  describe: (claim: Claim) => string,
 ): Diagnostic[] {
   return [...Map.groupBy(claims, (claim) => claim.key).values()]
     .filter((group) => group.length > 1)
     .flatMap((group) =>
-      group.map((claim) => ({
-        path: claim.path,
-        ...claim.position,
-        field: claim.field,
-        message: explain(
-          claim,
-          group.filter((other) => other !== claim),
-        ),
-      })),
+      group.map((claim) => {
+        const others = group.filter((other) => other !== claim);
+        const named = others.slice(0, MAX_NAMED_RIVALS).map(describe);
+        const more = others.length - named.length;
+        return {
+          path: claim.path,
+          ...claim.position,
+          field: claim.field,
+          message: explain(claim, more > 0 ? `${named.join(", ")} and ${more} more` : named.join(", ")),
+        };
+      }),
     );
 }
 

@@ -1,19 +1,56 @@
-import { readdir, readFile } from "node:fs/promises";
-import { join, relative } from "node:path";
+import type { Dirent } from "node:fs";
+import { open, readdir } from "node:fs/promises";
+import { join } from "node:path";
 import { compareStrings } from "./diagnostic.ts";
-import type { FleetFile } from "./model.ts";
-import { type FileSelection, isFleetFile, normalizeRepoPath } from "./select.ts";
+import { decodeFleetFile, type FleetFile, fileProblem, MAX_FLEET_FILE_BYTES } from "./file-text.ts";
+import { createFileFilter, type EntryKind, entryAction, type FileSelection } from "./select.ts";
 
 /**
- * Reads the fleet files below `dir` (a checkout of the fleet repository), sorted by path. Only regular
- * files count: Git stores a symlink as its target's path, so the Git source never reads through one either.
+ * Reads the fleet files below `dir` (a checkout of the fleet repository), sorted by path, by the rules the
+ * Git tree walk (`source/tree.ts`) applies to a commit: regular files only, anything else at a fleet path
+ * (a symlink, a submodule checkout, a folder named like a file) is a file with a problem.
  */
 export async function readFleetDir(dir: string, selection: FileSelection): Promise<FleetFile[]> {
-  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
-  const paths = entries
-    .filter((entry) => entry.isFile())
-    .map((entry) => normalizeRepoPath(relative(dir, join(entry.parentPath, entry.name))))
-    .filter((path) => isFleetFile(path, selection))
-    .sort(compareStrings);
-  return Promise.all(paths.map(async (path) => ({ path, text: await readFile(join(dir, path), "utf8") })));
+  const filter = createFileFilter(selection);
+  const files: FleetFile[] = [];
+  const visit = async (folder: string, relative: string): Promise<void> => {
+    const entries = await readdir(folder, { withFileTypes: true });
+    for (const entry of entries) {
+      const path = relative === "" ? entry.name : `${relative}/${entry.name}`;
+      if (relative === "" && entry.name === ".git") continue;
+      const kind = await entryKind(folder, entry);
+      const action = entryAction(filter, path, kind);
+      if (action.problem !== undefined) files.push(fileProblem(path, action.problem));
+      if (action.descend) await visit(join(folder, entry.name), path);
+      if (action.read) files.push(await readBounded(join(folder, entry.name), path));
+    }
+  };
+  await visit(dir, "");
+  return files.sort((a, b) => compareStrings(a.path, b.path));
+}
+
+async function entryKind(folder: string, entry: Dirent): Promise<EntryKind> {
+  if (entry.isSymbolicLink()) return "symlink";
+  if (entry.isFile()) return "file";
+  if (!entry.isDirectory()) return "special";
+  // A submodule's checkout has a `.git` file (or folder) of its own; Git does not store its files here.
+  const inner: string[] = await readdir(join(folder, entry.name)).catch(() => []);
+  return inner.includes(".git") ? "submodule" : "folder";
+}
+
+/** At most one byte over the size limit is read, so a huge file (or /dev/zero) costs no memory. */
+async function readBounded(file: string, path: string): Promise<FleetFile> {
+  const handle = await open(file, "r");
+  try {
+    const buffer = Buffer.alloc(MAX_FLEET_FILE_BYTES + 1);
+    let length = 0;
+    while (length < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    return decodeFleetFile(path, buffer.subarray(0, length));
+  } finally {
+    await handle.close();
+  }
 }

@@ -16,11 +16,24 @@ export function validateAgainstSchema<T>(
 ): SchemaResult<T> {
   const result = schema.safeParse(value);
   if (result.success) return { success: true, data: result.data };
-  return {
-    success: false,
-    diagnostics: result.error.issues.flatMap((issue) => issueDiagnostics(path, document, value, issue)),
-  };
+  // Locating an issue walks the document: a file with thousands of wrong fields is told about the first
+  // ones, then counted, so its cost stays linear.
+  const { issues } = result.error;
+  const shown = issues.slice(0, MAX_LOCATED_ISSUES);
+  const diagnostics = shown.flatMap((issue) => issueDiagnostics(path, document, value, issue));
+  if (issues.length > shown.length) {
+    diagnostics.push({
+      path,
+      ...document.position,
+      field: "",
+      message: `and ${issues.length - shown.length} more errors in this document`,
+    });
+  }
+  return { success: false, diagnostics };
 }
+
+/** More than a file reports anyway (MAX_DIAGNOSTICS_PER_FILE in model.ts). */
+const MAX_LOCATED_ISSUES = 50;
 
 function issueDiagnostics(
   path: string,

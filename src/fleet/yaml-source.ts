@@ -63,7 +63,8 @@ export function parseYamlFile(path: string, text: string): ParsedYamlFile {
   const asts = parseAllDocuments(text, {
     version: "1.1",
     customTags: kubernetesYaml11Tags,
-    uniqueKeys: true,
+    // The parser's own check compares every key with every other (20,000 keys: a minute); ours is linear.
+    uniqueKeys: false,
     lineCounter,
     // Positions come from the line counter; the pretty form would embed a multi-line code frame.
     prettyErrors: false,
@@ -74,21 +75,19 @@ export function parseYamlFile(path: string, text: string): ParsedYamlFile {
     for (const error of ast.errors) {
       // Indentation errors start at the line's leading spaces; the token after them is what is misplaced.
       const offset = skipSpaces(text, error.pos[0]);
-      const duplicateKeyPath = error.code === "DUPLICATE_KEY" ? fieldPathAt(ast, offset) : undefined;
       diagnostics.push({
         path,
         ...toPosition(lineCounter, offset),
-        field: duplicateKeyPath ? formatFieldPath(duplicateKeyPath) : "",
-        message: duplicateKeyPath
-          ? `duplicate key (first at line ${locateField({ ast, lineCounter }, duplicateKeyPath, "key").line})`
-          : lowercaseFirst(error.message),
+        field: "",
+        message: lowercaseFirst(error.message),
       });
     }
+    diagnostics.push(...duplicateKeyDiagnostics(path, ast, lineCounter));
     const contents = ast.contents;
     if (contents === null || (isScalar(contents) && contents.value === null)) return;
     const position = toPosition(lineCounter, contents.range[0]);
     const { value, error } = decode(ast);
-    // Only reachable without syntax errors through alias abuse ("billion laughs"), which toJS refuses.
+    // Reachable without syntax errors through alias abuse ("billion laughs", recursive aliases) or nesting.
     if (error !== undefined && ast.errors.length === 0) {
       diagnostics.push({ path, ...position, field: "", message: lowercaseFirst(error) });
     }
@@ -186,36 +185,75 @@ function findPair(ast: Document.Parsed, map: YAMLMap, key: string): Pair | undef
   return undefined;
 }
 
-/** The path of the map entry whose key starts at `offset` (where the parser reports a duplicate key). */
-function fieldPathAt(ast: Document.Parsed, offset: number): FieldPath | undefined {
-  const path: PropertyKey[] = [];
-  let node: unknown = ast.contents;
-  while (isMap(node) || isSeq(node)) {
+/** A key a map repeats: Kubernetes' decoder refuses those, and silently keeping one copy hides a typo. */
+function duplicateKeyDiagnostics(path: string, ast: Document.Parsed, lineCounter: LineCounter): Diagnostic[] {
+  const diagnostics: Diagnostic[] = [];
+  // An explicit stack, not recursion: the depth is the file's to choose.
+  const stack: { node: unknown; at: PropertyKey[] }[] = [{ node: ast.contents, at: [] }];
+  while (stack.length > 0) {
+    const { node, at } = stack.pop()!;
     if (isMap(node)) {
-      const pair = node.items.find(
-        (p) => contains(asNode(p.key), offset) || contains(asNode(p.value), offset),
-      );
-      if (!pair) return undefined;
-      path.push(keyString(pair.key));
-      if (startOf(asNode(pair.key)) === offset) return path;
-      node = pair.value;
-    } else {
-      const index = node.items.findIndex((item) => contains(asNode(item), offset));
-      if (index < 0) return undefined;
-      path.push(index);
-      node = node.items[index];
+      const first = new Map<string, Pair>();
+      for (const pair of node.items) {
+        if (isMergeKey(pair.key)) continue;
+        const key = keyString(pair.key);
+        const earlier = first.get(key);
+        if (earlier === undefined) first.set(key, pair);
+        else {
+          diagnostics.push({
+            path,
+            ...toPosition(lineCounter, startOf(pair.key) ?? 0),
+            field: formatFieldPath([...at, key]),
+            message: `duplicate key (first at line ${toPosition(lineCounter, startOf(earlier.key) ?? 0).line})`,
+          });
+        }
+        stack.push({ node: pair.value, at: [...at, key] });
+      }
+    } else if (isSeq(node)) {
+      for (const [index, item] of node.items.entries()) stack.push({ node: item, at: [...at, index] });
     }
   }
-  return undefined;
+  return diagnostics;
 }
+
+/** Deeper than any Knative CR nests; beyond it a document is an attack on the parser, not a config. */
+export const MAX_NESTING_DEPTH = 64;
 
 /** The document's plain value; for a broken document, what the parser recovered, if anything. */
 function decode(ast: Document.Parsed): { value: unknown; error?: string } {
+  let value: unknown;
   try {
-    return { value: ast.toJS() };
+    value = ast.toJS();
   } catch (error) {
-    return { value: undefined, error: (error as Error).message };
+    const overflow = error instanceof RangeError;
+    return {
+      value: undefined,
+      error: overflow ? `nested deeper than ${MAX_NESTING_DEPTH} levels` : (error as Error).message,
+    };
   }
+  const shape = shapeError(value);
+  return shape === undefined ? { value } : { value: undefined, error: shape };
+}
+
+/**
+ * toJS turns an alias to one of its own ancestors (`spec: &s {x: *s}`) into a cyclic value, which every
+ * later stage would walk forever; and a value nested past MAX_NESTING_DEPTH would overflow their stacks.
+ */
+function shapeError(root: unknown): string | undefined {
+  const ancestors = new Set<object>();
+  const visit = (value: unknown, depth: number): string | undefined => {
+    if (typeof value !== "object" || value === null) return undefined;
+    if (ancestors.has(value)) return "an alias refers to a node that contains it (a recursive alias)";
+    if (depth > MAX_NESTING_DEPTH) return `nested deeper than ${MAX_NESTING_DEPTH} levels`;
+    ancestors.add(value);
+    for (const child of Object.values(value)) {
+      const error = visit(child, depth + 1);
+      if (error !== undefined) return error;
+    }
+    ancestors.delete(value);
+    return undefined;
+  };
+  return visit(root, 0);
 }
 
 function resolveAlias(ast: Document.Parsed, node: unknown): unknown {
@@ -237,11 +275,6 @@ function asNode(value: unknown): Node | undefined {
 
 function startOf(node: unknown): number | undefined {
   return asNode(node)?.range?.[0];
-}
-
-function contains(node: Node | undefined, offset: number): boolean {
-  const range = node?.range;
-  return range !== undefined && range !== null && range[0] <= offset && offset < range[2];
 }
 
 function skipSpaces(text: string, offset: number): number {

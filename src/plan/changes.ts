@@ -1,8 +1,10 @@
 import { canonicalJson } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
+import { fleetFileContent } from "../fleet/file-text.ts";
 import type { DesiredResource, FleetFile, FleetModel } from "../fleet/model.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import {
+  type MirrorOptions,
   MirrorOptionsSchema,
   type MirrorSource,
   type PruneReport,
@@ -20,8 +22,8 @@ export interface ChangedFile {
 
 /** Fleet files whose text differs between base and head, by path. */
 export function changedFiles(base: readonly FleetFile[], head: readonly FleetFile[]): ChangedFile[] {
-  const before = new Map(base.map((file) => [file.path, file.text]));
-  const after = new Map(head.map((file) => [file.path, file.text]));
+  const before = new Map(base.map((file) => [file.path, fleetFileContent(file)]));
+  const after = new Map(head.map((file) => [file.path, fleetFileContent(file)]));
   return [...new Set([...before.keys(), ...after.keys()])]
     .sort(compareStrings)
     .flatMap((path): ChangedFile[] => {
@@ -81,7 +83,12 @@ export function resourceChanges(base: FleetModel, head: FleetModel): ResourceCha
  * What the mirror's prune would do once head is merged, behind its safeguards (mirror/plan.ts
  * `planPrune`, default options): the hub is taken to hold base's CRs, mirrored from this repository.
  */
-export function assessPrune(base: FleetModel, head: FleetModel, source: MirrorSource): PruneReport {
+export function assessPrune(
+  base: FleetModel,
+  head: FleetModel,
+  source: MirrorSource,
+  options: MirrorOptions = MirrorOptionsSchema.parse({}),
+): PruneReport {
   const hub = planApplies(base.resources, source, []).flatMap((step) =>
     step.action === "create" ? [step.object] : [],
   );
@@ -90,7 +97,7 @@ export function assessPrune(base: FleetModel, head: FleetModel, source: MirrorSo
       model: head,
       source,
       sourceRead: true,
-      options: MirrorOptionsSchema.parse({}),
+      options,
       // Where a confirmation would be given; the plan reports only the token.
       namespace: "",
     },

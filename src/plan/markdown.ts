@@ -1,6 +1,7 @@
 import { compareStrings, formatDiagnostic } from "../fleet/diagnostic.ts";
 import { formatIdentity } from "../fleet/parse.ts";
 import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
+import { markdownCell, markdownCode, markdownCodeBlock, markdownText } from "../text/markdown.ts";
 import type { FieldChange } from "./diff.ts";
 import type { ClusterPlan, Finding, FleetPlan, ObjectChange, PlanSource, ResourcePlan } from "./report.ts";
 
@@ -33,10 +34,12 @@ export function renderMarkdown(plan: FleetPlan): string {
 
 function header(plan: FleetPlan): string {
   const revision = ({ ref, commit }: FleetPlan["base"]) =>
-    commit.startsWith(ref) ? `\`${commit.slice(0, 7)}\`` : `\`${ref}\` (${commit.slice(0, 7)})`;
-  const files = plan.files.map(({ path, change }) => `${change} \`${path}\``).join(", ");
+    commit.startsWith(ref)
+      ? markdownCode(commit.slice(0, 7))
+      : `${markdownCode(ref)} (${markdownText(commit.slice(0, 7))})`;
+  const files = plan.files.map(({ path, change }) => `${change} ${markdownCode(path)}`).join(", ");
   return [
-    `Merging ${revision(plan.head)} into ${revision(plan.base)} of \`${plan.repository}\`.`,
+    `Merging ${revision(plan.head)} into ${revision(plan.base)} of ${markdownCode(plan.repository)}.`,
     plan.source === "live"
       ? "**Live**: each cluster was read, and every change is the API server's server-side-apply dry run."
       : "**Offline**: no cluster was read; each CR's rendered base is compared with its rendered head.",
@@ -56,16 +59,15 @@ function verdict(plan: FleetPlan): string {
 function summaryTable(resources: readonly ResourcePlan[]): string {
   const rows = resources.map((r) => {
     const { created, changed, deleted } = r.objects;
-    return `| ${r.cluster} | ${formatIdentity(r)} | ${actionText(r)} | +${created.length} ~${changed.length} -${deleted.length} |`;
+    return `| ${markdownCell(r.cluster)} | ${markdownCell(formatIdentity(r))} | ${actionText(r)} | +${created.length} ~${changed.length} -${deleted.length} |`;
   });
   return ["| Cluster | CR | Action | Objects +/~/- |", "| --- | --- | --- | --- |", ...rows].join("\n");
 }
 
 function actionText(resource: ResourcePlan): string {
   const errors = resource.findings.some((finding) => finding.severity === "error") ? " ❌" : "";
-  const version = resource.version?.to
-    ? ` ${resource.version.from && resource.version.from !== resource.version.to ? `${resource.version.from} → ` : ""}${resource.version.to}`
-    : "";
+  const { from, to } = resource.version ?? {};
+  const version = to ? ` ${from && from !== to ? `${markdownCell(from)} → ` : ""}${markdownCell(to)}` : "";
   // Only a live plan's fallback needs saying here; an offline plan says so once, at the top.
   const unreachable = resource.findings.some((finding) => finding.code === "cluster-unreachable");
   const source = unreachable ? " (offline: cluster unreachable)" : "";
@@ -97,7 +99,7 @@ function validationSection(plan: FleetPlan): string {
   return [
     `### Validation errors in head (${plan.diagnostics.length})`,
     "A file with an error is not applied: its CRs keep their last good state, and nothing is pruned.",
-    codeBlock("text", plan.diagnostics.map(formatDiagnostic)),
+    markdownCodeBlock("text", plan.diagnostics.map(formatDiagnostic)),
   ].join("\n\n");
 }
 
@@ -109,8 +111,8 @@ function findingsSection(resources: readonly ResourcePlan[]): string {
       .sort((a, b) => compareStrings(a.severity, b.severity))
       .map(
         (finding) =>
-          `- ${SEVERITY_MARK[finding.severity]} ${resource.cluster}, ${formatIdentity(resource)}: ` +
-          `\`${finding.code}\` ${escapeHtml(finding.message)}`,
+          `- ${SEVERITY_MARK[finding.severity]} ${markdownText(resource.cluster)}, ` +
+          `${markdownText(formatIdentity(resource))}: ${markdownCode(finding.code)} ${markdownText(finding.message)}`,
       ),
   );
   return lines.length > 0 ? ["### Findings", lines.join("\n")].join("\n\n") : "";
@@ -128,7 +130,7 @@ function clusterSection(cluster: ClusterPlan): string {
   const removes = cluster.resources.some((resource) => resource.action === "delete") ? " ⚠️ removal" : "";
   return [
     "<details>",
-    `<summary><b>${escapeHtml(cluster.cluster)}</b>: ${count(cluster.resources.length, "CR")}, ` +
+    `<summary><b>${markdownText(cluster.cluster)}</b>: ${count(cluster.resources.length, "CR")}, ` +
       `+${totals.created} ~${totals.changed} -${totals.deleted}${removes}</summary>`,
     ...cluster.resources.map(resourceSection),
     "</details>",
@@ -138,7 +140,7 @@ function clusterSection(cluster: ClusterPlan): string {
 function resourceSection(resource: ResourcePlan): string {
   const { created, changed, deleted } = resource.objects;
   return [
-    `#### ${formatIdentity(resource)}: ${actionText(resource)}`,
+    `#### ${markdownText(formatIdentity(resource))}: ${actionText(resource)}`,
     resourceFacts(resource),
     removalSection(resource),
     objectList("Created", created),
@@ -159,30 +161,31 @@ function resourceSection(resource: ResourcePlan): string {
 
 const SOURCE_TEXT: Record<PlanSource, (resource: ResourcePlan) => string> = {
   live: () => " Live: read from the cluster; changes from a server-side dry run.",
-  offline: (resource) => ` Offline: ${escapeHtml(resource.offlineReason ?? "no cluster was read")}.`,
+  offline: (resource) => ` Offline: ${markdownText(resource.offlineReason ?? "no cluster was read")}.`,
 };
 
 function resourceFacts(resource: ResourcePlan): string {
   const source = resource.source ? SOURCE_TEXT[resource.source](resource) : "";
   const findings = resource.findings.map(
-    (finding) => `${SEVERITY_MARK[finding.severity]} ${escapeHtml(finding.message)}`,
+    (finding) => `${SEVERITY_MARK[finding.severity]} ${markdownText(finding.message)}`,
   );
-  return [`File \`${resource.path}\`.${source}`, ...findings].join("  \n");
+  return [`File ${markdownCode(resource.path)}.${source}`, ...findings].join("  \n");
 }
 
 function removalSection({ action, removal, cluster, kind, objects }: ResourcePlan): string {
   if (action !== "delete" || !removal) return "";
-  if (removal.prune === "retained") return `Kept: ${escapeHtml(removal.message ?? "")}.`;
+  if (removal.prune === "retained") return `Kept: ${markdownText(removal.message ?? "")}.`;
+  const clusterText = markdownText(cluster);
   if (removal.sharedWith) {
     return (
-      `**The hub CR is deleted, but ${cluster} keeps Knative**: ${removal.sharedWith} also installs ${kind} ` +
+      `**The hub CR is deleted, but ${clusterText} keeps Knative**: ${markdownText(removal.sharedWith)} also installs ${kind} ` +
       "there, so FinalizeRemoteCluster leaves the cluster untouched."
     );
   }
   if (objects.deleted.length === 0)
-    return `${cluster} has nothing of this install: nothing is deleted there.`;
+    return `${clusterText} has nothing of this install: nothing is deleted there.`;
   return (
-    `**${cluster} loses ${kind}.** FinalizeRemoteCluster deletes the cluster-scoped objects (CRDs excepted) and ` +
+    `**${clusterText} loses ${kind}.** FinalizeRemoteCluster deletes the cluster-scoped objects (CRDs excepted) and ` +
     "the anchor ConfigMap; the cluster's garbage collector then deletes every object the anchor owns."
   );
 }
@@ -197,7 +200,7 @@ function objectGroups(refs: readonly ObjectRef[]): string[] {
   const groups = Map.groupBy(refs, (ref) => `${kindOf(ref)}${ref.namespace ? ` in ${ref.namespace}` : ""}`);
   return [...groups].map(
     ([group, members]) =>
-      `- ${group} (${members.length}): ${members.map((ref) => `\`${ref.name}\``).join(", ")}`,
+      `- ${markdownText(group)} (${members.length}): ${members.map((ref) => markdownCode(ref.name)).join(", ")}`,
   );
 }
 
@@ -211,7 +214,7 @@ function changedSection(changes: readonly ObjectChange[]): string {
   const refused = changes.filter((change) => change.refused !== undefined);
   for (const change of refused) {
     parts.push(
-      `\`${describeRef(change)}\`: ❌ the API server refuses the apply: ${escapeHtml(change.refused!)}`,
+      `${markdownCode(describeRef(change))}: ❌ the API server refuses the apply: ${markdownText(change.refused!)}`,
     );
   }
   const sameDiff = Map.groupBy(
@@ -226,8 +229,8 @@ function changedSection(changes: readonly ObjectChange[]): string {
     }
     if (fields.length === 0)
       lines.push("# no field changes: only knative-fleet's desired-hash and field ownership");
-    const title = group.length === 1 ? `\`${describeRef(group[0]!)}\`` : objectGroups(group).join("\n");
-    parts.push(`${title}\n\n${codeBlock("diff", lines)}`);
+    const title = group.length === 1 ? markdownCode(describeRef(group[0]!)) : objectGroups(group).join("\n");
+    parts.push(`${title}\n\n${markdownCodeBlock("diff", lines)}`);
   }
   return parts.join("\n\n");
 }
@@ -249,18 +252,5 @@ function shortValue(value: unknown): string {
 /** `Deployment.apps`, `ConfigMap`. */
 const kindOf = (ref: ObjectRef): string =>
   groupOf(ref.apiVersion) ? `${ref.kind}.${groupOf(ref.apiVersion)}` : ref.kind;
-
-/** A fenced block; the fence outgrows any backtick run in the text, so no value can end it early. */
-function codeBlock(language: string, lines: readonly string[]): string {
-  const text = lines.join("\n");
-  const longestRun = Math.max(0, ...(text.match(/`+/g) ?? []).map((run) => run.length));
-  const fence = "`".repeat(Math.max(3, longestRun + 1));
-  return `${fence}${language}\n${text}\n${fence}`;
-}
-
-/** Text outside code: `<nil>` must not vanish as an HTML tag. */
-function escapeHtml(text: string): string {
-  return text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
-}
 
 const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`;

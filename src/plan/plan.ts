@@ -9,7 +9,7 @@ import { convergedState, NOTHING_INSTALLED } from "../install/apply.ts";
 import { renderInstall } from "../install/desired.ts";
 import { isPresent, removalOf, removedBy, sharingCr } from "../install/removal.ts";
 import { type KubeObject, type ObjectRef, objectKey, refKey, refOf } from "../kube/object.ts";
-import type { PruneReport } from "../mirror/plan.ts";
+import type { MirrorOptions, PruneReport } from "../mirror/plan.ts";
 import type { Release, ReleaseLoader } from "../render/index.ts";
 import { assessPrune, changedFiles, type ResourceChange, resourceChanges } from "./changes.ts";
 import { clusterChange, ingressChange, renderFailure, versionJump } from "./checks.ts";
@@ -33,6 +33,9 @@ export interface PlanOptions {
   clusters?: LiveClusters;
   /** CRs planned at once, and dry runs sent at once per CR. */
   concurrency?: number;
+  /** The service's settings (`--config`): the namespace of a CR that names none, the prune safeguards. */
+  defaultNamespace?: string;
+  prune?: MirrorOptions;
 }
 
 /** The cluster of a CR that only an invalid file declares: it was never applied anywhere. */
@@ -55,14 +58,19 @@ interface PlanContext {
  */
 export async function buildPlan(revisions: Revisions, options: PlanOptions): Promise<FleetPlan> {
   const modelOf = (revision: Revision) =>
-    buildFleetModel(revision.files, { defaultNamespace: DEFAULT_NAMESPACE });
+    buildFleetModel(revision.files, { defaultNamespace: options.defaultNamespace ?? DEFAULT_NAMESPACE });
   const [base, head] = [modelOf(revisions.base), modelOf(revisions.head)];
   const { repository } = revisions;
-  const prune = assessPrune(base, head, {
-    repository,
-    branch: revisions.base.ref,
-    commit: revisions.base.commit,
-  });
+  const prune = assessPrune(
+    base,
+    head,
+    {
+      repository,
+      branch: revisions.base.ref,
+      commit: revisions.base.commit,
+    },
+    options.prune,
+  );
   const context = { head, prune, options, concurrency: options.concurrency ?? DEFAULT_CONCURRENCY };
   const changes = resourceChanges(base, head);
   const resources: ResourcePlan[] = [];

@@ -3,11 +3,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import git from "isomorphic-git";
-import { compareStrings } from "../fleet/diagnostic.ts";
 import type { FleetFile } from "../fleet/model.ts";
 import type { FileSelection } from "../fleet/select.ts";
-import { createFileFilter, type FleetFileFilter } from "../source/file-filter.ts";
-import { GitSource, GitSourceError, gitSourceSpecSchema } from "../source/index.ts";
+import { GitSource, GitSourceError, gitSourceSpecSchema, readFleetTree } from "../source/index.ts";
 import { maskText } from "./mask.ts";
 
 /** The fleet files of one commit. */
@@ -58,10 +56,9 @@ async function readLocal(
   selection: FileSelection,
 ): Promise<Revisions> {
   const store = await localStore(dir);
-  const filter = createFileFilter([selection.pathGlob], selection.statusDir);
   const read = async (ref: string): Promise<Revision> => {
     const commit = await resolveCommit(store, ref);
-    return { ref, commit, files: await filesAt(store, commit, filter) };
+    return { ref, commit, files: await readFleetTree(store, commit, selection) };
   };
   const [base, head] = await Promise.all([read(refs.base), read(refs.head)]);
   return { repository: dir, base, head };
@@ -90,26 +87,6 @@ async function resolveCommit(store: LocalStore, ref: string): Promise<string> {
   }
 }
 
-/** The fleet files of a commit: regular files only (Git stores a symlink as its target's path). */
-async function filesAt(store: LocalStore, commit: string, filter: FleetFileFilter): Promise<FleetFile[]> {
-  const decoder = new TextDecoder();
-  const files: FleetFile[] = await git.walk({
-    ...store,
-    trees: [git.TREE({ ref: commit })],
-    map: async (path, [entry]) => {
-      if (entry === null || entry === undefined || path === ".") return undefined;
-      const type = await entry.type();
-      // null skips a folder's children: only the folders the globs can match are read.
-      if (type === "tree") return filter.mayContain(path) ? undefined : null;
-      if (type !== "blob" || (await entry.mode()) === SYMLINK_MODE || !filter.matches(path)) return undefined;
-      return { path, text: decoder.decode((await entry.content()) as Uint8Array) };
-    },
-  });
-  return files.sort((a, b) => compareStrings(a.path, b.path));
-}
-
-const SYMLINK_MODE = 0o120000;
-
 async function readRemote(
   url: string,
   refs: { base: string; head: string },
@@ -120,15 +97,15 @@ async function readRemote(
     const spec = gitSourceSpecSchema.safeParse({
       url,
       branch: refs.base,
-      include: [selection.pathGlob],
-      statusPath: selection.statusDir,
+      pathGlob: selection.pathGlob,
+      statusDir: selection.statusDir,
     });
     if (!spec.success) throw new RevisionError(`${maskText(url)} is not a repository URL (http or https)`);
     const source = new GitSource(spec.data, { cacheDir });
     const read = async (ref: string): Promise<Revision> => {
       const commit = await source.fetch(ref);
       const { files } = await source.snapshot(commit);
-      return { ref, commit, files: files.map(({ path, content }) => ({ path, text: content })) };
+      return { ref, commit, files };
     };
     // One after the other: the source's cache takes one fetch at a time.
     const base = await read(refs.base);

@@ -7,6 +7,7 @@ import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
+import type { LocationPolicy } from "../render/location-policy.ts";
 import { KnativeController, type ReconcileReport } from "./controller.ts";
 
 export interface EngineOptions {
@@ -25,6 +26,8 @@ export interface EngineOptions {
   hubInstall?: boolean;
   /** Release manifests in the upstream kodata layout. */
   kodataDir: string;
+  /** Which spec.manifests / spec.additionalManifests locations may be read; default: none but kodata. */
+  manifestLocations?: LocationPolicy;
   pollIntervalMs: number;
   /** How often a converged CR is checked for drift on its cluster. */
   resyncIntervalMs: number;
@@ -76,7 +79,9 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     onReconciled: options.onReconciled,
     admits: options.admits,
     engine: {
-      releases: new ReleaseLoader(createKodataSource({ dir: options.kodataDir })),
+      releases: new ReleaseLoader(
+        createKodataSource({ dir: options.kodataDir, policy: options.manifestLocations }),
+      ),
       targets: createTargetResolver(hub, access, {
         hubInstall: options.hubInstall ?? true,
       }),

@@ -1,4 +1,5 @@
 import type { KnativeResource, KnativeServingSpec } from "../api/knative.ts";
+import type { ByteBudget } from "./location-loader.ts";
 import type { Manifest } from "./manifest.ts";
 import { type Component, INGRESSES, type IngressName, type ManifestSource } from "./source.ts";
 import { isKnativeVersion, minorOf, resolveVersion, VersionError } from "./version.ts";
@@ -65,13 +66,17 @@ export class ReleaseLoader {
     const version = await this.#targetVersion(component, spec.version, customLocations.length > 0);
     const ingresses = resource.kind === "KnativeServing" ? selectedIngresses(resource.spec) : [];
     const atVersion = (location: string) => location.replaceAll(VERSION_VARIABLE, version);
+    const budget = this.#source.locationBudget();
 
     const [base, ingressManifests, additional] = await Promise.all([
       customLocations.length > 0
-        ? this.#locations(customLocations.map(atVersion))
+        ? this.#locations(customLocations.map(atVersion), budget)
         : this.#cached(`${component}@${version}`, () => this.#source.componentManifests(component, version)),
       Promise.all(ingresses.map((ingress) => this.#ingress(ingress, version, customLocations.length > 0))),
-      this.#locations((spec.additionalManifests ?? []).map((manifest) => atVersion(manifest.URL))),
+      this.#locations(
+        (spec.additionalManifests ?? []).map((manifest) => atVersion(manifest.URL)),
+        budget,
+      ),
     ]);
     return { component, version, ingresses, manifests: [...base, ...ingressManifests.flat(), ...additional] };
   }
@@ -103,8 +108,10 @@ export class ReleaseLoader {
     throw new VersionError(`no ${ingress} ingress manifests for ${DISPLAY_NAME["knative-serving"]} ${minor}`);
   }
 
-  async #locations(locations: readonly string[]): Promise<Manifest[]> {
-    const loaded = await Promise.all(locations.map((location) => this.#source.locationManifests(location)));
+  async #locations(locations: readonly string[], budget: ByteBudget): Promise<Manifest[]> {
+    const loaded = await Promise.all(
+      locations.map((location) => this.#source.locationManifests(location, budget)),
+    );
     return loaded.flat();
   }
 

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { isNotFound, readManifestFiles, subdirectories } from "./files.ts";
-import { LocationLoader, type LocationLoaderOptions } from "./location-loader.ts";
+import { type ByteBudget, LocationLoader, type LocationLoaderOptions } from "./location-loader.ts";
 import { type Manifest, parseManifests } from "./manifest.ts";
 import { isReleaseVersion, newestFirst } from "./version.ts";
 
@@ -23,8 +23,13 @@ export interface ManifestSource {
   componentManifests(component: Component, version: string): Promise<readonly Manifest[]>;
   /** The manifests of one ingress for a Serving minor (`1.22`); undefined when the source has none. */
   ingressManifests(ingress: IngressName, minor: string): Promise<readonly Manifest[] | undefined>;
-  /** The manifests behind a spec.manifests / spec.additionalManifests entry (URL or path, ${VERSION} resolved). */
-  locationManifests(location: string): Promise<readonly Manifest[]>;
+  /**
+   * The manifests behind a spec.manifests / spec.additionalManifests entry (URL or path, ${VERSION} resolved),
+   * if the location policy allows it; `budget` is one CR's byte allowance, shared by its locations.
+   */
+  locationManifests(location: string, budget: ByteBudget): Promise<readonly Manifest[]>;
+  /** A fresh byte allowance for one CR's locations. */
+  locationBudget(): ByteBudget;
 }
 
 export interface KodataSourceOptions extends LocationLoaderOptions {
@@ -35,7 +40,7 @@ export interface KodataSourceOptions extends LocationLoaderOptions {
 /** A ManifestSource over a directory in the upstream kodata layout, plus URL and path locations. */
 export function createKodataSource(options: KodataSourceOptions): ManifestSource {
   const { dir } = options;
-  const locations = new LocationLoader(options);
+  const locations = new LocationLoader({ kodataDir: dir, ...options });
   const readDirectory = async (path: string) =>
     (await readManifestFiles(path)).flatMap((file) => parseManifests(file.text, file.origin));
   return {
@@ -52,6 +57,7 @@ export function createKodataSource(options: KodataSourceOptions): ManifestSource
         throw error;
       }
     },
-    locationManifests: (location) => locations.load(location),
+    locationManifests: (location, budget) => locations.load(location, budget),
+    locationBudget: () => locations.budget(),
   };
 }

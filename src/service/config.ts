@@ -2,10 +2,17 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseDocument } from "yaml";
 import { z } from "zod";
-import { AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
-import { DEFAULT_CLUSTER_PROFILE_NAMESPACE, TenancySchema } from "../access/tenancy.ts";
+import { type AccessPolicy, AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
+import { DEFAULT_CLUSTER_PROFILE_NAMESPACE, namespaceAllowlist, TenancySchema } from "../access/tenancy.ts";
 import { formatFieldPath } from "../fleet/diagnostic.ts";
-import { MirrorOptionsSchema } from "../mirror/plan.ts";
+import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
+import { DEFAULT_FILE_SELECTION, type FileSelection } from "../fleet/select.ts";
+import { type MirrorOptions, MirrorOptionsSchema } from "../mirror/plan.ts";
+import {
+  DEFAULT_LOCATION_POLICY,
+  type LocationPolicy,
+  LocationPolicySchema,
+} from "../render/location-policy.ts";
 import type { GitAuth, GitSourceSpec } from "../source/index.ts";
 
 /**
@@ -16,14 +23,14 @@ export const ServiceConfigSchema = z.strictObject({
   repository: z.strictObject({
     url: z.url({ protocol: /^https?$/ }),
     branch: z.string().min(1).default("main"),
-    pathGlob: z.string().min(1).default("clusters/**/*.yaml"),
+    pathGlob: z.string().min(1).default(DEFAULT_FILE_SELECTION.pathGlob),
     /** A directory holding `token`, or `username` and `password` (a mounted Secret, re-read on every use). */
     credentialsDir: z.string().min(1).optional(),
     caFile: z.string().min(1).optional(),
   }),
   cacheDir: z.string().min(1).default("/var/cache/knative-fleet"),
   pollSchedule: z.string().min(1).default("* * * * *"),
-  defaultNamespace: z.string().min(1).default("knative-fleet"),
+  defaultNamespace: z.string().min(1).default(DEFAULT_NAMESPACE),
   status: z
     .strictObject({
       path: z.string().min(1).default("status/"),
@@ -62,10 +69,68 @@ export const ServiceConfigSchema = z.strictObject({
     .default([DEFAULT_CLUSTER_PROFILE_NAMESPACE]),
   tenancy: TenancySchema.default({ reconcileHandMadeCRs: false }),
   access: AccessPolicySchema.default(SAFE_ACCESS_POLICY),
+  // --- Input safety (#11): which spec.manifests / spec.additionalManifests locations may be read. ---
+  manifestLocations: LocationPolicySchema.default(DEFAULT_LOCATION_POLICY),
 });
 export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
 
 export class ConfigError extends Error {}
+
+/**
+ * What `run`, `plan` and `validate` must agree on, from one config file, so a pull request is checked and
+ * planned exactly as the service will treat it: which files are fleet files, the namespace of a CR that
+ * names none, the prune safeguards, which manifest locations may be read, and which ClusterProfiles may be
+ * reached and what they may ask for.
+ */
+export interface FleetSettings {
+  selection: FileSelection;
+  defaultNamespace: string;
+  prune: MirrorOptions;
+  locations: LocationPolicy;
+  access: AccessSettings;
+}
+
+/** Which ClusterProfiles may be used and what they may ask for. */
+export interface AccessSettings {
+  /** ClusterProfile namespaces; undefined for every namespace. */
+  namespaces: readonly string[] | undefined;
+  policy: AccessPolicy;
+}
+
+/** The settings of a config file. */
+export function fleetSettings(config: ServiceConfig): FleetSettings {
+  return {
+    selection: { pathGlob: config.repository.pathGlob, statusDir: config.status?.path ?? DEFAULT_STATUS_DIR },
+    defaultNamespace: config.defaultNamespace,
+    prune: config.prune,
+    locations: config.manifestLocations,
+    access: {
+      namespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
+      policy: config.access,
+    },
+  };
+}
+
+const DEFAULT_STATUS_DIR = DEFAULT_FILE_SELECTION.statusDir;
+
+/** The settings of `--config FILE` for `plan` and `validate`: the service's config file, or the defaults. */
+export function loadFleetSettings(path: string | undefined): {
+  settings: FleetSettings;
+  config?: ServiceConfig;
+} {
+  if (path === undefined) return { settings: DEFAULT_FLEET_SETTINGS };
+  const config = loadServiceConfig(path);
+  return { settings: fleetSettings(config), config };
+}
+
+/** The settings without a config file: the service's defaults. */
+export const DEFAULT_FLEET_SETTINGS: Readonly<FleetSettings> = {
+  selection: DEFAULT_FILE_SELECTION,
+  defaultNamespace: DEFAULT_NAMESPACE,
+  prune: MirrorOptionsSchema.parse({}),
+  locations: DEFAULT_LOCATION_POLICY,
+  access: { namespaces: [DEFAULT_CLUSTER_PROFILE_NAMESPACE], policy: SAFE_ACCESS_POLICY },
+};
 
 /** Reads and validates the config file; errors name the file, line and field. */
 export function loadServiceConfig(path: string): ServiceConfig {
@@ -110,8 +175,7 @@ export function gitSourceSpec(config: ServiceConfig): GitSourceSpec {
   return {
     url: repository.url,
     branch: repository.branch,
-    include: [repository.pathGlob],
-    statusPath: config.status?.path ?? "status/",
+    ...fleetSettings(config).selection,
     timeoutMs: 60_000,
     ...(repository.caFile ? { caFile: repository.caFile } : {}),
     ...(repository.credentialsDir ? { auth: gitAuthFrom(repository.credentialsDir) } : {}),

@@ -1,6 +1,5 @@
 import { mkdirSync } from "node:fs";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { crAdmission, namespaceAllowlist } from "../access/tenancy.ts";
 import { buildFleetModel } from "../fleet/model.ts";
@@ -11,10 +10,17 @@ import { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
 import { type Engine, effectivePollInterval, startEngine } from "../reconcile/engine.ts";
-import { createWebhookHandler, GitSource, GitSourceError, Poller, type Snapshot } from "../source/index.ts";
+import {
+  checkWebhookSecret,
+  createWebhookHandler,
+  GitSource,
+  GitSourceError,
+  Poller,
+  type Snapshot,
+} from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
-import { gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
-import { startHttpServer } from "./http-server.ts";
+import { fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
+import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
 
 export interface ServiceOptions {
@@ -41,7 +47,7 @@ export class FleetService {
   private readonly options: ServiceOptions;
   private readonly log: Logger;
   private http: { port: number; close(): Promise<void> } | undefined;
-  private webhookServer: Server | undefined;
+  private webhookServer: RunningHttpServer | undefined;
   private elector: LeaderElector | undefined;
   private engine: Engine | undefined;
   private poller: Poller | undefined;
@@ -65,7 +71,7 @@ export class FleetService {
 
   /** The webhook listener's port, when a webhook is configured. */
   get webhookPort(): number | undefined {
-    return (this.webhookServer?.address() as AddressInfo | null)?.port;
+    return this.webhookServer?.port;
   }
 
   get isLeading(): boolean {
@@ -74,6 +80,8 @@ export class FleetService {
 
   async start(): Promise<void> {
     const { config } = this.options;
+    // An empty or unreadable webhook secret stops the start: anyone could sign with an empty key.
+    if (config.webhook) await checkWebhookSecret({ file: config.webhook.secretFile });
     const hub = clientFromKubeConfig(this.options.hub);
     this.hubClient = hub;
     await hub.rest.request({ method: "GET", path: "/version" }); // fail fast when the hub is unreachable
@@ -115,8 +123,7 @@ export class FleetService {
     await this.stopLeading();
     await this.elector?.stop();
     await this.http?.close();
-    const webhookServer = this.webhookServer;
-    if (webhookServer) await new Promise<void>((resolve) => webhookServer.close(() => resolve()));
+    await this.webhookServer?.close();
     this.log.info("knative-fleet stopped");
   }
 
@@ -160,6 +167,7 @@ export class FleetService {
       admits: crAdmission(config.tenancy, config.defaultNamespace),
       hubInstall: config.hubInstall.enabled,
       kodataDir: this.options.kodataDir,
+      manifestLocations: fleetSettings(config).locations,
       pollIntervalMs,
       resyncIntervalMs: parseDuration(config.resyncInterval),
       workers: config.workers,
@@ -207,10 +215,8 @@ export class FleetService {
   private async sync(snapshot: Snapshot): Promise<void> {
     const { config, log } = this.options;
     const hub = this.hubClient!;
-    const model = buildFleetModel(
-      snapshot.files.map((f) => ({ path: f.path, text: f.content })),
-      { defaultNamespace: config.defaultNamespace },
-    );
+    const settings = fleetSettings(config);
+    const model = buildFleetModel(snapshot.files, { defaultNamespace: settings.defaultNamespace });
     const result = await mirror(hub, {
       model,
       source: {
@@ -219,8 +225,8 @@ export class FleetService {
         commit: snapshot.commit,
       },
       sourceRead: true,
-      options: config.prune,
-      namespace: config.defaultNamespace,
+      options: settings.prune,
+      namespace: settings.defaultNamespace,
     });
     this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
     const counts: Record<string, number> = {};
@@ -258,28 +264,26 @@ export class FleetService {
     }
   }
 
-  /** The push webhook's listener (POST /webhook); a standby answers 202 and leaves the change to the leader. */
-  private async listenForPushes(port: number, secretFile: string): Promise<Server> {
+  /**
+   * The push webhook's listener (POST /webhook); a standby answers 202 and leaves the change to the leader.
+   */
+  private async listenForPushes(port: number, secretFile: string): Promise<RunningHttpServer> {
+    const secret = { file: secretFile };
     const handler = createWebhookHandler({
-      secret: { file: secretFile },
+      secret,
       branch: this.options.config.repository.branch,
       filter: this.source!.filter,
       onPush: () => void this.poller?.syncNow(),
+      onError: (err) => this.log.error({ err: String(err) }, "webhook delivery failed"),
     });
-    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-      if (new URL(req.url ?? "/", "http://webhook").pathname !== "/webhook") {
+    const webhook = {
+      methods: new Set(["POST"]),
+      handle: (req: IncomingMessage, res: ServerResponse) => {
+        if (this.leading) return handler(req, res);
         req.resume();
-        res.writeHead(404).end();
-      } else if (!this.leading) {
-        req.resume();
-        res
-          .writeHead(202, { "content-type": "text/plain" })
-          .end("not the leader; the leader's next poll picks the change up\n");
-      } else {
-        handler(req, res);
-      }
-    });
-    await new Promise<void>((resolve) => server.listen(port, "0.0.0.0", resolve));
-    return server;
+        text(res, 202, "not the leader; the leader's next poll picks the change up");
+      },
+    };
+    return serveRoutes({ port, routes: new Map([["/webhook", webhook]]), log: this.log });
   }
 }

@@ -3,24 +3,21 @@ import * as fs from "node:fs";
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import git, { type HttpClient } from "isomorphic-git";
+import { type FleetFile, fleetFileContent } from "../fleet/file-text.ts";
+import { createFileFilter, type FileSelection, type FleetFileFilter } from "../fleet/select.ts";
 import { classifyGitError, type GitOperation, GitSourceError, gitError, isTransient } from "./errors.ts";
-import { createFileFilter, type FleetFileFilter } from "./file-filter.ts";
 import { createHttpClient } from "./http-client.ts";
 import { type BackoffPolicy, defaultBackoff, retry } from "./retry.ts";
 import { authorizationHeader } from "./secrets.ts";
 import type { GitSourceSpec } from "./spec.ts";
+import { readFleetTree } from "./tree.ts";
 import { type FileChanges, type ObjectStore, writeTreeWithChanges } from "./tree-edit.ts";
-
-export interface SnapshotFile {
-  path: string;
-  content: string;
-}
 
 /** The fleet files of one commit. Only a successful read produces one: a failure throws, never "empty". */
 export interface Snapshot {
   commit: string;
-  /** Sorted by path. */
-  files: SnapshotFile[];
+  /** Sorted by path; paths the selection matches that hold no readable file come with their problem. */
+  files: FleetFile[];
   /** sha256 of the paths and contents: equal digests mean equal fleet content, whatever the commit. */
   digest: string;
 }
@@ -82,7 +79,7 @@ export class GitSource {
 
   constructor(spec: GitSourceSpec, options: GitSourceOptions) {
     this.spec = spec;
-    this.filter = createFileFilter(spec.include, spec.statusPath);
+    this.filter = createFileFilter(this.selection);
     const remoteKey = createHash("sha256").update(spec.url).digest("hex").slice(0, 16);
     this.gitdir = join(options.cacheDir, `${remoteKey}.git`);
     this.pushBackoff = options.pushBackoff ?? defaultBackoff;
@@ -269,26 +266,15 @@ export class GitSource {
   }
 
   private async readSnapshot(commit: string): Promise<Snapshot> {
-    const files: SnapshotFile[] = [];
-    await this.local("read", () => this.collectFleetFiles(commit, "", files));
-    files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    const files = await this.local("read", () => readFleetTree(this.store, commit, this.selection));
     const digest = createHash("sha256");
-    for (const file of files) digest.update(file.path).update("\0").update(file.content).update("\0");
+    for (const file of files)
+      digest.update(file.path).update("\0").update(fleetFileContent(file)).update("\0");
     return { commit, files, digest: digest.digest("hex") };
   }
 
-  private async collectFleetFiles(treeish: string, dir: string, into: SnapshotFile[]): Promise<void> {
-    const { tree } = await git.readTree({ ...this.store, oid: treeish });
-    const decoder = new TextDecoder();
-    for (const entry of tree) {
-      const path = dir === "" ? entry.path : `${dir}/${entry.path}`;
-      if (entry.type === "tree" && this.filter.mayContain(path)) {
-        await this.collectFleetFiles(entry.oid, path, into);
-      } else if (entry.type === "blob" && entry.mode !== "120000" && this.filter.matches(path)) {
-        const { blob } = await git.readBlob({ ...this.store, oid: entry.oid });
-        into.push({ path, content: decoder.decode(blob) });
-      }
-    }
+  private get selection(): FileSelection {
+    return { pathGlob: this.spec.pathGlob, statusDir: this.spec.statusDir };
   }
 
   private get store(): ObjectStore {

@@ -1,6 +1,5 @@
 // The git source: what the service calls to follow the fleet repository and write status back to it.
 export { type GitErrorKind, type GitOperation, GitSourceError } from "./errors.ts";
-export { defaultInclude, defaultStatusPath, type FleetFileFilter } from "./file-filter.ts";
 export {
   type CommitAndPushRequest,
   type CommitAndPushResult,
@@ -9,7 +8,6 @@ export {
   GitSource,
   type GitSourceOptions,
   type Snapshot,
-  type SnapshotFile,
 } from "./git-source.ts";
 export { Poller, type PollerOptions, type PollOutcome } from "./poller.ts";
 export { type BackoffPolicy, defaultBackoff } from "./retry.ts";
@@ -21,5 +19,6 @@ export {
   type SecretRef,
   secretRefSchema,
 } from "./spec.ts";
+export { readFleetTree } from "./tree.ts";
 export type { FileChanges } from "./tree-edit.ts";
-export { createWebhookHandler, type PushEvent, type WebhookOptions } from "./webhook.ts";
+export { checkWebhookSecret, createWebhookHandler, type PushEvent, type WebhookOptions } from "./webhook.ts";

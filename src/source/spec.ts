@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defaultInclude, defaultStatusPath } from "./file-filter.ts";
+import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 
 /** Where a secret lives: a file (a mounted Kubernetes Secret, re-read on every use) or an env variable. */
 export const secretRefSchema = z.union([
@@ -19,13 +19,10 @@ export const gitAuthSchema = z.discriminatedUnion("type", [
 export const gitSourceSpecSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
   branch: z.string().min(1).default("main"),
-  /** Globs of the files that make up the fleet. */
-  include: z
-    .array(z.string().min(1))
-    .min(1)
-    .default([...defaultInclude]),
+  /** The glob of the files that make up the fleet (`{a,b}` alternates). */
+  pathGlob: z.string().min(1).default(DEFAULT_FILE_SELECTION.pathGlob),
   /** The folder the status write-back owns; its files are never fleet content. */
-  statusPath: z.string().default(defaultStatusPath),
+  statusDir: z.string().default(DEFAULT_FILE_SELECTION.statusDir),
   auth: gitAuthSchema.optional(),
   /** PEM bundle of the CAs that may sign the server's certificate (instead of the system's). */
   caFile: z.string().min(1).optional(),

@@ -1,7 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import type { FleetFileFilter } from "./file-filter.ts";
+import type { FleetFileFilter } from "../fleet/select.ts";
 import { readSecret } from "./secrets.ts";
 import type { SecretRef } from "./spec.ts";
 
@@ -25,6 +25,29 @@ export interface WebhookOptions {
   onPush: (push: PushEvent) => void;
   /** Larger payloads get 413. Default 1 MiB (GitHub caps its payloads at 25 MB, pushes are far smaller). */
   maxBodyBytes?: number;
+  /** Bodies buffered at once; more get 503 with Retry-After. Default 8 (8 MiB at most with the default size). */
+  maxConcurrentBodies?: number;
+  /** How long a body may take to arrive; slower ones get 408. Default 10 s. */
+  bodyTimeoutMs?: number;
+  /** How long a delivery id is remembered: the same id again within it is ignored. Default 1 h. */
+  replayWindowMs?: number;
+  /** Gets a failure the sender is not told about (an unreadable or empty secret), for the log. */
+  onError?: (error: unknown) => void;
+}
+
+/**
+ * Refuses a webhook secret that cannot be read or is empty: with an empty key anyone can sign a delivery.
+ * The service checks it at start; the handler checks again on every request, as the Secret may rotate.
+ */
+export async function checkWebhookSecret(ref: SecretRef): Promise<void> {
+  let secret: string;
+  try {
+    secret = await readSecret(ref);
+  } catch (error) {
+    throw new Error(`the webhook secret cannot be read: ${(error as Error).message}`);
+  }
+  if (secret === "")
+    throw new Error("the webhook secret is empty: anyone could sign a delivery with an empty key");
 }
 
 /** GitHub's `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`, compared in constant time. */
@@ -87,89 +110,178 @@ export function decidePush(payload: PushPayload, branch: string, filter: FleetFi
     : { sync: false, reason: "no fleet file changed" };
 }
 
+/** What a webhook handler keeps between requests. */
+interface HandlerState {
+  options: WebhookOptions;
+  maxBodyBytes: number;
+  maxConcurrentBodies: number;
+  bodyTimeoutMs: number;
+  /** Bodies being read right now: each may hold up to maxBodyBytes. */
+  readingBodies: number;
+  deliveries: DeliveryLog;
+}
+
 /**
  * A node:http handler for GitHub and GitLab push webhooks, mountable on any route of the service's server.
  * Answers: 202 sync triggered, 200 ignored (with the reason), 400 bad payload, 401 no signature or token,
- * 403 wrong signature or token, 405 not a POST, 413 payload too large.
+ * 403 wrong signature or token, 405 not a POST, 408 body too slow, 413 payload too large, 503 too many
+ * bodies in flight or the secret unavailable. What headers can refuse is refused before any body is read,
+ * and at most maxConcurrentBodies bodies are buffered at once, so memory stays bounded whoever connects.
  */
 export function createWebhookHandler(
   options: WebhookOptions,
 ): (req: IncomingMessage, res: ServerResponse) => void {
-  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const state: HandlerState = {
+    options,
+    maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
+    maxConcurrentBodies: options.maxConcurrentBodies ?? 8,
+    bodyTimeoutMs: options.bodyTimeoutMs ?? 10_000,
+    readingBodies: 0,
+    deliveries: new DeliveryLog(options.replayWindowMs ?? 60 * 60_000),
+  };
   return (req, res) => {
-    handleWebhook(req, res, options, maxBodyBytes).catch((error: unknown) => {
-      if (!res.headersSent) respond(res, 500, { error: `webhook failed: ${error}` });
+    handleWebhook(req, res, state).catch((error: unknown) => {
+      // The log gets the reason; the sender, who may be anyone, learns nothing about files or secrets.
+      options.onError?.(error);
+      if (!res.headersSent) {
+        res.setHeader("connection", "close");
+        respond(res, 503, { error: "webhook unavailable" });
+      }
     });
   };
 }
 
-async function handleWebhook(
-  req: IncomingMessage,
-  res: ServerResponse,
-  options: WebhookOptions,
-  maxBodyBytes: number,
-): Promise<void> {
+async function handleWebhook(req: IncomingMessage, res: ServerResponse, state: HandlerState): Promise<void> {
+  const { options } = state;
   if (req.method !== "POST") {
     res.setHeader("allow", "POST");
-    return respond(res, 405, { error: "only POST" });
+    return refuse(req, res, 405, "only POST");
   }
-  const body = await readBody(req, maxBodyBytes);
-  if (!body) {
-    res.setHeader("connection", "close"); // stop the sender rather than drain what is left of the body
-    return respond(res, 413, { error: `payload over ${maxBodyBytes} bytes` });
-  }
-
-  const secret = await readSecret(options.secret);
-  const header = (name: string) => req.headers[name] as string | undefined;
+  const header = (name: string) => {
+    const value = req.headers[name];
+    return typeof value === "string" ? value : undefined;
+  };
   const github = header("x-github-event");
   const gitlab = header("x-gitlab-event");
-  let provider: WebhookProvider;
-  let event: string;
-  if (github !== undefined) {
-    const signature = header("x-hub-signature-256");
-    if (!signature) return respond(res, 401, { error: "missing X-Hub-Signature-256" });
-    if (!verifyGitHubSignature(body, signature, secret)) return respond(res, 403, { error: "bad signature" });
-    [provider, event] = ["github", github];
-  } else if (gitlab !== undefined) {
-    const token = header("x-gitlab-token");
-    if (!token) return respond(res, 401, { error: "missing X-Gitlab-Token" });
-    if (!verifyGitLabToken(token, secret)) return respond(res, 403, { error: "bad token" });
-    [provider, event] = ["gitlab", gitlab];
-  } else {
-    return respond(res, 401, { error: "not a GitHub or GitLab webhook" });
+  const provider: WebhookProvider | undefined =
+    github !== undefined ? "github" : gitlab !== undefined ? "gitlab" : undefined;
+  if (provider === undefined) return refuse(req, res, 401, "not a GitHub or GitLab webhook");
+  const credential = provider === "github" ? header("x-hub-signature-256") : header("x-gitlab-token");
+  if (!credential) {
+    return refuse(
+      req,
+      res,
+      401,
+      `missing ${provider === "github" ? "X-Hub-Signature-256" : "X-Gitlab-Token"}`,
+    );
   }
+  const declaredLength = Number(header("content-length") ?? 0);
+  if (!(declaredLength <= state.maxBodyBytes)) {
+    return refuse(req, res, 413, `payload over ${state.maxBodyBytes} bytes`);
+  }
+  const secret = await readSecret(options.secret);
+  if (secret === "") throw new Error("the webhook secret is empty");
+  // GitLab's token is a header: a wrong one is refused before a byte of the body is read.
+  if (provider === "gitlab" && !verifyGitLabToken(credential, secret))
+    return refuse(req, res, 403, "bad token");
+  if (state.readingBodies >= state.maxConcurrentBodies) {
+    res.setHeader("retry-after", "1");
+    return refuse(req, res, 503, "too many webhook deliveries at once");
+  }
+
+  state.readingBodies++;
+  let body: Buffer | "too-large" | "too-slow";
+  try {
+    body = await readBody(req, state.maxBodyBytes, state.bodyTimeoutMs);
+  } finally {
+    state.readingBodies--;
+  }
+  if (body === "too-large") return refuse(req, res, 413, `payload over ${state.maxBodyBytes} bytes`);
+  if (body === "too-slow")
+    return refuse(req, res, 408, `payload not received within ${state.bodyTimeoutMs} ms`);
+  if (provider === "github" && !verifyGitHubSignature(body, credential, secret)) {
+    return respond(res, 403, { error: "bad signature" });
+  }
+
+  const event = (provider === "github" ? github : gitlab) ?? "";
   if (event === "ping") return respond(res, 200, { ignored: "ping" });
   if (event !== "push" && event !== "Push Hook") return respond(res, 200, { ignored: `${event} event` });
 
   const payload = pushPayloadSchema.safeParse(parseJson(body, req.headers["content-type"]));
   if (!payload.success) return respond(res, 400, { error: "not a push payload" });
+  // A replayed delivery would only cause a sync, which is idempotent; refusing it still keeps a captured
+  // request from being used to make the service fetch over and over.
+  const delivery =
+    header("x-github-delivery") ?? header("x-gitlab-event-uuid") ?? header("x-gitlab-webhook-uuid");
+  if (delivery !== undefined && !state.deliveries.firstTime(`${provider}/${delivery}`)) {
+    return respond(res, 200, { ignored: "repeated delivery" });
+  }
   const decision = decidePush(payload.data, options.branch, options.filter);
   if (!decision.sync) return respond(res, 200, { ignored: decision.reason });
   options.onPush({ provider, ref: payload.data.ref, after: payload.data.after });
   respond(res, 202, { sync: "triggered" });
 }
 
+/** An answer before (or instead of) reading the body: the connection closes rather than drain it. */
+function refuse(req: IncomingMessage, res: ServerResponse, status: number, error: string): void {
+  res.setHeader("connection", "close");
+  respond(res, status, { error });
+  req.pause();
+}
+
+/** Delivery ids seen within the window, oldest first; bounded, so a flood of ids costs a fixed amount. */
+class DeliveryLog {
+  static readonly MAX_ENTRIES = 10_000;
+  readonly #windowMs: number;
+  readonly #seen = new Map<string, number>();
+
+  constructor(windowMs: number) {
+    this.#windowMs = windowMs;
+  }
+
+  /** False when the id was seen within the window; records it either way. */
+  firstTime(id: string, now = Date.now()): boolean {
+    for (const [oldest, at] of this.#seen) {
+      if (now - at < this.#windowMs && this.#seen.size < DeliveryLog.MAX_ENTRIES) break;
+      this.#seen.delete(oldest);
+    }
+    const seenAt = this.#seen.get(id);
+    if (seenAt !== undefined && now - seenAt < this.#windowMs) return false;
+    this.#seen.set(id, now);
+    return true;
+  }
+}
+
 /**
- * The body, or undefined once it exceeds the limit (declared or streamed). Reading stops there without
- * destroying the request, so the 413 still reaches the sender.
+ * The body, or why not: over the limit (declared or streamed), or not complete within the timeout.
+ * Reading stops there without destroying the request, so the answer still reaches the sender.
  */
-function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
-  if (Number(req.headers["content-length"] ?? 0) > maxBytes) return Promise.resolve(undefined);
+function readBody(
+  req: IncomingMessage,
+  maxBytes: number,
+  timeoutMs: number,
+): Promise<Buffer | "too-large" | "too-slow"> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const finish = (result: Buffer | "too-large" | "too-slow") => {
+      clearTimeout(timer);
+      req.off("data", onData);
+      if (typeof result === "string") req.pause();
+      resolve(result);
+    };
+    const timer = setTimeout(() => finish("too-slow"), timeoutMs);
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size <= maxBytes) {
-        chunks.push(chunk);
-        return;
-      }
-      req.off("data", onData).pause();
-      resolve(undefined);
+      if (size <= maxBytes) chunks.push(chunk);
+      else finish("too-large");
     };
     req.on("data", onData);
-    req.once("end", () => resolve(Buffer.concat(chunks)));
-    req.once("error", reject);
+    req.once("end", () => finish(Buffer.concat(chunks)));
+    req.once("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
   });
 }
 

@@ -14,6 +14,7 @@ import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { MirrorResult } from "../mirror/mirror.ts";
 import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/plan.ts";
+import { markdownCell, markdownText } from "../text/markdown.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
 // fleet.yaml for tools, both from one summary so they never disagree. The output is a pure function of
@@ -209,7 +210,7 @@ function resourcesTable(rows: readonly ResourceRow[]): string {
 function validationSection({ validationErrors, invalidFiles }: Summary): string {
   if (validationErrors.length === 0) return "";
   const kept = invalidFiles.flatMap(({ path, declares }) =>
-    declares.map((identity) => `- ${escapeText(formatIdentity(identity))} (${escapeText(path)})`),
+    declares.map((identity) => `- ${markdownText(formatIdentity(identity))} (${markdownText(path)})`),
   );
   return [
     "## Validation errors",
@@ -262,14 +263,14 @@ function pruneSection(prune: PruneSummary): string {
     case "skipped":
       return [
         "## Prune skipped",
-        `These CRs are no longer in Git but are not pruned: ${escapeText(prune.message ?? "")}.`,
+        `These CRs are no longer in Git but are not pruned: ${markdownText(prune.message ?? "")}.`,
         candidatesTable(prune.candidates, false),
       ].join("\n\n");
     case "held": {
       const { namespace, token } = prune.confirmation!;
       return [
         "## Prune held",
-        `Held: ${escapeText(prune.message ?? "")}. Once confirmed, these CRs are deleted and Knative is ` +
+        `Held: ${markdownText(prune.message ?? "")}. Once confirmed, these CRs are deleted and Knative is ` +
           "uninstalled from their clusters:",
         candidatesTable(prune.candidates, false),
         "To confirm exactly this prune, run against the hub:",
@@ -304,25 +305,11 @@ function candidatesTable(candidates: readonly PruneCandidate[], withErrors: bool
 
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const line = (cells: readonly string[]) => `| ${cells.join(" | ")} |`;
-  return [line(header), line(header.map(() => "---")), ...rows.map((row) => line(row.map(escapeCell)))].join(
-    "\n",
-  );
-}
-
-/** Text anywhere in Markdown: backslashes and HTML stay literal (`<nil>` must not vanish as a tag). */
-function escapeText(text: string): string {
-  return text
-    .replaceAll("\\", "\\\\")
-    .replaceAll("&", "&amp;")
-    .replaceAll("<", "&lt;")
-    .replaceAll(">", "&gt;");
-}
-
-/** A table cell is one line and ends at an unescaped `|`. */
-function escapeCell(text: string): string {
-  return escapeText(text.trim())
-    .replaceAll("|", "\\|")
-    .replace(/\r\n|\r|\n/g, "<br>");
+  return [
+    line(header),
+    line(header.map(() => "---")),
+    ...rows.map((row) => line(row.map(markdownCell))),
+  ].join("\n");
 }
 
 function renderData(summary: Summary): string {

@@ -9,8 +9,8 @@ import { describe, expect, it } from "vitest";
 const LAYERS: readonly (readonly string[])[] = [
   ["api"],
   ["kube"],
-  ["observability", "fleet", "apply", "source"],
-  ["render", "access", "mirror"],
+  ["observability", "fleet", "apply"],
+  ["source", "render", "access", "mirror", "text"],
   ["install"],
   ["reconcile", "plan", "status"],
   ["service"],

@@ -120,6 +120,12 @@ The rendered service config (config.yaml): the contract with the service, docume
     "enabled" (eq (include "knative-fleet.leaderElection" .) "true")
     "leaseName" (include "knative-fleet.leaseName" .)
     "namespace" .Release.Namespace)
+  "manifestLocations" (dict
+    "allowedPrefixes" .Values.manifestLocations.allowedPrefixes
+    "allowHttp" .Values.manifestLocations.allowHttp
+    "allowPrivateNetworks" .Values.manifestLocations.allowPrivateNetworks
+    "maxBytesPerLocation" (int64 .Values.manifestLocations.maxBytesPerLocation)
+    "maxBytesPerResource" (int64 .Values.manifestLocations.maxBytesPerResource))
 }}
 {{- $tenancy := dict "reconcileHandMadeCRs" .Values.tenancy.reconcileHandMadeCRs }}
 {{- if .Values.tenancy.crNamespaces }}

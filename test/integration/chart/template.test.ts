@@ -179,6 +179,13 @@ describe("helm template: defaults + repository url", () => {
       leaderElection: { enabled: false, leaseName: "kf-knative-fleet", namespace: "knative-fleet" },
       metricsPort: 9090,
       logLevel: "info",
+      manifestLocations: {
+        allowedPrefixes: [],
+        allowHttp: false,
+        allowPrivateNetworks: false,
+        maxBytesPerLocation: 33554432,
+        maxBytesPerResource: 67108864,
+      },
     });
   });
 
@@ -565,6 +572,59 @@ describe("helm template: webhook with ingress", () => {
         backend: { service: { name: "kf-knative-fleet", port: { name: "http-webhook" } } },
       },
     ]);
+  });
+});
+
+describe("helm template: network policy and manifest locations", () => {
+  const ingressPeers = [
+    { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress-nginx" } } },
+  ];
+  const prometheus = [{ podSelector: { matchLabels: { "app.kubernetes.io/name": "prometheus" } } }];
+  type Policy = KubeObject & {
+    spec: { policyTypes: string[]; ingress: { ports: { port: number }[]; from: unknown[] }[] | null };
+  };
+
+  it("renders no NetworkPolicy by default", () => {
+    expect(ofKind(renderChart(), "NetworkPolicy")).toEqual([]);
+  });
+
+  it("lets only the given peers reach the webhook and metrics ports", () => {
+    const objects = renderChart({
+      values: {
+        webhook: { enabled: true, secretRef: { name: "hook" } },
+        networkPolicy: { enabled: true, webhookFrom: ingressPeers, metricsFrom: prometheus },
+      },
+    });
+    const policy = only<Policy>(objects, "NetworkPolicy");
+    expect(policy.spec.policyTypes).toEqual(["Ingress"]);
+    expect(policy.spec.ingress).toEqual([
+      { ports: [{ port: 9090, protocol: "TCP" }], from: prometheus },
+      { ports: [{ port: 8080, protocol: "TCP" }], from: ingressPeers },
+    ]);
+  });
+
+  it("with no peers, lets nothing in: an empty `from` would mean anyone", () => {
+    const policy = only<Policy>(
+      renderChart({
+        values: { webhook: { enabled: true, secretRef: { name: "hook" } }, networkPolicy: { enabled: true } },
+      }),
+      "NetworkPolicy",
+    );
+    expect(policy.spec.ingress ?? []).toEqual([]);
+  });
+
+  it("renders the manifest location policy into the config, and refuses unknown keys", () => {
+    const values = {
+      manifestLocations: { allowedPrefixes: ["https://github.com/knative/"], allowHttp: true },
+    };
+    expect(configOf(renderChart({ values })).manifestLocations).toMatchObject({
+      allowedPrefixes: ["https://github.com/knative/"],
+      allowHttp: true,
+      allowPrivateNetworks: false,
+    });
+    expect(renderFailure({ values: { manifestLocations: { allowedPrefix: [] } } })).toContain(
+      "allowedPrefix",
+    );
   });
 });
 

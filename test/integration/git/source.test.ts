@@ -29,9 +29,9 @@ describe("GitSource against git http-backend", () => {
 
     expect(snapshot.commit).toBe(second);
     expect(snapshot.files).toEqual([
-      { path: "clusters/eu/west.yml", content: fleetFiles["clusters/eu/west.yml"] },
-      { path: "clusters/prod.yaml", content: fleetFiles["clusters/prod.yaml"] },
-      { path: "clusters/staging.yaml", content: "name: staging\n" },
+      { path: "clusters/eu/west.yml", text: fleetFiles["clusters/eu/west.yml"] },
+      { path: "clusters/prod.yaml", text: fleetFiles["clusters/prod.yaml"] },
+      { path: "clusters/staging.yaml", text: "name: staging\n" },
     ]);
     // Depth 1: the head is a shallow boundary and its parent was never fetched; nor was the other branch.
     const cache = await gitdir();
@@ -62,7 +62,7 @@ describe("GitSource against git http-backend", () => {
 
     expect(after.commit).toBe(pushed);
     expect(after.files.map((f) => f.path)).toEqual(["clusters/prod.yaml", "clusters/us.yaml"]);
-    expect(after.files[0]!.content).toContain("1.21");
+    expect(after.files[0]!.text).toContain("1.21");
     expect(after.digest).not.toBe(before.digest);
     // Each snapshot is read from the object store: the older commit still reads as it was.
     expect(await source.snapshot(before.commit)).toEqual(before);
@@ -126,7 +126,7 @@ describe("GitSource against git http-backend", () => {
     for (let i = 0; i < 4; i++) {
       await server.pushChange("fleet", { files: { "clusters/n.yaml": `n: ${i}\n` }, message: `n ${i}` });
       const snapshot = await source.sync();
-      expect(snapshot.files.find((f) => f.path === "clusters/n.yaml")?.content).toBe(`n: ${i}\n`);
+      expect(snapshot.files.find((f) => f.path === "clusters/n.yaml")?.text).toBe(`n: ${i}\n`);
       counts.push(await packCount());
     }
     expect(counts).toEqual([1, 2, 3, 1]);

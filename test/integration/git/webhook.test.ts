@@ -2,7 +2,7 @@ import { createHmac } from "node:crypto";
 import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
-import { createFileFilter, defaultInclude, defaultStatusPath } from "../../../src/source/file-filter.ts";
+import { createFileFilter, DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import type { Snapshot } from "../../../src/source/git-source.ts";
 import { Poller } from "../../../src/source/poller.ts";
 import { createWebhookHandler, type PushEvent, type WebhookOptions } from "../../../src/source/webhook.ts";
@@ -22,7 +22,7 @@ async function webhookForTest(overrides: Partial<WebhookOptions> = {}) {
   const handler = createWebhookHandler({
     secret: { env: "KNATIVE_FLEET_TEST_WEBHOOK_SECRET" },
     branch: "main",
-    filter: createFileFilter(defaultInclude, defaultStatusPath),
+    filter: createFileFilter(DEFAULT_FILE_SELECTION),
     onPush: (push) => pushes.push(push),
     ...overrides,
   });
@@ -141,10 +141,14 @@ describe("webhook handler", () => {
 
     // Chunked, so no Content-Length announces the size: the limit applies while reading.
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request(url, { method: "POST", headers: { "x-github-event": "push" } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = request(
+        url,
+        { method: "POST", headers: { "x-github-event": "push", "x-hub-signature-256": sign(big) } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on("error", reject);
       req.write(big.slice(0, 800));
       setTimeout(() => req.end(big.slice(800)), 50);

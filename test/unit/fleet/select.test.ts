@@ -36,7 +36,7 @@ describe("readFleetDir", () => {
   let dir = "";
   afterEach(() => rm(dir, { recursive: true, force: true }));
 
-  it("reads the selected regular files, sorted, with repository-relative paths", async () => {
+  it("reads the selected regular files, sorted, with repository-relative paths; a symlink is a problem", async () => {
     dir = await mkdtemp(join(tmpdir(), "knative-fleet-read-"));
     const files: Record<string, string> = {
       "clusters/spoke-2/knative-eventing.yaml": "b",
@@ -51,10 +51,22 @@ describe("readFleetDir", () => {
     }
     await symlink(join(dir, "status/spoke-1.yaml"), join(dir, "clusters/link.yaml"));
     expect(await readFleetDir(dir, DEFAULT_FILE_SELECTION)).toEqual([
+      {
+        path: "clusters/link.yaml",
+        text: "",
+        problem: {
+          line: 1,
+          column: 1,
+          message:
+            "a symbolic link where fleet files are read; links are not followed: put the file itself here",
+        },
+      },
       { path: "clusters/spoke-1/knative-serving.yml", text: "a" },
       { path: "clusters/spoke-2/knative-eventing.yaml", text: "b" },
     ]);
+    const link = (await readFleetDir(dir, DEFAULT_FILE_SELECTION))[0];
     expect(await readFleetDir(dir, { pathGlob: "**/*.yaml", statusDir: "status/" })).toEqual([
+      link,
       { path: "clusters/spoke-2/knative-eventing.yaml", text: "b" },
     ]);
   });

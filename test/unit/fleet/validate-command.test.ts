@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runCli } from "../../support/cli.ts";
-import { repoRoot } from "../../support/shared.ts";
+import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
 
 const run = (...argv: string[]) => runCli("validate", ...argv);
 
@@ -68,6 +68,42 @@ describe("knative-fleet validate", () => {
       stdout: "0 files, 0 resources, 0 errors\n",
       stderr: `knative-fleet validate: no file below ${dir} matches clusters/**/*.{yaml,yml}\n`,
     });
+  });
+
+  it("with --kodata, rejects a spec.version no release has and lists the ones there are", async () => {
+    await write({
+      "clusters/spoke-1/knative-serving.yaml": `${SERVING}  version: "1.99"\n`,
+      "clusters/spoke-2/knative-serving.yaml": `${SERVING.replace(/spoke-1/g, "spoke-2")}  version: "1.21"\n`,
+    });
+    const { code, stdout } = await run("--kodata", knativeReleasesDir(), dir);
+    expect(code).toBe(1);
+    expect(stdout.split("\n")).toEqual([
+      expect.stringMatching(
+        /^clusters\/spoke-1\/knative-serving\.yaml:1:1 spec\.version: KnativeServing 1\.99 is not available \(available: [\d., ]*1\.21\.\d/,
+      ),
+      "2 files, 2 resources, 1 errors",
+      "",
+    ]);
+    expect((await run(dir)).code).toBe(0); // without release manifests, versions cannot be checked
+  });
+
+  it("with --config, selects files and defaults the namespace as the service would", async () => {
+    await write({
+      "fleet/spoke-1.yaml": SERVING,
+      "fleet/spoke-1-copy.yaml": SERVING.replace(
+        "name: spoke-1-serving",
+        "name: spoke-1-serving\n  namespace: team-a",
+      ),
+      "clusters/broken.yaml": "a: [\n",
+      "config.yaml":
+        "repository: {url: https://git.example/fleet.git, pathGlob: 'fleet/*.yaml'}\ndefaultNamespace: team-a\n",
+    });
+    const { code, stdout } = await run("--config", join(dir, "config.yaml"), dir);
+    expect(code).toBe(1);
+    expect(stdout).toContain("KnativeServing team-a/spoke-1-serving is also declared at fleet/spoke-1.yaml");
+    const bad = await run("--config", join(dir, "fleet/spoke-1.yaml"), dir);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("invalid config");
   });
 
   it("exits 2 on usage errors", async () => {

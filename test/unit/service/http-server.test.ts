@@ -1,4 +1,6 @@
+import { execFile } from "node:child_process";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { createMetrics } from "../../../src/observability/metrics.ts";
@@ -110,5 +112,25 @@ describe("http server", () => {
     await first.close();
     const again = await serve({ port: first.port });
     expect(again.port).toBe(first.port);
+  });
+});
+
+describe("keepServingOnUncaughtErrors", () => {
+  it("logs an error nothing caught and the process goes on", async () => {
+    const module = new URL("../../../src/service/http-server.ts", import.meta.url).href;
+    const script = `
+      import { keepServingOnUncaughtErrors } from ${JSON.stringify(module)};
+      keepServingOnUncaughtErrors({ error: (fields, message) => console.log(message, fields.err) });
+      setTimeout(() => { throw new Error("thrown in a timer"); }, 1);
+      setTimeout(() => Promise.reject(new Error("rejected")), 2);
+      setTimeout(() => console.log("still running"), 50);
+    `;
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script]);
+    expect(stdout.split("\n")).toEqual([
+      "uncaught error; the service goes on Error: thrown in a timer",
+      "uncaught error; the service goes on Error: rejected",
+      "still running",
+      "",
+    ]);
   });
 });

@@ -1,6 +1,6 @@
 import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createFileFilter, defaultInclude, defaultStatusPath } from "../../../src/source/file-filter.ts";
+import { createFileFilter, DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import {
   decidePush,
   type PushPayload,
@@ -38,7 +38,7 @@ describe("verifyGitLabToken", () => {
 });
 
 describe("decidePush", () => {
-  const filter = createFileFilter(defaultInclude, defaultStatusPath);
+  const filter = createFileFilter(DEFAULT_FILE_SELECTION);
   const push = (commits: PushPayload["commits"], extra: Partial<PushPayload> = {}): PushPayload => ({
     ref: "refs/heads/main",
     after: "abc",

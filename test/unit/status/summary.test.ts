@@ -380,3 +380,23 @@ These CRs are no longer in Git and are never pruned; delete them on the hub to u
     ]);
   });
 });
+
+describe("renderStatusSummary with hostile values", () => {
+  it("escapes file names, messages and cluster names: no HTML, link, image or extra cell gets through", () => {
+    const path = "clusters/<!--|![x](https:__t.example_p.png).yaml";
+    const readme = readmeOf(
+      [hubCr("spoke-1-serving", { cluster: "<img src=x>", conditions: ready })],
+      mirrorResult({
+        diagnostics: [
+          { path, line: 1, column: 1, field: "", message: "bad `x` | [link](https://e.example)" },
+        ],
+        failedFiles: [{ path, status: "failed", declares: [] }],
+      }),
+    );
+    // What Markdown reads once backslash escapes are taken out: no live syntax may remain.
+    expect(readme.replace(/\\./g, "")).not.toMatch(/<!--|<img|!\[|\]\(/);
+    const validationRows = readme.split("\n").filter((line) => line.startsWith("| clusters/"));
+    expect(validationRows).toHaveLength(1);
+    expect(validationRows[0]!.replaceAll("\\|", "").split("|")).toHaveLength(5);
+  });
+});

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { createFileFilter, defaultInclude, defaultStatusPath } from "../../../src/source/file-filter.ts";
+import { createFileFilter, DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 
 describe("createFileFilter", () => {
-  const filter = createFileFilter(defaultInclude, defaultStatusPath);
+  const filter = createFileFilter(DEFAULT_FILE_SELECTION);
 
   it("takes .yaml and .yml files at any depth under clusters/", () => {
     expect(filter.matches("clusters/prod.yaml")).toBe(true);
@@ -17,7 +17,7 @@ describe("createFileFilter", () => {
   });
 
   it("never counts the status path, even when a glob would match it", () => {
-    const everything = createFileFilter(["**/*.yaml"], "status/");
+    const everything = createFileFilter({ pathGlob: "**/*.yaml", statusDir: "status/" });
     expect(everything.matches("clusters/prod.yaml")).toBe(true);
     expect(everything.matches("status/prod.yaml")).toBe(false);
     expect(everything.matches("status/eu/prod.yaml")).toBe(false);
@@ -27,9 +27,11 @@ describe("createFileFilter", () => {
 
   it("accepts the status path with or without slashes", () => {
     for (const statusPath of ["status", "/status/", "status/"]) {
-      expect(createFileFilter(["**/*.yaml"], statusPath).matches("status/a.yaml")).toBe(false);
+      expect(
+        createFileFilter({ pathGlob: "**/*.yaml", statusDir: statusPath }).matches("status/a.yaml"),
+      ).toBe(false);
     }
-    expect(createFileFilter(["**/*.yaml"], "").matches("status/a.yaml")).toBe(true);
+    expect(createFileFilter({ pathGlob: "**/*.yaml", statusDir: "" }).matches("status/a.yaml")).toBe(true);
   });
 
   it("lets the tree walk skip folders that cannot hold a match", () => {
@@ -39,12 +41,12 @@ describe("createFileFilter", () => {
     expect(filter.mayContain("status")).toBe(false);
     expect(filter.mayContain("clustersx")).toBe(false);
 
-    const nested = createFileFilter(["fleet/clusters/*.yaml"], "status/");
+    const nested = createFileFilter({ pathGlob: "fleet/clusters/*.yaml", statusDir: "status/" });
     expect(nested.mayContain("fleet")).toBe(true);
     expect(nested.mayContain("fleet/clusters")).toBe(true);
     expect(nested.mayContain("fleet/other")).toBe(false);
 
-    const anywhere = createFileFilter(["**/*.yaml"], "status/");
+    const anywhere = createFileFilter({ pathGlob: "**/*.yaml", statusDir: "status/" });
     expect(anywhere.mayContain("any/folder")).toBe(true);
     expect(anywhere.mayContain("status")).toBe(false);
   });

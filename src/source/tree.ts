@@ -1,0 +1,51 @@
+import type * as fs from "node:fs";
+import git from "isomorphic-git";
+import { compareStrings } from "../fleet/diagnostic.ts";
+import { decodeFleetFile, type FleetFile, fileProblem } from "../fleet/file-text.ts";
+import { createFileFilter, type EntryKind, entryAction, type FileSelection } from "../fleet/select.ts";
+
+/** An isomorphic-git object store. */
+export interface ObjectStoreRef {
+  fs: typeof fs;
+  gitdir: string;
+  cache: object;
+}
+
+const KIND_OF_MODE: Record<string, EntryKind> = {
+  "040000": "folder",
+  "100644": "file",
+  "100755": "file",
+  "120000": "symlink",
+  "160000": "submodule",
+};
+
+/**
+ * The fleet files of a commit, sorted by path: the one walk over a Git tree, used by the Git source's
+ * snapshot and by `plan`. Only the folders the selection can reach are listed and only the blobs it
+ * selects are read, so unrelated blobs cost nothing; entries at fleet paths that are no regular file
+ * (symlinks, submodules, folders) come back as files with a problem.
+ */
+export async function readFleetTree(
+  store: ObjectStoreRef,
+  commit: string,
+  selection: FileSelection,
+): Promise<FleetFile[]> {
+  const filter = createFileFilter(selection);
+  const files: FleetFile[] = [];
+  const visit = async (tree: string, dir: string): Promise<void> => {
+    const { tree: entries } = await git.readTree({ ...store, oid: tree });
+    for (const entry of entries) {
+      const path = dir === "" ? entry.path : `${dir}/${entry.path}`;
+      const action = entryAction(filter, path, KIND_OF_MODE[entry.mode] ?? "special");
+      if (action.problem !== undefined) files.push(fileProblem(path, action.problem));
+      if (action.descend) await visit(entry.oid, path);
+      if (action.read) {
+        const { blob } = await git.readBlob({ ...store, oid: entry.oid });
+        files.push(decodeFleetFile(path, blob));
+      }
+    }
+  };
+  const { commit: parsed } = await git.readCommit({ ...store, oid: commit });
+  await visit(parsed.tree, "");
+  return files.sort((a, b) => compareStrings(a.path, b.path));
+}
