@@ -1,3 +1,4 @@
+import type { DeclaredPlacement } from "../placement/document.ts";
 import { compareDiagnostics, compareStrings, type Diagnostic, type SourcePosition } from "./diagnostic.ts";
 import type { FleetResource } from "./document-schema.ts";
 import {
@@ -46,6 +47,8 @@ export interface FleetModel {
   diagnostics: Diagnostic[];
   /** Every file, by path. */
   files: FileResult[];
+  /** The placements of the valid files (src/placement expands them against the hub's inventory). */
+  placements: DeclaredPlacement[];
 }
 
 /**
@@ -69,6 +72,9 @@ export function buildFleetModel(files: readonly FleetFile[], options: ParseOptio
   const failedPaths = new Set(diagnostics.map((diagnostic) => diagnostic.path));
   return {
     resources: parsed.filter((file) => !failedPaths.has(file.path)).flatMap(desiredResources),
+    placements: parsed
+      .filter((file) => !failedPaths.has(file.path))
+      .flatMap((file) => file.documents.flatMap((document) => document.placement ?? [])),
     diagnostics,
     files: parsed.map((file) => ({
       path: file.path,

@@ -1,4 +1,9 @@
 import { KNATIVE_KINDS, type KnativeKind, OPERATOR_API_VERSION } from "../api/knative.ts";
+import {
+  type DeclaredPlacement,
+  isPlacementDocument,
+  parsePlacementDocument,
+} from "../placement/document.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
 import { validateAgainstSchema } from "./schema-diagnostics.ts";
@@ -38,6 +43,8 @@ export interface ParsedDocument {
   declaration?: Declaration;
   /** The validated CR, namespace defaulted; absent when the document has an error. */
   resource?: FleetResource;
+  /** The validated placement (src/placement), when the document is one. */
+  placement?: DeclaredPlacement;
 }
 
 export interface ParsedFleetFile {
@@ -78,6 +85,10 @@ function parseDocument(
   };
   // A broken document's syntax errors are already reported; its recovered value would only add noise.
   if (!document.wellFormed) return { document: parsed, diagnostics: [] };
+  if (isPlacementDocument(document.value)) {
+    const { placement, diagnostics } = parsePlacementDocument(path, document, options.defaultNamespace);
+    return { document: { ...parsed, ...(placement ? { placement } : {}) }, diagnostics };
+  }
   const kindError = checkKind(path, document, value);
   if (kindError) return { document: parsed, diagnostics: [kindError] };
   const result = validateAgainstSchema(path, document, value, FleetDocumentSchema);
