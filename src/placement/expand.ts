@@ -119,6 +119,15 @@ function expandOne(
           ),
         ],
   );
+  const decisionNamespace = spec.placementDecisionRef?.namespace;
+  if (decisionNamespace !== undefined && !context.isAllowed(decisionNamespace)) {
+    forbidden.push(
+      diagnostic(
+        ["spec", "placementDecisionRef", "namespace"],
+        `PlacementDecisions in namespace ${decisionNamespace} are not read (allowedClusterProfileNamespaces)`,
+      ),
+    );
+  }
   if (forbidden.length > 0) return { selection, resources: [], diagnostics: forbidden };
 
   const pending = pendingReason(placement, context.inventory);

@@ -1,6 +1,5 @@
 import { CLUSTER_PROFILE_API_VERSION } from "../api/clusterprofile.ts";
 import type { KubeObject } from "../apply/objects.ts";
-import { compareStrings } from "../fleet/diagnostic.ts";
 
 // What selection reads of the hub: each ClusterProfile's identity, labels and status.properties, and the
 // PlacementDecisions. Health, access providers and timestamps are left out on purpose: they change all the
@@ -71,28 +70,6 @@ export function inventoryDecisionOf(object: KubeObject): InventoryDecision | und
   });
   const decisionKey = labels?.[DECISION_KEY_LABEL];
   return { namespace, name, ...(decisionKey ? { decisionKey } : {}), clusters };
-}
-
-/**
- * A digest of what selection reads, so a ClusterProfile status heartbeat (conditions, lastObservedTime)
- * does not re-expand anything.
- */
-export function selectionFingerprint(
-  clusters: readonly InventoryCluster[] | undefined,
-  decisions: readonly InventoryDecision[] | undefined,
-): string {
-  const clusterPart = (clusters ?? [])
-    .map((cluster) =>
-      JSON.stringify([
-        cluster.namespace,
-        cluster.name,
-        Object.entries(cluster.labels).sort(([a], [b]) => compareStrings(a, b)),
-        [...cluster.properties].sort(([a], [b]) => compareStrings(a, b)),
-      ]),
-    )
-    .sort(compareStrings);
-  const decisionPart = (decisions ?? []).map((decision) => JSON.stringify(decision)).sort(compareStrings);
-  return JSON.stringify([clusters === undefined, decisions === undefined, clusterPart, decisionPart]);
 }
 
 function stringEntries(record: unknown): Record<string, string> {
