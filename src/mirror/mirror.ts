@@ -3,6 +3,7 @@ import type { KubeObject } from "../apply/objects.ts";
 import type { Diagnostic } from "../fleet/diagnostic.ts";
 import type { FileResult } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
+import type { PlacementReport } from "../placement/stage.ts";
 import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "./annotations.ts";
 import {
   type MirrorInput,
@@ -23,6 +24,8 @@ export interface MirrorResult {
   diagnostics: Diagnostic[];
   /** The files that failed validation, with the CRs they declare: those keep their last good state. */
   failedFiles: FileResult[];
+  /** What each placement selected this sync (set by the service when the fleet has placements). */
+  placements?: PlacementReport;
 }
 
 /**

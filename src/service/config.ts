@@ -51,6 +51,12 @@ export const ServiceConfigSchema = z.strictObject({
   logLevel: z.enum(["trace", "debug", "info", "warn", "error"]).default("info"),
   prune: MirrorOptionsSchema.default({ prune: true, allowEmpty: false, maxPruneFraction: 0.5 }),
   workers: z.number().int().min(1).max(64).default(4),
+  placements: z
+    .strictObject({
+      /** How long a cluster may be out of a placement (ClusterProfile gone, labels changed) before its CR is pruned. */
+      departureGracePeriod: z.string().default("5m"),
+    })
+    .default({ departureGracePeriod: "5m" }),
 });
 export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
 

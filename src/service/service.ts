@@ -2,12 +2,13 @@ import { mkdirSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { buildFleetModel } from "../fleet/model.ts";
+import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import { mirror } from "../mirror/mirror.ts";
 import { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
+import { PlacementStage } from "../placement/stage.ts";
 import { type Engine, effectivePollInterval, startEngine } from "../reconcile/engine.ts";
 import { createWebhookHandler, GitSource, GitSourceError, Poller, type Snapshot } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
@@ -45,6 +46,11 @@ export class FleetService {
   private poller: Poller | undefined;
   private statusWriter: StatusWriter | undefined;
   private source: GitSource | undefined;
+  private placements: PlacementStage | undefined;
+  /** The last commit's model, expanded again when the inventory changes what placements select. */
+  private lastCommit: { model: FleetModel; commit: string } | undefined;
+  /** Syncs run one at a time: a Git change and an inventory change never mirror concurrently. */
+  private syncs: Promise<void> = Promise.resolve();
   private leading = false;
   private started = false;
 
@@ -179,10 +185,24 @@ export class FleetService {
           );
       },
     });
+    this.placements = new PlacementStage({
+      hub,
+      allowedNamespaces:
+        config.allowedClusterProfileNamespaces.length > 0
+          ? config.allowedClusterProfileNamespaces
+          : undefined,
+      departureGracePeriodMs: parseDuration(config.placements.departureGracePeriod),
+      log: log.child({ component: "placement" }),
+      onChange: () => {
+        const last = this.lastCommit;
+        if (last) void this.serialized(() => this.mirrorCommit(last.model, last.commit, "inventory"));
+      },
+    });
+    this.placements.start();
     this.poller = new Poller({
       source,
       schedule: config.pollSchedule,
-      onSnapshot: (snapshot) => this.sync(snapshot),
+      onSnapshot: (snapshot) => this.serialized(() => this.sync(snapshot)),
       onError: (err) => {
         const kind = err instanceof GitSourceError ? err.kind : "sync";
         this.metrics.gitFetchFinished({ durationMs: 0, error: kind });
@@ -196,31 +216,44 @@ export class FleetService {
     log.info({ pollIntervalMs }, "leading: reconciling the fleet");
   }
 
+  private serialized(run: () => Promise<void>): Promise<void> {
+    const next = this.syncs.then(run);
+    this.syncs = next.catch(() => {});
+    return next;
+  }
+
   /** One commit of the fleet repository into the hub. */
   private async sync(snapshot: Snapshot): Promise<void> {
-    const { config, log } = this.options;
-    const hub = clientFromKubeConfig(this.options.hub);
     const model = buildFleetModel(
       snapshot.files.map((f) => ({ path: f.path, text: f.content })),
-      { defaultNamespace: config.defaultNamespace },
+      { defaultNamespace: this.options.config.defaultNamespace },
     );
-    const result = await mirror(hub, {
-      model,
-      source: {
-        repository: config.repository.url,
-        branch: config.repository.branch,
-        commit: snapshot.commit,
-      },
+    this.lastCommit = { model, commit: snapshot.commit };
+    await this.mirrorCommit(model, snapshot.commit, "git");
+  }
+
+  /** Mirrors a commit's model, its placements expanded against the inventory as it is now. */
+  private async mirrorCommit(model: FleetModel, commit: string, trigger: "git" | "inventory"): Promise<void> {
+    if (!this.leading) return;
+    const { config, log } = this.options;
+    const hub = clientFromKubeConfig(this.options.hub);
+    const prepared = this.placements!.prepare(model, config.repository.url);
+    const mirrored = await mirror(hub, {
+      model: prepared.model,
+      source: { repository: config.repository.url, branch: config.repository.branch, commit },
       sourceRead: true,
       options: config.prune,
       namespace: config.defaultNamespace,
+      hold: prepared.hold,
     });
+    const result = { ...mirrored, placements: prepared.report() };
     this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
     const counts: Record<string, number> = {};
     for (const r of result.resources) counts[r.action] = (counts[r.action] ?? 0) + 1;
     log.info(
       {
-        commit: snapshot.commit,
+        commit,
+        trigger,
         ...counts,
         invalidFiles: result.failedFiles.length,
         prune: result.prune.state,
@@ -235,9 +268,13 @@ export class FleetService {
     this.leading = false;
     this.metrics.setLeader(false);
     await this.poller?.stop();
+    this.placements?.stop();
+    await this.syncs;
     await this.engine?.stop();
     await this.statusWriter?.stop();
     this.poller = undefined;
+    this.placements = undefined;
+    this.lastCommit = undefined;
     this.engine = undefined;
     this.statusWriter = undefined;
   }
