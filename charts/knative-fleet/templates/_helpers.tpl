@@ -115,6 +115,7 @@ The rendered service config (config.yaml): the contract with the service, docume
   "logLevel" .Values.logLevel
   "remoteDeploymentsPollInterval" .Values.multicluster.remoteDeploymentsPollInterval
   "allowedClusterProfileNamespaces" .Values.multicluster.allowedClusterProfileNamespaces
+  "placements" (dict "departureGracePeriod" $fleet.placementDepartureGracePeriod)
   "leaderElection" (dict
     "enabled" (eq (include "knative-fleet.leaderElection" .) "true")
     "leaseName" (include "knative-fleet.leaseName" .)
