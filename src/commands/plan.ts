@@ -1,8 +1,17 @@
-import { stat, writeFile } from "node:fs/promises";
+import { readFile, stat, writeFile } from "node:fs/promises";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
+import { buildFleetModel } from "../fleet/model.ts";
+import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import {
+  type PlacementPlan,
+  planPlacements,
+  readHubInventory,
+  readInventorySnapshot,
+  renderPlacementPlan,
+} from "../placement/plan.ts";
 import {
   buildPlan,
   type FleetPlan,
@@ -42,6 +51,8 @@ Flags:
                                         directory the service uses (default: $KO_DATA_PATH; required)
   --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
   --clusterprofile-provider-file FILE   access-provider config, to reach the spokes (needs --kubeconfig)
+  --cluster-profiles FILE               offline: ClusterProfiles and PlacementDecisions (a kubectl -o yaml
+                                        list) that placements select from; live, the hub's are read
   --format markdown|json                output format (default markdown)
   --output FILE                         write to FILE instead of stdout
   -h, --help                            show this help`,
@@ -52,6 +63,7 @@ Flags:
     kodata: { type: "string" },
     kubeconfig: { type: "string" },
     "clusterprofile-provider-file": { type: "string" },
+    "cluster-profiles": { type: "string" },
     format: { type: "string" },
     output: { type: "string" },
   },
@@ -69,16 +81,26 @@ Flags:
       return EXIT_USAGE;
     }
     let plan: FleetPlan;
+    let placements: PlacementPlan;
     try {
       const releases = new ReleaseLoader(createKodataSource({ dir: options.kodata }));
       plan = await buildPlan(revisions, { releases, clusters: clusters?.live });
+      placements = await placementPlan(revisions, options, clusters?.live.hub);
+    } catch (err) {
+      if (!(err instanceof ClusterSetupError)) throw err;
+      ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
+      return EXIT_USAGE;
     } finally {
       await clusters?.access.close();
     }
-    const text = options.format === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderMarkdown(plan);
+    const text =
+      options.format === "json"
+        ? `${JSON.stringify({ ...plan, placements }, null, 2)}\n`
+        : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}`;
     if (options.output === undefined) ctx.stdout.write(text);
     else await writeFile(options.output, text);
-    return exitCode(plan);
+    const code = exitCode(plan);
+    return code === EXIT_OK && placements.diagnostics.length > 0 ? EXIT_FINDINGS : code;
   },
 };
 
@@ -89,6 +111,7 @@ interface PlanCommandOptions {
   kodata: string;
   kubeconfig?: string;
   providerFile?: string;
+  clusterProfiles?: string;
   format: Format;
   output?: string;
 }
@@ -130,9 +153,39 @@ async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions>
     kodata,
     kubeconfig,
     providerFile,
+    clusterProfiles: text("cluster-profiles"),
     format: format as Format,
     output: text("output"),
   };
+}
+
+/** What each placement selects before and after the merge: from the hub when live, else the snapshot. */
+async function placementPlan(
+  revisions: Revisions,
+  options: PlanCommandOptions,
+  hub: LiveClusters["hub"] | undefined,
+): Promise<PlacementPlan> {
+  const modelOf = (files: Revisions["base"]["files"]) =>
+    buildFleetModel(files, { defaultNamespace: DEFAULT_NAMESPACE });
+  const [base, head] = [modelOf(revisions.base.files), modelOf(revisions.head.files)];
+  if (base.placements.length === 0 && head.placements.length === 0) {
+    return { inventory: "none", placements: [], diagnostics: [] };
+  }
+  if (options.clusterProfiles !== undefined) {
+    const text = await readFile(options.clusterProfiles, "utf8").catch((err: Error) => {
+      throw new ClusterSetupError(`--cluster-profiles: ${err.message}`);
+    });
+    let inventory: ReturnType<typeof readInventorySnapshot>;
+    try {
+      inventory = readInventorySnapshot(options.clusterProfiles, text);
+    } catch (err) {
+      throw new ClusterSetupError((err as Error).message);
+    }
+    return planPlacements(base, head, { source: "snapshot", inventory });
+  }
+  if (hub !== undefined)
+    return planPlacements(base, head, { source: "hub", inventory: await readHubInventory(hub) });
+  return planPlacements(base, head, undefined);
 }
 
 /** The hub kubeconfig or the provider file cannot be used: a usage error, nothing is planned. */
