@@ -36,8 +36,10 @@ Flags:
     const model = buildFleetModel(files, { defaultNamespace: DEFAULT_NAMESPACE });
 
     for (const diagnostic of model.diagnostics) ctx.stdout.write(`${formatDiagnostic(diagnostic)}\n`);
+    // A placement's clusters come from the hub's inventory: offline, only its format is checked.
+    const placements = model.placements.length > 0 ? `${model.placements.length} placements, ` : "";
     ctx.stdout.write(
-      `${files.length} files, ${model.resources.length} resources, ${model.diagnostics.length} errors\n`,
+      `${files.length} files, ${model.resources.length} resources, ${placements}${model.diagnostics.length} errors\n`,
     );
     // An empty selection is valid (an empty fleet) but is more often a wrong <dir> or glob.
     if (files.length === 0) {
