@@ -296,3 +296,33 @@ describe("conflicts", () => {
     expect(combined.resources).toHaveLength(4);
   });
 });
+
+describe("the worked example in fleet-example/placements", () => {
+  it("is valid and selects the European production and the staging clusters, each override on its own", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const { join } = await import("node:path");
+    const { repoRoot } = await import("../../support/shared.ts");
+    const path = "fleet-example/placements/knative-serving.yaml";
+    const parsed = model({ [path]: await readFile(join(repoRoot, path), "utf8") });
+    expect(parsed.diagnostics.map(formatDiagnostic)).toEqual([]);
+    const result = expandPlacements(
+      parsed.placements,
+      inventory([
+        cluster("spoke-1", { env: "prod" }, { location: "eu-west" }),
+        cluster("spoke-2", { env: "prod" }, { location: "us-east" }),
+        cluster("spoke-3", { env: "staging" }),
+        cluster("spoke-4", { env: "dev" }, { location: "eu-west" }),
+      ]),
+    );
+    const specs = Object.fromEntries(
+      result.resources.map((r) => [r.resource.metadata.name, r.resource.spec.config]),
+    );
+    expect(Object.keys(specs)).toEqual(["serving-spoke-1", "serving-spoke-3"]);
+    expect(specs["serving-spoke-1"]).toMatchObject({
+      autoscaler: { "enable-scale-to-zero": "true" },
+      domain: { "spoke-1.example.com": "" },
+    });
+    expect(specs["serving-spoke-3"]).toMatchObject({ autoscaler: { "enable-scale-to-zero": "false" } });
+    expect(specs["serving-spoke-3"]).not.toHaveProperty("domain");
+  });
+});
