@@ -168,6 +168,7 @@ describe("helm template: defaults + repository url", () => {
       leaderElection: { enabled: false, leaseName: "kf-knative-fleet", namespace: "knative-fleet" },
       metricsPort: 9090,
       logLevel: "info",
+      placements: { departureGracePeriod: "5m" },
     });
   });
 
@@ -267,7 +268,7 @@ describe("helm template: defaults + repository url", () => {
       { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
       {
         apiGroups: ["multicluster.x-k8s.io"],
-        resources: ["clusterprofiles"],
+        resources: ["clusterprofiles", "placementdecisions"],
         verbs: ["get", "list", "watch"],
       },
     ]);
