@@ -27,6 +27,8 @@ export interface PlacementPlanEntry {
   added: string[];
   removed: string[];
   pending?: string;
+  /** Clusters a PlacementDecision chose that the placement may not use, and why. */
+  skipped: PlacementSelection["skipped"];
 }
 
 export interface PlacementPlan {
@@ -75,6 +77,7 @@ export function planPlacements(
       added: (afterClusters ?? []).filter((c) => !(beforeClusters ?? []).includes(c)),
       removed: (beforeClusters ?? []).filter((c) => !(afterClusters ?? []).includes(c)),
       ...(pending ? { pending: pending.replace(/^the hub's .* not known yet: /, "") } : {}),
+      skipped: will?.skipped ?? [],
     };
   });
   return {
@@ -153,6 +156,7 @@ export function renderPlacementPlan(plan: PlacementPlan): string {
         ...(entry.removed.length > 0
           ? [`- leaves: ${list(entry.removed)} (pruned after the departure grace period)`]
           : []),
+        ...entry.skipped.map((s) => `- skipped ${code(s.cluster)}: ${s.reason}`),
       ].join("\n"),
     );
     for (const cluster of entry.after ?? []) {
