@@ -154,7 +154,7 @@ function readCluster(document: SourceDocument, spec: unknown): Declaration["clus
  * The API server drops null fields of a CR before validating it (`registry:` with everything below
  * commented out), so they count as absent here too.
  */
-function withoutNullFields(value: unknown): unknown {
+export function withoutNullFields(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(withoutNullFields);
   if (!isRecord(value)) return value;
   return Object.fromEntries(
@@ -164,7 +164,7 @@ function withoutNullFields(value: unknown): unknown {
   );
 }
 
-function withDefaultNamespace(value: unknown, defaultNamespace: string): unknown {
+export function withDefaultNamespace(value: unknown, defaultNamespace: string): unknown {
   if (!isRecord(value) || !isRecord(value.metadata) || value.metadata.namespace !== undefined) return value;
   return { ...value, metadata: { ...value.metadata, namespace: defaultNamespace } };
 }
@@ -173,6 +173,6 @@ function isKnativeKind(kind: unknown): kind is KnativeKind {
   return (KNATIVE_KINDS as readonly unknown[]).includes(kind);
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
