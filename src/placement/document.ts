@@ -5,6 +5,7 @@ import {
   lowercaseFirst,
   type SourcePosition,
 } from "../fleet/diagnostic.ts";
+import { isRecord, withDefaultNamespace, withoutNullFields } from "../fleet/parse.ts";
 import { validateAgainstSchema } from "../fleet/schema-diagnostics.ts";
 import { locateField, type SourceDocument } from "../fleet/yaml-source.ts";
 import { mergePatch } from "./merge-patch.ts";
@@ -107,12 +108,7 @@ export function mergedSpecDiagnostics(
     const field: FieldPath = inPatch
       ? ["spec", "overrides", overrideIndex, "patch", ...issuePath]
       : ["spec", "template", "spec", ...issuePath];
-    const message =
-      issue.code === "unrecognized_keys"
-        ? "unrecognized key"
-        : issue.code === "invalid_type"
-          ? `expected ${issue.expected}, got ${typeName(valueAt(merged, issuePath))}`
-          : lowercaseFirst(issue.message);
+    const message = issue.code === "unrecognized_keys" ? "unrecognized key" : lowercaseFirst(issue.message);
     return { field, message: inPatch ? message : `${message} (after override ${overrideIndex})` };
   });
 }
@@ -120,22 +116,16 @@ export function mergedSpecDiagnostics(
 /** The template's nulls are dropped as the API server drops them; a patch's nulls are deletions. */
 function prepare(value: unknown, defaultNamespace: string): unknown {
   if (!isRecord(value)) return value;
-  const spec = isRecord(value.spec) ? value.spec : undefined;
-  const overrides = spec && Array.isArray(spec.overrides) ? spec.overrides : undefined;
-  const cleaned = withoutNullFields({ ...value, spec: spec && { ...spec, overrides: undefined } });
-  const metadata = isRecord((cleaned as Record<string, unknown>).metadata)
-    ? ((cleaned as Record<string, unknown>).metadata as Record<string, unknown>)
-    : undefined;
-  const withNamespace =
-    metadata && metadata.namespace === undefined
-      ? { ...(cleaned as object), metadata: { ...metadata, namespace: defaultNamespace } }
-      : cleaned;
-  if (!spec) return withNamespace;
-  const cleanedSpec = (withNamespace as Record<string, unknown>).spec as Record<string, unknown>;
-  const { overrides: _dropped, ...rest } = cleanedSpec;
+  const { spec, ...rest } = value;
+  const { overrides, ...specRest } = isRecord(spec) ? spec : { overrides: undefined };
+  const cleaned = withDefaultNamespace(
+    withoutNullFields(isRecord(spec) ? { ...rest, spec: specRest } : value),
+    defaultNamespace,
+  ) as Record<string, unknown>;
+  if (!Array.isArray(overrides)) return cleaned;
   return {
-    ...(withNamespace as object),
-    spec: overrides === undefined ? rest : { ...rest, overrides: overrides.map(overrideWithoutNulls) },
+    ...cleaned,
+    spec: { ...(cleaned.spec as object), overrides: overrides.map(overrideWithoutNulls) },
   };
 }
 
@@ -147,31 +137,6 @@ function overrideWithoutNulls(override: unknown): unknown {
   return patch === undefined ? cleaned : { ...cleaned, patch };
 }
 
-function withoutNullFields(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(withoutNullFields);
-  if (!isRecord(value)) return value;
-  return Object.fromEntries(
-    Object.entries(value)
-      .filter(([, field]) => field !== null && field !== undefined)
-      .map(([key, field]) => [key, withoutNullFields(field)]),
-  );
-}
-
-function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
-  let current = value;
-  for (const segment of path) {
-    if (typeof current !== "object" || current === null) return undefined;
-    current = (current as Record<PropertyKey, unknown>)[segment];
-  }
-  return current;
-}
-
-function typeName(value: unknown): string {
-  if (value === undefined) return "nothing (required)";
-  if (value === null) return "null";
-  return Array.isArray(value) ? "array" : typeof value;
-}
-
 function hasPath(value: unknown, path: readonly PropertyKey[]): boolean {
   let current = value;
   for (const segment of path) {
@@ -179,8 +144,4 @@ function hasPath(value: unknown, path: readonly PropertyKey[]): boolean {
     current = (current as Record<PropertyKey, unknown>)[segment];
   }
   return true;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

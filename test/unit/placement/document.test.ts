@@ -109,8 +109,8 @@ describe("placement files are validated offline with file:line:field", () => {
 `,
     );
     expect(errors(text)).toEqual([
-      `${PATH}:16:16 spec.overrides[0].patch.version: expected string, got number`,
-      `${PATH}:19:38 spec.overrides[1].patch.high-availability.replicas: expected number, got string`,
+      `${PATH}:16:16 spec.overrides[0].patch.version: invalid input: expected string, received number`,
+      `${PATH}:19:38 spec.overrides[1].patch.high-availability.replicas: invalid input: expected number, received string`,
     ]);
     const both = placementFile(
       "p",
