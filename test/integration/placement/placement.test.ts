@@ -8,6 +8,8 @@ import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeObject } from "../../../src/apply/objects.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "../../../src/mirror/annotations.ts";
+import { identityOf, pruneToken } from "../../../src/mirror/plan.ts";
 import { createLogger, silentLogger } from "../../../src/observability/log.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
 import { FleetService } from "../../../src/service/service.ts";
@@ -17,6 +19,7 @@ import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir, repoRoot, sharedDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
+import { runCli } from "../../unit/plan/support.ts";
 
 // One placement file (the fleet-example's worked example) against a hub with four spokes whose
 // ClusterProfiles carry different labels and status.properties. Needs a sandbox with at least 4 spokes.
@@ -108,6 +111,22 @@ describe("placements: one file for many clusters, following the inventory", () =
         : undefined,
     );
     await ensureNamespace(hub, NS);
+    // A clean slate: what an earlier, interrupted run installed (or confirmed) must not pass for this run's.
+    await hub.delete("v1", "ConfigMap", NS, PRUNE_CONFIRMATION_CONFIGMAP);
+    for (const name of Object.keys(IDENTITY)) {
+      const client = spoke(name);
+      for (const ns of ["knative-serving", "knative-eventing"])
+        await client.delete("v1", "Namespace", undefined, ns);
+    }
+    for (const name of Object.keys(IDENTITY)) {
+      for (const ns of ["knative-serving", "knative-eventing"]) {
+        await waitUntil(
+          `${name} namespace ${ns} gone`,
+          async () => ((await spoke(name).get("v1", "Namespace", undefined, ns)) ? undefined : true),
+          120_000,
+        );
+      }
+    }
     for (const name of Object.keys(IDENTITY)) await describeCluster(name);
 
     // The repository: the fleet-example's worked placement, in the folder the service reads.
@@ -133,6 +152,7 @@ describe("placements: one file for many clusters, following the inventory", () =
 
   afterAll(async () => {
     await service?.stop();
+    await hub.delete("v1", "ConfigMap", NS, PRUNE_CONFIRMATION_CONFIGMAP).catch(() => {});
     for (const kind of ["KnativeServing", "KnativeEventing"]) {
       for (const cr of (await hub.list(OPERATOR_API_VERSION, kind, { namespace: NS })).items) {
         await hub
@@ -184,6 +204,26 @@ describe("placements: one file for many clusters, following the inventory", () =
         : undefined;
     });
     expect(readme).toContain("serving-spoke-3");
+  });
+
+  it("plan reads the hub's ClusterProfiles live and shows each selected cluster's merged spec", async () => {
+    const { code, stdout } = await runCli(
+      "plan",
+      "--kodata",
+      knativeReleasesDir(),
+      "--repo",
+      git.url(REPO),
+      "--base",
+      "main",
+      "--head",
+      "main",
+      "--kubeconfig",
+      sandbox.hub.adminKubeconfig,
+    );
+    expect(code).toBe(0);
+    expect(stdout).toContain("Selection read from the hub's ClusterProfiles and PlacementDecisions.");
+    expect(stdout).toContain("- selects after the merge: ` fleet-system/spoke-1 `, ` fleet-system/spoke-3 `");
+    expect(stdout).toContain("` fleet-system/spoke-3 ` → ` serving-spoke-3 ` (overrides 0)");
   });
 
   it("relabelling ClusterProfiles adds a cluster at once and removes one after the grace period, with no Git change", async () => {
@@ -344,5 +384,79 @@ spec:
     expect(cr?.metadata.uid).toBe(uid);
     expect(cr?.metadata.deletionTimestamp).toBeUndefined();
     await waitReady(watched);
+  });
+
+  it("deleting the placement files is a prune like removed files: over half is held until confirmed, then uninstalled", async () => {
+    const mirrored = [
+      ...(await hub.list(OPERATOR_API_VERSION, "KnativeServing", { namespace: NS })).items,
+      ...(await hub.list(OPERATOR_API_VERSION, "KnativeEventing", { namespace: NS })).items,
+    ];
+    expect(mirrored.length).toBeGreaterThanOrEqual(3);
+    // The repository must still declare something, or the empty-fleet safeguard would skip the prune
+    // before the confirmation gate is reached: a CR for a cluster that does not exist, which installs nothing.
+    await git.pushChange(REPO, {
+      files: {
+        [PLACEMENT_PATH]: null,
+        "clusters/placements/knative-eventing.yaml": null,
+        "clusters/elsewhere/knative-serving.yaml": `apiVersion: operator.knative.dev/v1beta1
+kind: KnativeServing
+metadata:
+  name: elsewhere-serving
+spec:
+  clusterProfileRef:
+    name: not-a-cluster
+    namespace: ${PROFILES}
+`,
+      },
+      message: "Remove the placements",
+    });
+    await service.syncNow();
+    const readme = await waitUntil("the prune held in the status", async () => {
+      const text = await statusReadme();
+      return text.includes("Held:") ? text : undefined;
+    });
+    const token = pruneToken(mirrored.map((cr) => identityOf(cr)));
+    expect(readme).toContain(token);
+    expect(await servingNames()).toEqual(["elsewhere-serving", "serving-spoke-1", "serving-spoke-4"]);
+    await hub.apply({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: {
+        name: PRUNE_CONFIRMATION_CONFIGMAP,
+        namespace: NS,
+        annotations: { [CONFIRM_PRUNE_ANNOTATION]: token },
+      },
+    });
+    // A confirmation is read by the next sync, and the service syncs on a Git change (or an inventory
+    // change): a person's next commit, here a comment.
+    await git.pushChange(REPO, {
+      files: {
+        "clusters/elsewhere/knative-serving.yaml": `# confirmed the prune of the placements\n${await git.readFile(REPO, "main", "clusters/elsewhere/knative-serving.yaml")}`,
+      },
+      message: "Any commit after the confirmation",
+    });
+    await service.syncNow();
+    const remaining = async () => [
+      ...(await hub.list(OPERATOR_API_VERSION, "KnativeServing", { namespace: NS })).items,
+      ...(await hub.list(OPERATOR_API_VERSION, "KnativeEventing", { namespace: NS })).items,
+    ];
+    await waitUntil(
+      "every placement CR pruned and finalized",
+      async () =>
+        (await remaining()).map((cr) => cr.metadata.name).join() === "elsewhere-serving" ? true : undefined,
+      240_000,
+    ).catch(async (err: Error) => {
+      const left = (await remaining()).map((cr) => ({
+        name: cr.metadata.name,
+        deleting: cr.metadata.deletionTimestamp,
+        conditions: (cr.status as { conditions?: unknown } | undefined)?.conditions,
+      }));
+      throw new Error(
+        `${err.message}; on the hub: ${JSON.stringify(left)}; status:\n${await statusReadme()}`,
+      );
+    });
+    expect(
+      await spoke("spoke-1").get("apps/v1", "Deployment", "knative-serving", "activator"),
+    ).toBeUndefined();
   });
 });
