@@ -1,8 +1,17 @@
-import { stat, writeFile } from "node:fs/promises";
+import { readFile, stat, writeFile } from "node:fs/promises";
 import type { KubeConfig } from "@kubernetes/client-node";
+import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
 import { createTargetResolver } from "../access/target.ts";
+import { buildFleetModel } from "../fleet/model.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import {
+  type PlacementPlan,
+  planPlacements,
+  readHubInventory,
+  readInventorySnapshot,
+  renderPlacementPlan,
+} from "../placement/plan.ts";
 import {
   buildPlan,
   type FleetPlan,
@@ -48,6 +57,8 @@ Flags:
                                         may target and the access settings, so the plan treats the change
                                         as the service will (default: the service's defaults; manifest
                                         locations outside kodata are then refused)
+  --cluster-profiles FILE               offline: ClusterProfiles and PlacementDecisions (a kubectl -o yaml
+                                        list) that placements select from; live, the hub's are read
   --format markdown|json                output format (default markdown)
   --output FILE                         write to FILE instead of stdout
   -h, --help                            show this help`,
@@ -59,6 +70,7 @@ Flags:
     kubeconfig: { type: "string" },
     "clusterprofile-provider-file": { type: "string" },
     config: { type: "string" },
+    "cluster-profiles": { type: "string" },
     format: { type: "string" },
     output: { type: "string" },
   },
@@ -76,6 +88,7 @@ Flags:
       return EXIT_USAGE;
     }
     let plan: FleetPlan;
+    let placements: PlacementPlan;
     try {
       const { settings } = options;
       const releases = new ReleaseLoader(
@@ -87,13 +100,29 @@ Flags:
         defaultNamespace: settings.defaultNamespace,
         prune: settings.prune,
       });
+      placements = await placementPlan(
+        revisions,
+        options,
+        clusters && {
+          client: clusters.live.hub,
+          clusterProfileApiVersion: clusters.clusterProfileApiVersion,
+        },
+      );
+    } catch (err) {
+      if (!(err instanceof ClusterSetupError)) throw err;
+      ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
+      return EXIT_USAGE;
     } finally {
       await clusters?.access.close();
     }
-    const text = options.format === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderMarkdown(plan);
+    const text =
+      options.format === "json"
+        ? `${JSON.stringify({ ...plan, placements }, null, 2)}\n`
+        : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}`;
     if (options.output === undefined) ctx.stdout.write(text);
     else await writeFile(options.output, text);
-    return exitCode(plan);
+    const code = exitCode(plan);
+    return code === EXIT_OK && placements.diagnostics.length > 0 ? EXIT_FINDINGS : code;
   },
 };
 
@@ -104,6 +133,7 @@ interface PlanCommandOptions {
   kodata: string;
   kubeconfig?: string;
   providerFile?: string;
+  clusterProfiles?: string;
   format: Format;
   output?: string;
   settings: FleetSettings;
@@ -147,9 +177,42 @@ async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions>
     kodata,
     kubeconfig,
     providerFile,
+    clusterProfiles: text("cluster-profiles"),
     format: format as Format,
     output: text("output"),
   };
+}
+
+/** What each placement selects before and after the merge: from the hub when live, else the snapshot. */
+async function placementPlan(
+  revisions: Revisions,
+  options: PlanCommandOptions,
+  hub: { client: LiveClusters["hub"]; clusterProfileApiVersion: string } | undefined,
+): Promise<PlacementPlan> {
+  const { defaultNamespace, access } = options.settings;
+  const modelOf = (files: Revisions["base"]["files"]) => buildFleetModel(files, { defaultNamespace });
+  const expand = { allowedNamespaces: access.namespaces };
+  const [base, head] = [modelOf(revisions.base.files), modelOf(revisions.head.files)];
+  if (base.placements.length === 0 && head.placements.length === 0) {
+    return { inventory: "none", placements: [], diagnostics: [] };
+  }
+  if (options.clusterProfiles !== undefined) {
+    const text = await readFile(options.clusterProfiles, "utf8").catch((err: Error) => {
+      throw new ClusterSetupError(`--cluster-profiles: ${err.message}`);
+    });
+    let inventory: ReturnType<typeof readInventorySnapshot>;
+    try {
+      inventory = readInventorySnapshot(options.clusterProfiles, text);
+    } catch (err) {
+      throw new ClusterSetupError((err as Error).message);
+    }
+    return planPlacements(base, head, { source: "snapshot", inventory }, expand);
+  }
+  if (hub !== undefined) {
+    const inventory = await readHubInventory(hub.client, hub.clusterProfileApiVersion);
+    return planPlacements(base, head, { source: "hub", inventory }, expand);
+  }
+  return planPlacements(base, head, undefined, expand);
 }
 
 /** The hub kubeconfig or the provider file cannot be used: a usage error, nothing is planned. */
@@ -160,7 +223,7 @@ async function connect(
   kubeconfig: string | undefined,
   providerFile: string | undefined,
   settings: AccessSettings,
-): Promise<{ live: LiveClusters; access: ClusterAccess } | undefined> {
+): Promise<{ live: LiveClusters; access: ClusterAccess; clusterProfileApiVersion: string } | undefined> {
   if (kubeconfig === undefined) return undefined;
   let providers: ProviderConfigState;
   let hubConfig: KubeConfig;
@@ -179,7 +242,12 @@ async function connect(
     namespaces: settings.namespaces,
     policy: settings.policy,
   });
-  return { live: { hub, targets: createTargetResolver(hub, access) }, access };
+  const { group, version } = await clusterProfileResource(hubConfig);
+  return {
+    live: { hub, targets: createTargetResolver(hub, access) },
+    access,
+    clusterProfileApiVersion: `${group}/${version}`,
+  };
 }
 
 /** 2 when a cluster could not be read (the plan is partly offline), 1 for errors, else 0. */

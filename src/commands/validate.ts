@@ -48,7 +48,11 @@ Flags:
     }
     if (model.omittedDiagnostics > 0)
       ctx.stdout.write(`… ${model.omittedDiagnostics} more errors left out\n`);
-    ctx.stdout.write(`${files.length} files, ${model.resources.length} resources, ${errors} errors\n`);
+    // A placement's clusters come from the hub's inventory: offline, only its format is checked.
+    const placements = model.placements.length > 0 ? `${model.placements.length} placements, ` : "";
+    ctx.stdout.write(
+      `${files.length} files, ${model.resources.length} resources, ${placements}${errors} errors\n`,
+    );
     // An empty selection is valid (an empty fleet) but is more often a wrong <dir> or glob.
     if (files.length === 0) {
       ctx.stderr.write(`knative-fleet validate: no file below ${dir} matches ${selection.pathGlob}\n`);

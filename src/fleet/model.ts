@@ -9,6 +9,7 @@ import {
   parseFleetFile,
   type ResourceIdentity,
 } from "./parse.ts";
+import type { DeclaredPlacement } from "./placement-document.ts";
 
 /** A CR the fleet repository wants on the hub, with where it was declared. */
 export interface DesiredResource {
@@ -48,6 +49,8 @@ export interface FleetModel {
   omittedDiagnostics: number;
   /** Every file, by path. */
   files: FileResult[];
+  /** The placements of the valid files (src/placement expands them against the hub's inventory). */
+  placements: DeclaredPlacement[];
 }
 
 /**
@@ -72,6 +75,9 @@ export function buildFleetModel(files: readonly FleetFile[], options: ParseOptio
   const diagnostics = boundedDiagnostics(allDiagnostics);
   return {
     resources: parsed.filter((file) => !failedPaths.has(file.path)).flatMap(desiredResources),
+    placements: parsed
+      .filter((file) => !failedPaths.has(file.path))
+      .flatMap((file) => file.documents.flatMap((document) => document.placement ?? [])),
     diagnostics,
     omittedDiagnostics: allDiagnostics.length - diagnostics.length,
     files: parsed.map((file) => ({

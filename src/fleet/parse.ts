@@ -1,6 +1,7 @@
 import { KNATIVE_KINDS, type KnativeKind, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
+import { type DeclaredPlacement, isPlacementDocument, parsePlacementDocument } from "./placement-document.ts";
 import { validateAgainstSchema } from "./schema-diagnostics.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "./yaml-source.ts";
 
@@ -38,6 +39,8 @@ export interface ParsedDocument {
   declaration?: Declaration;
   /** The validated CR, namespace defaulted; absent when the document has an error. */
   resource?: FleetResource;
+  /** The validated placement (src/placement), when the document is one. */
+  placement?: DeclaredPlacement;
 }
 
 export interface ParsedFleetFile {
@@ -78,6 +81,10 @@ function parseDocument(
   };
   // A broken document's syntax errors are already reported; its recovered value would only add noise.
   if (!document.wellFormed) return { document: parsed, diagnostics: [] };
+  if (isPlacementDocument(document.value)) {
+    const { placement, diagnostics } = parsePlacementDocument(path, document, options.defaultNamespace);
+    return { document: { ...parsed, ...(placement ? { placement } : {}) }, diagnostics };
+  }
   const kindError = checkKind(path, document, value);
   if (kindError) return { document: parsed, diagnostics: [kindError] };
   const result = validateAgainstSchema(path, document, value, FleetDocumentSchema);
@@ -143,7 +150,7 @@ function readCluster(document: SourceDocument, spec: unknown): Declaration["clus
  * The API server drops null fields of a CR before validating it (`registry:` with everything below
  * commented out), so they count as absent here too.
  */
-function withoutNullFields(value: unknown): unknown {
+export function withoutNullFields(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(withoutNullFields);
   if (!isRecord(value)) return value;
   return Object.fromEntries(
@@ -153,7 +160,7 @@ function withoutNullFields(value: unknown): unknown {
   );
 }
 
-function withDefaultNamespace(value: unknown, defaultNamespace: string): unknown {
+export function withDefaultNamespace(value: unknown, defaultNamespace: string): unknown {
   if (!isRecord(value) || !isRecord(value.metadata) || value.metadata.namespace !== undefined) return value;
   return { ...value, metadata: { ...value.metadata, namespace: defaultNamespace } };
 }
@@ -162,6 +169,6 @@ function isKnativeKind(kind: unknown): kind is KnativeKind {
   return (KNATIVE_KINDS as readonly unknown[]).includes(kind);
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }

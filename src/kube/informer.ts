@@ -25,17 +25,21 @@ export class Informer {
   private synced = false;
   private readonly syncWaiters: (() => void)[] = [];
   private readonly onError: (err: unknown) => void;
+  /** One namespace (a namespaced Role is then enough), or every namespace when undefined. */
+  private readonly namespace: string | undefined;
 
   constructor(
     client: KubeClient,
     apiVersion: string,
     kind: string,
     onError: (err: unknown) => void = () => {},
+    namespace?: string,
   ) {
     this.client = client;
     this.apiVersion = apiVersion;
     this.kind = kind;
     this.onError = onError;
+    this.namespace = namespace;
   }
 
   on(handler: InformerHandler): void {
@@ -89,7 +93,9 @@ export class Informer {
   }
 
   private async relist(): Promise<string> {
-    const { items, resourceVersion } = await this.client.list(this.apiVersion, this.kind);
+    const { items, resourceVersion } = await this.client.list(this.apiVersion, this.kind, {
+      namespace: this.namespace,
+    });
     const seen = new Set<string>();
     for (const item of items) {
       const key = storeKey(item.metadata.namespace, nameOf(item));
@@ -110,7 +116,7 @@ export class Informer {
   /** Watches until the server ends the stream; returns the resourceVersion to resume from ("" = relist). */
   private async watch(from: string): Promise<string> {
     let resourceVersion = from;
-    const path = await this.client.path(this.apiVersion, this.kind);
+    const path = await this.client.path(this.apiVersion, this.kind, this.namespace);
     await this.client.rest.stream(
       path,
       { watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 },

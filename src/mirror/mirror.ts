@@ -45,7 +45,8 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
     }
   }
   const applyFailures = resources.filter((outcome) => outcome.error !== undefined).length;
-  const planned = planPrune(input, live, { applyFailures, confirmedToken });
+  const held = input.hold?.(live) ?? [];
+  const planned = planPrune(input, live, { applyFailures, confirmedToken, held });
   const prune = planned.state === "pruned" ? await deleteCandidates(hub, planned) : planned;
   return {
     source: input.source,

@@ -50,6 +50,11 @@ export interface MirrorInput {
   options: MirrorOptions;
   /** knative-fleet's own hub namespace, where the prune-confirmation ConfigMap lives. */
   namespace: string;
+  /**
+   * CRs no file declares that are kept this sync anyway, chosen from the hub's CRs: a placement's cluster
+   * that left its selection less than a grace period ago (src/placement/departures.ts).
+   */
+  hold?(live: readonly KubeObject[]): ResourceIdentity[];
 }
 
 /**
@@ -167,7 +172,7 @@ export function planApplies(
 export function planPrune(
   input: MirrorInput,
   live: readonly KubeObject[],
-  sync: { applyFailures: number; confirmedToken: string | undefined },
+  sync: { applyFailures: number; confirmedToken: string | undefined; held?: readonly ResourceIdentity[] },
 ): PruneReport {
   if (!input.sourceRead) {
     return {
@@ -180,11 +185,13 @@ export function planPrune(
   }
   const { model, options } = input;
   const failedFiles = model.files.filter((file) => file.status === "failed");
-  // The CRs of a failed file count as declared: they keep their last good state.
+  // The CRs of a failed file count as declared: they keep their last good state; so do held ones.
   const declared = new Set(
-    [...model.resources.map(desiredIdentity), ...failedFiles.flatMap((file) => file.declares)].map(
-      formatIdentity,
-    ),
+    [
+      ...model.resources.map(desiredIdentity),
+      ...failedFiles.flatMap((file) => file.declares),
+      ...(sync.held ?? []),
+    ].map(formatIdentity),
   );
   // Only this repository's CRs are its to prune; one being deleted is on its way out already (its finalizer
   // is cleaning its cluster) and is not counted.

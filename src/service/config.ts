@@ -71,6 +71,12 @@ export const ServiceConfigSchema = z.strictObject({
   access: AccessPolicySchema.default(SAFE_ACCESS_POLICY),
   // --- Input safety (#11): which spec.manifests / spec.additionalManifests locations may be read. ---
   manifestLocations: LocationPolicySchema.default(DEFAULT_LOCATION_POLICY),
+  placements: z
+    .strictObject({
+      /** How long a cluster may be out of a placement (ClusterProfile gone, labels changed) before its CR is pruned. */
+      departureGracePeriod: z.string().default("5m"),
+    })
+    .default({ departureGracePeriod: "5m" }),
 });
 export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
 

@@ -1,14 +1,16 @@
 import { mkdirSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { KubeConfig } from "@kubernetes/client-node";
+import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { crAdmission, namespaceAllowlist } from "../access/tenancy.ts";
-import { buildFleetModel } from "../fleet/model.ts";
+import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import { mirror } from "../mirror/mirror.ts";
 import { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
+import { PlacementStage } from "../placement/stage.ts";
 import { type Engine, effectivePollInterval, startEngine } from "../reconcile/engine.ts";
 import {
   checkWebhookSecret,
@@ -55,6 +57,11 @@ export class FleetService {
   private source: GitSource | undefined;
   /** The one hub client of the process (discovery cache and connection pool shared by every stage). */
   private hubClient: KubeClient | undefined;
+  private placements: PlacementStage | undefined;
+  /** The last commit's model, expanded again when the inventory changes what placements select. */
+  private lastCommit: { model: FleetModel; commit: string } | undefined;
+  /** Syncs run one at a time: a Git change and an inventory change never mirror concurrently. */
+  private syncs: Promise<void> = Promise.resolve();
   private leading = false;
   private started = false;
 
@@ -194,10 +201,23 @@ export class FleetService {
           );
       },
     });
+    const profiles = await clusterProfileResource(this.options.hub);
+    this.placements = new PlacementStage({
+      hub,
+      allowedNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
+      clusterProfileApiVersion: `${profiles.group}/${profiles.version}`,
+      departureGracePeriodMs: parseDuration(config.placements.departureGracePeriod),
+      log: log.child({ component: "placement" }),
+      onChange: () => {
+        const last = this.lastCommit;
+        if (last) void this.serialized(() => this.mirrorCommit(last.model, last.commit, "inventory"));
+      },
+    });
+    this.placements.start();
     this.poller = new Poller({
       source,
       schedule: config.pollSchedule,
-      onSnapshot: (snapshot) => this.sync(snapshot),
+      onSnapshot: (snapshot) => this.serialized(() => this.sync(snapshot)),
       onFetched: (fetch) => this.metrics.gitFetchFinished(fetch),
       onError: (err) => {
         const kind = err instanceof GitSourceError ? err.kind : "sync";
@@ -211,29 +231,43 @@ export class FleetService {
     log.info({ pollIntervalMs }, "leading: reconciling the fleet");
   }
 
+  private serialized(run: () => Promise<void>): Promise<void> {
+    const next = this.syncs.then(run);
+    this.syncs = next.catch(() => {});
+    return next;
+  }
+
   /** One commit of the fleet repository into the hub. */
   private async sync(snapshot: Snapshot): Promise<void> {
+    const settings = fleetSettings(this.options.config);
+    const model = buildFleetModel(snapshot.files, { defaultNamespace: settings.defaultNamespace });
+    this.lastCommit = { model, commit: snapshot.commit };
+    await this.mirrorCommit(model, snapshot.commit, "git");
+  }
+
+  /** Mirrors a commit's model, its placements expanded against the inventory as it is now. */
+  private async mirrorCommit(model: FleetModel, commit: string, trigger: "git" | "inventory"): Promise<void> {
+    if (!this.leading) return;
     const { config, log } = this.options;
     const hub = this.hubClient!;
     const settings = fleetSettings(config);
-    const model = buildFleetModel(snapshot.files, { defaultNamespace: settings.defaultNamespace });
-    const result = await mirror(hub, {
-      model,
-      source: {
-        repository: config.repository.url,
-        branch: config.repository.branch,
-        commit: snapshot.commit,
-      },
+    const prepared = this.placements!.prepare(model, config.repository.url);
+    const mirrored = await mirror(hub, {
+      model: prepared.model,
+      source: { repository: config.repository.url, branch: config.repository.branch, commit },
       sourceRead: true,
       options: settings.prune,
       namespace: settings.defaultNamespace,
+      hold: prepared.hold,
     });
+    const result = { ...mirrored, placements: prepared.report() };
     this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
     const counts: Record<string, number> = {};
     for (const r of result.resources) counts[r.action] = (counts[r.action] ?? 0) + 1;
     log.info(
       {
-        commit: snapshot.commit,
+        commit,
+        trigger,
         ...counts,
         invalidFiles: result.failedFiles.length,
         prune: result.prune.state,
@@ -248,9 +282,13 @@ export class FleetService {
     this.leading = false;
     this.metrics.setLeader(false);
     await this.poller?.stop();
+    this.placements?.stop();
+    await this.syncs;
     await this.engine?.stop();
     await this.statusWriter?.stop();
     this.poller = undefined;
+    this.placements = undefined;
+    this.lastCommit = undefined;
     this.engine = undefined;
     this.statusWriter = undefined;
   }

@@ -14,6 +14,8 @@ import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { MirrorResult } from "../mirror/mirror.ts";
 import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/plan.ts";
+import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
+import type { PlacementReport } from "../placement/stage.ts";
 import { markdownCell, markdownText } from "../text/markdown.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
@@ -33,8 +35,8 @@ export interface StatusFile {
 export interface StatusSummaryInput {
   /** The KnativeServing and KnativeEventing CRs on the hub; hand-made ones (not mirrored) are left out. */
   resources: readonly KubeObject[];
-  /** The sync that ran against those CRs. */
-  mirror: MirrorResult;
+  /** The sync that ran against those CRs, with what each placement selected when the fleet has placements. */
+  mirror: MirrorResult & { placements?: PlacementReport };
 }
 
 type Readiness = "True" | "False" | "Unknown";
@@ -61,6 +63,8 @@ interface Summary {
   conflicts: (ResourceIdentity & { path: string })[];
   applyErrors: (ResourceIdentity & { path: string; error: string })[];
   prune: PruneSummary;
+  /** Per placement: what it selects, how many are ready, who left (only when the fleet has placements). */
+  placements?: PlacementRollupRow[];
 }
 
 /**
@@ -87,8 +91,13 @@ export function renderStatusSummary(input: StatusSummaryInput): StatusFile[] {
 
 function summarize({ resources, mirror }: StatusSummaryInput): Summary {
   const outcomes = mirror.resources;
+  const rows = resources.filter(isManagedByFleet).map(resourceRow).sort(compareRows);
+  const placements =
+    mirror.placements && mirror.placements.selections.length > 0
+      ? placementRollup(mirror.placements, rows)
+      : undefined;
   return {
-    resources: resources.filter(isManagedByFleet).map(resourceRow).sort(compareRows),
+    resources: rows,
     // Mapped field by field: the YAML keeps key order, whichever check built the diagnostic.
     validationErrors: mirror.diagnostics.map(({ path, line, column, field, message }) => ({
       path,
@@ -105,6 +114,7 @@ function summarize({ resources, mirror }: StatusSummaryInput): Summary {
       error === undefined ? [] : [{ kind, namespace, name, path, error }],
     ),
     prune: pruneSummary(mirror.prune),
+    ...(placements ? { placements } : {}),
   };
 }
 
@@ -170,6 +180,7 @@ function renderReadme(summary: Summary): string {
     "Written by knative-fleet from the hub after each sync; edits here are overwritten.",
     readinessCounts(summary.resources),
     resourcesTable(summary.resources),
+    placementsSection(summary.placements),
     validationSection(summary),
     conflictsSection(summary.conflicts),
     applyErrorsSection(summary.applyErrors),
@@ -301,6 +312,24 @@ function candidatesTable(candidates: readonly PruneCandidate[], withErrors: bool
     withErrors ? ["CR", "File", "Error"] : ["CR", "File"],
     candidates.map((c) => [formatIdentity(c), c.path ?? "", ...(withErrors ? [c.error ?? ""] : [])]),
   );
+}
+
+function placementsSection(rows: readonly PlacementRollupRow[] | undefined): string {
+  if (rows === undefined) return "";
+  return [
+    "## Placements",
+    table(
+      ["Placement", "File", "Selected", "Ready", "Not ready (first)", "Left (kept for the grace period)"],
+      rows.map((row) => [
+        row.placement,
+        `${row.path}:${row.line}`,
+        row.pending ? `pending: ${row.pending}` : String(row.selected.length),
+        String(row.ready),
+        row.notReady === 0 ? "0" : `${row.notReady} (${row.firstNotReady ?? ""})`,
+        row.left.join(", "),
+      ]),
+    ),
+  ].join("\n\n");
 }
 
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {

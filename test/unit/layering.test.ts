@@ -10,7 +10,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["api"],
   ["kube"],
   ["observability", "fleet", "apply"],
-  ["source", "render", "access", "mirror", "text"],
+  ["source", "render", "access", "mirror", "text", "placement"],
   ["install"],
   ["reconcile", "plan", "status"],
   ["service"],

@@ -116,6 +116,7 @@ The rendered service config (config.yaml): the contract with the service, docume
   "remoteDeploymentsPollInterval" .Values.multicluster.remoteDeploymentsPollInterval
   "allowedClusterProfileNamespaces" .Values.multicluster.allowedClusterProfileNamespaces
   "access" .Values.multicluster.access
+  "placements" (dict "departureGracePeriod" $fleet.placementDepartureGracePeriod)
   "leaderElection" (dict
     "enabled" (eq (include "knative-fleet.leaderElection" .) "true")
     "leaseName" (include "knative-fleet.leaseName" .)

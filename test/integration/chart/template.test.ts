@@ -186,6 +186,7 @@ describe("helm template: defaults + repository url", () => {
         maxBytesPerLocation: 33554432,
         maxBytesPerResource: 67108864,
       },
+      placements: { departureGracePeriod: "5m" },
     });
   });
 
@@ -309,7 +310,7 @@ describe("helm template: defaults + repository url", () => {
     expect(only<RbacRole>(objects, "Role", "kf-knative-fleet-clusterprofiles").rules).toEqual([
       {
         apiGroups: ["multicluster.x-k8s.io"],
-        resources: ["clusterprofiles"],
+        resources: ["clusterprofiles", "placementdecisions"],
         verbs: ["get", "list", "watch"],
       },
     ]);

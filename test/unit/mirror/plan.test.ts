@@ -160,6 +160,13 @@ describe("planPrune", () => {
     expect(planPrune(elsewhere, live, noFailures).state).toBe("none");
   });
 
+  it("keeps a CR held this sync (a placement's departed cluster in its grace period) out of the prune", () => {
+    const live = mirroredHub(["a", "b", "c"]);
+    const held = [{ kind: "KnativeServing" as const, namespace: NS, name: "c" }];
+    const report = planPrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), live, { ...noFailures, held });
+    expect(names(report.candidates)).toEqual(["b"]);
+  });
+
   it("has nothing to do when every mirrored CR is still declared", () => {
     const report = planPrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), mirroredHub(["a"]), noFailures);
     expect(report.state).toBe("none");

@@ -1,0 +1,98 @@
+import { SOURCE_REPOSITORY_ANNOTATION } from "../api/labels.ts";
+import { type KubeObject, nameOf } from "../kube/object.ts";
+import { PLACEMENT_KIND_LABEL, PLACEMENT_LABEL, SOURCE_CLUSTER_ANNOTATION } from "./expand.ts";
+
+// A cluster that leaves a placement keeps its CR for a grace period, and is pruned (behind the mirror's
+// usual safeguards) only when it has stayed out that long. Whatever made it leave: a ClusterProfile deleted
+// and recreated by a restarting cluster manager, a label that flaps, a PlacementDecision rewritten in two
+// steps. A departure shorter than the grace period changes nothing on the spoke, and flapping faster than
+// it never reinstalls; slower flapping costs one uninstall and install per grace period at most. A
+// ClusterProfile that is only unhealthy never leaves: health is not read by selection at all.
+
+export interface HubCrKey {
+  kind: string;
+  namespace: string;
+  name: string;
+}
+
+export interface Departure extends HubCrKey {
+  /** `kind namespace/name` of the placement, as its CR's labels say. */
+  placement: string;
+  cluster: string;
+  /** When it was first seen out of the selection (ms since the epoch). */
+  since: number;
+  /** When it is pruned if it does not come back. */
+  pruneAt: number;
+}
+
+export interface DepartureInput {
+  /** Every KnativeServing/KnativeEventing on the hub. */
+  live: readonly KubeObject[];
+  /** The fleet repository: only its CRs are considered. */
+  repository: string;
+  /** `kind namespace/name` of the CRs the fleet wants now. */
+  desired: ReadonlySet<string>;
+  /** `placementKind namespace/name` of the placements Git declares now, valid or pending. */
+  placements: ReadonlySet<string>;
+  /** Placements not expanded now (the hub could not tell what they select): every CR of theirs is kept. */
+  pendingPlacements: ReadonlySet<string>;
+  now: number;
+  gracePeriodMs: number;
+  /** When each departed CR was first seen out, from the previous sync; entries no longer out are dropped. */
+  previous: ReadonlyMap<string, number>;
+}
+
+export interface DepartureResult {
+  /** The CRs kept this sync although no file declares them. */
+  held: HubCrKey[];
+  /** The departures within their grace period, for the status. */
+  departures: Departure[];
+  /** The state for the next sync. */
+  since: Map<string, number>;
+  /** The earliest time a held departure is due: the sync to run then. */
+  nextDue?: number;
+}
+
+export const crKey = (cr: HubCrKey): string => `${cr.kind} ${cr.namespace}/${cr.name}`;
+
+/** The placement a hub CR came from, by its labels; undefined for a CR from a per-cluster file. */
+export function placementKeyOf(object: KubeObject): string | undefined {
+  const labels = object.metadata.labels ?? {};
+  const name = labels[PLACEMENT_LABEL];
+  const kind = labels[PLACEMENT_KIND_LABEL];
+  if (name === undefined || kind === undefined) return undefined;
+  return `${kind} ${object.metadata.namespace ?? ""}/${name}`;
+}
+
+/** `kind namespace/name` of a placement, in the same spelling as `placementKeyOf`. */
+export const placementKey = (kind: string, namespace: string, name: string): string =>
+  `${kind.toLowerCase()} ${namespace}/${name}`;
+
+export function planDepartures(input: DepartureInput): DepartureResult {
+  const held: HubCrKey[] = [];
+  const departures: Departure[] = [];
+  const since = new Map<string, number>();
+  let nextDue: number | undefined;
+  for (const object of input.live) {
+    const placement = placementKeyOf(object);
+    if (placement === undefined || object.metadata.deletionTimestamp) continue;
+    if (object.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION] !== input.repository) continue;
+    const cr = { kind: object.kind, namespace: object.metadata.namespace ?? "", name: nameOf(object) };
+    const key = crKey(cr);
+    // A placement deleted from Git is a deliberate change: its CRs go like a removed file's.
+    if (input.desired.has(key) || !input.placements.has(placement)) continue;
+    if (input.pendingPlacements.has(placement)) {
+      held.push(cr);
+      continue;
+    }
+    const leftAt = input.previous.get(key) ?? input.now;
+    const pruneAt = leftAt + input.gracePeriodMs;
+    if (input.now >= pruneAt) continue;
+    since.set(key, leftAt);
+    held.push(cr);
+    const cluster = object.metadata.annotations?.[SOURCE_CLUSTER_ANNOTATION] ?? "";
+    departures.push({ ...cr, placement, cluster, since: leftAt, pruneAt });
+    nextDue = nextDue === undefined ? pruneAt : Math.min(nextDue, pruneAt);
+  }
+  return { held, departures, since, ...(nextDue === undefined ? {} : { nextDue }) };
+}

@@ -1,0 +1,286 @@
+import { OPERATOR_API_VERSION } from "../api/knative.ts";
+import { compareStrings, type Diagnostic, type FieldPath, formatFieldPath } from "../fleet/diagnostic.ts";
+import type { FleetResource } from "../fleet/document-schema.ts";
+import { mergePatch } from "../fleet/merge-patch.ts";
+import type { DesiredResource } from "../fleet/model.ts";
+import { type DeclaredPlacement, mergedSpecDiagnostics } from "../fleet/placement-document.ts";
+import { PLACEMENT_KINDS, type PlacementDocument, type PlacementKind } from "../fleet/placement-schema.ts";
+import { clusterKey, type Inventory, type InventoryCluster } from "./inventory.ts";
+import { placementCrName } from "./naming.ts";
+import { matchesTerm } from "./select.ts";
+
+/** Labels and annotations a placement's CRs carry, so the hub, the status and people can trace them. */
+export const PLACEMENT_LABEL = "fleet.knative.dev/placement";
+export const PLACEMENT_KIND_LABEL = "fleet.knative.dev/placement-kind";
+export const SOURCE_CLUSTER_ANNOTATION = "fleet.knative.dev/source-cluster";
+
+export interface ExpandOptions {
+  /** The namespaces whose ClusterProfiles may be selected; undefined allows every namespace. */
+  allowedNamespaces?: readonly string[];
+}
+
+/** Why a cluster is selected: a term of the selector, the explicit list, or the PlacementDecision. */
+export type SelectionSource = "selector" | "list" | "decision";
+
+export interface SelectedCluster {
+  namespace: string;
+  name: string;
+  /** The CR the placement makes for the cluster. */
+  crName: string;
+  via: SelectionSource[];
+  /** The overrides applied, by index, in the order applied. */
+  overrides: number[];
+  /** The template's spec with those overrides merged in (clusterProfileRef not included). */
+  spec: Record<string, unknown>;
+}
+
+export interface PlacementSelection {
+  path: string;
+  line: number;
+  kind: PlacementKind;
+  namespace: string;
+  name: string;
+  /** Absent when selection needs what the hub could not tell (see `pending`). */
+  clusters?: SelectedCluster[];
+  /** Why the placement was not expanded now; its CRs keep their last state. */
+  pending?: string;
+  /** Clusters a PlacementDecision chose that the placement may not use, and why. */
+  skipped: { cluster: string; reason: string }[];
+}
+
+export interface Expansion {
+  /** The CRs of every placement that expanded without an error. */
+  resources: DesiredResource[];
+  diagnostics: Diagnostic[];
+  selections: PlacementSelection[];
+}
+
+/**
+ * Expands every placement against the inventory: the clusters it selects (terms ORed, each term's label and
+ * property selectors ANDed; plus the explicit list; plus the PlacementDecision's clusters), one CR per
+ * cluster with the overrides that apply to it merged into the template in the order written. Pure: the same
+ * placements and inventory give the same CRs, byte for byte.
+ */
+export function expandPlacements(
+  placements: readonly DeclaredPlacement[],
+  inventory: Inventory,
+  options: ExpandOptions = {},
+): Expansion {
+  const allowed = options.allowedNamespaces && new Set(options.allowedNamespaces);
+  const isAllowed = (namespace: string) => allowed === undefined || allowed.has(namespace);
+  const clusters = inventory.clusters?.filter((cluster) => isAllowed(cluster.namespace));
+  const clustersByKey = new Map(clusters?.map((cluster) => [clusterKey(cluster), cluster]));
+  const result: Expansion = { resources: [], diagnostics: [], selections: [] };
+  for (const declared of placements) {
+    const one = expandOne(declared, { inventory, clusters, clustersByKey, isAllowed });
+    result.selections.push(one.selection);
+    result.diagnostics.push(...one.diagnostics);
+    if (one.diagnostics.length === 0) result.resources.push(...one.resources);
+  }
+  return result;
+}
+
+interface ExpandContext {
+  inventory: Inventory;
+  clusters: readonly InventoryCluster[] | undefined;
+  clustersByKey: ReadonlyMap<string, InventoryCluster>;
+  isAllowed(namespace: string): boolean;
+}
+
+function expandOne(
+  declared: DeclaredPlacement,
+  context: ExpandContext,
+): { selection: PlacementSelection; resources: DesiredResource[]; diagnostics: Diagnostic[] } {
+  const { placement, path } = declared;
+  const { spec, metadata } = placement;
+  const selection: PlacementSelection = {
+    path,
+    line: declared.locate([]).line,
+    kind: placement.kind,
+    namespace: metadata.namespace,
+    name: metadata.name,
+    skipped: [],
+  };
+  const diagnostic = (field: FieldPath, message: string): Diagnostic => ({
+    path,
+    ...declared.locate(field),
+    field: formatFieldPath(field),
+    message,
+  });
+  // Listed clusters outside the allowed namespaces are a mistake in the file, whatever the hub holds.
+  const listed = spec.clusterProfiles ?? [];
+  const forbidden = listed.flatMap((ref, index) =>
+    context.isAllowed(ref.namespace)
+      ? []
+      : [
+          diagnostic(
+            ["spec", "clusterProfiles", index, "namespace"],
+            `ClusterProfiles in namespace ${ref.namespace} may not be targeted (allowedClusterProfileNamespaces)`,
+          ),
+        ],
+  );
+  const decisionNamespace = spec.placementDecisionRef?.namespace;
+  if (decisionNamespace !== undefined && !context.isAllowed(decisionNamespace)) {
+    forbidden.push(
+      diagnostic(
+        ["spec", "placementDecisionRef", "namespace"],
+        `PlacementDecisions in namespace ${decisionNamespace} are not read (allowedClusterProfileNamespaces)`,
+      ),
+    );
+  }
+  if (forbidden.length > 0) return { selection, resources: [], diagnostics: forbidden };
+
+  const pending = pendingReason(placement, context.inventory);
+  if (pending) return { selection: { ...selection, pending }, resources: [], diagnostics: [] };
+
+  const chosen = new Map<string, { ref: { namespace: string; name: string }; via: Set<SelectionSource> }>();
+  const choose = (ref: { namespace: string; name: string }, via: SelectionSource) => {
+    const key = clusterKey(ref);
+    const entry = chosen.get(key) ?? { ref: { namespace: ref.namespace, name: ref.name }, via: new Set() };
+    entry.via.add(via);
+    chosen.set(key, entry);
+  };
+  if (spec.clusterSelectorTerms) {
+    for (const cluster of context.clusters ?? []) {
+      if (spec.clusterSelectorTerms.some((term) => matchesTerm(term, cluster))) choose(cluster, "selector");
+    }
+  }
+  for (const ref of listed) choose(ref, "list");
+  if (spec.placementDecisionRef) {
+    for (const ref of decisionClusters(spec.placementDecisionRef, context.inventory)) {
+      if (context.isAllowed(ref.namespace)) choose(ref, "decision");
+      else
+        selection.skipped.push({
+          cluster: clusterKey(ref),
+          reason: `chosen by the PlacementDecision, but namespace ${ref.namespace} may not be targeted`,
+        });
+    }
+  }
+
+  const selected: SelectedCluster[] = [];
+  const resources: DesiredResource[] = [];
+  const diagnostics: Diagnostic[] = [];
+  const validated = new Map<string, string[]>(); // override combination -> problems
+  for (const [key, { ref, via }] of [...chosen].sort(([a], [b]) => compareStrings(a, b))) {
+    const cluster = context.clustersByKey.get(key);
+    const overrides = applicableOverrides(placement, ref, cluster);
+    const combination = overrides.join(",");
+    let problems = validated.get(combination);
+    const patch = overrides.reduce<unknown>(
+      (merged, index) => mergePatch(merged, spec.overrides![index]!.patch),
+      {},
+    );
+    if (problems === undefined) {
+      // Each override alone was checked when the file was read; together they may still clash.
+      problems =
+        overrides.length < 2
+          ? []
+          : mergedSpecDiagnostics(declared, patch, overrides.at(-1)!).map(
+              (p) => `${formatFieldPath(p.field)}: ${p.message} (overrides ${combination} together)`,
+            );
+      validated.set(combination, problems);
+    }
+    if (problems.length > 0) {
+      diagnostics.push(
+        ...problems.map((message) =>
+          diagnostic(["spec", "overrides", overrides.at(-1)!], `on ${key}: ${message}`),
+        ),
+      );
+      continue;
+    }
+    const mergedSpec = mergePatch(spec.template.spec, patch) as Record<string, unknown>;
+    const crName = placementCrName(metadata.name, ref);
+    selected.push({ ...ref, crName, via: [...via].sort(), overrides, spec: mergedSpec });
+    resources.push({
+      resource: placementCr(placement, ref, crName, mergedSpec),
+      path,
+      documentIndex: declared.documentIndex,
+      line: selection.line,
+    });
+  }
+  // Two ClusterProfiles of one name in two namespaces would both get `<placement>-<name>`.
+  const byName = Map.groupBy(selected, (cluster) => cluster.crName);
+  for (const [crName, same] of byName) {
+    if (same.length < 2) continue;
+    diagnostics.push(
+      diagnostic(
+        ["metadata", "name"],
+        `selects ${same.map(clusterKey).join(" and ")}, whose CRs would both be named ${crName}; narrow the selection to one of them`,
+      ),
+    );
+  }
+  return { selection: { ...selection, clusters: selected }, resources, diagnostics };
+}
+
+/** What the placement needs from the hub that the hub could not tell; undefined when nothing is missing. */
+function pendingReason(placement: PlacementDocument, inventory: Inventory): string | undefined {
+  const { spec } = placement;
+  const readsClusters =
+    spec.clusterSelectorTerms !== undefined ||
+    (spec.overrides ?? []).some((override) => override.clusterSelector !== undefined);
+  const why = inventory.unknownReason ? `: ${inventory.unknownReason}` : "";
+  if (readsClusters && inventory.clusters === undefined) {
+    return `the hub's ClusterProfiles are not known yet${why}`;
+  }
+  if (spec.placementDecisionRef && inventory.decisions === undefined) {
+    return `the hub's PlacementDecisions are not known yet${why}`;
+  }
+  return undefined;
+}
+
+function decisionClusters(
+  ref: NonNullable<PlacementDocument["spec"]["placementDecisionRef"]>,
+  inventory: Inventory,
+): { namespace: string; name: string }[] {
+  const inNamespace = (inventory.decisions ?? []).filter((decision) => decision.namespace === ref.namespace);
+  const named = ref.name === undefined ? undefined : inNamespace.find((d) => d.name === ref.name);
+  const key = ref.decisionKey ?? named?.decisionKey;
+  const slices =
+    key !== undefined
+      ? inNamespace.filter((decision) => decision.decisionKey === key || decision === named)
+      : named
+        ? [named]
+        : [];
+  return slices.flatMap((slice) => slice.clusters);
+}
+
+/** The overrides whose cluster list names the cluster or whose selector matches it, in the order written. */
+function applicableOverrides(
+  placement: PlacementDocument,
+  ref: { namespace: string; name: string },
+  cluster: InventoryCluster | undefined,
+): number[] {
+  return (placement.spec.overrides ?? []).flatMap((override, index) => {
+    const applies = override.clusters
+      ? override.clusters.some((listed) => listed.namespace === ref.namespace && listed.name === ref.name)
+      : cluster !== undefined && override.clusterSelector !== undefined
+        ? matchesTerm(override.clusterSelector, cluster)
+        : false;
+    return applies ? [index] : [];
+  });
+}
+
+/** The ordinary upstream-shaped CR a placement makes for one cluster. */
+function placementCr(
+  placement: PlacementDocument,
+  ref: { namespace: string; name: string },
+  crName: string,
+  spec: Record<string, unknown>,
+): FleetResource {
+  const { metadata } = placement;
+  return {
+    apiVersion: OPERATOR_API_VERSION,
+    kind: PLACEMENT_KINDS[placement.kind],
+    metadata: {
+      name: crName,
+      namespace: metadata.namespace,
+      labels: {
+        ...metadata.labels,
+        [PLACEMENT_LABEL]: metadata.name,
+        [PLACEMENT_KIND_LABEL]: placement.kind.toLowerCase(),
+      },
+      annotations: { ...metadata.annotations, [SOURCE_CLUSTER_ANNOTATION]: clusterKey(ref) },
+    },
+    spec: { ...spec, clusterProfileRef: { namespace: ref.namespace, name: ref.name } },
+  } as FleetResource;
+}

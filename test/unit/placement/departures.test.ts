@@ -1,0 +1,93 @@
+import { describe, expect, it } from "vitest";
+import { SOURCE_REPOSITORY_ANNOTATION } from "../../../src/api/labels.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
+import { type DepartureInput, placementKey, planDepartures } from "../../../src/placement/departures.ts";
+
+const REPO = "https://git.example/fleet";
+const PLACEMENT = placementKey("KnativeServingPlacement", "knative-fleet", "serving");
+const GRACE = 60_000;
+
+const cr = (
+  name: string,
+  extra: { placement?: string; repo?: string; deleting?: boolean } = {},
+): KubeObject => ({
+  apiVersion: "operator.knative.dev/v1beta1",
+  kind: "KnativeServing",
+  metadata: {
+    name,
+    namespace: "knative-fleet",
+    labels:
+      extra.placement === undefined
+        ? {
+            "fleet.knative.dev/placement": "serving",
+            "fleet.knative.dev/placement-kind": "knativeservingplacement",
+          }
+        : {},
+    annotations: {
+      [SOURCE_REPOSITORY_ANNOTATION]: extra.repo ?? REPO,
+      "fleet.knative.dev/source-cluster": `fleet-system/${name}`,
+    },
+    ...(extra.deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
+  },
+});
+
+const input = (overrides: Partial<DepartureInput>): DepartureInput => ({
+  live: [cr("serving-a"), cr("serving-b")],
+  repository: REPO,
+  desired: new Set(["KnativeServing knative-fleet/serving-a"]),
+  placements: new Set([PLACEMENT]),
+  pendingPlacements: new Set(),
+  now: 1_000_000,
+  gracePeriodMs: GRACE,
+  previous: new Map(),
+  ...overrides,
+});
+
+describe("a cluster that leaves a placement keeps its CR for the grace period", () => {
+  it("holds a departed CR from the moment it is first seen out, and reports when it is due", () => {
+    const first = planDepartures(input({}));
+    expect(first.held).toEqual([{ kind: "KnativeServing", namespace: "knative-fleet", name: "serving-b" }]);
+    expect(first.departures[0]).toMatchObject({ cluster: "fleet-system/serving-b", since: 1_000_000 });
+    expect(first.nextDue).toBe(1_000_000 + GRACE);
+    // Still out just before the grace period ends: still held, the clock is not restarted.
+    const later = planDepartures(input({ now: 1_000_000 + GRACE - 1, previous: first.since }));
+    expect(later.held).toHaveLength(1);
+    expect(later.departures[0]!.since).toBe(1_000_000);
+    // Out for the whole grace period: no longer held, so the mirror prunes it behind its safeguards.
+    const due = planDepartures(input({ now: 1_000_000 + GRACE, previous: later.since }));
+    expect(due.held).toEqual([]);
+    expect(due.nextDue).toBeUndefined();
+  });
+
+  it("a cluster that comes back forgets its departure; flapping faster than the grace never prunes", () => {
+    let since = new Map<string, number>();
+    for (let step = 0; step < 10; step++) {
+      const now = 1_000_000 + step * (GRACE / 3);
+      const out = step % 2 === 0;
+      const desired = new Set([
+        "KnativeServing knative-fleet/serving-a",
+        ...(out ? [] : ["KnativeServing knative-fleet/serving-b"]),
+      ]);
+      const result = planDepartures(input({ now, desired, previous: since }));
+      if (out) expect(result.held.map((h) => h.name)).toEqual(["serving-b"]);
+      else expect(result.since.size).toBe(0);
+      since = result.since;
+    }
+  });
+
+  it("holds every CR of a placement the hub could not expand, with no clock running", () => {
+    const result = planDepartures(input({ desired: new Set(), pendingPlacements: new Set([PLACEMENT]) }));
+    expect(result.held.map((h) => h.name)).toEqual(["serving-a", "serving-b"]);
+    expect(result.since.size).toBe(0);
+  });
+
+  it("leaves alone what is not a departure: a deleted placement, another repository, per-cluster CRs, CRs being deleted", () => {
+    expect(planDepartures(input({ placements: new Set() })).held).toEqual([]);
+    const others = [
+      cr("x", { repo: "https://other" }),
+      cr("y", { placement: "" }),
+      cr("z", { deleting: true }),
+    ];
+    expect(planDepartures(input({ live: others })).held).toEqual([]);
+  });
+});
