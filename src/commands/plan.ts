@@ -36,8 +36,9 @@ Exit code 0: nothing wrong; 1: validation errors or checks that fail (the hub wo
 Flags:
   --repo DIR|URL                        fleet repository: a local clone (any ref or commit), or an http(s)
                                         URL (branches only; credentials as https://user:token@host/...)
-  --base REF                            the branch or commit merged into
-  --head REF                            the proposed change
+  --base REV                            the revision merged into: a branch, origin/main, a tag, a
+                                        commit id (short or full), any of them with ~N or ^N (HEAD~1)
+  --head REV                            the proposed change (same forms)
   --kodata DIR                          Knative release manifests in the operator's kodata layout, the
                                         directory the service uses (default: $KO_DATA_PATH; required)
   --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
