@@ -1,4 +1,4 @@
-import { stat, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
@@ -13,8 +13,9 @@ import {
   renderMarkdown,
 } from "../plan/index.ts";
 import { createTargetResolver } from "../reconcile/target.ts";
-import { createKodataSource, ReleaseLoader } from "../render/index.ts";
+import { ReleaseLoader } from "../render/index.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, type ParsedArgs, UsageError } from "./command.ts";
+import { findKodata, type KodataLocation, kodataSource, missingKodataMessage } from "./kodata.ts";
 
 const FORMATS = ["markdown", "json"] as const;
 type Format = (typeof FORMATS)[number];
@@ -22,7 +23,7 @@ type Format = (typeof FORMATS)[number];
 export const planCommand: Command = {
   name: "plan",
   summary: "Show what every spoke will get from a change (base..head) before it is merged",
-  usage: `Usage: knative-fleet plan --repo <dir|url> --base <ref> --head <ref> --kodata DIR [flags]
+  usage: `Usage: knative-fleet plan --repo <dir|url> --base <rev> --head <rev> [--kodata DIR] [flags]
 
 For every CR that merging head into base adds, changes or removes: its cluster, the objects created,
 changed (field by field) and deleted, head's validation errors, version and ingress checks, and what a
@@ -40,7 +41,8 @@ Flags:
                                         commit id (short or full), any of them with ~N or ^N (HEAD~1)
   --head REV                            the proposed change (same forms)
   --kodata DIR                          Knative release manifests in the operator's kodata layout, the
-                                        directory the service uses (default: $KO_DATA_PATH; required)
+                                        directory the service uses (default: $KO_DATA_PATH, else the
+                                        fetched cache; only needed when a changed CR is rendered)
   --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
   --clusterprofile-provider-file FILE   access-provider config, to reach the spokes (needs --kubeconfig)
   --format markdown|json                output format (default markdown)
@@ -70,11 +72,16 @@ Flags:
       return EXIT_USAGE;
     }
     let plan: FleetPlan;
+    const kodata = kodataSource(options.kodata);
     try {
-      const releases = new ReleaseLoader(createKodataSource({ dir: options.kodata }));
+      const releases = new ReleaseLoader(kodata.source);
       plan = await buildPlan(revisions, { releases, clusters: clusters?.live });
     } finally {
       await clusters?.access.close();
+    }
+    if (kodata.used()) {
+      ctx.stderr.write(`knative-fleet plan: ${missingKodataMessage()}\n`);
+      return EXIT_USAGE;
     }
     const text = options.format === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderMarkdown(plan);
     if (options.output === undefined) ctx.stdout.write(text);
@@ -87,7 +94,7 @@ interface PlanCommandOptions {
   repo: string;
   base: string;
   head: string;
-  kodata: string;
+  kodata: KodataLocation | undefined;
   kubeconfig?: string;
   providerFile?: string;
   format: Format;
@@ -105,18 +112,7 @@ async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions>
   if (!(FORMATS as readonly string[]).includes(format)) {
     throw new UsageError(`--format must be markdown or json, not "${format}"`);
   }
-  const kodata = text("kodata") ?? process.env.KO_DATA_PATH;
-  if (kodata === undefined || kodata === "") {
-    throw new UsageError(
-      "--kodata is required (or set KO_DATA_PATH): the directory of Knative release manifests the service " +
-        "renders from, in the operator's kodata layout (knative-serving/<version>/, ingress/<minor>/<name>/)",
-    );
-  }
-  const isDirectory = await stat(kodata).then(
-    (stats) => stats.isDirectory(),
-    () => false,
-  );
-  if (!isDirectory) throw new UsageError(`--kodata ${kodata} is not a directory`);
+  const kodata = await findKodata(text("kodata"));
   const kubeconfig = text("kubeconfig");
   const providerFile = text("clusterprofile-provider-file");
   if (providerFile !== undefined && kubeconfig === undefined) {
