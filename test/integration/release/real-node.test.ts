@@ -1,0 +1,321 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
+import { stringify } from "yaml";
+import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import { loadSandbox } from "../../sandbox/index.ts";
+import { freePort } from "../../sandbox/processes.ts";
+import { buildNodeTools, ctr, type RealNode, startRealNode, stopNodes } from "../../sandbox/real-node.ts";
+import { type GitServer, startGitServer } from "../../support/git-server.ts";
+import { adminClient, ensureNamespace } from "../../support/hub.ts";
+import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
+import { waitUntil } from "../../support/wait.ts";
+
+const execFileAsync = promisify(execFile);
+
+// `helm install` as users run it, on a real node: the image built from the Dockerfile (scripts/build-image.sh),
+// imported into the node's containerd, the chart installed by the real helm with a values file a user would
+// write. Only the test post-renderer (real-node-post-renderer.ts) moves the pod onto the host network and
+// points in-cluster config at the sandbox hub on loopback. The plugins reach the pod through the chart's
+// initContainer copy: Debian's containerd 1.6 has no image volumes (they need containerd 2.1+).
+
+const sandbox = loadSandbox();
+const hub = adminClient(sandbox.hub);
+const spokes = sandbox.spokes.slice(0, 2).map(adminClient);
+const RELEASE = "fleet";
+/** The release namespace: the spokes' credential Secrets are here, where the plugins read them. */
+const NAMESPACE = sandbox.clusterProfileNamespace;
+const REPO = "fleet";
+const NODE = "real-node-1";
+const IMAGE = "localhost/knative-fleet:dev";
+const helmBin = join(sandbox.binDir, "helm");
+const postRenderer = join(repoRoot, "test", "integration", "release", "real-node-post-renderer.ts");
+
+/** fleet-example's fleet files, path -> text. */
+function fleetExample(): Record<string, string> {
+  const root = join(repoRoot, "fleet-example");
+  const files: Record<string, string> = {};
+  for (const entry of readdirSync(join(root, "clusters"), { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    files[relative(root, path)] = readFileSync(path, "utf8");
+  }
+  return files;
+}
+
+type Cr = { kind: string; namespace: string; name: string };
+const CRS: Cr[] = [
+  { kind: "KnativeServing", namespace: "knative-fleet", name: "spoke-1-serving" },
+  { kind: "KnativeEventing", namespace: "knative-fleet", name: "spoke-2-eventing" },
+];
+
+interface PodStatus {
+  metadata: { name: string; creationTimestamp: string; deletionTimestamp?: string };
+  spec: { nodeName?: string };
+  status: {
+    phase?: string;
+    conditions?: { type: string; status: string; lastTransitionTime: string }[];
+    containerStatuses?: { name: string; containerID?: string; ready: boolean; restartCount: number }[];
+    initContainerStatuses?: { name: string; state: { terminated?: { exitCode: number } } }[];
+  };
+}
+
+describe("helm install on a real node", () => {
+  const work = mkdtempSync(join(tmpdir(), "knative-fleet-real-node-"));
+  const figures: Record<string, number | string> = {};
+  let node: RealNode;
+  let git: GitServer;
+  let metricsPort: number;
+
+  const helm = (...args: string[]) =>
+    execFileAsync(helmBin, [...args, "--kubeconfig", sandbox.hub.adminKubeconfig], {
+      // The post-renderer is TypeScript: Node 24 (this process's) runs it.
+      env: { ...process.env, PATH: `${join(process.execPath, "..")}:${process.env.PATH}` },
+      maxBuffer: 16 << 20,
+    });
+  const hubPort = new URL(sandbox.hub.server).port;
+  const helmInstall = (verb: "install" | "upgrade", valuesFile: string) =>
+    helm(
+      verb,
+      RELEASE,
+      join(repoRoot, "charts", "knative-fleet"),
+      "--namespace",
+      NAMESPACE,
+      "--values",
+      valuesFile,
+      "--post-renderer",
+      postRenderer,
+      "--post-renderer-args",
+      `127.0.0.1:${hubPort}`,
+    );
+
+  const pods = async () =>
+    (
+      await hub.list("v1", "Pod", {
+        namespace: NAMESPACE,
+        labelSelector: `app.kubernetes.io/instance=${RELEASE}`,
+      })
+    ).items as unknown as PodStatus[];
+  const readyPod = async () =>
+    (await pods()).find(
+      (p) =>
+        !p.metadata.deletionTimestamp &&
+        p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+    );
+  /** The containerd id of the pod's knative-fleet container. */
+  const containerId = (pod: PodStatus) =>
+    pod.status.containerStatuses
+      ?.find((c) => c.name === "knative-fleet")
+      ?.containerID?.replace(/^containerd:\/\//, "") ?? "";
+  const exec = (pod: PodStatus, ...command: string[]) => {
+    try {
+      return {
+        code: 0,
+        out: ctr(node, "tasks", "exec", "--exec-id", `t${Date.now()}`, containerId(pod), ...command),
+      };
+    } catch (err) {
+      return { code: 1, out: String((err as { stderr?: string }).stderr ?? err) };
+    }
+  };
+  const crReady = async (cr: Cr) => {
+    const live = await hub.get(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name);
+    return (
+      live?.status as { conditions?: { type: string; status: string }[] } | undefined
+    )?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+  };
+  const printLogsOnFailure = () =>
+    onTestFailed(() => {
+      const logs = join(node.dir, "pod-logs");
+      for (const dir of readdirSync(logs, { recursive: true, withFileTypes: true })) {
+        if (dir.isFile() && dir.parentPath.endsWith("knative-fleet"))
+          console.error(
+            `--- ${dir.parentPath}:\n${readFileSync(join(dir.parentPath, dir.name), "utf8").slice(-4000)}`,
+          );
+      }
+    });
+
+  beforeAll(async () => {
+    const build = Date.now();
+    const archive = join(work, "knative-fleet.oci.tar");
+    await execFileAsync(
+      "bash",
+      [
+        join(repoRoot, "scripts", "build-image.sh"),
+        "--tag",
+        IMAGE,
+        "--kodata",
+        knativeReleasesDir(),
+        "--archive",
+        archive,
+      ],
+      {
+        maxBuffer: 16 << 20,
+      },
+    );
+    figures.imageBuildSeconds = Math.round((Date.now() - build) / 1000);
+    figures.imageSize = (
+      await execFileAsync("buildah", ["images", "--format", "{{.Size}}", IMAGE])
+    ).stdout.trim();
+
+    const { kubelet, images } = buildNodeTools(sandbox.binDir);
+    const nodeStart = Date.now();
+    node = await startRealNode(sandbox, NODE, kubelet, [
+      ...images,
+      { name: "knative-fleet", reference: IMAGE, archive },
+    ]);
+    figures.nodeReadySeconds = Math.round((Date.now() - nodeStart) / 1000);
+
+    git = await startGitServer({ auth: { username: "fleet-bot", password: "s3cret-token" } });
+    await git.createRepo(REPO, fleetExample());
+    for (const namespace of [NAMESPACE, "knative-fleet"]) await ensureNamespace(hub, namespace);
+    for (const [name, data] of [
+      ["fleet-repository", { username: "fleet-bot", password: "s3cret-token" }],
+      ["fleet-webhook", { secret: "webhook-hmac-secret" }],
+    ] as const) {
+      await hub.apply({
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: { name, namespace: NAMESPACE },
+        stringData: data,
+      } as never);
+    }
+    metricsPort = await freePort();
+    const plugin = (name: string) => images.find((image) => image.name === name)!.reference;
+    // What a user of a hub whose runtime has no image volumes writes: the repository, its credentials, the
+    // webhook, and the plugin images from their own registry (here: built locally from their module).
+    const values = {
+      image: { repository: IMAGE.split(":")[0], tag: IMAGE.split(":")[1], pullPolicy: "Never" },
+      fleet: {
+        repository: { url: git.url(REPO), credentialsSecretRef: { name: "fleet-repository" } },
+        pollInterval: "*/5 * * * * *",
+      },
+      metrics: { port: metricsPort },
+      webhook: { enabled: true, port: await freePort(), secretRef: { name: "fleet-webhook" } },
+      multicluster: {
+        pluginMount: "initContainer",
+        pluginCopyImage: plugin("busybox"),
+        remoteDeploymentsPollInterval: "2s",
+        plugins: [
+          { name: "secretreader", image: plugin("secretreader"), mountPath: "/access-plugins/secretreader" },
+          {
+            name: "kubeconfig-secretreader",
+            image: plugin("kubeconfig-secretreader"),
+            mountPath: "/access-plugins/kubeconfig-secretreader",
+          },
+        ],
+      },
+    };
+    writeFileSync(join(work, "values.yaml"), stringify(values));
+    await helmInstall("install", join(work, "values.yaml"));
+  }, 900_000);
+
+  afterAll(async () => {
+    console.log("real node figures:", JSON.stringify(figures));
+    await helm("uninstall", RELEASE, "--namespace", NAMESPACE).catch(() => {});
+    // The CRs outlive the release (their finalizer waits for a reconciler): released by hand here.
+    for (const cr of CRS) {
+      await hub
+        .mergePatch(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name, { metadata: { finalizers: null } })
+        .catch(() => {});
+      await hub.delete(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name).catch(() => {});
+    }
+    await git?.close();
+    await stopNodes(sandbox.stateDir);
+    rmSync(join(sandbox.stateDir, "nodes"), { recursive: true, force: true });
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it("starts the pod on the real node through the plugin-copy initContainers, and it becomes Ready", async () => {
+    printLogsOnFailure();
+    const pod = await waitUntil("the pod Ready", readyPod, 300_000);
+    expect(pod.spec.nodeName).toBe(NODE);
+    expect(pod.status.initContainerStatuses?.map((c) => [c.name, c.state.terminated?.exitCode])).toEqual([
+      ["install-plugin-copier", 0],
+      ["copy-plugin-secretreader", 0],
+      ["copy-plugin-kubeconfig-secretreader", 0],
+    ]);
+    const ready = pod.status.conditions!.find((c) => c.type === "Ready")!.lastTransitionTime;
+    figures.podStartToReadySeconds = (Date.parse(ready) - Date.parse(pod.metadata.creationTimestamp)) / 1000;
+    // The plugins the initContainers copied are there, executable, read-only for the service.
+    const plugins = exec(pod, "/bin/sh", "-c", "ls -l /access-plugins/*/bin/*").out;
+    expect(plugins).toMatch(/^-r-xr-xr-x .* \/access-plugins\/secretreader\/bin\/secretreader-plugin$/m);
+    expect(plugins).toMatch(
+      /^-r-xr-xr-x .* \/access-plugins\/kubeconfig-secretreader\/bin\/kubeconfig-secretreader-plugin$/m,
+    );
+  });
+
+  it("reconciles fleet-example onto both spokes and commits their status", async () => {
+    printLogsOnFailure();
+    const start = Date.now();
+    for (const cr of CRS)
+      await waitUntil(`${cr.name} Ready`, async () => ((await crReady(cr)) ? true : undefined), 600_000);
+    figures.fleetExampleReadySeconds = Math.round((Date.now() - start) / 1000);
+    expect(await spokes[0]!.get("apps/v1", "Deployment", "knative-serving", "controller")).toBeDefined();
+    expect(
+      await spokes[1]!.get("apps/v1", "Deployment", "knative-eventing", "eventing-controller"),
+    ).toBeDefined();
+    const statusCommit = await waitUntil("a status commit", async () =>
+      (await git.log(REPO)).find((entry) => entry.authorName === "knative-fleet"),
+    );
+    expect(statusCommit.subject).toBeTruthy();
+  });
+
+  it("runs as 65532 on a read-only root filesystem, writable only in its mounted cache and tmp", async () => {
+    const pod = (await readyPod())!;
+    expect(exec(pod, "/usr/bin/id", "-u").out.trim()).toBe("65532");
+    const root = exec(pod, "/bin/sh", "-c", "touch /opt/knative-fleet/x");
+    expect(root.code).toBe(1);
+    expect(root.out).toContain("Read-only file system");
+    for (const dir of ["/tmp", "/var/cache/knative-fleet"]) {
+      expect(exec(pod, "/bin/sh", "-c", `touch ${dir}/probe && rm ${dir}/probe`).code, dir).toBe(0);
+    }
+  });
+
+  it("serves its probes and metrics on the configured port", async () => {
+    for (const path of ["/healthz", "/readyz"]) {
+      expect((await fetch(`http://127.0.0.1:${metricsPort}${path}`)).status, path).toBe(200);
+    }
+    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    expect(metrics).toMatch(/^knative_fleet_leader 1$/m);
+  });
+
+  it("stays within the chart's memory limit through the install of both spokes", async () => {
+    const pod = (await readyPod())!;
+    const info = JSON.parse(ctr(node, "containers", "info", containerId(pod))) as {
+      Spec: { linux: { cgroupsPath: string; resources: { memory: { limit: number } } } };
+    };
+    const cgroup = join("/sys/fs/cgroup/memory", info.Spec.linux.cgroupsPath);
+    const peak = Number(readFileSync(join(cgroup, "memory.max_usage_in_bytes"), "utf8"));
+    const limit = info.Spec.linux.resources.memory.limit;
+    // The node process's own high-water mark (the container's first process is tini).
+    const pids = readFileSync(join(cgroup, "cgroup.procs"), "utf8").trim().split("\n");
+    const hwm = Math.max(
+      ...pids.map((pid) =>
+        Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0),
+      ),
+    );
+    figures.peakCgroupMemoryMiB = Math.round(peak / 2 ** 20);
+    figures.peakNodeRssMiB = Math.round(hwm / 1024);
+    figures.memoryLimitMiB = Math.round(limit / 2 ** 20);
+    expect(limit).toBe(2 ** 30);
+    expect(peak).toBeLessThan(limit);
+  });
+
+  it("helm uninstall stops the pod and leaves the spokes and the hub's CRs alone", async () => {
+    await helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait");
+    await waitUntil("the pod gone", async () => ((await pods()).length === 0 ? true : undefined), 120_000);
+    // The CRDs (the chart's crds/) and the CRs stay, with their finalizer: nothing runs it until a
+    // reconciler is installed again (or the finalizer is removed by hand). The spokes keep Knative.
+    for (const cr of CRS) {
+      const live = await hub.get(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name);
+      expect(live?.metadata.finalizers, cr.name).toEqual([expect.stringContaining("knative")]);
+    }
+    expect(await spokes[0]!.get("apps/v1", "Deployment", "knative-serving", "controller")).toBeDefined();
+    expect(
+      await spokes[1]!.get("apps/v1", "Deployment", "knative-eventing", "eventing-controller"),
+    ).toBeDefined();
+  });
+});
