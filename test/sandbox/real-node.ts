@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
@@ -29,6 +29,15 @@ export interface RealNode {
   dir: string;
 }
 
+export interface RealNodeOptions {
+  /**
+   * Run the node in a network namespace of its own, so that its host-network pods have their own loopback
+   * and ports (several replicas of one chart bind the same ports). These loopback ports of the machine (the
+   * hub, the spokes, the Git server) are carried into it through Unix sockets (netns-forward.ts).
+   */
+  ownNetwork?: { ports: readonly number[] };
+}
+
 export interface NodeImage {
   name: string;
   reference: string;
@@ -36,6 +45,7 @@ export interface NodeImage {
 }
 
 const here = dirname(fileURLToPath(import.meta.url));
+const FORWARD = join(here, "netns-forward.ts");
 /** Every real node carries it, so a pod can be pinned off kwok's fake nodes. */
 export const REAL_NODE_LABEL = "sandbox.knative-fleet.dev/real-node";
 const CTR_NAMESPACE = "k8s.io";
@@ -75,11 +85,31 @@ export async function startRealNode(
   name: string,
   kubelet: string,
   images: readonly NodeImage[],
+  options: RealNodeOptions = {},
 ): Promise<RealNode> {
   const { stateDir } = sandbox;
   const dir = join(stateDir, "nodes", name);
   mkdirSync(dir, { recursive: true });
   recordKernelTunables(stateDir);
+  // Processes of the node: in its own network namespace if it has one (nsenter: unlike `ip netns exec` it
+  // leaves /sys, and the cgroup mounts under it, as they are).
+  let inNode = (binary: string, args: string[]): [string, string[]] => [binary, args];
+  if (options.ownNetwork) {
+    const netns = `kf-${basename(stateDir)}-${name}`;
+    execFileSync("ip", ["netns", "add", netns]);
+    writeFileSync(join(dir, "netns"), netns);
+    execFileSync("ip", ["-n", netns, "link", "set", "lo", "up"]);
+    inNode = (binary, args) => ["nsenter", [`--net=/run/netns/${netns}`, "--", binary, ...args]];
+    const sockets = join(dir, "forward");
+    mkdirSync(sockets, { recursive: true });
+    const ports = options.ownNetwork.ports.map(String);
+    startProcess(stateDir, `${name}-forward-host`, process.execPath, [FORWARD, "host", sockets, ...ports]);
+    startProcess(
+      stateDir,
+      `${name}-forward-node`,
+      ...inNode(process.execPath, [FORWARD, "node", sockets, ...ports]),
+    );
+  }
   const socket = join(dir, "containerd.sock");
   const pause = images.find((image) => image.name === "pause");
   if (!pause) throw new Error("real node: no pause image");
@@ -142,7 +172,7 @@ export async function startRealNode(
       "",
     ].join("\n"),
   );
-  startProcess(stateDir, `${name}-containerd`, "containerd", ["--config", containerdConfig]);
+  startProcess(stateDir, `${name}-containerd`, ...inNode("containerd", ["--config", containerdConfig]));
   const node: RealNode = { name, socket, dir };
   await waitFor(`${name} containerd`, async () => existsSync(socket) && tryCtr(node, "version"), 60_000);
   for (const image of images) ctr(node, "images", "import", image.archive);
@@ -187,16 +217,20 @@ export async function startRealNode(
       nodeStatusReportFrequency: "10s",
     }),
   );
-  startProcess(stateDir, `${name}-kubelet`, kubelet, [
-    `--config=${kubeletConfig}`,
-    `--kubeconfig=${sandbox.hub.adminKubeconfig}`,
-    `--root-dir=${join(dir, "kubelet")}`,
-    `--cert-dir=${join(dir, "kubelet", "pki")}`,
-    `--hostname-override=${name}`,
-    `--node-labels=${REAL_NODE_LABEL}=true`,
-    "--node-ip=127.0.0.1",
-    "--v=1",
-  ]);
+  startProcess(
+    stateDir,
+    `${name}-kubelet`,
+    ...inNode(kubelet, [
+      `--config=${kubeletConfig}`,
+      `--kubeconfig=${sandbox.hub.adminKubeconfig}`,
+      `--root-dir=${join(dir, "kubelet")}`,
+      `--cert-dir=${join(dir, "kubelet", "pki")}`,
+      `--hostname-override=${name}`,
+      `--node-labels=${REAL_NODE_LABEL}=true`,
+      "--node-ip=127.0.0.1",
+      "--v=1",
+    ]),
+  );
   const admin = adminEndpoint(sandbox);
   await waitFor(
     `node ${name} Ready`,
@@ -273,8 +307,17 @@ export async function stopNodes(stateDir: string): Promise<void> {
   }
   await stopAll(
     stateDir,
-    names.map((name) => `${name}-containerd`),
+    names.flatMap((name) => [`${name}-containerd`, `${name}-forward-host`, `${name}-forward-node`]),
   );
+  for (const name of names) {
+    const netnsFile = join(nodesDir, name, "netns");
+    if (!existsSync(netnsFile)) continue;
+    try {
+      execFileSync("ip", ["netns", "delete", readFileSync(netnsFile, "utf8").trim()], { stdio: "ignore" });
+    } catch {
+      // already deleted
+    }
+  }
   // Mounts below the nodes' directories, deepest first (overlay rootfs, shm, the kubelet's volumes).
   const mounts = readFileSync("/proc/mounts", "utf8")
     .split("\n")
