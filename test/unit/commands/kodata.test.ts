@@ -7,7 +7,8 @@ import { crText } from "../plan/fleet-repo.ts";
 import { fleetRepo, runCli } from "../plan/support.ts";
 
 // Where plan and version find the Knative release manifests: --kodata, KO_DATA_PATH, then the fetched cache.
-describe("release manifests for the CLI", () => {
+// Each plan renders real releases: slow on a loaded machine.
+describe("release manifests for the CLI", { timeout: 60_000 }, () => {
   const saved = { KO_DATA_PATH: process.env.KO_DATA_PATH, XDG_CACHE_HOME: process.env.XDG_CACHE_HOME };
   let cacheHome: string;
   beforeEach(() => {
