@@ -223,14 +223,39 @@ describe("helm install on a real node", () => {
 
   afterAll(async () => {
     console.log("real node figures:", JSON.stringify(figures));
-    await helm("uninstall", RELEASE, "--namespace", NAMESPACE).catch(() => {});
-    // The CRs outlive the release (their finalizer waits for a reconciler): released by hand here.
-    for (const cr of CRS) {
-      await hub
-        .mergePatch(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name, { metadata: { finalizers: null } })
-        .catch(() => {});
-      await hub.delete(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name).catch(() => {});
+    // Leave the spokes as found, the way users remove an install: the reconciler back, the files deleted
+    // from the repository, and the CRs' finalizers uninstall Knative from the spokes.
+    const remaining = async () =>
+      (
+        await Promise.all(CRS.map((cr) => hub.get(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name)))
+      ).filter(Boolean);
+    if (git && (await remaining()).length > 0) {
+      try {
+        await helmInstall("install", join(work, "values.yaml"));
+        await git.pushChange(REPO, {
+          files: Object.fromEntries(Object.keys(fleetExample()).map((path) => [path, null])),
+          message: "remove the fleet",
+        });
+        await waitUntil(
+          "the fleet's CRs finalized",
+          async () => ((await remaining()).length === 0 ? true : undefined),
+          180_000,
+        );
+      } catch (err) {
+        // The reconciler goes first, so that nothing puts a finalizer back while the CRs are released.
+        console.error(`cleanup: ${(err as Error).message}; releasing the CRs by hand`);
+        await helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait").catch(() => {});
+        for (const cr of CRS) {
+          await hub
+            .mergePatch(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name, {
+              metadata: { finalizers: null },
+            })
+            .catch(() => {});
+          await hub.delete(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name).catch(() => {});
+        }
+      }
     }
+    await helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait").catch(() => {});
     await git?.close();
     await stopNodes(sandbox.stateDir);
     rmSync(join(sandbox.stateDir, "nodes"), { recursive: true, force: true });
