@@ -8,6 +8,9 @@
 #
 #   docker build -t knative-fleet .
 #   docker build --build-arg SERVING_VERSIONS="1.22.1" --build-arg EVENTING_VERSIONS="1.22.2" ...
+#   docker build --build-arg KODATA_FROM=local --build-context kodata-dir=DIR ...   (releases already at hand)
+#
+# Without a Docker engine, scripts/build-image.sh builds this file with buildah (and a local Node base).
 #
 # Release versions to bundle, space-separated. Each ingress version goes to ingress/<its major.minor>/.
 ARG SERVING_VERSIONS="1.21.3 1.22.1"
@@ -17,6 +20,9 @@ ARG ISTIO_VERSIONS="1.21.4 1.22.1"
 ARG CONTOUR_VERSIONS="1.21.5 1.22.2"
 ARG GATEWAY_API_VERSIONS="1.21.1 1.22.1"
 ARG NODE_IMAGE=node:24-slim
+# Where the release manifests come from: "fetch" (their public release locations) or "local" (the build
+# context named kodata-dir, a directory already in the kodata layout).
+ARG KODATA_FROM=fetch
 
 # ---- build: TypeScript to dist/ (the stages that produce platform-independent files run on the build host)
 FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
@@ -25,7 +31,7 @@ COPY package.json package-lock.json ./
 # Scripts stay on: the `node` devDependency installs the pinned Node 24 that `npm run build` uses.
 # `npm install` keeps to package-lock.json too, without `npm ci`'s demand for every platform's optional
 # packages in the lock (see scripts/ensure-deps.mjs).
-RUN npm install --no-audit --no-fund
+RUN --mount=type=cache,target=/root/.npm,sharing=locked npm install --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
@@ -34,16 +40,23 @@ RUN npm run build
 FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS prod-deps
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+RUN --mount=type=cache,target=/root/.npm,sharing=locked npm install --omit=dev --ignore-scripts --no-audit --no-fund
 
-# ---- kodata: the Knative release manifests, from their public release locations
-FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS kodata
+# ---- kodata: the Knative release manifests, from their public release locations (KODATA_FROM=fetch)...
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS kodata-fetch
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/*
 ARG SERVING_VERSIONS EVENTING_VERSIONS KOURIER_VERSIONS ISTIO_VERSIONS CONTOUR_VERSIONS GATEWAY_API_VERSIONS
 COPY scripts/fetch-kodata.sh /usr/local/bin/fetch-kodata
 RUN sh /usr/local/bin/fetch-kodata /kodata
+
+# ... or from a local directory (KODATA_FROM=local); only the selected stage is built.
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS kodata-local
+COPY --from=kodata-dir . /kodata
+RUN chmod -R a+rX,go-w /kodata
+
+FROM kodata-${KODATA_FROM} AS kodata
 
 # ---- runtime
 FROM ${NODE_IMAGE}

@@ -2,11 +2,24 @@
 # System tools the sandbox and tests use: git (with http-backend), openssl, and Go for building the
 # sandbox binaries. Installs what is missing from Debian's packages (needs root); Node 24 itself comes
 # from npm (the `node` devDependency).
+#   --image   also what scripts/build-image.sh needs: buildah, and mmdebstrap for the local Node base
+#   --node    also the sandbox's real node: containerd, runc, CNI plugins, a static busybox (the pause image
+#             and the chart's plugin-copy initContainer)
 set -euo pipefail
 missing=()
-command -v git >/dev/null 2>&1 || missing+=(git)
-command -v openssl >/dev/null 2>&1 || missing+=(openssl)
-command -v npm >/dev/null 2>&1 || missing+=(npm)
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+need git git
+need openssl openssl
+need npm npm
+for arg in "$@"; do
+  case "$arg" in
+    --image) need buildah buildah; need mmdebstrap mmdebstrap ;;
+    --node)
+      need containerd containerd; need runc runc; need busybox busybox-static
+      [ -x /usr/lib/cni/loopback ] || missing+=(containernetworking-plugins) ;;
+    *) echo "install-prerequisites: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-prerequisites: installing ${missing[*]}" >&2
   if [ "$(id -u)" != 0 ]; then

@@ -6,6 +6,7 @@ import { planCommand } from "./commands/plan.ts";
 import { runCommand } from "./commands/run.ts";
 import { statusCommand } from "./commands/status.ts";
 import { validateCommand } from "./commands/validate.ts";
+import { versionCommand } from "./commands/version.ts";
 
 export const commands: readonly Command[] = [
   runCommand,
@@ -13,6 +14,7 @@ export const commands: readonly Command[] = [
   planCommand,
   clustersCommand,
   statusCommand,
+  versionCommand,
 ];
 
 function mainHelp(): string {
@@ -26,14 +28,15 @@ function mainHelp(): string {
     "Commands:",
     ...lines,
     "",
-    "Run 'knative-fleet <command> --help' for a command's flags.",
+    "Run 'knative-fleet <command> --help' for a command's flags; 'knative-fleet --version' for the version.",
     "",
   ].join("\n");
 }
 
 /** Runs the CLI with argv (without node and script) and returns the exit code. */
 export async function main(argv: string[], ctx: CommandContext): Promise<number> {
-  const [name, ...rest] = argv;
+  const [given, ...rest] = argv;
+  const name = given === "--version" ? versionCommand.name : given;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     ctx.stdout.write(mainHelp());
     return name === undefined ? EXIT_USAGE : 0;

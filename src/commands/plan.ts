@@ -1,4 +1,4 @@
-import { readFile, stat, writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
@@ -21,10 +21,11 @@ import {
   readRevisions,
   renderMarkdown,
 } from "../plan/index.ts";
-import { createKodataSource, ReleaseLoader } from "../render/index.ts";
+import { ReleaseLoader } from "../render/index.ts";
 import type { AccessSettings, FleetSettings } from "../service/config.ts";
 import { commandSettings } from "./access-settings.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, type ParsedArgs, UsageError } from "./command.ts";
+import { findKodata, type KodataLocation, kodataSource, missingKodataMessage } from "./kodata.ts";
 
 const FORMATS = ["markdown", "json"] as const;
 type Format = (typeof FORMATS)[number];
@@ -32,7 +33,7 @@ type Format = (typeof FORMATS)[number];
 export const planCommand: Command = {
   name: "plan",
   summary: "Show what every spoke will get from a change (base..head) before it is merged",
-  usage: `Usage: knative-fleet plan --repo <dir|url> --base <ref> --head <ref> --kodata DIR [flags]
+  usage: `Usage: knative-fleet plan --repo <dir|url> --base <rev> --head <rev> [--kodata DIR] [flags]
 
 For every CR that merging head into base adds, changes or removes: its cluster, the objects created,
 changed (field by field) and deleted, head's validation errors, version and ingress checks, and what a
@@ -46,10 +47,12 @@ Exit code 0: nothing wrong; 1: validation errors or checks that fail (the hub wo
 Flags:
   --repo DIR|URL                        fleet repository: a local clone (any ref or commit), or an http(s)
                                         URL (branches only; credentials as https://user:token@host/...)
-  --base REF                            the branch or commit merged into
-  --head REF                            the proposed change
+  --base REV                            the revision merged into: a branch, origin/main, a tag, a
+                                        commit id (short or full), any of them with ~N or ^N (HEAD~1)
+  --head REV                            the proposed change (same forms)
   --kodata DIR                          Knative release manifests in the operator's kodata layout, the
-                                        directory the service uses (default: $KO_DATA_PATH; required)
+                                        directory the service uses (default: $KO_DATA_PATH, else the
+                                        fetched cache; only needed when a changed CR is rendered)
   --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
   --clusterprofile-provider-file FILE   access-provider config, to reach the spokes (needs --kubeconfig)
   --config FILE                         the service's config file: file selection, default namespace, prune
@@ -89,13 +92,11 @@ Flags:
     }
     let plan: FleetPlan;
     let placements: PlacementPlan;
+    const { settings } = options;
+    const kodata = kodataSource(options.kodata, settings.locations);
     try {
-      const { settings } = options;
-      const releases = new ReleaseLoader(
-        createKodataSource({ dir: options.kodata, policy: settings.locations }),
-      );
       plan = await buildPlan(revisions, {
-        releases,
+        releases: new ReleaseLoader(kodata.source),
         clusters: clusters?.live,
         defaultNamespace: settings.defaultNamespace,
         prune: settings.prune,
@@ -115,6 +116,10 @@ Flags:
     } finally {
       await clusters?.access.close();
     }
+    if (kodata.used()) {
+      ctx.stderr.write(`knative-fleet plan: ${missingKodataMessage()}\n`);
+      return EXIT_USAGE;
+    }
     const text =
       options.format === "json"
         ? `${JSON.stringify({ ...plan, placements }, null, 2)}\n`
@@ -130,7 +135,7 @@ interface PlanCommandOptions {
   repo: string;
   base: string;
   head: string;
-  kodata: string;
+  kodata: KodataLocation | undefined;
   kubeconfig?: string;
   providerFile?: string;
   clusterProfiles?: string;
@@ -150,18 +155,7 @@ async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions>
   if (!(FORMATS as readonly string[]).includes(format)) {
     throw new UsageError(`--format must be markdown or json, not "${format}"`);
   }
-  const kodata = text("kodata") ?? process.env.KO_DATA_PATH;
-  if (kodata === undefined || kodata === "") {
-    throw new UsageError(
-      "--kodata is required (or set KO_DATA_PATH): the directory of Knative release manifests the service " +
-        "renders from, in the operator's kodata layout (knative-serving/<version>/, ingress/<minor>/<name>/)",
-    );
-  }
-  const isDirectory = await stat(kodata).then(
-    (stats) => stats.isDirectory(),
-    () => false,
-  );
-  if (!isDirectory) throw new UsageError(`--kodata ${kodata} is not a directory`);
+  const kodata = await findKodata(text("kodata"));
   const kubeconfig = text("kubeconfig");
   const providerFile = text("clusterprofile-provider-file");
   if (providerFile !== undefined && kubeconfig === undefined) {

@@ -7,6 +7,7 @@ import type { FleetFile } from "../fleet/model.ts";
 import type { FileSelection } from "../fleet/select.ts";
 import { GitSource, GitSourceError, gitSourceSpecSchema, readFleetTree } from "../source/index.ts";
 import { maskText } from "./mask.ts";
+import { resolveRevision, UnknownRevisionError } from "./resolve-revision.ts";
 
 /** The fleet files of one commit. */
 export interface Revision {
@@ -74,16 +75,10 @@ async function localStore(dir: string): Promise<LocalStore> {
 
 async function resolveCommit(store: LocalStore, ref: string): Promise<string> {
   try {
-    const oid = await git.resolveRef({ ...store, ref }).catch((err: unknown) => {
-      if (!/^[0-9a-f]{4,40}$/i.test(ref)) throw err;
-      return git.expandOid({ ...store, oid: ref });
-    });
-    // readCommit peels an annotated tag to its commit.
-    return (await git.readCommit({ ...store, oid })).oid;
-  } catch {
-    throw new RevisionError(
-      `no commit "${ref}" in ${store.gitdir}; fetch it first (a CI checkout needs the base branch's history, e.g. fetch-depth: 0)`,
-    );
+    return await resolveRevision(store, ref);
+  } catch (err) {
+    if (err instanceof UnknownRevisionError) throw new RevisionError(err.message);
+    throw err;
   }
 }
 

@@ -63,7 +63,16 @@ kubernetes() {
   local names=(kube-apiserver kube-controller-manager kube-scheduler) missing=0 n
   for n in "${names[@]}"; do [ -x "$bin/$n-$KUBERNETES_VERSION" ] || missing=1; done
   [ $missing = 1 ] || return 0
+  kubernetes_module
+  for n in "${names[@]}"; do
+    [ -x "$bin/$n-$KUBERNETES_VERSION" ] || build "$n" "$KUBERNETES_VERSION" "$src/kubernetes-$KUBERNETES_VERSION" "k8s.io/kubernetes/cmd/$n" "$(kubernetes_ldflags)"
+  done
+}
+
+# The wrapper module that builds Kubernetes' commands at $KUBERNETES_VERSION.
+kubernetes_module() {
   local dir="$src/kubernetes-$KUBERNETES_VERSION"
+  [ -f "$dir/.ready" ] && return 0
   new_module "$dir"
   # k8s.io/kubernetes replaces its staging modules with local paths, which a dependent module cannot
   # see: pin every one of them to the matching published v0.x.y instead.
@@ -78,9 +87,15 @@ kubernetes() {
     for m in $staging; do echo "  $m => $m v0.$minor"; done
     echo ")"
   } >"$dir/go.mod"
-  for n in "${names[@]}"; do
-    [ -x "$bin/$n-$KUBERNETES_VERSION" ] || build "$n" "$KUBERNETES_VERSION" "$dir" "k8s.io/kubernetes/cmd/$n" "$(kubernetes_ldflags)"
-  done
+  touch "$dir/.ready"
+}
+
+# The real node's kubelet: same module, version and stamp as the servers, but a target of its own (not in
+# the default set), so only the sandboxes that boot a real node pay for its build.
+kubelet() {
+  [ -x "$bin/kubelet-$KUBERNETES_VERSION" ] && return 0
+  kubernetes_module
+  build kubelet "$KUBERNETES_VERSION" "$src/kubernetes-$KUBERNETES_VERSION" k8s.io/kubernetes/cmd/kubelet "$(kubernetes_ldflags)"
 }
 
 etcd() {
@@ -141,11 +156,16 @@ kubeconfig_secretreader() {
 }
 
 all=(etcd kubernetes kwok secretreader kubeconfig_secretreader helm)
+# Built only when named.
+extra=(kubelet)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 total=$SECONDS
 for t in "${targets[@]}"; do
-  case " ${all[*]} " in *" ${t//-/_} "*) "${t//-/_}" ;; *) log "unknown tool: $t (known: ${all[*]})"; exit 2 ;; esac
+  case " ${all[*]} ${extra[*]} " in
+    *" ${t//-/_} "*) "${t//-/_}" ;;
+    *) log "unknown tool: $t (known: ${all[*]} ${extra[*]})"; exit 2 ;;
+  esac
 done
 log "all tools ready in $((SECONDS - total))s"
 echo "$bin"

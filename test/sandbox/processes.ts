@@ -42,12 +42,16 @@ export function isRunning(stateDir: string, name: string): boolean {
   return isOurs(pid, marker);
 }
 
-/** Stops every process this state dir started; returns the names stopped. Safe to call repeatedly. */
-export async function stopAll(stateDir: string): Promise<string[]> {
+/**
+ * Stops every process this state dir started (or only those `only` names); returns the names stopped.
+ * Safe to call repeatedly.
+ */
+export async function stopAll(stateDir: string, only?: readonly string[]): Promise<string[]> {
   const pidDir = join(stateDir, "pids");
   if (!existsSync(pidDir)) return [];
   const live: { name: string; pid: number; file: string }[] = [];
   for (const entry of readdirSync(pidDir)) {
+    if (only && !only.includes(entry.replace(/\.json$/, ""))) continue;
     const file = join(pidDir, entry);
     const { pid, marker } = JSON.parse(readFileSync(file, "utf8")) as { pid: number; marker: string };
     if (isOurs(pid, marker)) live.push({ name: entry.replace(/\.json$/, ""), pid, file });

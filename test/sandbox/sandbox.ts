@@ -5,6 +5,7 @@ import { clusterProfileCrdPath } from "../support/shared.ts";
 import { type AdminEndpoint, apply, getJson, kubeRequest } from "./kube-http.ts";
 import { base64File, type ClusterPki, createClusterPki } from "./pki.ts";
 import { freePort, isRunning, startProcess, stopAll, waitFor } from "./processes.ts";
+import { stopNodes } from "./real-node.ts";
 import { ensureTools, kwokStagesPath, toolPath } from "./tools.ts";
 
 /** One cluster of the sandbox, as tests and the demo see it. */
@@ -137,6 +138,7 @@ export async function up(options: UpOptions): Promise<Sandbox> {
 
 /** Stops the processes this state dir started and removes the state. */
 export async function down(stateDir: string): Promise<string[]> {
+  await stopNodes(stateDir);
   const stopped = await stopAll(stateDir);
   rmSync(stateDir, { recursive: true, force: true });
   return stopped;

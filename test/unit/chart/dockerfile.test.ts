@@ -71,16 +71,27 @@ const runtime = dockerfile.stages.at(-1)!;
 
 describe("Dockerfile", () => {
   it("builds in stages and runs on Node 24 slim", () => {
-    expect(dockerfile.stages.map((s) => s.name)).toEqual(["build", "prod-deps", "kodata", undefined]);
+    expect(dockerfile.stages.map((s) => s.name)).toEqual([
+      "build",
+      "prod-deps",
+      "kodata-fetch",
+      "kodata-local",
+      "kodata",
+      undefined,
+    ]);
     // biome-ignore lint/suspicious/noTemplateCurlyInString: a Dockerfile variable, literally.
     expect(runtime.from).toBe("${NODE_IMAGE}");
     expect(argDefault("NODE_IMAGE")).toBe("node:24-slim");
   });
 
   it("compiles with the locked dependencies and npm run build, and ships production dependencies only", () => {
-    expect(runs(stage("build"))).toEqual(["npm install --no-audit --no-fund", "npm run build"]);
+    // npm's downloads sit in a build cache mount, never in a layer.
+    const npmCache = "--mount=type=cache,target=/root/.npm,sharing=locked ";
+    expect(runs(stage("build"))).toEqual([`${npmCache}npm install --no-audit --no-fund`, "npm run build"]);
     expect(runs(stage("prod-deps"))).toEqual([
-      expect.stringMatching(/^npm install --omit=dev --ignore-scripts\b/),
+      expect.stringMatching(
+        /^--mount=type=cache,target=\/root\/\.npm,sharing=locked npm install --omit=dev --ignore-scripts\b/,
+      ),
     ]);
     const copies = runtime.instructions.filter((i) => i.keyword === "COPY").map((i) => i.args);
     expect(copies).toEqual([
@@ -142,6 +153,16 @@ describe("Dockerfile", () => {
     );
   });
 
+  it("takes the releases from their public locations by default, or from a kodata-dir build context", () => {
+    expect(argDefault("KODATA_FROM")).toBe("fetch");
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a Dockerfile variable, literally.
+    expect(stage("kodata").from).toBe("kodata-${KODATA_FROM}");
+    expect(stage("kodata-local").instructions.map((i) => `${i.keyword} ${i.args}`)).toEqual([
+      "COPY --from=kodata-dir . /kodata",
+      "RUN chmod -R a+rX,go-w /kodata",
+    ]);
+  });
+
   it("pins the bundled Knative releases", () => {
     expect(argDefault("SERVING_VERSIONS")).toBe("1.21.3 1.22.1");
     expect(argDefault("EVENTING_VERSIONS")).toBe("1.21.4 1.22.2");
@@ -154,7 +175,9 @@ describe("Dockerfile", () => {
 
     // The kodata stage runs scripts/fetch-kodata.sh (the tests' and demo's fallback uses it too).
     const script = join(repoRoot, "scripts", "fetch-kodata.sh");
-    const runsScript = stage("kodata").instructions.some((i) => i.args.includes("fetch-kodata /kodata"));
+    const runsScript = stage("kodata-fetch").instructions.some((i) =>
+      i.args.includes("fetch-kodata /kodata"),
+    );
     const fakeCurl = join(work, "curl");
     // Writes the URL it was asked for into the -o file, so every file records where it came from.
     writeFileSync(

@@ -268,16 +268,4 @@ describe("knative-fleet plan (the command)", SLOW, () => {
     expect((await runPlan("--repo", "/nonexistent", ...refs)).stderr).toContain("not in a Git repository");
     expect((await runPlan(...refs)).stderr).toContain("--repo is required");
   });
-
-  it("requires --kodata or KO_DATA_PATH and says why", async () => {
-    const saved = process.env.KO_DATA_PATH;
-    delete process.env.KO_DATA_PATH;
-    try {
-      const { code, stderr } = await runCli("plan", "--repo", ".", "--base", "main", "--head", "main");
-      expect(code).toBe(2);
-      expect(stderr).toContain("--kodata is required (or set KO_DATA_PATH)");
-    } finally {
-      if (saved !== undefined) process.env.KO_DATA_PATH = saved;
-    }
-  });
 });

@@ -1,0 +1,113 @@
+import { stat } from "node:fs/promises";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { COMPONENTS, createKodataSource, INGRESSES, type ManifestSource } from "../render/index.ts";
+import type { LocationPolicy } from "../render/location-policy.ts";
+import { UsageError } from "./command.ts";
+
+/** Where the CLI found the Knative release manifests, and which setting named them. */
+export interface KodataLocation {
+  dir: string;
+  from: "--kodata" | "KO_DATA_PATH" | "cache";
+}
+
+/** The cache `fetch-kodata.sh` fills for CLI users: $XDG_CACHE_HOME/knative-fleet/kodata. */
+export function kodataCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  return join(env.XDG_CACHE_HOME || join(homedir(), ".cache"), "knative-fleet", "kodata");
+}
+
+/** The script that fetches the releases, shipped in the npm package and the repository (two levels up). */
+const FETCH_SCRIPT = fileURLToPath(new URL("../../scripts/fetch-kodata.sh", import.meta.url));
+
+const isDirectory = (path: string) =>
+  stat(path).then(
+    (stats) => stats.isDirectory(),
+    () => false,
+  );
+
+/**
+ * The release manifests, looked up in order: `--kodata`, `$KO_DATA_PATH` (the image sets it to the bundled
+ * /opt/knative-fleet/kodata), then the fetched cache. A named directory that is missing is a usage error;
+ * undefined when nothing names one and the cache is empty.
+ */
+export async function findKodata(
+  flag: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<KodataLocation | undefined> {
+  for (const [dir, from] of [
+    [flag, "--kodata"],
+    [env.KO_DATA_PATH, "KO_DATA_PATH"],
+  ] as const) {
+    if (dir === undefined || dir === "") continue;
+    if (!(await isDirectory(dir))) throw new UsageError(`${from} ${dir} is not a directory`);
+    return { dir, from };
+  }
+  const cache = kodataCacheDir(env);
+  return (await isDirectory(cache)) ? { dir: cache, from: "cache" } : undefined;
+}
+
+/** What to tell a user who has no release manifests yet. */
+export function missingKodataMessage(env: NodeJS.ProcessEnv = process.env): string {
+  const cache = kodataCacheDir(env);
+  return (
+    "no Knative release manifests: pass --kodata DIR (the operator's kodata layout: knative-serving/<version>/, " +
+    "knative-eventing/<version>/, ingress/<minor>/<name>/), set KO_DATA_PATH (the image sets it), or fetch the " +
+    `releases into ${cache} with: sh ${FETCH_SCRIPT} ${cache}`
+  );
+}
+
+/** Raised by a source without release manifests when something has to be rendered. */
+export class MissingKodataError extends Error {
+  override name = "MissingKodataError";
+}
+
+/**
+ * A ManifestSource over the kodata found, or, when there is none, one that fails on first use with
+ * missingKodataMessage: a plan that renders nothing then needs no release manifests.
+ */
+export function kodataSource(
+  location: KodataLocation | undefined,
+  policy: LocationPolicy,
+): {
+  source: ManifestSource;
+  used(): boolean;
+} {
+  if (location !== undefined)
+    return { source: createKodataSource({ dir: location.dir, policy }), used: () => false };
+  let used = false;
+  const missing = (): never => {
+    used = true;
+    throw new MissingKodataError(missingKodataMessage());
+  };
+  return {
+    source: {
+      componentVersions: async () => missing(),
+      componentManifests: async () => missing(),
+      ingressManifests: async () => missing(),
+      locationManifests: async () => missing(),
+      locationBudget: () => ({ remaining: policy.maxBytesPerResource }),
+    },
+    used: () => used,
+  };
+}
+
+/** The releases a kodata directory holds, for `knative-fleet version`: one line per component and ingress minor. */
+export async function describeKodata(location: KodataLocation): Promise<string[]> {
+  const source = createKodataSource({ dir: location.dir });
+  const serving = await source.componentVersions("knative-serving");
+  const lines: string[] = [];
+  for (const component of COMPONENTS) {
+    const versions = component === "knative-serving" ? serving : await source.componentVersions(component);
+    lines.push(`  ${component}: ${versions.length > 0 ? versions.join(", ") : "none"}`);
+  }
+  const minors = new Set(serving.map((version) => version.split(".").slice(0, 2).join(".")));
+  for (const minor of [...minors].sort()) {
+    const present: string[] = [];
+    for (const ingress of INGRESSES) {
+      if (await isDirectory(join(location.dir, "ingress", minor, ingress))) present.push(ingress);
+    }
+    lines.push(`  ingress ${minor}: ${present.length > 0 ? present.join(", ") : "none"}`);
+  }
+  return lines;
+}
