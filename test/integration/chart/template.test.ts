@@ -472,7 +472,7 @@ describe("helm template: multicluster with two plugins", () => {
     });
     expect(
       only<RbacRole>(objects, "ClusterRole", "kf-knative-fleet-clusterprofiles").rules[0]!.resources,
-    ).toEqual(["clusterprofiles"]);
+    ).toEqual(["clusterprofiles", "placementdecisions"]);
     expect(configOf(objects).allowedClusterProfileNamespaces).toEqual(["*"]);
     const secretsRole = only<RbacRole>(objects, "Role", "kf-knative-fleet-plugin-secrets");
     expect([secretsRole.metadata.namespace, secretsRole.rules]).toEqual([
