@@ -3,21 +3,11 @@ import { MAX_EXPRESSIONS, MAX_TERMS, MAX_VALUES } from "../../../src/fleet/place
 import { expandPlacements } from "../../../src/placement/expand.ts";
 import type { InventoryCluster } from "../../../src/placement/inventory.ts";
 import { matchesLabels } from "../../../src/placement/select.ts";
+import { seededRandom } from "../../support/seeded-random.ts";
 import { cluster, inventory, model, placementFile } from "./support.ts";
 
 // Shapes nobody writes on purpose: random selectors over random inventories, the largest selectors the
 // format admits, odd property values and label keys a hub may hold.
-
-/** A small deterministic PRNG (mulberry32), so a failure is reproducible from its seed. */
-function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const ODD_VALUES = [
   "",
@@ -36,7 +26,7 @@ const OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist"] as const;
 describe("hostile and random shapes", () => {
   it("random selectors over random inventories: never throw, valid stable names, selection = OR of terms", () => {
     for (let seed = 1; seed <= 40; seed++) {
-      const next = random(seed);
+      const next = seededRandom(seed);
       const pick = <T>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]!;
       const clusters: InventoryCluster[] = Array.from({ length: 30 }, (_, i) =>
         cluster(
