@@ -42,7 +42,8 @@ export const ServiceConfigSchema = z.strictObject({
     })
     .optional(),
   webhook: z
-    .strictObject({ port: z.number().int().min(1).max(65535), secretFile: z.string().min(1) })
+    // Port 0: any free port (tests; the chart always sets one).
+    .strictObject({ port: z.number().int().min(0).max(65535), secretFile: z.string().min(1) })
     .optional(),
   hubInstall: z.strictObject({ enabled: z.boolean().default(true) }).default({ enabled: true }),
   remoteDeploymentsPollInterval: z.string().default("10s"),

@@ -35,7 +35,7 @@ export function writeServiceConfig(options: TestServiceConfig): string {
   if (options.webhookSecret) {
     const secretFile = join(dir, "webhook-secret");
     writeFileSync(secretFile, options.webhookSecret);
-    config.webhook = { port: 8080, secretFile };
+    config.webhook = { port: 0, secretFile };
   }
   if (options.leaderElection) config.leaderElection = { enabled: true, ...options.leaderElection };
   const path = join(dir, "config.yaml");

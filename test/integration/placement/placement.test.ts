@@ -455,8 +455,14 @@ spec:
         `${err.message}; on the hub: ${JSON.stringify(left)}; status:\n${await statusReadme()}`,
       );
     });
-    expect(
-      await spoke("spoke-1").get("apps/v1", "Deployment", "knative-serving", "activator"),
-    ).toBeUndefined();
+    // FinalizeRemoteCluster deletes the anchor; the spoke's garbage collector then removes what it owned.
+    await waitUntil(
+      "spoke-1's Serving garbage-collected",
+      async () =>
+        (await spoke("spoke-1").get("apps/v1", "Deployment", "knative-serving", "activator")) === undefined
+          ? true
+          : undefined,
+      120_000,
+    );
   });
 });

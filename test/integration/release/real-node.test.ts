@@ -26,8 +26,12 @@ const sandbox = loadSandbox();
 const hub = adminClient(sandbox.hub);
 const spokes = sandbox.spokes.slice(0, 2).map(adminClient);
 const RELEASE = "fleet";
-/** The release namespace: the spokes' credential Secrets are here, where the plugins read them. */
-const NAMESPACE = sandbox.clusterProfileNamespace;
+/**
+ * The release namespace, where the Git credentials live and the fleet's CRs go (fleet.defaultNamespace empty).
+ * The spokes' credential Secrets stay in the sandbox's ClusterProfile namespace, a namespace of their own as
+ * the chart requires (multicluster.credentials.namespace), never beside the Git token.
+ */
+const NAMESPACE = "knative-fleet";
 const REPO = "fleet";
 const NODE = "real-node-1";
 const IMAGE = "localhost/knative-fleet:dev";
@@ -179,7 +183,7 @@ describe("helm install on a real node", () => {
 
     git = await startGitServer({ auth: { username: "fleet-bot", password: "s3cret-token" } });
     await git.createRepo(REPO, fleetExample());
-    for (const namespace of [NAMESPACE, "knative-fleet"]) await ensureNamespace(hub, namespace);
+    await ensureNamespace(hub, NAMESPACE);
     for (const [name, data] of [
       ["fleet-repository", { username: "fleet-bot", password: "s3cret-token" }],
       ["fleet-webhook", { secret: "webhook-hmac-secret" }],
@@ -205,6 +209,7 @@ describe("helm install on a real node", () => {
       webhook: { enabled: true, port: await freePort(), secretRef: { name: "fleet-webhook" } },
       multicluster: {
         pluginMount: "initContainer",
+        credentials: { namespace: sandbox.clusterProfileNamespace },
         pluginCopyImage: plugin("busybox"),
         remoteDeploymentsPollInterval: "2s",
         plugins: [
