@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { type Manifest, RenderError } from "../../../src/render/index.ts";
 import { podTemplateOf } from "../../../src/render/manifest.ts";
 import { applyConfig } from "../../../src/render/transformers/config.ts";
+import { nameJobs } from "../../../src/render/transformers/jobs.ts";
 import { injectNamespace, isClusterScoped } from "../../../src/render/transformers/namespace.ts";
 import { applyRegistry, imageName } from "../../../src/render/transformers/registry.ts";
 import {
@@ -292,9 +293,30 @@ describe("jobs", () => {
       "storage-version-migration-serving-serving-1.21.3",
       "cleanup-serving-serving-1.21.3",
     ]);
+    // The releases keep them out of an Istio mesh with a template label, which stays the only marker: the
+    // template is immutable, so a Job the upstream operator created could not be taken over otherwise.
     for (const job of jobs) {
-      expect(podTemplateOf(job)?.metadata?.annotations).toMatchObject({ "sidecar.istio.io/inject": "false" });
+      expect(podTemplateOf(job)?.metadata?.labels).toMatchObject({ "sidecar.istio.io/inject": "false" });
+      expect(podTemplateOf(job)?.metadata?.annotations).toBeUndefined();
     }
+  });
+
+  it("labels a Job template that says nothing about Istio, and keeps what one says", () => {
+    const job = (templateMetadata: object): Manifest => ({
+      apiVersion: "batch/v1",
+      kind: "Job",
+      metadata: { generateName: "extra-" },
+      spec: { template: { metadata: templateMetadata, spec: { containers: [{ name: "x" }] } } },
+    });
+    const [plain, annotated] = nameJobs(
+      "knative-eventing",
+      "1.22.2",
+    )([job({}), job({ annotations: { "sidecar.istio.io/inject": "true" } })]);
+    expect(plain?.metadata.name).toBe("extra-eventing-1.22.2");
+    expect(podTemplateOf(plain!)?.metadata).toEqual({ labels: { "sidecar.istio.io/inject": "false" } });
+    expect(podTemplateOf(annotated!)?.metadata).toEqual({
+      annotations: { "sidecar.istio.io/inject": "true" },
+    });
   });
 });
 
