@@ -12,10 +12,10 @@ import { applyHighAvailability } from "./transformers/high-availability.ts";
 import {
   configureIstioGateways,
   configureKourier,
-  defaultIngressClass,
   placeIstioGatewayServices,
 } from "./transformers/ingress.ts";
 import { nameJobs } from "./transformers/jobs.ts";
+import { labelComponentName } from "./transformers/labels.ts";
 import { configureNamespace, injectNamespace } from "./transformers/namespace.ts";
 import { applyPodDisruptionBudgetOverrides } from "./transformers/pod-disruption-budgets.ts";
 import { applyRegistry } from "./transformers/registry.ts";
@@ -43,6 +43,7 @@ export function render(resource: KnativeResource, release: Release): Manifest[] 
     injectNamespace(namespace),
     configureNamespace(spec.namespace),
     nameJobs(release.component, release.version),
+    labelComponentName(release.component),
     applyHighAvailability(spec),
     applyRegistry(spec.registry),
     applyConfig(spec.config),
@@ -68,7 +69,6 @@ function servingSteps(serving: KnativeServing, release: Release, namespace: stri
     ...(release.ingresses.includes("istio") ? [configureIstioGateways(spec.ingress?.istio)] : []),
     ...(release.ingresses.includes("kourier") ? [configureKourier(spec.ingress?.kourier)] : []),
     placeIstioGatewayServices(spec, namespace),
-    defaultIngressClass(release.ingresses, spec.config),
   ];
 }
 
