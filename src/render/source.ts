@@ -25,6 +25,13 @@ export interface ManifestSource {
   ingressManifests(ingress: IngressName, minor: string): Promise<readonly Manifest[] | undefined>;
   /** The manifests behind a spec.manifests / spec.additionalManifests entry (URL or path, ${VERSION} resolved). */
   locationManifests(location: string): Promise<readonly Manifest[]>;
+  /**
+   * Where a release and an ingress are read from, as status.manifests records them: the upstream operator
+   * writes the kodata directories it read (`$KO_DATA_PATH/knative-serving/1.22.1`) and reads them back at
+   * the next upgrade to find obsolete objects, so the same text lets either project take over.
+   */
+  componentLocation(component: Component, version: string): string;
+  ingressLocation(ingress: IngressName, minor: string): string;
 }
 
 export interface KodataSourceOptions extends LocationLoaderOptions {
@@ -53,5 +60,7 @@ export function createKodataSource(options: KodataSourceOptions): ManifestSource
       }
     },
     locationManifests: (location) => locations.load(location),
+    componentLocation: (component, version) => join(dir, component, version),
+    ingressLocation: (ingress, minor) => join(dir, "ingress", minor, ingress),
   };
 }
