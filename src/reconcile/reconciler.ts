@@ -138,7 +138,7 @@ export async function reconcileInstall(
     )
   ).flatMap((l) => l.items);
   const waiting = unavailableDeployments(desired, live);
-  const manifests = manifestLocations(resource, release);
+  const manifests = [...release.locations];
   if (waiting.length > 0) {
     mark({
       type: ConditionType.DeploymentsAvailable,
@@ -188,14 +188,4 @@ function ownerRefTo(resource: KnativeResource) {
     name: resource.metadata.name,
     uid: String(resource.metadata.uid ?? ""),
   };
-}
-
-/** status.manifests: where the installed manifests came from (bundled release, ingress, URLs). */
-function manifestLocations(resource: KnativeResource, release: Release): string[] {
-  const custom = (resource.spec.manifests ?? []).map((m) => m.URL);
-  const base = custom.length > 0 ? custom : [`kodata:${release.component}/${release.version}`];
-  const ingress = release.ingresses.map(
-    (i) => `kodata:ingress/${release.version.split(".").slice(0, 2).join(".")}/${i}`,
-  );
-  return [...base, ...ingress, ...(resource.spec.additionalManifests ?? []).map((m) => m.URL)];
 }
