@@ -21,6 +21,7 @@ import {
   withOwnership,
 } from "./ownership.ts";
 import { type ApplyPlan, planApply } from "./plan.ts";
+import { applyOrReplace } from "./replace.ts";
 
 export interface InstallTarget {
   client: KubeClient;
@@ -107,7 +108,7 @@ export async function applyInstall(
     client.forgetDiscovery();
   }
   await inParallel(namespaces, target.concurrency, (o) => client.apply(o));
-  await inParallel(rest, target.concurrency, (o) => client.apply(o));
+  await inParallel(rest, target.concurrency, (o) => applyOrReplace(client, o));
   writes += toApply.length;
 
   for (const ref of plan.prune) {
