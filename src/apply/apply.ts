@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { KubeClient } from "../kube/client.ts";
 import { isConflict } from "../kube/rest.ts";
-import { DESIRED_HASH_ANNOTATION, withDesiredHash } from "./compare.ts";
+import { containsDesired, DESIRED_HASH_ANNOTATION, withDesiredHash } from "./compare.ts";
 import {
   describeRef,
   isCrd,
@@ -16,6 +16,8 @@ import {
   anchorName,
   buildAnchor,
   decodeInventory,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
   type Owner,
   selectorFor,
   withOwnership,
@@ -28,7 +30,10 @@ export interface InstallTarget {
   owner: Owner;
   /** Namespace the component is installed into (anchor and owned objects live there). */
   namespace: string;
-  /** Labels/annotations for the install namespace when it has to be created (an existing one is left). */
+  /**
+   * spec.namespace's labels/annotations for the install namespace; the release's own Namespace object (in the
+   * desired objects, spec.namespace already merged into it by render) adds its own.
+   */
   namespaceMetadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
   /**
    * Who owns the anchor: the hub CR itself for a local install (its owner reference), nothing on a spoke
@@ -61,7 +66,7 @@ export async function applyInstall(
 ): Promise<ApplyOutcome> {
   const { client, owner, namespace } = target;
   let writes = 0;
-  writes += await ensureNamespace(target);
+  writes += await ensureNamespace(target, releaseNamespace(desiredObjects, namespace));
 
   const desiredNamespaced = withoutInstallNamespace(desiredObjects, namespace);
   const anchor = await client.get("v1", "ConfigMap", namespace, anchorName(owner));
@@ -123,9 +128,11 @@ export async function applyInstall(
   return { plan, drift, writes };
 }
 
-/** The install namespace is created once (never applied over, so an existing one is left as it is). */
+/** The install namespace is ensured apart (ensureNamespace), never applied as a whole. */
 const withoutInstallNamespace = (objects: readonly KubeObject[], namespace: string) =>
   objects.filter((o) => !(o.kind === "Namespace" && o.metadata.name === namespace));
+const releaseNamespace = (objects: readonly KubeObject[], namespace: string) =>
+  objects.find((o) => o.kind === "Namespace" && o.metadata.name === namespace);
 
 /**
  * The objects an apply sends, exactly: the install namespace left out, ownership labels and owner
@@ -190,23 +197,37 @@ async function deleteClusterScoped(client: KubeClient, refs: readonly ObjectRef[
   return deleted;
 }
 
-async function ensureNamespace(target: InstallTarget): Promise<number> {
+/**
+ * The install namespace with the release's Namespace object on it, as upstream applies that object: created
+ * with its labels and annotations (and `managed-by: knative-fleet`, the one mark of who created it); on an
+ * existing namespace only those labels and annotations are set (never managed-by, nor anything else of it),
+ * and only when one of them is missing or differs. Returns the writes sent.
+ */
+async function ensureNamespace(target: InstallTarget, release: KubeObject | undefined): Promise<number> {
   const { client, namespace } = target;
-  if (await client.get("v1", "Namespace", undefined, namespace)) return 0;
-  const labels = {
-    ...(target.namespaceMetadata?.labels ?? {}),
-    "app.kubernetes.io/managed-by": "knative-fleet",
+  const labels = { ...(target.namespaceMetadata?.labels ?? {}), ...(release?.metadata.labels ?? {}) };
+  const annotations = {
+    ...(target.namespaceMetadata?.annotations ?? {}),
+    ...(release?.metadata.annotations ?? {}),
   };
-  const annotations = target.namespaceMetadata?.annotations;
+  const metadataOf = (extraLabels: Record<string, string> = {}) => ({
+    name: namespace,
+    ...(Object.keys(labels).length + Object.keys(extraLabels).length > 0
+      ? { labels: { ...labels, ...extraLabels } }
+      : {}),
+    ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+  });
+  const live = await client.get("v1", "Namespace", undefined, namespace);
+  if (live) {
+    if (containsDesired({ labels, annotations }, live.metadata)) return 0;
+    await client.apply({ apiVersion: "v1", kind: "Namespace", metadata: metadataOf() });
+    return 1;
+  }
   try {
     await client.rest.request({
       method: "POST",
       path: "/api/v1/namespaces",
-      body: {
-        apiVersion: "v1",
-        kind: "Namespace",
-        metadata: { name: namespace, labels, ...(annotations ? { annotations } : {}) },
-      },
+      body: { apiVersion: "v1", kind: "Namespace", metadata: metadataOf({ [MANAGED_BY_LABEL]: MANAGED_BY }) },
     });
   } catch (err) {
     if (!isConflict(err)) throw err; // created meanwhile by someone else: fine, it is left as it is
