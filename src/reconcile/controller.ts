@@ -13,9 +13,10 @@ import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { isConflict } from "../kube/rest.ts";
 import { ownerOf, renderInstall } from "./desired.ts";
+import { locateInstall } from "./layout.ts";
 import { WorkQueue } from "./queue.ts";
 import { type EngineDeps, reconcileInstall } from "./reconciler.ts";
-import { clusterLabel, installNamespace, sameClusterProfile } from "./target.ts";
+import { clusterLabel, sameClusterProfile } from "./target.ts";
 
 /** The upstream operator's finalizer names (knative.dev/pkg: `<plural>.<group>`), so CRs move between the two. */
 export const FINALIZERS: Record<KnativeKind, string> = {
@@ -224,10 +225,10 @@ export class KnativeController {
       await this.writeStatus(object, { ...(resource.status ?? {}), conditions });
       throw new Error(`finalize ${clusterLabel(ref)}: ${target.reason}: ${target.message}`);
     }
-    const namespace = installNamespace(resource);
+    const { namespace } = await locateInstall(target.client, resource);
     const fallback = await this.options.engine.releases
       .load(resource)
-      .then((release) => renderInstall(resource, release))
+      .then((release) => renderInstall(resource, release, namespace))
       .catch(() => []);
     const { deleted } = await removeInstall(
       { client: target.client, owner: ownerOf(resource), namespace },

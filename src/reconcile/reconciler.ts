@@ -8,7 +8,8 @@ import type { Logger } from "../observability/log.ts";
 import { checkVersionMigration, type Release, type ReleaseLoader, VersionError } from "../render/index.ts";
 import { ownerOf, renderInstall } from "./desired.ts";
 import { unavailableDeployments } from "./health.ts";
-import { clusterLabel, installNamespace, type TargetResolver } from "./target.ts";
+import { locateInstall } from "./layout.ts";
+import { clusterLabel, type TargetResolver } from "./target.ts";
 
 export interface EngineDeps {
   releases: ReleaseLoader;
@@ -92,12 +93,13 @@ export async function reconcileInstall(
   mark({ type: ConditionType.TargetClusterResolved, status: "True" });
   const requestsBefore = totalRequests(target.client);
 
-  const namespace = installNamespace(resource);
   const owner = ownerOf(resource);
+  let namespace: string;
   let desired: KubeObject[];
   let applied: ApplyOutcome;
   try {
-    desired = renderInstall(resource, release);
+    ({ namespace } = await locateInstall(target.client, resource));
+    desired = renderInstall(resource, release, namespace);
     applied = await applyInstall(
       {
         client: target.client,
