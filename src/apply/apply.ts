@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { KubeClient } from "../kube/client.ts";
 import { isConflict } from "../kube/rest.ts";
 import { containsDesired, DESIRED_HASH_ANNOTATION, withDesiredHash } from "./compare.ts";
+import { withLastApplied } from "./last-applied.ts";
 import {
   describeRef,
   isCrd,
@@ -136,7 +137,7 @@ const releaseNamespace = (objects: readonly KubeObject[], namespace: string) =>
 
 /**
  * The objects an apply sends, exactly: the install namespace left out, ownership labels and owner
- * reference stamped, the desired-hash set. Pure; `plan` shows the same objects.
+ * reference stamped, the desired-hash set, and the last-applied annotation the upstream operator merges with. Pure; `plan` shows the same objects.
  */
 export function stampForApply(
   objects: readonly KubeObject[],
@@ -144,9 +145,9 @@ export function stampForApply(
   ownerRef: OwnerReference,
   namespace: string,
 ): KubeObject[] {
-  return withOwnership(withoutInstallNamespace(objects, namespace), owner, ownerRef, namespace).map(
-    withDesiredHash,
-  );
+  return withOwnership(withoutInstallNamespace(objects, namespace), owner, ownerRef, namespace)
+    .map(withDesiredHash)
+    .map(withLastApplied);
 }
 
 /** Removes an install: the anchor (garbage collection takes what it owns) and the cluster-scoped objects. */
