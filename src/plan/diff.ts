@@ -1,4 +1,5 @@
 import { canonicalJson, DESIRED_HASH_ANNOTATION } from "../apply/compare.ts";
+import { LAST_APPLIED_ANNOTATION } from "../apply/last-applied.ts";
 import type { KubeObject } from "../apply/objects.ts";
 import { compareStrings, formatFieldPath } from "../fleet/diagnostic.ts";
 import { isRecord } from "../render/manifest.ts";
@@ -30,6 +31,8 @@ const IGNORED_PATHS: readonly (readonly string[])[] = [
   ["metadata", "uid"],
   ["metadata", "creationTimestamp"],
   ["metadata", "annotations", DESIRED_HASH_ANNOTATION],
+  // A copy of the object itself: its changes are the other fields' changes.
+  ["metadata", "annotations", LAST_APPLIED_ANNOTATION],
 ];
 
 /**
