@@ -174,6 +174,21 @@ export class UpstreamOperator {
     );
   }
 
+  /** Waits until the operator logs a successful reconcile of `namespace/name` (its controller's own line). */
+  async waitReconciled(namespace: string, name: string, timeoutMs = 180_000): Promise<void> {
+    const key = `${namespace}/${name}`;
+    await waitUntil(
+      `the upstream operator to reconcile ${key}`,
+      async () => {
+        if (!this.#running) throw new Error(`the upstream operator exited:\n${this.tail()}`);
+        return this.lines().some((l) => l.msg === "Reconcile succeeded" && l["knative.dev/key"] === key)
+          ? true
+          : undefined;
+      },
+      timeoutMs,
+    );
+  }
+
   tail(lines = 30): string {
     return this.lines()
       .slice(-lines)
