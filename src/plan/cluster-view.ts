@@ -4,6 +4,7 @@ import { type KubeObject, type ObjectRef, objectKey } from "../apply/objects.ts"
 import { anchorName, decodeInventory, type Owner, selectorFor } from "../apply/ownership.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { isNotFound } from "../kube/rest.ts";
+import { locateInstall } from "../reconcile/layout.ts";
 import { clusterLabel, installNamespace, type TargetResolver } from "../reconcile/target.ts";
 import { type InstallState, ownerOf } from "./install.ts";
 import type { PlanSource } from "./report.ts";
@@ -24,6 +25,8 @@ export interface ClusterView {
   installedVersion: string | undefined;
   /** The object as the cluster will hold it once applied: the server's dry run, or offline the object itself. */
   afterApply(desired: KubeObject): Promise<KubeObject>;
+  /** Live, when the install was found in the older upstream layout: the namespace it is adopted in. */
+  adoptedNamespace?: string;
 }
 
 /** A CR's cluster could not be read; its plan falls back to offline and says why. */
@@ -55,6 +58,7 @@ export async function liveView(
   const { client } = target;
   const owner = ownerOf(resource);
   const namespace = installNamespace(resource);
+  const location = await locateInstall(client, resource);
   const { kind, metadata } = resource;
   const [anchor, hubResource, installNamespaceObject] = await Promise.all([
     client.get("v1", "ConfigMap", namespace, anchorName(owner)),
@@ -75,6 +79,7 @@ export async function liveView(
     // A CR not on the hub yet (the mirror lags) is taken to be at base's version.
     installedVersion: hubResource ? (hubResource.status as KnativeStatus | undefined)?.version : baseVersion,
     afterApply: (desired) => client.apply(desired, { dryRun: true }),
+    ...(location.adopted ? { adoptedNamespace: location.namespace } : {}),
   };
 }
 

@@ -5,7 +5,7 @@ import { compareStrings } from "../fleet/diagnostic.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { PruneReport } from "../mirror/plan.ts";
-import { clusterLabel, sameClusterProfile } from "../reconcile/target.ts";
+import { clusterLabel, installNamespace, sameClusterProfile } from "../reconcile/target.ts";
 import type { Release, ReleaseLoader } from "../render/index.ts";
 import { assessPrune, changedFiles, type ResourceChange, resourceChanges } from "./changes.ts";
 import { clusterChange, ingressChange, renderFailure, versionJump } from "./checks.ts";
@@ -249,7 +249,19 @@ async function clusterView(
   if (!clusters) return { view: offline(), source: "offline", offlineReason: OFFLINE_REASON, findings: [] };
   try {
     const view = await liveView(clusters, resource, rendered, baseVersion);
-    return { view, source: "live", findings: [] };
+    const adopted: Finding[] = view.adoptedNamespace
+      ? [
+          {
+            severity: "warning",
+            code: "layout-adopted",
+            message:
+              `Knative is installed in namespace ${view.adoptedNamespace} on this cluster (the upstream operator's ` +
+              `layout up to 1.23): it is adopted there, nothing is installed in ${installNamespace(resource)}. ` +
+              `The object changes below are worked out for ${installNamespace(resource)} and do not show that.`,
+          },
+        ]
+      : [];
+    return { view, source: "live", findings: adopted };
   } catch (err) {
     const message = maskText(err instanceof Error ? err.message : String(err));
     return {
