@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import { type KnativeResource, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeObject } from "../../../src/apply/objects.ts";
 import { anchorName } from "../../../src/apply/ownership.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
+import { liveView } from "../../../src/plan/cluster-view.ts";
 import type { Engine } from "../../../src/reconcile/engine.ts";
 import { isDeploymentAvailable } from "../../../src/reconcile/health.ts";
+import { createTargetResolver } from "../../../src/reconcile/target.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import {
   anchorNamespaces,
@@ -175,6 +177,12 @@ describe("hand-over from the upstream operator to knative-fleet", () => {
       "cleanup-serving-serving-1.22.1",
       "storage-version-migration-serving-serving-1.22.1",
     ]);
+  });
+
+  it("plan, live, says the install is adopted in the hub CR's namespace", async () => {
+    const targets = createTargetResolver(hub, fleet!.engine.access);
+    const view = await liveView({ hub, targets }, serving as unknown as KnativeResource, [], undefined);
+    expect(view.adoptedNamespace).toBe(hubNs);
   });
 
   it("the spoke namespace carries the release's Namespace labels", async () => {
