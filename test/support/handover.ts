@@ -102,3 +102,25 @@ export async function anchorNamespaces(spoke: KubeClient, kind: string, name: st
   const configMaps = await spoke.list("v1", "ConfigMap", {});
   return configMaps.items.filter((c) => c.metadata.name === anchor).map((c) => c.metadata.namespace ?? "");
 }
+
+/** Serving with Kourier, its ingress class named as upstream needs it. */
+export const KOURIER = {
+  ingress: { kourier: { enabled: true } },
+  config: { network: { "ingress-class": "kourier.ingress.networking.knative.dev" } },
+};
+
+/** A hub CR (named `serving` / `eventing` after its kind) in `namespace`, for the sandbox spoke `spoke`. */
+export function hubCr(
+  sandbox: Sandbox,
+  kind: "KnativeServing" | "KnativeEventing",
+  namespace: string,
+  spoke: string,
+  spec: Record<string, unknown>,
+): KubeObject {
+  return {
+    apiVersion: OPERATOR_API_VERSION,
+    kind,
+    metadata: { name: kind === "KnativeServing" ? "serving" : "eventing", namespace },
+    spec: { ...spec, clusterProfileRef: { name: spoke, namespace: sandbox.clusterProfileNamespace } },
+  };
+}

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
+import { DESIRED_HASH_ANNOTATION } from "../../src/apply/compare.ts";
 import type { KubeObject } from "../../src/apply/objects.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { ensureNamespace } from "./hub.ts";
@@ -200,12 +201,15 @@ export class UpstreamOperator {
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
 
 /**
- * What the upstream operator sent for a live object: manifestival records it in the last-applied annotation
- * (knative-fleet applies server-side and never writes it). Undefined for an object upstream never applied.
+ * What the upstream operator sent for a live object: manifestival records it in the last-applied annotation.
+ * knative-fleet writes that annotation too (so upstream's merge stays right after a hand-over); its record
+ * carries knative-fleet's desired-hash annotation, upstream's never does. Undefined for anything else.
  */
 export function appliedByUpstream(live: KubeObject): KubeObject | undefined {
   const text = live.metadata.annotations?.[LAST_APPLIED];
-  return text ? (JSON.parse(text) as KubeObject) : undefined;
+  if (!text) return undefined;
+  const sent = JSON.parse(text) as KubeObject;
+  return sent.metadata.annotations?.[DESIRED_HASH_ANNOTATION] === undefined ? sent : undefined;
 }
 
 type ConditionStatus = "True" | "False" | "Unknown";

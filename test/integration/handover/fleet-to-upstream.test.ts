@@ -3,12 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import {
   anchorNamespaces,
   deleteCrs,
+  hubCr,
+  KOURIER,
   startFleet,
   startUpstream,
   waitFleetReady,
@@ -43,27 +44,12 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
     additional,
     `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${OBSOLETE}\n  namespace: knative-serving\ndata:\n  a: "1"\n`,
   );
-  const serving: KubeObject = {
-    apiVersion: OPERATOR_API_VERSION,
-    kind: "KnativeServing",
-    metadata: { name: "serving", namespace: "knative-serving" },
-    spec: {
-      version: "1.21",
-      ingress: { kourier: { enabled: true } },
-      config: { network: { "ingress-class": "kourier.ingress.networking.knative.dev" } },
-      additionalManifests: [{ URL: additional }],
-      clusterProfileRef: { name: spoke1.name, namespace: sandbox.clusterProfileNamespace },
-    },
-  };
-  const eventing: KubeObject = {
-    apiVersion: OPERATOR_API_VERSION,
-    kind: "KnativeEventing",
-    metadata: { name: "eventing", namespace: "knative-eventing" },
-    spec: {
-      version: "1.21",
-      clusterProfileRef: { name: spoke2.name, namespace: sandbox.clusterProfileNamespace },
-    },
-  };
+  const serving = hubCr(sandbox, "KnativeServing", "knative-serving", spoke1.name, {
+    version: "1.21",
+    ...KOURIER,
+    additionalManifests: [{ URL: additional }],
+  });
+  const eventing = hubCr(sandbox, "KnativeEventing", "knative-eventing", spoke2.name, { version: "1.21" });
 
   beforeAll(async () => {
     hub = adminClient(sandbox.hub);

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type KnativeResource, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeObject } from "../../../src/apply/objects.ts";
 import { anchorName } from "../../../src/apply/ownership.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { liveView } from "../../../src/plan/cluster-view.ts";
@@ -11,6 +10,8 @@ import { loadSandbox } from "../../sandbox/index.ts";
 import {
   anchorNamespaces,
   deleteCrs,
+  hubCr,
+  KOURIER,
   startFleet,
   startUpstream,
   waitFleetReady,
@@ -32,26 +33,8 @@ const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof 
 const hubNs = "team-a";
 const TAKE_OVER_BOUND_MS = 60_000;
 
-const serving: KubeObject = {
-  apiVersion: OPERATOR_API_VERSION,
-  kind: "KnativeServing",
-  metadata: { name: "serving", namespace: hubNs },
-  spec: {
-    version: "1.22",
-    ingress: { kourier: { enabled: true } },
-    config: { network: { "ingress-class": "kourier.ingress.networking.knative.dev" } },
-    clusterProfileRef: { name: spoke1.name, namespace: sandbox.clusterProfileNamespace },
-  },
-};
-const eventing: KubeObject = {
-  apiVersion: OPERATOR_API_VERSION,
-  kind: "KnativeEventing",
-  metadata: { name: "eventing", namespace: hubNs },
-  spec: {
-    version: "1.22",
-    clusterProfileRef: { name: spoke2.name, namespace: sandbox.clusterProfileNamespace },
-  },
-};
+const serving = hubCr(sandbox, "KnativeServing", hubNs, spoke1.name, { version: "1.22", ...KOURIER });
+const eventing = hubCr(sandbox, "KnativeEventing", hubNs, spoke2.name, { version: "1.22" });
 
 describe("hand-over from the upstream operator to knative-fleet", () => {
   let hub: KubeClient;
