@@ -103,7 +103,7 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
     const versionIs = async (kind: string, namespace: string, name: string, version: string) => {
       const { conditions } = await waitConditions(hub, kind, namespace, name, { Ready: "True" });
       const live = await hub.get(OPERATOR_API_VERSION, kind, namespace, name);
-      return (live?.status as { version?: string }).version === version ? conditions : undefined;
+      return (live?.status as { version?: string } | undefined)?.version === version ? conditions : undefined;
     };
     for (const [kind, namespace, name, version] of [
       ["KnativeServing", "knative-serving", "serving", "1.22.1"],
@@ -124,7 +124,7 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
     }
     const live = await hub.get(OPERATOR_API_VERSION, "KnativeServing", "knative-serving", "serving");
     expect(
-      (live?.status as { manifests?: string[] }).manifests?.some((m) =>
+      (live?.status as { manifests?: string[] } | undefined)?.manifests?.some((m) =>
         m.endsWith("/knative-serving/1.22.1"),
       ),
     ).toBe(true);
