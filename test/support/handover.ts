@@ -8,6 +8,7 @@ import { type KubeObject, nameOf } from "../../src/kube/object.ts";
 import { createLogger, silentLogger } from "../../src/observability/log.ts";
 import type { ReconcileReport } from "../../src/reconcile/controller.ts";
 import { type Engine, startEngine } from "../../src/reconcile/engine.ts";
+import { type LocationPolicy, LocationPolicySchema } from "../../src/render/location-policy.ts";
 import type { Sandbox } from "../sandbox/index.ts";
 import { knativeReleasesDir } from "./shared.ts";
 import { UpstreamOperator } from "./upstream-operator.ts";
@@ -18,13 +19,16 @@ import { waitUntil } from "./wait.ts";
 /** knative-fleet's reconcile engine in this process, recording every reconcile it reports. */
 export async function startFleet(
   sandbox: Sandbox,
-  options: { providerFile?: string | undefined } = { providerFile: sandbox.providerFile },
+  options: { providerFile: string | undefined; manifestLocations?: Partial<LocationPolicy> } = {
+    providerFile: sandbox.providerFile,
+  },
 ): Promise<{ engine: Engine; reports: ReconcileReport[] }> {
   const reports: ReconcileReport[] = [];
   const engine = await startEngine({
     hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
     providerFile: options.providerFile,
     kodataDir: knativeReleasesDir(),
+    manifestLocations: LocationPolicySchema.parse(options.manifestLocations ?? {}),
     pollIntervalMs: 1_000,
     resyncIntervalMs: 3_600_000,
     workers: 4,

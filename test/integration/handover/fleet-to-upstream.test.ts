@@ -1,6 +1,5 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
@@ -39,26 +38,35 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
   let upstream: UpstreamOperator | undefined;
   let fleet: Awaited<ReturnType<typeof startFleet>> | undefined;
   const figures: Record<string, number> = {};
-  const additional = join(mkdtempSync(join(tmpdir(), "handover-additional-")), "obsolete.yaml");
-  writeFileSync(
-    additional,
-    `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${OBSOLETE}\n  namespace: knative-serving\ndata:\n  a: "1"\n`,
-  );
-  const serving = hubCr(sandbox, "KnativeServing", "knative-serving", spoke1.name, {
-    version: "1.21",
-    ...KOURIER,
-    additionalManifests: [{ URL: additional }],
-  });
+  // The additional manifest is served on loopback (both reconcilers fetch it; knative-fleet's location
+  // policy admits exactly this prefix), and stays served: upstream reads it back at its upgrade.
+  const obsoleteManifest = `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${OBSOLETE}\n  namespace: knative-serving\ndata:\n  a: "1"\n`;
+  let manifestServer: Server | undefined;
+  let serving: ReturnType<typeof hubCr>;
   const eventing = hubCr(sandbox, "KnativeEventing", "knative-eventing", spoke2.name, { version: "1.21" });
 
   beforeAll(async () => {
+    manifestServer = createServer((req, res) => {
+      if (req.url !== "/obsolete.yaml") return void res.writeHead(404).end();
+      res.writeHead(200, { "content-type": "application/yaml" }).end(obsoleteManifest);
+    });
+    await new Promise<void>((resolve) => manifestServer!.listen(0, "127.0.0.1", resolve));
+    const prefix = `http://127.0.0.1:${(manifestServer.address() as AddressInfo).port}/`;
+    serving = hubCr(sandbox, "KnativeServing", "knative-serving", spoke1.name, {
+      version: "1.21",
+      ...KOURIER,
+      additionalManifests: [{ URL: `${prefix}obsolete.yaml` }],
+    });
     hub = adminClient(sandbox.hub);
     spokeOne = adminClient(spoke1);
     await installFleetCrds(hub);
     await prepareUpstreamHub(hub);
     await ensureNamespace(hub, "knative-serving");
     await ensureNamespace(hub, "knative-eventing");
-    fleet = await startFleet(sandbox);
+    fleet = await startFleet(sandbox, {
+      providerFile: sandbox.providerFile,
+      manifestLocations: { allowedPrefixes: [prefix], allowHttp: true, allowPrivateNetworks: true },
+    });
     await hub.apply(serving);
     await hub.apply(eventing);
     await Promise.all([
@@ -74,6 +82,7 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
     await deleteCrs(hub, [serving, eventing]).catch(() => {});
     await upstream?.stop();
     await fleet?.engine.stop();
+    manifestServer?.close();
     console.log("knative-fleet -> upstream figures:", JSON.stringify(figures));
   });
 
