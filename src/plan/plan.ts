@@ -125,9 +125,10 @@ async function planApplied(
   const moved = base && clusterChange(base, head);
   if (moved) return { ...plan, findings: [moved] };
   let release: Release;
+  let rendered: KubeObject[];
   try {
     release = await context.options.releases.load(head);
-    renderInstall(head, release);
+    rendered = renderInstall(head, release);
   } catch (err) {
     return { ...plan, findings: [renderFailure(err)] };
   }
@@ -137,8 +138,8 @@ async function planApplied(
   const jump = versionJump(head, view.installedVersion, release);
   if (jump) return { ...plan, ...viewed, version, findings: [...viewed.findings, jump] };
 
-  // Rendered where the install is: an adopted install (older upstream layout) is planned in its namespace.
-  const rendered = renderInstall(head, release, view.namespace);
+  // An adopted install (older upstream layout) is planned where it is.
+  if (view.adopted) rendered = renderInstall(head, release, view.namespace);
   const pass = await view.dryRun(head, rendered, context.concurrency);
   const changed = changesOf(pass);
   // A cluster without the install has no traffic to move.
