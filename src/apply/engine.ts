@@ -14,10 +14,12 @@ import {
   refOf,
 } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
-import { isUpToDate, withDesiredHash } from "./compare.ts";
+import { containsDesired, isUpToDate, withDesiredHash } from "./compare.ts";
 import { decodeInventory } from "./inventory.ts";
+import { withLastApplied } from "./last-applied.ts";
 import { ignoreNoKind, readLive } from "./live.ts";
 import { inParallel } from "./parallel.ts";
+import { applyOrReplace } from "./replace.ts";
 
 // The generic server-side apply engine: one apply set (objects, the namespace they live in, an inventory
 // object recording what was applied) brought in line with a cluster. It knows no CRD. Two modes of the same
@@ -28,7 +30,12 @@ export interface ApplySet {
   client: KubeClient;
   /** The namespace the set lives in (the inventory object and the owned objects); created when missing. */
   namespace: string;
-  /** Labels/annotations for the namespace when it has to be created (an existing one is left as it is). */
+  /**
+   * Labels/annotations for the namespace. The set's own Namespace object, when the objects hold one (a
+   * release's), adds its labels and annotations: a namespace the set creates gets all of them (and
+   * managed-by, the mark of who created it); on an existing one only these keys are set, when one is missing
+   * or differs.
+   */
   namespaceMetadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
   /** Labels every object of the set carries; live objects are listed back by them. */
   labels: Record<string, string>;
@@ -138,7 +145,8 @@ export function diffAgainstLive(
  * Stamps the set's objects: the namespace itself left out (it is created once, never applied over), the
  * set's labels on all, an owner reference on the namespaced objects in the set's namespace (owner references
  * cannot cross namespaces or own cluster-scoped objects; those are deleted by name on removal), the
- * desired-hash. Pure: what a pass sends is exactly this.
+ * desired-hash, and the last-applied annotation (what a client-side applier, as the upstream operator's,
+ * merges against). Pure: what a pass sends is exactly this.
  */
 export function stampForApply(
   set: Pick<ApplySet, "namespace" | "labels">,
@@ -147,7 +155,7 @@ export function stampForApply(
 ): KubeObject[] {
   return withoutSetNamespace(objects, set.namespace).map((o) => {
     const owned = o.metadata.namespace === set.namespace;
-    return withDesiredHash({
+    const stamped = withDesiredHash({
       ...o,
       metadata: {
         ...o.metadata,
@@ -155,6 +163,7 @@ export function stampForApply(
         ...(owned ? { ownerReferences: [{ ...owner, controller: true, blockOwnerDeletion: true }] } : {}),
       },
     });
+    return withLastApplied(stamped);
   });
 }
 
@@ -174,7 +183,7 @@ export function ownerOfObjects(set: Pick<ApplySet, "rootOwner" | "inventoryObjec
 export async function readState(
   set: Pick<ApplySet, "client" | "namespace" | "labels" | "inventoryObject">,
   kinds: readonly Pick<ObjectRef, "apiVersion" | "kind">[],
-): Promise<ApplyState & { inventoryHolder?: KubeObject }> {
+): Promise<ApplyState & { inventoryHolder?: KubeObject; namespaceObject?: KubeObject }> {
   const { client, namespace } = set;
   const [namespaceObject, inventoryHolder] = await Promise.all([
     client.get("v1", "Namespace", undefined, namespace),
@@ -187,6 +196,7 @@ export async function readState(
     inventoryExists: inventoryHolder !== undefined,
     namespaceExists: namespaceObject !== undefined,
     inventoryHolder,
+    namespaceObject,
   };
 }
 
@@ -208,7 +218,9 @@ export async function runApplySet(
   let writes = 0;
   let inventoryHolder = state.inventoryHolder;
   if (mode === "apply") {
-    if (!state.namespaceExists) writes += await createNamespace(set);
+    const metadata = namespaceMetadataOf(set, objects);
+    if (!state.namespaceExists) writes += await createNamespace(set, metadata);
+    else writes += await labelNamespace(set, state.namespaceObject, metadata);
     // The inventory first, recording old + new.
     const covering = [...state.inventory, ...kinds.map(refOf)];
     const covered = await applyInventory(set, inventoryHolder, covering);
@@ -237,7 +249,7 @@ export async function runApplySet(
     client.forgetDiscovery();
   }
   await inParallel(namespaces, set.concurrency, (o) => client.apply(o));
-  await inParallel(rest, set.concurrency, (o) => client.apply(o));
+  await inParallel(rest, set.concurrency, (o) => applyOrReplace(client, o));
   writes += toApply.length;
 
   for (const ref of plan.prune) {
@@ -312,10 +324,43 @@ async function dryRunUpdates(set: ApplySet, plan: ApplyPlan): Promise<Map<string
   return answers;
 }
 
-/** The namespace is created once (never applied over, so an existing one is left as it is). */
-async function createNamespace(set: ApplySet): Promise<number> {
-  const labels = { ...(set.namespaceMetadata?.labels ?? {}), [MANAGED_BY_LABEL]: MANAGED_BY };
-  const annotations = set.namespaceMetadata?.annotations;
+type NamespaceMetadata = { labels: Record<string, string>; annotations: Record<string, string> };
+
+/** The set's namespaceMetadata with the labels and annotations of its own Namespace object among `objects`. */
+function namespaceMetadataOf(set: ApplySet, objects: readonly KubeObject[]): NamespaceMetadata {
+  const own = objects.find((o) => o.kind === "Namespace" && o.metadata.name === set.namespace);
+  return {
+    labels: { ...(set.namespaceMetadata?.labels ?? {}), ...(own?.metadata.labels ?? {}) },
+    annotations: { ...(set.namespaceMetadata?.annotations ?? {}), ...(own?.metadata.annotations ?? {}) },
+  };
+}
+
+/**
+ * An existing namespace gets only the set's namespace labels and annotations, never anything else (nor
+ * managed-by: it says who created it), and only when one is missing or differs: a no-op writes nothing.
+ */
+async function labelNamespace(
+  set: ApplySet,
+  live: KubeObject | undefined,
+  { labels, annotations }: NamespaceMetadata,
+): Promise<number> {
+  if (containsDesired({ labels, annotations }, live?.metadata)) return 0;
+  await set.client.apply({
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: {
+      name: set.namespace,
+      ...(Object.keys(labels).length > 0 ? { labels } : {}),
+      ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+    },
+  });
+  return 1;
+}
+
+/** The namespace is created once, with its labels, annotations and managed-by. */
+async function createNamespace(set: ApplySet, metadata: NamespaceMetadata): Promise<number> {
+  const labels = { ...metadata.labels, [MANAGED_BY_LABEL]: MANAGED_BY };
+  const annotations = Object.keys(metadata.annotations).length > 0 ? metadata.annotations : undefined;
   try {
     await set.client.rest.request({
       method: "POST",

@@ -17,13 +17,13 @@ import { buildAnchor, hubOwnerRef, installNamespace, ownerOf, ownershipLabels } 
 type InstallFrame = Omit<ApplySet, "client" | "concurrency" | "crdTimeoutMs">;
 
 /**
- * A CR's install as the engine sees an apply set: the install namespace (created with the CR's
- * spec.namespace labels), the CR's ownership labels, the anchor as inventory object, and the hub CR as
- * root owner when it installs on the hub itself. For a hub install the CR's uid comes from `resource`.
+ * A CR's install as the engine sees an apply set: the install namespace (by default the canonical one;
+ * the located one for an adopted install, see layout.ts; created with the CR's spec.namespace labels), the
+ * CR's ownership labels, the anchor as inventory object, and the hub CR as root owner when it installs on
+ * the hub itself. For a hub install the CR's uid comes from `resource`.
  */
-function installFrame(resource: KnativeResource): InstallFrame {
+function installFrame(resource: KnativeResource, namespace = installNamespace(resource)): InstallFrame {
   const owner = ownerOf(resource);
-  const namespace = installNamespace(resource);
   return {
     namespace,
     namespaceMetadata: resource.spec.namespace,
@@ -38,10 +38,10 @@ export function applyInstall(
   client: KubeClient,
   resource: KnativeResource,
   rendered: readonly KubeObject[],
-  options: { mode: ApplyMode; concurrency: number; crdTimeoutMs?: number },
+  options: { mode: ApplyMode; concurrency: number; crdTimeoutMs?: number; namespace?: string },
 ): Promise<ApplyResult> {
-  const { mode, ...rest } = options;
-  return runApplySet({ ...installFrame(resource), client, ...rest }, rendered, mode);
+  const { mode, namespace, ...rest } = options;
+  return runApplySet({ ...installFrame(resource, namespace), client, ...rest }, rendered, mode);
 }
 
 /** The install as it is on the cluster: anchor, inventory, namespace, and its objects of these kinds. */
@@ -49,8 +49,9 @@ export function readInstallState(
   client: KubeClient,
   resource: KnativeResource,
   kinds: readonly Pick<ObjectRef, "apiVersion" | "kind">[],
+  namespace?: string,
 ): Promise<ApplyState> {
-  return readState({ ...installFrame(resource), client }, kinds);
+  return readState({ ...installFrame(resource, namespace), client }, kinds);
 }
 
 /**

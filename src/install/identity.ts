@@ -98,17 +98,20 @@ export function hubOwnerRef(resource: KnativeResource): OwnerReference | undefin
   };
 }
 
-/** The anchor ConfigMap `{kind}-{name}-root-owner` in the install namespace. */
-export const anchorRef = (resource: KnativeResource): ObjectRef => ({
+/** The anchor ConfigMap `{kind}-{name}-root-owner` in the install namespace (by default the canonical one). */
+export const anchorRef = (resource: KnativeResource, namespace = installNamespace(resource)): ObjectRef => ({
   apiVersion: "v1",
   kind: "ConfigMap",
-  namespace: installNamespace(resource),
+  namespace,
   name: anchorName(ownerOf(resource)),
 });
 
-export const installNamespaceRef = (resource: KnativeResource): ObjectRef => ({
+export const installNamespaceRef = (
+  resource: KnativeResource,
+  namespace = installNamespace(resource),
+): ObjectRef => ({
   apiVersion: "v1",
   kind: "Namespace",
   namespace: "",
-  name: installNamespace(resource),
+  name: namespace,
 });

@@ -29,17 +29,23 @@ export interface Removal {
  * inventory (or, without an anchor, from the rendered release). `removeInstall` executes exactly this, and
  * `plan` reports it.
  */
-export function removalOf(resource: KnativeResource, inventory: readonly ObjectRef[]): Removal {
-  const namespace = installNamespace(resource);
+export function removalOf(
+  resource: KnativeResource,
+  inventory: readonly ObjectRef[],
+  namespace = installNamespace(resource),
+): Removal {
   // The inventory never holds the install namespace, but the fallback (the release rendered in full) does:
   // then it is deleted like every cluster-scoped object.
   const namespaceListed = inventory.some((ref) => ref.kind === "Namespace" && ref.name === namespace);
   return {
-    deletedByName: [...inventory.filter((ref) => ref.namespace === "" && !isCrd(ref)), anchorRef(resource)],
+    deletedByName: [
+      ...inventory.filter((ref) => ref.namespace === "" && !isCrd(ref)),
+      anchorRef(resource, namespace),
+    ],
     collected: inventory.filter((ref) => ref.namespace === namespace),
     kept: [
       ...inventory.filter((ref) => isCrd(ref) || (ref.namespace !== "" && ref.namespace !== namespace)),
-      ...(namespaceListed ? [] : [installNamespaceRef(resource)]),
+      ...(namespaceListed ? [] : [installNamespaceRef(resource, namespace)]),
     ],
   };
 }
@@ -67,29 +73,34 @@ export function sharingCr<T extends KnativeResource>(
 
 /**
  * Removes an install by `removalOf`'s rule: the cluster-scoped objects, then the anchor (garbage collection
- * takes what it owns). `fallback` stands in for the inventory when the anchor is gone.
+ * takes what it owns). `fallback` stands in for the inventory when the anchor is gone; `namespace` is where
+ * the install lives (located, see layout.ts).
  */
 export async function removeInstall(
   client: KubeClient,
   resource: KnativeResource,
   fallback: readonly ObjectRef[],
+  namespace = installNamespace(resource),
 ): Promise<{ deleted: ObjectRef[] }> {
-  const namespace = installNamespace(resource);
   const owner = ownerOf(resource);
   const anchor = await client.get("v1", "ConfigMap", namespace, anchorName(owner));
-  const removal = removalOf(resource, anchor ? decodeInventory(anchor) : fallback);
+  const removal = removalOf(resource, anchor ? decodeInventory(anchor) : fallback, namespace);
   const anchorKey = anchorName(owner);
   const clusterScoped = removal.deletedByName.filter((ref) => ref.namespace === "");
   const deleted = await deleteClusterScoped(client, clusterScoped);
   if (await client.delete("v1", "ConfigMap", namespace, anchorKey, "Background")) {
-    deleted.push(anchorRef(resource));
+    deleted.push(anchorRef(resource, namespace));
   }
   return { deleted };
 }
 
 /** Whether an object of the install is on the cluster, by the state read from it. */
-export function isPresent(resource: KnativeResource, state: ApplyState): (ref: ObjectRef) => boolean {
-  const [anchor, namespace] = [refKey(anchorRef(resource)), installNamespace(resource)];
+export function isPresent(
+  resource: KnativeResource,
+  state: ApplyState,
+  namespace = installNamespace(resource),
+): (ref: ObjectRef) => boolean {
+  const anchor = refKey(anchorRef(resource, namespace));
   return (ref) => {
     if (refKey(ref) === anchor) return state.inventoryExists;
     if (ref.kind === "Namespace" && ref.name === namespace) return state.namespaceExists;

@@ -2,6 +2,8 @@ import { clusterLabel, type TargetResolver } from "../access/target.ts";
 import { type KnativeResource, type KnativeStatus, OPERATOR_API_VERSION } from "../api/knative.ts";
 import type { ApplyResult, ApplyState } from "../apply/engine.ts";
 import { applyInstall, dryRunOver, readInstallState } from "../install/apply.ts";
+import { installNamespace } from "../install/identity.ts";
+import { locateInstall } from "../install/layout.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject, ObjectRef } from "../kube/object.ts";
 import type { PlanSource } from "./report.ts";
@@ -20,6 +22,10 @@ export interface ClusterView {
   source: PlanSource;
   /** The version the hub CR reports installed; offline, base's. */
   installedVersion: string | undefined;
+  /** Where the install is on the cluster: live, located (layout.ts); offline, the canonical namespace. */
+  namespace: string;
+  /** Live, when the install was found in the older upstream layout and is adopted where it is. */
+  adopted: boolean;
   /** The engine's dry pass of these rendered objects. */
   dryRun(
     resource: KnativeResource,
@@ -39,10 +45,16 @@ class ClusterUnreachable extends Error {
 }
 
 /** A view that reads no cluster: `state` stands in for it (base's rendering, as if applied). */
-export function offlineView(state: ApplyState, installedVersion: string | undefined): ClusterView {
+export function offlineView(
+  resource: KnativeResource,
+  state: ApplyState,
+  installedVersion: string | undefined,
+): ClusterView {
   return {
     source: "offline",
     installedVersion,
+    namespace: installNamespace(resource),
+    adopted: false,
     dryRun: async (resource, rendered) => dryRunOver(state, resource, rendered),
     state: async () => state,
   };
@@ -62,7 +74,11 @@ export async function liveView(
   const target = await clusters.targets.resolve(ref);
   if (!target.ok) throw new ClusterUnreachable(`${clusterLabel(ref)}: ${target.reason}: ${target.message}`);
   const { kind, metadata } = resource;
-  const hubResource = await clusters.hub.get(OPERATOR_API_VERSION, kind, metadata.namespace, metadata.name);
+  const [hubResource, location] = await Promise.all([
+    clusters.hub.get(OPERATOR_API_VERSION, kind, metadata.namespace, metadata.name),
+    locateInstall(target.client, resource),
+  ]);
+  const { namespace } = location;
   const withHubUid = (r: KnativeResource): KnativeResource => ({
     ...r,
     metadata: { ...r.metadata, uid: hubResource?.metadata.uid ?? "" },
@@ -70,8 +86,9 @@ export async function liveView(
   return {
     source: "live",
     installedVersion: hubResource ? (hubResource.status as KnativeStatus | undefined)?.version : baseVersion,
+    ...location,
     dryRun: (r, rendered, concurrency) =>
-      applyInstall(target.client, withHubUid(r), rendered, { mode: "dry-run", concurrency }),
-    state: (r, kinds) => readInstallState(target.client, r, kinds),
+      applyInstall(target.client, withHubUid(r), rendered, { mode: "dry-run", concurrency, namespace }),
+    state: (r, kinds) => readInstallState(target.client, r, kinds, namespace),
   };
 }

@@ -1,5 +1,6 @@
 import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
+import { LAST_APPLIED_ANNOTATION } from "../apply/last-applied.ts";
 import { compareStrings, formatFieldPath } from "../fleet/diagnostic.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { isRecord } from "../kube/object.ts";
@@ -31,6 +32,8 @@ const IGNORED_PATHS: readonly (readonly string[])[] = [
   ["metadata", "uid"],
   ["metadata", "creationTimestamp"],
   ["metadata", "annotations", DESIRED_HASH_ANNOTATION],
+  // A copy of the object itself: its changes are the other fields' changes.
+  ["metadata", "annotations", LAST_APPLIED_ANNOTATION],
 ];
 
 /**

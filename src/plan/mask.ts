@@ -1,3 +1,5 @@
+import { LAST_APPLIED_ANNOTATION } from "../apply/last-applied.ts";
+
 // A plan is posted where many people read it (a pull-request comment, a CI log), so nothing secret may
 // reach it: Secret data, fields whose name says they hold a credential, and values that look like one.
 
@@ -33,6 +35,8 @@ const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@:]+(:[^\s/@]*)?@/gi;
  */
 export function isSensitive(kind: string, path: readonly PropertyKey[], value: unknown): boolean {
   if (kind === "Secret" && SECRET_DATA_FIELDS.has(String(path[0]))) return true;
+  // The last-applied annotation is a copy of the whole object, credentials included: never shown.
+  if (path[0] === "metadata" && path[1] === "annotations" && path[2] === LAST_APPLIED_ANNOTATION) return true;
   if (typeof value !== "string" || value === "") return false;
   const keys = path.filter((segment): segment is string => typeof segment === "string");
   // A `value` belongs to the name beside it: env vars, key-value lists.

@@ -7,6 +7,7 @@ import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import { convergedState, NOTHING_INSTALLED } from "../install/apply.ts";
 import { renderInstall } from "../install/desired.ts";
+import { installNamespace } from "../install/identity.ts";
 import { isPresent, removalOf, removedBy, sharingCr } from "../install/removal.ts";
 import { type KubeObject, type ObjectRef, objectKey, refKey, refOf } from "../kube/object.ts";
 import type { MirrorOptions, PruneReport } from "../mirror/plan.ts";
@@ -137,6 +138,8 @@ async function planApplied(
   const jump = versionJump(head, view.installedVersion, release);
   if (jump) return { ...plan, ...viewed, version, findings: [...viewed.findings, jump] };
 
+  // An adopted install (older upstream layout) is planned where it is.
+  if (view.adopted) rendered = renderInstall(head, release, view.namespace);
   const pass = await view.dryRun(head, rendered, context.concurrency);
   const changed = changesOf(pass);
   // A cluster without the install has no traffic to move.
@@ -197,9 +200,9 @@ async function planRemoval(
   const state = await view.state(base, before?.objects ?? []);
   // FinalizeRemoteCluster works from the anchor's inventory; without an anchor, from the rendered release.
   const inventory = state.inventoryExists ? state.inventory : (before?.objects.map(refOf) ?? []);
-  const removal = removalOf(base, inventory);
+  const removal = removalOf(base, inventory, view.namespace);
   // Live, only what is there: deleting the rest is a no-op.
-  const present = view.source === "live" ? isPresent(base, state) : () => true;
+  const present = view.source === "live" ? isPresent(base, state, view.namespace) : () => true;
   const [deleted, kept] = [removedBy(removal).filter(present), removal.kept.filter(present)];
   const uninstall: Finding = {
     severity: "warning",
@@ -245,12 +248,24 @@ async function clusterView(
 }> {
   const baseVersion = base?.release.version;
   const offline = () =>
-    offlineView(base ? convergedState(resource, base.objects) : NOTHING_INSTALLED, baseVersion);
+    offlineView(resource, base ? convergedState(resource, base.objects) : NOTHING_INSTALLED, baseVersion);
   const { clusters } = context.options;
   if (!clusters) return { view: offline(), source: "offline", offlineReason: OFFLINE_REASON, findings: [] };
   try {
     const view = await liveView(clusters, resource, baseVersion);
-    return { view, source: "live", findings: [] };
+    const adopted: Finding[] = view.adopted
+      ? [
+          {
+            severity: "warning",
+            code: "layout-adopted",
+            message:
+              `Knative is installed in namespace ${view.namespace} on this cluster (the upstream operator's ` +
+              `layout up to 1.23): it is adopted there, nothing is installed in ${installNamespace(resource)}. ` +
+              `The object changes below are worked out for ${view.namespace}.`,
+          },
+        ]
+      : [];
+    return { view, source: "live", findings: adopted };
   } catch (err) {
     const message = maskText(err instanceof Error ? err.message : String(err));
     return {

@@ -26,6 +26,8 @@ export type FindingCode =
   | "apply-refused"
   /** the CR's cluster could not be read: its part of the plan is offline */
   | "cluster-unreachable"
+  /** the cluster's install is in the older upstream layout (the hub CR's namespace) and is adopted there */
+  | "layout-adopted"
   /** merging uninstalls Knative from a cluster */
   | "removes-knative"
   /** the mirror's safeguards keep a removed CR for now */

@@ -16,6 +16,7 @@ import type { ApplyResult } from "../apply/engine.ts";
 import { applyInstall } from "../install/apply.ts";
 import { renderInstall } from "../install/desired.ts";
 import { readDeployments, unavailableDeployments } from "../install/health.ts";
+import { locateInstall } from "../install/layout.ts";
 import { removeInstall, sharingCr } from "../install/removal.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, refOf } from "../kube/object.ts";
@@ -113,14 +114,19 @@ const resolveTarget: Step = async (context) => {
   return CONTINUE;
 };
 
-/** Render and apply: nothing is written when the cluster already matches. */
+/**
+ * Render and apply where the install is (an install of the older upstream layout is adopted in place, see
+ * install/layout.ts): nothing is written when the cluster already matches.
+ */
 const install: Step = async (context) => {
   const { resource, deps, release, target } = context;
   try {
-    context.desired = renderInstall(resource, release!);
+    const { namespace } = await locateInstall(target!.client, resource);
+    context.desired = renderInstall(resource, release!, namespace);
     context.applied = await applyInstall(target!.client, resource, context.desired, {
       mode: "apply",
       concurrency: deps.applyConcurrency,
+      namespace,
     });
   } catch (err) {
     context.conditions = markInstallFailed(context.conditions, errorOf(err).message, context.now);
@@ -132,7 +138,7 @@ const install: Step = async (context) => {
     const cr = `${resource.metadata.namespace}/${resource.metadata.name}`;
     deps.log.info({ cr, cluster: target!.cluster, drift }, "restored drifted objects");
   }
-  context.status.manifests = manifestLocations(resource, release!);
+  context.status.manifests = [...release!.locations];
   return CONTINUE;
 };
 
@@ -205,16 +211,6 @@ export function outcomeOf(context: InstallContext, result: StepResult): Reconcil
 const totalRequests = (client: KubeClient): number =>
   [...client.rest.requestCounts.values()].reduce((sum, n) => sum + n, 0);
 
-/** status.manifests: where the installed manifests came from (bundled release, ingress, URLs). */
-function manifestLocations(resource: KnativeResource, release: Release): string[] {
-  const custom = (resource.spec.manifests ?? []).map((m) => m.URL);
-  const base = custom.length > 0 ? custom : [`kodata:${release.component}/${release.version}`];
-  const ingress = release.ingresses.map(
-    (i) => `kodata:ingress/${release.version.split(".").slice(0, 2).join(".")}/${i}`,
-  );
-  return [...base, ...ingress, ...(resource.spec.additionalManifests ?? []).map((m) => m.URL)];
-}
-
 /** What finalize decided: release the CR (remove the finalizer), or keep it with this status and retry. */
 export type FinalizeOutcome = { release: true } | { release: false; status: KnativeStatus; error: Error };
 
@@ -264,11 +260,12 @@ export async function finalizeInstall(
       error: new Error(`finalize ${cluster}: ${target.reason}: ${target.message}`),
     };
   }
+  const { namespace } = await locateInstall(target.client, resource);
   const fallback = await deps.releases
     .load(resource)
-    .then((release) => renderInstall(resource, release).map(refOf))
+    .then((release) => renderInstall(resource, release, namespace).map(refOf))
     .catch(() => []);
-  const { deleted } = await removeInstall(target.client, resource, fallback);
+  const { deleted } = await removeInstall(target.client, resource, fallback, namespace);
   log.info({ cluster: target.cluster, deleted: deleted.length }, "FinalizeRemoteCluster done");
   return { release: true };
 }

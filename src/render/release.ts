@@ -16,6 +16,11 @@ export interface Release {
    * Deeply frozen and shared with the loader's cache.
    */
   manifests: readonly Manifest[];
+  /**
+   * status.manifests, as upstream writes it: where the release came from (its kodata directory, or
+   * spec.manifests with ${VERSION} resolved), then the ingresses' directories, then spec.additionalManifests.
+   */
+  locations: readonly string[];
 }
 
 export const COMPONENT_OF_KIND = {
@@ -63,6 +68,7 @@ export class ReleaseLoader {
     const component = COMPONENT_OF_KIND[resource.kind];
     const { spec } = resource;
     const customLocations = (spec.manifests ?? []).map((manifest) => manifest.URL);
+    const additionalLocations = (spec.additionalManifests ?? []).map((manifest) => manifest.URL);
     const version = await this.#targetVersion(component, spec.version, customLocations.length > 0);
     const ingresses = resource.kind === "KnativeServing" ? selectedIngresses(resource.spec) : [];
     const atVersion = (location: string) => location.replaceAll(VERSION_VARIABLE, version);
@@ -73,12 +79,25 @@ export class ReleaseLoader {
         ? this.#locations(customLocations.map(atVersion), budget)
         : this.#cached(`${component}@${version}`, () => this.#source.componentManifests(component, version)),
       Promise.all(ingresses.map((ingress) => this.#ingress(ingress, version, customLocations.length > 0))),
-      this.#locations(
-        (spec.additionalManifests ?? []).map((manifest) => atVersion(manifest.URL)),
-        budget,
-      ),
+      this.#locations(additionalLocations.map(atVersion), budget),
     ]);
-    return { component, version, ingresses, manifests: [...base, ...ingressManifests.flat(), ...additional] };
+    const minor = minorOf(version);
+    const locations = [
+      ...(customLocations.length > 0
+        ? customLocations.map(atVersion)
+        : [this.#source.componentLocation(component, version)]),
+      ...ingresses.flatMap((ingress, i) =>
+        (ingressManifests[i] ?? []).length > 0 ? [this.#source.ingressLocation(ingress, minor)] : [],
+      ),
+      ...additionalLocations.map(atVersion),
+    ];
+    return {
+      component,
+      version,
+      ingresses,
+      manifests: [...base, ...ingressManifests.flat(), ...additional],
+      locations,
+    };
   }
 
   async #targetVersion(

@@ -13,10 +13,10 @@ import { applyHighAvailability } from "./transformers/high-availability.ts";
 import {
   configureIstioGateways,
   configureKourier,
-  defaultIngressClass,
   placeIstioGatewayServices,
 } from "./transformers/ingress.ts";
 import { nameJobs } from "./transformers/jobs.ts";
+import { labelComponentName } from "./transformers/labels.ts";
 import { configureNamespace, injectNamespace } from "./transformers/namespace.ts";
 import { applyPodDisruptionBudgetOverrides } from "./transformers/pod-disruption-budgets.ts";
 import { applyRegistry } from "./transformers/registry.ts";
@@ -49,6 +49,7 @@ export function render(
     injectNamespace(namespace),
     configureNamespace(spec.namespace),
     nameJobs(release.component, release.version),
+    labelComponentName(release.component),
     applyHighAvailability(spec),
     applyRegistry(spec.registry),
     applyConfig(spec.config),
@@ -74,7 +75,6 @@ function servingSteps(serving: KnativeServing, release: Release, namespace: stri
     ...(release.ingresses.includes("istio") ? [configureIstioGateways(spec.ingress?.istio)] : []),
     ...(release.ingresses.includes("kourier") ? [configureKourier(spec.ingress?.kourier)] : []),
     placeIstioGatewayServices(spec, namespace),
-    defaultIngressClass(release.ingresses, spec.config),
   ];
 }
 

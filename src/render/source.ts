@@ -30,6 +30,13 @@ export interface ManifestSource {
   locationManifests(location: string, budget: ByteBudget): Promise<readonly Manifest[]>;
   /** A fresh byte allowance for one CR's locations. */
   locationBudget(): ByteBudget;
+  /**
+   * Where a release and an ingress are read from, as status.manifests records them: the upstream operator
+   * writes the kodata directories it read (`$KO_DATA_PATH/knative-serving/1.22.1`) and reads them back at
+   * the next upgrade to find obsolete objects, so the same text lets either project take over.
+   */
+  componentLocation(component: Component, version: string): string;
+  ingressLocation(ingress: IngressName, minor: string): string;
 }
 
 export interface KodataSourceOptions extends LocationLoaderOptions {
@@ -59,5 +66,7 @@ export function createKodataSource(options: KodataSourceOptions): ManifestSource
     },
     locationManifests: (location, budget) => locations.load(location, budget),
     locationBudget: () => locations.budget(),
+    componentLocation: (component, version) => join(dir, component, version),
+    ingressLocation: (ingress, minor) => join(dir, "ingress", minor, ingress),
   };
 }

@@ -1,4 +1,4 @@
-import { type Document, parseDocument } from "yaml";
+import { type Document, parseDocument, stringify } from "yaml";
 import type { CommonSpec } from "../../api/knative.ts";
 import {
   field,
@@ -28,27 +28,30 @@ function brokerDefaults(configMap: Manifest): Document.Parsed {
 
 /**
  * The cluster-wide default Broker class in config-br-defaults: spec.defaultBrokerClass, MTChannelBasedBroker
- * when unset (so it also overrides a class set through spec.config, as upstream does). Only that field of the
- * YAML changes; the rest keeps its text.
+ * when unset (so it also overrides a class set through spec.config, as upstream does). Upstream decodes the
+ * YAML and encodes it again every time (Go's sigs.k8s.io/yaml: keys sorted, lists not indented), so the text
+ * is written the same way: the same bytes in both, whoever installed the cluster.
  */
 export function setDefaultBrokerClass(defaultBrokerClass: string | undefined): Transformer {
   const brokerClass = defaultBrokerClass || MT_CHANNEL_BASED_BROKER;
   return (manifests) =>
     updateWhere(
       manifests,
-      (manifest) =>
-        manifest.kind === "ConfigMap" &&
-        manifest.metadata.name === BROKER_DEFAULTS_CONFIGMAP &&
-        brokerDefaults(manifest).getIn(BROKER_CLASS_PATH) !== brokerClass,
+      (manifest) => manifest.kind === "ConfigMap" && manifest.metadata.name === BROKER_DEFAULTS_CONFIGMAP,
       (configMap) => {
         const defaults = brokerDefaults(configMap);
         const [error] = defaults.errors;
         if (error)
           throw new RenderError(`${BROKER_DEFAULTS_CONFIGMAP} ${BROKER_DEFAULTS_KEY}: ${error.message}`);
         defaults.setIn(BROKER_CLASS_PATH, brokerClass);
-        setConfigMapData(configMap, { [BROKER_DEFAULTS_KEY]: String(defaults) });
+        setConfigMapData(configMap, { [BROKER_DEFAULTS_KEY]: goYaml(defaults.toJS()) });
       },
     );
+}
+
+/** YAML as Go's sigs.k8s.io/yaml writes it: map keys sorted, sequences at their key's indentation. */
+function goYaml(value: unknown): string {
+  return stringify(value, { sortMapEntries: true, indentSeq: false, lineWidth: 0 });
 }
 
 const SINK_BINDING_WEBHOOK = "eventing-webhook";

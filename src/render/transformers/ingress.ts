@@ -1,4 +1,4 @@
-import type { CommonSpec, KnativeServingSpec } from "../../api/knative.ts";
+import type { KnativeServingSpec } from "../../api/knative.ts";
 import {
   groupOf,
   isRecord,
@@ -8,11 +8,8 @@ import {
   RenderError,
   setConfigMapData,
   type Transformer,
-  unchanged,
   updateWhere,
 } from "../manifest.ts";
-import type { IngressName } from "../source.ts";
-import { configEntriesFor } from "./config.ts";
 
 // The Serving networking layer: upstream's pkg/reconciler/knativeserving/ingress (kourier.go, istio.go,
 // ingress_service.go). Which ingress manifests are included at all is decided when the release is loaded.
@@ -22,45 +19,21 @@ type KourierSpec = NonNullable<IngressSpec["kourier"]>;
 type IstioSpec = NonNullable<IngressSpec["istio"]>;
 type IstioGatewayOverride = IstioSpec["knative-ingress-gateway"];
 
-const INGRESS_CLASS: Record<IngressName, string> = {
-  istio: "istio.ingress.networking.knative.dev",
-  contour: "contour.ingress.networking.knative.dev",
-  kourier: "kourier.ingress.networking.knative.dev",
-  "gateway-api": "gateway-api.ingress.networking.knative.dev",
-};
-
-/**
- * Points Serving at the one installed ingress: config-network's ingress-class, unless spec.config sets it
- * (either spelling). With several ingresses installed the choice stays the user's.
- */
-export function defaultIngressClass(
-  ingresses: readonly IngressName[],
-  config: CommonSpec["config"],
-): Transformer {
-  const network = configEntriesFor(config, "config-network");
-  const chosen = lookup(network, "ingress-class") ?? lookup(network, "ingress.class");
-  if (ingresses.length !== 1 || chosen !== undefined) return unchanged;
-  const ingressClass = INGRESS_CLASS[ingresses[0]!];
-  return (manifests) =>
-    updateWhere(
-      manifests,
-      (manifest) => manifest.kind === "ConfigMap" && manifest.metadata.name === "config-network",
-      (configMap) => {
-        setConfigMapData(configMap, { "ingress-class": ingressClass });
-      },
-    );
-}
-
 const KOURIER_CONTROLLERS = new Set(["3scale-kourier-control", "net-kourier-controller"]);
 const KOURIER_GATEWAY_NAMESPACE_ENV = "KOURIER_GATEWAY_NAMESPACE";
 const KOURIER_GATEWAY_SERVICE = "kourier";
 const KOURIER_GATEWAY_DEPLOYMENT = "3scale-kourier-gateway";
 const KOURIER_DEFAULT_BOOTSTRAP = "kourier-bootstrap";
 
+/** The gateway's Envoy bootstrap names the controller's xDS address in the release's own namespace. */
+const KOURIER_BOOTSTRAP_KEY = "envoy-bootstrap.yaml";
+const KOURIER_XDS_ADDRESS = "net-kourier-controller.knative-serving";
+
 /**
  * Kourier: the controller looks for its gateway in its own namespace (upstream installs both into the CR's
- * namespace, not kourier-system); the gateway Service takes spec.ingress.kourier's type, load-balancer IP and
- * node ports; the gateway can boot from another Envoy bootstrap ConfigMap.
+ * namespace, not kourier-system), and the gateway's bootstrap finds the controller's xDS server there too;
+ * the gateway Service takes spec.ingress.kourier's type, load-balancer IP and node ports; the gateway can
+ * boot from another Envoy bootstrap ConfigMap.
  */
 export function configureKourier(kourier: KourierSpec | undefined): Transformer {
   return (manifests) => {
@@ -75,8 +48,23 @@ export function configureKourier(kourier: KourierSpec | undefined): Transformer 
         }
       },
     );
-    const withService = updateWhere(
+    const withBootstrap = updateWhere(
       withGatewayNamespace,
+      (manifest) => manifest.kind === "ConfigMap" && manifest.metadata.name === KOURIER_DEFAULT_BOOTSTRAP,
+      (configMap) => {
+        const bootstrap = lookup(
+          configMap.data as Record<string, unknown> | undefined,
+          KOURIER_BOOTSTRAP_KEY,
+        );
+        if (typeof bootstrap !== "string") return;
+        const address = `net-kourier-controller.${configMap.metadata.namespace}`;
+        setConfigMapData(configMap, {
+          [KOURIER_BOOTSTRAP_KEY]: bootstrap.replaceAll(KOURIER_XDS_ADDRESS, address),
+        });
+      },
+    );
+    const withService = updateWhere(
+      withBootstrap,
       (manifest) => manifest.kind === "Service" && manifest.metadata.name === KOURIER_GATEWAY_SERVICE,
       (service) => configureGatewayService(service, kourier ?? {}),
     );

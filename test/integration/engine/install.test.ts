@@ -95,7 +95,12 @@ describe("the reconcile engine on real spokes", () => {
       cr("KnativeServing", "serving", {
         version: "1.21",
         ingress: { kourier: { enabled: true } },
-        config: { network: { "domain-template": "{{.Name}}.{{.Namespace}}.{{.Domain}}" } },
+        config: {
+          network: {
+            "domain-template": "{{.Name}}.{{.Namespace}}.{{.Domain}}",
+            "ingress-class": "kourier.ingress.networking.knative.dev",
+          },
+        },
         clusterProfileRef: { name: spoke1.name, namespace: sandbox.clusterProfileNamespace },
       }),
     );

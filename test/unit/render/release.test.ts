@@ -68,6 +68,10 @@ describe("ReleaseLoader", () => {
     expect(release.manifests.at(-1)?.metadata.labels?.["networking.knative.dev/ingress-provider"]).toBe(
       "contour",
     );
+    expect(release.locations).toEqual([
+      `${core}/1.21.3/2-serving-core.yaml`,
+      join(knativeReleasesDir(), "ingress", "1.21", "contour"),
+    ]);
   });
 
   it("appends spec.additionalManifests after the release and its ingress", async () => {
@@ -77,6 +81,26 @@ describe("ReleaseLoader", () => {
       "autoscaler-hpa",
       "autoscaler-hpa",
     ]);
+  });
+
+  it("records where it read from as upstream's status.manifests does: kodata directories, then URLs", async () => {
+    // What the upstream operator wrote for the same CRs with KO_DATA_PATH at the same directory (read back
+    // from a hub in the hand-over tests): the directories it read, no `kodata:` names it could not resolve.
+    const hpa = join(knativeReleasesDir(), "knative-serving", "1.22.1", "3-serving-hpa.yaml");
+    const serving = await releases.load(
+      knativeServing({
+        version: "1.22",
+        ingress: { kourier: { enabled: true } },
+        additionalManifests: [{ URL: hpa }],
+      }),
+    );
+    expect(serving.locations).toEqual([
+      join(knativeReleasesDir(), "knative-serving", "1.22.1"),
+      join(knativeReleasesDir(), "ingress", "1.22", "kourier"),
+      hpa,
+    ]);
+    const eventing = await releases.load(knativeEventing({ version: "1.22" }));
+    expect(eventing.locations).toEqual([join(knativeReleasesDir(), "knative-eventing", "1.22.2")]);
   });
 
   it("needs spec.version with spec.manifests: nothing else says which release they hold", async () => {
