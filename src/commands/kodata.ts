@@ -87,6 +87,8 @@ export function kodataSource(
       ingressManifests: async () => missing(),
       locationManifests: async () => missing(),
       locationBudget: () => ({ remaining: policy.maxBytesPerResource }),
+      componentLocation: () => missing(),
+      ingressLocation: () => missing(),
     },
     used: () => used,
   };
