@@ -309,6 +309,7 @@ export async function stopNodes(stateDir: string): Promise<void> {
     stateDir,
     names.flatMap((name) => [`${name}-containerd`, `${name}-forward-host`, `${name}-forward-node`]),
   );
+  killLeftoverShims(nodesDir);
   for (const name of names) {
     const netnsFile = join(nodesDir, name, "netns");
     if (!existsSync(netnsFile)) continue;
@@ -337,6 +338,27 @@ export async function stopNodes(stateDir: string): Promise<void> {
       JSON.parse(readFileSync(tunables, "utf8")) as Record<string, string>,
     ))
       writeFileSync(`/proc/sys/${key}`, value);
+  }
+}
+
+/**
+ * containerd-shim processes outlive containerd when their task could not be deleted (a node stopped mid-test):
+ * the ones of these nodes, found by the node's socket path in their command line, are killed.
+ */
+function killLeftoverShims(nodesDir: string): void {
+  for (const pid of readdirSync("/proc").filter((entry) => /^\d+$/.test(entry))) {
+    let cmdline: string;
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (!cmdline.includes("containerd-shim") || !cmdline.includes(`${nodesDir}/`)) continue;
+    try {
+      process.kill(Number(pid), "SIGKILL");
+    } catch {
+      // gone meanwhile
+    }
   }
 }
 
