@@ -8,7 +8,9 @@
 //    cluster IP, which nothing serves here;
 //  - is probed on 127.0.0.1: the kubelet refuses a loopback node IP, so the node reports no address and the
 //    host-network pod no pod IP for the probes to default to;
-//  - is pinned to the real nodes (the sandbox's other nodes are kwok's fakes).
+//  - is pinned to the real nodes (the sandbox's other nodes are kwok's fakes);
+// and the plugins' kubeconfig (a ConfigMap) names the hub by the same loopback address instead of
+// kubernetes.default.svc, the in-cluster name that nothing serves here either.
 // Usage: helm install ... --post-renderer real-node-post-renderer.ts --post-renderer-args HOST:PORT
 import { parseAllDocuments, stringify } from "yaml";
 import { REAL_NODE_LABEL } from "../../sandbox/real-node.ts";
@@ -29,9 +31,24 @@ interface PodSpec {
 /** The rendered manifests with the Deployment's pod moved onto a real node's host network. */
 export function postRender(manifests: string, hub: { host: string; port: string }): string {
   const documents = parseAllDocuments(manifests)
-    .map((doc) => doc.toJS() as { kind?: string; spec?: { template?: { spec?: PodSpec } } } | null)
+    .map(
+      (doc) =>
+        doc.toJS() as {
+          kind?: string;
+          data?: Record<string, string>;
+          spec?: { template?: { spec?: PodSpec } };
+        } | null,
+    )
     .filter((object) => object !== null);
   for (const object of documents) {
+    if (object.kind === "ConfigMap" && object.data) {
+      for (const [key, value] of Object.entries(object.data)) {
+        object.data[key] = value.replaceAll(
+          "server: https://kubernetes.default.svc",
+          `server: https://${hub.host}:${hub.port}`,
+        );
+      }
+    }
     const pod = object.kind === "Deployment" ? object.spec?.template?.spec : undefined;
     if (!pod) continue;
     pod.hostNetwork = true;
