@@ -35,6 +35,7 @@ const OBSOLETE = "handover-obsolete";
 describe("hand-over from knative-fleet to the upstream operator", () => {
   let hub: KubeClient;
   let spokeOne: KubeClient;
+  let spokeTwo: KubeClient;
   let upstream: UpstreamOperator | undefined;
   let fleet: Awaited<ReturnType<typeof startFleet>> | undefined;
   const figures: Record<string, number> = {};
@@ -59,6 +60,7 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
     });
     hub = adminClient(sandbox.hub);
     spokeOne = adminClient(spoke1);
+    spokeTwo = adminClient(spoke2);
     await installFleetCrds(hub);
     await prepareUpstreamHub(hub);
     await ensureNamespace(hub, "knative-serving");
@@ -80,6 +82,16 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
   afterAll(async () => {
     if (!upstream?.running) upstream = await startUpstream(sandbox).catch(() => undefined);
     await deleteCrs(hub, [serving, eventing]).catch(() => {});
+    // Leave the spokes as found, whatever upstream's finalizer left: without the anchors the spokes' garbage
+    // collectors remove the rest, and the next test file finds no install of these CRs.
+    for (const [spoke, kind, namespace, name] of [
+      [spokeOne, "KnativeServing", "knative-serving", "serving"],
+      [spokeTwo, "KnativeEventing", "knative-eventing", "eventing"],
+    ] as const) {
+      await spoke
+        ?.delete("v1", "ConfigMap", namespace, `${kind.toLowerCase()}-${name}-root-owner`)
+        .catch(() => {});
+    }
     await upstream?.stop();
     await fleet?.engine.stop();
     manifestServer?.close();
