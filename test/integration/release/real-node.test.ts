@@ -124,15 +124,6 @@ describe("helm install on a real node", () => {
       return { code: 1, out: String((err as { stderr?: string }).stderr ?? err) };
     }
   };
-  /** SIGKILL to a container through its node's containerd; false when it is not running. */
-  const tryKill = (on: RealNode, id: string) => {
-    try {
-      ctr(on, "tasks", "kill", "--signal", "SIGKILL", id);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   const crReady = async (cr: Cr) => {
     const live = await hub.get(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name);
     return (
@@ -423,33 +414,6 @@ describe("helm install on a real node", () => {
         300_000,
       );
     }, 600_000);
-
-    it("the leader killed with the container runtime, the other takes over", async () => {
-      printLogsOnFailure();
-      const holder = (await leaseHolder())!;
-      const ready = await readyPods();
-      const leader = ready.find((p) => p.metadata.name === holder)!;
-      const follower = ready.find((p) => p.metadata.name !== holder)!;
-      expect(follower, "a second Ready pod").toBeDefined();
-      const owner = nodes.find((n) => n.name === leader.spec.nodeName)!;
-      // The kubelet restarts a killed container at once, and the restarted process (same pod, same identity)
-      // would simply renew its lease: it is killed again whenever it is back, until the follower leads.
-      const killed = Date.now();
-      let kills = 0;
-      await waitUntil(
-        "the follower holds the lease",
-        async () => {
-          if ((await leaseHolder()) === follower.metadata.name) return true;
-          const current = (await pods()).find((p) => p.metadata.name === leader.metadata.name);
-          const id = current && containerId(current);
-          if (id && tryKill(owner, id)) kills++;
-          return undefined;
-        },
-        120_000,
-      );
-      figures.leaderKills = kills;
-      figures.leaderTakeoverSeconds = Math.round((Date.now() - killed) / 100) / 10;
-    });
 
     it("helm upgrade with a changed value rolls the pods without two leaders", async () => {
       printLogsOnFailure();
