@@ -7,7 +7,7 @@ export interface LeaderElectionOptions {
   client: KubeClient;
   namespace: string;
   name: string;
-  /** Unique per process (pod name plus a random suffix): two processes with one identity would both lead. */
+  /** Unique per pod (the chart gives POD_NAME): two live processes with one identity would both lead. */
   identity: string;
   /** How long others wait, after they last saw the Lease change, before taking it over (default 15 s). */
   leaseDurationMs?: number;
