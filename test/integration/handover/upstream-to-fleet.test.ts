@@ -25,6 +25,7 @@ import {
   type UpstreamOperator,
   waitConditions,
 } from "../../support/upstream-operator.ts";
+import { waitUntil } from "../../support/wait.ts";
 
 // Hand-over 1: the real upstream operator (knative/operator b4f2c2549cd0, which installs into the hub CR's
 // namespace on the spoke) installs Serving 1.22 with Kourier and Eventing 1.22 from hub CRs in `team-a`; it is
@@ -51,6 +52,19 @@ describe("hand-over from the upstream operator to knative-fleet", () => {
     hub = adminClient(sandbox.hub);
     spokeOne = adminClient(spoke1);
     spokeTwo = adminClient(spoke2);
+    // The sandbox is shared: whatever an earlier file left in the canonical namespaces goes first, so that
+    // "nothing in the canonical namespace" speaks of this hand-over only.
+    for (const [spoke, canonical] of [
+      [spokeOne, "knative-serving"],
+      [spokeTwo, "knative-eventing"],
+    ] as const) {
+      await spoke.delete("v1", "Namespace", undefined, canonical).catch(() => {});
+      await waitUntil(
+        `${canonical} gone`,
+        async () => ((await spoke.get("v1", "Namespace", undefined, canonical)) ? undefined : true),
+        180_000,
+      );
+    }
     await installFleetCrds(hub);
     await prepareUpstreamHub(hub);
     await ensureNamespace(hub, hubNs);
