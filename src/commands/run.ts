@@ -1,9 +1,9 @@
-import { hostname } from "node:os";
 import { loadKubeConfig } from "../kube/kubeconfig.ts";
 import { createLogger } from "../observability/log.ts";
 import { effectivePollInterval } from "../reconcile/engine.ts";
 import { ConfigError, loadServiceConfig, parseDuration } from "../service/config.ts";
 import { keepServingOnUncaughtErrors } from "../service/http-server.ts";
+import { processIdentity } from "../service/leader-election.ts";
 import { FleetService } from "../service/service.ts";
 import { type Command, EXIT_USAGE, UsageError } from "./command.ts";
 
@@ -61,7 +61,7 @@ Flags:
       providerFile: values["clusterprofile-provider-file"] as string | undefined,
       kodataDir,
       pollIntervalMs,
-      identity: process.env.POD_NAME ?? hostname(),
+      identity: processIdentity(process.env.POD_NAME),
       log,
     });
     await service.start();

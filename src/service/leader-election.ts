@@ -1,13 +1,24 @@
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import type { KubeClient } from "../kube/client.ts";
 import { isConflict } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
 
+/**
+ * "<pod name>_<uuid>", as client-go builds it from the hostname: the pod name says who leads, the uuid keeps a
+ * restarted container (same pod name) from renewing the Lease its killed predecessor held, so a standby takes
+ * over after the lease duration instead of racing a process that never saw the Lease.
+ */
+export function processIdentity(podName: string | undefined): string {
+  return `${podName || hostname()}_${randomUUID()}`;
+}
+
 export interface LeaderElectionOptions {
   client: KubeClient;
   namespace: string;
   name: string;
-  /** Unique per pod (the chart gives POD_NAME): two live processes with one identity would both lead. */
+  /** Unique per process (see processIdentity): two live processes with one identity would both lead. */
   identity: string;
   /** How long others wait, after they last saw the Lease change, before taking it over (default 15 s). */
   leaseDurationMs?: number;

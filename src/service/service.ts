@@ -32,7 +32,7 @@ export interface ServiceOptions {
   kodataDir: string;
   /** Overrides config.remoteDeploymentsPollInterval (the --remote-deployments-poll-interval flag). */
   pollIntervalMs?: number;
-  /** Leader-election identity (POD_NAME in the chart). */
+  /** Leader-election identity, one per process (processIdentity). */
   identity: string;
   log: Logger;
   /** Called when leadership is lost: by default the process exits so it restarts clean (controller-runtime's way). */

@@ -2,7 +2,11 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { KubeApiError, type RestRequest } from "../../../src/kube/rest.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
-import { type LeaderElectionOptions, LeaderElector } from "../../../src/service/leader-election.ts";
+import {
+  type LeaderElectionOptions,
+  LeaderElector,
+  processIdentity,
+} from "../../../src/service/leader-election.ts";
 import { waitUntil } from "../../support/wait.ts";
 
 // Short timings keep the tests fast; the ratios are the defaults' (15 s / 10 s / 2 s).
@@ -101,6 +105,15 @@ async function leaderAndCandidate() {
 
 const until = (what: string, condition: () => boolean) =>
   waitUntil(what, async () => (condition() ? true : undefined), 5_000);
+
+describe("processIdentity", () => {
+  it("names the pod and differs for every process, so a restarted container is a new candidate", () => {
+    const [first, restarted] = [processIdentity("fleet-0"), processIdentity("fleet-0")];
+    expect(first).toMatch(/^fleet-0_[0-9a-f-]{36}$/);
+    expect(restarted).not.toBe(first);
+    expect(processIdentity(undefined)).toMatch(/^.+_[0-9a-f-]{36}$/);
+  });
+});
 
 describe("leader election", () => {
   it("refuses timings under which a leader could still act after another took over", () => {
