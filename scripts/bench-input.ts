@@ -5,6 +5,7 @@
 // Usage: node scripts/bench-input.ts
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -34,14 +35,18 @@ if (mode === "sync") {
   // Child: one sync of the repository at `arg`, as the service runs it.
   const cacheDir = await mkdtemp(join(tmpdir(), "knative-fleet-bench-input-"));
   const started = performance.now();
-  const snapshot = await new GitSource(gitSourceSpecSchema.parse({ url: arg }), { cacheDir }).sync();
-  const model = buildFleetModel(snapshot.files, { defaultNamespace: "knative-fleet" });
-  await rm(cacheDir, { recursive: true, force: true });
-  report({
-    files: snapshot.files.length,
-    resources: model.resources.length,
-    ms: performance.now() - started,
-  });
+  try {
+    const snapshot = await new GitSource(gitSourceSpecSchema.parse({ url: arg }), { cacheDir }).sync();
+    const model = buildFleetModel(snapshot.files, { defaultNamespace: "knative-fleet" });
+    report({
+      outcome: `${snapshot.files.length} files, ${model.resources.length} resources`,
+      ms: performance.now() - started,
+    });
+  } catch (error) {
+    report({ outcome: (error as Error).message, ms: performance.now() - started });
+  } finally {
+    await rm(cacheDir, { recursive: true, force: true });
+  }
 } else if (mode === "location") {
   // Child: three loads of a location that never ends, under the default caps.
   const policy = LocationPolicySchema.parse(
@@ -62,7 +67,10 @@ if (mode === "sync") {
 }
 
 function report(fields: Record<string, unknown>): void {
-  console.log(JSON.stringify({ ...fields, maxRssMiB: Math.round(process.resourceUsage().maxRSS / 1024) }));
+  // VmHWM, not resourceUsage().maxRSS: Linux carries ru_maxrss across exec, so a child would report the
+  // parent's peak (this parent holds the 150 MiB blob it wrote).
+  const hwmKiB = Number(/^VmHWM:\s+(\d+) kB/m.exec(readFileSync("/proc/self/status", "utf8"))?.[1]);
+  console.log(JSON.stringify({ ...fields, maxRssMiB: Math.round(hwmKiB / 1024) }));
 }
 
 async function child(...args: string[]): Promise<Record<string, unknown>> {
@@ -73,7 +81,8 @@ async function child(...args: string[]): Promise<Record<string, unknown>> {
 }
 
 async function parent(): Promise<void> {
-  const server = await startGitServer();
+  const server = await startGitServer({ allowFilter: true });
+  const plainServer = await startGitServer();
   try {
     const baseline = await child("location", join(tmpdir(), "absent.yaml"));
     console.log(`baseline (a child that loads nothing): peak RSS ${baseline.maxRssMiB} MiB`);
@@ -85,7 +94,15 @@ async function parent(): Promise<void> {
     });
     const blob = await child("sync", server.url("blob"));
     console.log(
-      `sync, 10 fleet files + a 150 MiB blob outside the globs: peak RSS ${blob.maxRssMiB} MiB (${Math.round(Number(blob.ms))} ms)`,
+      `sync, 10 fleet files + a 150 MiB blob outside the globs, server filters: peak RSS ${blob.maxRssMiB} MiB (${Math.round(Number(blob.ms))} ms): ${blob.outcome}`,
+    );
+    await plainServer.createRepo("blob", {
+      ...small,
+      "assets/big.bin": randomBytes(150 * MiB * 0.75).toString("base64"),
+    });
+    const unfiltered = await child("sync", plainServer.url("blob"));
+    console.log(
+      `the same, server cannot filter (maxFetchBytes 32 MiB): peak RSS ${unfiltered.maxRssMiB} MiB (${Math.round(Number(unfiltered.ms))} ms): ${unfiltered.outcome}`,
     );
 
     const many = Object.fromEntries(
@@ -94,10 +111,11 @@ async function parent(): Promise<void> {
     await server.createRepo("many", many);
     const thousand = await child("sync", server.url("many"));
     console.log(
-      `sync, 1,000 fleet files: peak RSS ${thousand.maxRssMiB} MiB (${Math.round(Number(thousand.ms))} ms)`,
+      `sync, 1,000 fleet files: peak RSS ${thousand.maxRssMiB} MiB (${Math.round(Number(thousand.ms))} ms): ${thousand.outcome}`,
     );
   } finally {
     await server.close();
+    await plainServer.close();
   }
 
   const zero = await child("location", "/dev/zero");

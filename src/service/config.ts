@@ -13,7 +13,7 @@ import {
   type LocationPolicy,
   LocationPolicySchema,
 } from "../render/location-policy.ts";
-import type { GitAuth, GitSourceSpec } from "../source/index.ts";
+import { DEFAULT_MAX_FETCH_BYTES, type GitAuth, type GitSourceSpec } from "../source/index.ts";
 
 /**
  * The service's config file (`run --config`): the contract the Helm chart renders (charts/knative-fleet
@@ -27,6 +27,8 @@ export const ServiceConfigSchema = z.strictObject({
     /** A directory holding `token`, or `username` and `password` (a mounted Secret, re-read on every use). */
     credentialsDir: z.string().min(1).optional(),
     caFile: z.string().min(1).optional(),
+    /** The largest fetch from a server that cannot filter out large blobs (GitSourceSpec.maxFetchBytes). */
+    maxFetchBytes: z.number().int().positive().default(DEFAULT_MAX_FETCH_BYTES),
   }),
   cacheDir: z.string().min(1).default("/var/cache/knative-fleet"),
   pollSchedule: z.string().min(1).default("* * * * *"),
@@ -184,6 +186,7 @@ export function gitSourceSpec(config: ServiceConfig): GitSourceSpec {
     branch: repository.branch,
     ...fleetSettings(config).selection,
     timeoutMs: 60_000,
+    maxFetchBytes: repository.maxFetchBytes,
     ...(repository.caFile ? { caFile: repository.caFile } : {}),
     ...(repository.credentialsDir ? { auth: gitAuthFrom(repository.credentialsDir) } : {}),
   };

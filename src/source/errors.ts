@@ -10,6 +10,7 @@ export type GitErrorKind =
   | "tls"
   | "rejected"
   | "protocol"
+  | "too-large"
   | "internal";
 
 export type GitOperation = "head" | "fetch" | "read" | "push";

@@ -3,10 +3,10 @@ import * as fs from "node:fs";
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import git, { type HttpClient } from "isomorphic-git";
-import { type FleetFile, fleetFileContent } from "../fleet/file-text.ts";
+import { type FleetFile, fleetFileContent, MAX_FLEET_FILE_BYTES } from "../fleet/file-text.ts";
 import { createFileFilter, type FileSelection, type FleetFileFilter } from "../fleet/select.ts";
 import { classifyGitError, type GitOperation, GitSourceError, gitError, isTransient } from "./errors.ts";
-import { createHttpClient } from "./http-client.ts";
+import { createHttpClient, type FetchLimits } from "./http-client.ts";
 import { type BackoffPolicy, defaultBackoff, retry } from "./retry.ts";
 import { authorizationHeader } from "./secrets.ts";
 import type { GitSourceSpec } from "./spec.ts";
@@ -92,7 +92,7 @@ export class GitSource {
    */
   async headOf(branch = this.spec.branch): Promise<string> {
     const ref = `refs/heads/${branch}`;
-    const refs = await this.remote("head", (http, headers) =>
+    const refs = await this.remote("head", undefined, (http, headers) =>
       git.listServerRefs({ http, headers, url: this.spec.url, prefix: ref, protocolVersion: 2 }),
     );
     const head = refs.find((r) => r.ref === ref)?.oid;
@@ -145,7 +145,7 @@ export class GitSource {
     if (!commit) return { pushed: false, commit: parent, attempts: attempt };
     // isomorphic-git refuses a non-fast-forward before sending anything, and the server's compare-and-swap
     // on the old head refuses a push that raced with another one; both surface as "rejected".
-    await this.remote("push", (http, headers) =>
+    await this.remote("push", undefined, (http, headers) =>
       git.push({
         ...this.store,
         http,
@@ -227,7 +227,14 @@ export class GitSource {
   }
 
   private async shallowFetch(branch: string): Promise<string> {
-    const { fetchHead } = await this.remote("fetch", (http, headers) =>
+    // Blobs over the fleet file limit could only ever become "file too large" problems: the server keeps
+    // them (a 150 MiB asset in the repository costs nothing), and readFleetTree reports a fleet file it left out.
+    const limits: FetchLimits = {
+      blobLimitBytes: MAX_FLEET_FILE_BYTES + 1,
+      maxPackBytes: this.spec.maxFetchBytes,
+      outcome: { filtered: false, overLimit: false },
+    };
+    const { fetchHead } = await this.remote("fetch", limits, (http, headers) =>
       git.fetch({
         ...this.store,
         http,
@@ -296,6 +303,7 @@ export class GitSource {
    */
   private async remote<T>(
     operation: GitOperation,
+    fetchLimits: FetchLimits | undefined,
     run: (http: HttpClient, headers: Record<string, string>) => Promise<T>,
   ): Promise<T> {
     const finished = new AbortController();
@@ -314,8 +322,18 @@ export class GitSource {
             throw gitError("tls", operation, url, `CA bundle unavailable: ${error}`);
           })
         : undefined;
-      return await run(createHttpClient({ signal, ...(ca ? { ca } : {}) }), headers);
+      return await run(createHttpClient({ signal, fetchLimits, ...(ca ? { ca } : {}) }), headers);
     } catch (error) {
+      if (fetchLimits?.outcome.overLimit) {
+        throw gitError(
+          "too-large",
+          operation,
+          url,
+          `the commit's pack is over maxFetchBytes (${fetchLimits.maxPackBytes} bytes) and the server cannot leave out large blobs; ` +
+            "enable uploadpack.allowFilter on the server (GitHub and GitLab have it), move large files out of the repository, or raise maxFetchBytes",
+          error,
+        );
+      }
       if (deadline.aborted)
         throw gitError("timeout", operation, url, `no answer within ${timeoutMs} ms`, error);
       throw classifyGitError(error, operation, url);

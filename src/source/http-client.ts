@@ -4,12 +4,29 @@ import { request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { GitHttpRequest, GitHttpResponse, HttpClient } from "isomorphic-git";
+import { advertisedCapabilities, withBlobLimit } from "./upload-pack.ts";
 
 export interface HttpClientOptions {
   /** PEM bundle that replaces the system CAs for https URLs. */
   ca?: string;
   /** Aborts every request of one git operation: its deadline. */
   signal: AbortSignal;
+  /** Bounds on what a fetch may bring; absent for operations that fetch no pack. */
+  fetchLimits?: FetchLimits;
+}
+
+/**
+ * What a fetch may bring into memory. isomorphic-git holds a fetched pack whole (and several times over
+ * while indexing it), so blobs no fleet file can be are filtered out on the server where it can, and a
+ * pack is cut off past a size where it cannot.
+ */
+export interface FetchLimits {
+  /** Blobs of this many bytes or more are left out when the server offers the `filter` capability. */
+  blobLimitBytes: number;
+  /** An upload-pack answer larger than this ends the fetch. */
+  maxPackBytes: number;
+  /** Filled in as the fetch goes: whether the server filtered, and whether the pack was cut off. */
+  outcome: { filtered: boolean; overLimit: boolean };
 }
 
 /**
@@ -17,10 +34,24 @@ export interface HttpClientOptions {
  * AbortSignal, so a private-CA server can be trusted and no request outlives its operation's deadline.
  * Bodies stream both ways; packs are never buffered here.
  */
-export function createHttpClient({ ca, signal }: HttpClientOptions): HttpClient {
+export function createHttpClient({ ca, signal, fetchLimits }: HttpClientOptions): HttpClient {
+  let serverFilters = false;
   return {
-    async request({ url, method = "GET", headers = {}, body }: GitHttpRequest): Promise<GitHttpResponse> {
+    async request({
+      url,
+      method = "GET",
+      headers = {},
+      body: requestBody,
+    }: GitHttpRequest): Promise<GitHttpResponse> {
       const target = new URL(url);
+      const uploadPack = target.pathname.endsWith("/git-upload-pack");
+      let body: GitHttpRequest["body"] | Uint8Array[] = requestBody;
+      if (fetchLimits && uploadPack && serverFilters && Array.isArray(body)) {
+        const request = Buffer.concat(body);
+        const filtered = withBlobLimit(request, fetchLimits.blobLimitBytes);
+        fetchLimits.outcome.filtered ||= filtered.byteLength !== request.byteLength;
+        body = [filtered];
+      }
       const outgoing: Record<string, string | number> = { ...headers };
       // isomorphic-git hands over whole buffers: a Content-Length spares servers a chunked body.
       if (Array.isArray(body))
@@ -39,10 +70,49 @@ export function createHttpClient({ ca, signal }: HttpClientOptions): HttpClient 
         statusCode: res.statusCode ?? 0,
         statusMessage: res.statusMessage ?? "",
         headers: flattenHeaders(res.headers),
-        body: res[Symbol.asyncIterator](),
+        body: !fetchLimits
+          ? res[Symbol.asyncIterator]()
+          : uploadPack
+            ? capped(res, fetchLimits)
+            : target.searchParams.get("service") === "git-upload-pack"
+              ? watchCapabilities(res, (filters) => {
+                  serverFilters = filters;
+                })
+              : res[Symbol.asyncIterator](),
       };
     },
   };
+}
+
+/** Passes the advertisement through, telling whether its first ref line offers `filter`. */
+async function* watchCapabilities(
+  res: AsyncIterable<Uint8Array>,
+  onCapabilities: (filters: boolean) => void,
+): AsyncGenerator<Uint8Array> {
+  let head: Buffer | undefined = Buffer.alloc(0);
+  for await (const chunk of res) {
+    if (head) {
+      head = Buffer.concat([head, chunk]);
+      const capabilities = advertisedCapabilities(head);
+      if (capabilities) onCapabilities(capabilities.has("filter"));
+      // A first line longer than any real one (65520 bytes is the pkt-line maximum) is not looked at further.
+      if (capabilities || head.byteLength > 65_536) head = undefined;
+    }
+    yield chunk;
+  }
+}
+
+/** Passes the pack through until it grows past the limit, then ends the fetch. */
+async function* capped(res: AsyncIterable<Uint8Array>, limits: FetchLimits): AsyncGenerator<Uint8Array> {
+  let total = 0;
+  for await (const chunk of res) {
+    total += chunk.byteLength;
+    if (total > limits.maxPackBytes) {
+      limits.outcome.overLimit = true;
+      throw new Error(`the pack is over ${limits.maxPackBytes} bytes`);
+    }
+    yield chunk;
+  }
 }
 
 function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {

@@ -12,6 +12,7 @@ export {
 export { Poller, type PollerOptions, type PollOutcome } from "./poller.ts";
 export { type BackoffPolicy, defaultBackoff } from "./retry.ts";
 export {
+  DEFAULT_MAX_FETCH_BYTES,
   type GitAuth,
   type GitSourceSpec,
   gitAuthSchema,

@@ -2,6 +2,9 @@ import { z } from "zod";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 
 /** Where a secret lives: a file (a mounted Kubernetes Secret, re-read on every use) or an env variable. */
+/** A shallow fleet checkout is kilobytes; this leaves room for documentation and tooling beside it. */
+export const DEFAULT_MAX_FETCH_BYTES = 32 * 1024 * 1024;
+
 export const secretRefSchema = z.union([
   z.strictObject({ file: z.string().min(1) }),
   z.strictObject({ env: z.string().min(1) }),
@@ -28,6 +31,12 @@ export const gitSourceSpecSchema = z.strictObject({
   caFile: z.string().min(1).optional(),
   /** Deadline of each git operation (ls-refs, fetch, push), like Flux's `spec.timeout`. */
   timeoutMs: z.number().int().positive().default(60_000),
+  /**
+   * The largest pack a fetch may bring when the server cannot filter out large blobs (no
+   * `uploadpack.allowFilter`): the fetch fails with a clear error past it, instead of growing the process
+   * by several times the pack.
+   */
+  maxFetchBytes: z.number().int().positive().default(DEFAULT_MAX_FETCH_BYTES),
 });
 
 export type SecretRef = z.infer<typeof secretRefSchema>;

@@ -1,7 +1,7 @@
 import type * as fs from "node:fs";
 import git from "isomorphic-git";
 import { compareStrings } from "../fleet/diagnostic.ts";
-import { decodeFleetFile, type FleetFile, fileProblem } from "../fleet/file-text.ts";
+import { decodeFleetFile, type FleetFile, fileProblem, MAX_FLEET_FILE_BYTES } from "../fleet/file-text.ts";
 import { createFileFilter, type EntryKind, entryAction, type FileSelection } from "../fleet/select.ts";
 
 /** An isomorphic-git object store. */
@@ -39,13 +39,24 @@ export async function readFleetTree(
       const action = entryAction(filter, path, KIND_OF_MODE[entry.mode] ?? "special");
       if (action.problem !== undefined) files.push(fileProblem(path, action.problem));
       if (action.descend) await visit(entry.oid, path);
-      if (action.read) {
-        const { blob } = await git.readBlob({ ...store, oid: entry.oid });
-        files.push(decodeFleetFile(path, blob));
-      }
+      if (action.read) files.push(await readFleetBlob(store, path, entry.oid));
     }
   };
   const { commit: parsed } = await git.readCommit({ ...store, oid: commit });
   await visit(parsed.tree, "");
   return files.sort((a, b) => compareStrings(a.path, b.path));
+}
+
+/** A blob the tree names but the store lacks was left out by the fetch's size filter (GitSource). */
+async function readFleetBlob(store: ObjectStoreRef, path: string, oid: string): Promise<FleetFile> {
+  try {
+    const { blob } = await git.readBlob({ ...store, oid });
+    return decodeFleetFile(path, blob);
+  } catch (error) {
+    if ((error as { code?: string }).code !== "NotFoundError") throw error;
+    return fileProblem(
+      path,
+      `the file's content was not fetched: fetches leave out blobs over the limit of ${MAX_FLEET_FILE_BYTES} bytes for a fleet file`,
+    );
+  }
 }

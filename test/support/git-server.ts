@@ -16,6 +16,11 @@ export interface GitServerOptions {
   auth?: GitServerAuth;
   /** Serve https with this PEM key and certificate (the certificate must name 127.0.0.1). */
   tls?: { key: string; cert: string };
+  /**
+   * Offer the `filter` capability (uploadpack.allowFilter), as GitHub, GitLab and Gitea do; git's own
+   * default, and so a plain `git http-backend`, offers none.
+   */
+  allowFilter?: boolean;
 }
 
 /** One request as the server saw it, for tests that count round trips or bytes. */
@@ -61,6 +66,7 @@ export class GitServer {
   readonly root: string;
   readonly requests: RecordedRequest[] = [];
   private readonly auth: GitServerAuth | undefined;
+  private readonly allowFilter: boolean;
   private readonly server: Server | HttpsServer;
   private readonly scheme: "http" | "https";
   private port = 0;
@@ -72,6 +78,7 @@ export class GitServer {
   constructor(root: string, options: GitServerOptions) {
     this.root = root;
     this.auth = options.auth;
+    this.allowFilter = options.allowFilter ?? false;
     const listener = (req: IncomingMessage, res: ServerResponse) => {
       this.handle(req, res).catch((err: unknown) => {
         if (!res.headersSent) res.writeHead(500);
@@ -252,9 +259,11 @@ export class GitServer {
         GIT_PROJECT_ROOT: this.root,
         GIT_HTTP_EXPORT_ALL: "1",
         // Lets anonymous and authenticated clients push (http-backend refuses receive-pack otherwise).
-        GIT_CONFIG_COUNT: "1",
+        GIT_CONFIG_COUNT: "2",
         GIT_CONFIG_KEY_0: "http.receivepack",
         GIT_CONFIG_VALUE_0: "true",
+        GIT_CONFIG_KEY_1: "uploadpack.allowFilter",
+        GIT_CONFIG_VALUE_1: String(this.allowFilter),
         REQUEST_METHOD: req.method,
         PATH_INFO: decodeURIComponent(url.pathname),
         QUERY_STRING: url.search.slice(1),

@@ -98,7 +98,7 @@ The rendered service config (config.yaml): the contract with the service, docume
 {{- define "knative-fleet.config" -}}
 {{- $fleet := .Values.fleet }}
 {{- $repo := $fleet.repository }}
-{{- $repository := dict "url" $repo.url "branch" $repo.branch "pathGlob" $repo.pathGlob }}
+{{- $repository := dict "url" $repo.url "branch" $repo.branch "pathGlob" $repo.pathGlob "maxFetchBytes" (int $repo.maxFetchBytes) }}
 {{- if $repo.credentialsSecretRef.name }}
 {{- $_ := set $repository "credentialsDir" (include "knative-fleet.credentialsDir" .) }}
 {{- end }}

@@ -161,7 +161,12 @@ describe("helm template: defaults + repository url", () => {
 
   it("renders the config file the service reads, every key explicit", () => {
     expect(configOf(objects)).toEqual({
-      repository: { url: REPOSITORY_URL, branch: "main", pathGlob: "clusters/**/*.yaml" },
+      repository: {
+        url: REPOSITORY_URL,
+        branch: "main",
+        pathGlob: "clusters/**/*.yaml",
+        maxFetchBytes: 33554432,
+      },
       cacheDir: "/var/cache/knative-fleet",
       pollSchedule: "* * * * *",
       defaultNamespace: "knative-fleet",

@@ -1,12 +1,15 @@
 import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import git from "isomorphic-git";
 import { describe, expect, it } from "vitest";
+import { MAX_FLEET_FILE_BYTES } from "../../../src/fleet/file-text.ts";
 import { GitSourceError } from "../../../src/source/errors.ts";
-import { fleetFiles, gitServerForTest, sourceForTest } from "./fixtures.ts";
+import type { GitServer } from "../../support/git-server.ts";
+import { bot, fleetFiles, gitServerForTest, sourceForTest } from "./fixtures.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -144,5 +147,74 @@ describe("GitSource against git http-backend", () => {
     const snapshot = await restarted().sync();
     expect(snapshot.commit).toBe(pushed);
     expect(snapshot.files).toHaveLength(3);
+  });
+});
+
+describe("GitSource memory: blobs no fleet file can be", () => {
+  const MiB = 1024 * 1024;
+  // Incompressible, so the pack is as large as the blob.
+  const asset = randomBytes(6 * MiB).toString("base64");
+  const oversized = `# ${"x".repeat(MAX_FLEET_FILE_BYTES)}\n`;
+  const files = {
+    ...fleetFiles,
+    "assets/big.bin": asset,
+    "clusters/huge.yaml": oversized,
+  };
+  const uploadPackBytes = (server: GitServer) =>
+    server.requests
+      .filter((r) => r.method === "POST" && r.path === "/git-upload-pack")
+      .reduce((n, r) => n + r.responseBytes, 0);
+
+  it("asks a server that can filter to leave out blobs over the fleet file limit; an oversized fleet file is that file's problem", async () => {
+    const server = await gitServerForTest({ allowFilter: true });
+    await server.createRepo("fleet", files);
+    const { source, gitdir } = await sourceForTest(server.url("fleet"));
+
+    const snapshot = await source.sync();
+
+    expect(uploadPackBytes(server)).toBeLessThan(MiB);
+    expect(snapshot.files.map((f) => [f.path, f.problem?.message])).toEqual([
+      ["clusters/eu/west.yml", undefined],
+      [
+        "clusters/huge.yaml",
+        `the file's content was not fetched: fetches leave out blobs over the limit of ${MAX_FLEET_FILE_BYTES} bytes for a fleet file`,
+      ],
+      ["clusters/prod.yaml", undefined],
+    ]);
+    // The cache is fit for the write-back: a status commit on top of the filtered head pushes.
+    await source.commitAndPush({
+      files: new Map([["status/fleet.yaml", "ok\n"]]),
+      message: "status",
+      author: bot,
+    });
+    expect(await server.readFile("fleet", "main", "status/fleet.yaml")).toBe("ok\n");
+    expect((await readdir(join(await gitdir(), "objects", "pack"))).length).toBeGreaterThan(0);
+  });
+
+  it("reads the same files, oversized one included, from a server that cannot filter", async () => {
+    const server = await gitServerForTest();
+    await server.createRepo("fleet", files);
+    const { source } = await sourceForTest(server.url("fleet"));
+
+    const snapshot = await source.sync();
+
+    expect(uploadPackBytes(server)).toBeGreaterThan(6 * MiB);
+    expect(snapshot.files.find((f) => f.path === "clusters/huge.yaml")?.problem?.message).toBe(
+      `the file is over the limit of ${MAX_FLEET_FILE_BYTES} bytes for a fleet file`,
+    );
+  });
+
+  it("ends a fetch whose pack grows past maxFetchBytes with an error that says what to do", async () => {
+    const server = await gitServerForTest();
+    await server.createRepo("fleet", files);
+    const { source } = await sourceForTest(server.url("fleet"), { maxFetchBytes: 2 * MiB });
+
+    const failure = await source.sync().catch((error: unknown) => error);
+
+    expect(failure).toBeInstanceOf(GitSourceError);
+    expect(failure).toMatchObject({ kind: "too-large", operation: "fetch" });
+    expect((failure as Error).message).toMatch(
+      /over maxFetchBytes \(2097152 bytes\).*uploadpack\.allowFilter/,
+    );
   });
 });
