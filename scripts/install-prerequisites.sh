@@ -28,6 +28,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# Every kube-apiserver, kubelet and containerd of the sandbox holds inotify instances; the kernel's default
+# of 128 per user runs out with a few sandboxes at once (then containerd's CRI fails to load: "too many
+# open files").
+if [ "$(sysctl -n fs.inotify.max_user_instances 2>/dev/null || echo 1024)" -lt 1024 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    sysctl -qw fs.inotify.max_user_instances=1024 ||
+      echo "install-prerequisites: could not raise fs.inotify.max_user_instances to 1024" >&2
+  else
+    echo "install-prerequisites: fs.inotify.max_user_instances is below 1024; raise it (sysctl) for large sandboxes" >&2
+  fi
+fi
 if ! git help -a 2>/dev/null | grep -q http-backend && [ ! -x "$(git --exec-path)/git-http-backend" ]; then
   echo "install-prerequisites: git http-backend is missing from this git installation" >&2
   exit 1
