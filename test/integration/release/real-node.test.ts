@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { stringify } from "yaml";
+import { parse, stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { freePort } from "../../sandbox/processes.ts";
@@ -219,8 +219,9 @@ describe("helm install on a real node", () => {
 
   afterAll(async () => {
     console.log("real node figures:", JSON.stringify(figures));
-    // Leave the spokes as found, the way users remove an install: the reconciler back, the files deleted
-    // from the repository, and the CRs' finalizers uninstall Knative from the spokes.
+    // Leave the spokes as found, the way users remove a whole fleet: the reconciler back, the files deleted
+    // from the repository (an empty fleet never prunes: allowEmpty is false), then the hub CRs deleted by
+    // hand, and their finalizers uninstall Knative from the spokes.
     const remaining = async () =>
       (
         await Promise.all(CRS.map((cr) => hub.get(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name)))
@@ -234,7 +235,15 @@ describe("helm install on a real node", () => {
         });
         await waitUntil(
           "the fleet's CRs finalized",
-          async () => ((await remaining()).length === 0 ? true : undefined),
+          async () => {
+            const left = await remaining();
+            // Deleted again while a sync of the commit before the removal may still bring one back.
+            for (const cr of CRS.filter((cr) =>
+              left.some((l) => l?.metadata.name === cr.name && !l.metadata.deletionTimestamp),
+            ))
+              await hub.delete(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name);
+            return left.length === 0 ? true : undefined;
+          },
           180_000,
         );
       } catch (err) {
@@ -332,6 +341,149 @@ describe("helm install on a real node", () => {
     figures.memoryLimitMiB = Math.round(limit / 2 ** 20);
     expect(limit).toBe(2 ** 30);
     expect(peak).toBeLessThan(limit);
+  });
+
+  describe("two replicas, each on a node of its own", () => {
+    const LEASE = `${RELEASE}-knative-fleet`;
+    const leaseHolder = async () =>
+      (
+        (await hub.get("coordination.k8s.io/v1", "Lease", NAMESPACE, LEASE))?.spec as
+          | { holderIdentity?: string }
+          | undefined
+      )?.holderIdentity;
+    /** The pod whose process holds the Lease: identities are "<pod name>_<uuid>", new for every process. */
+    const podOf = (identity: string | undefined) => identity?.replace(/_[0-9a-f-]{36}$/, "");
+    const readyPods = async () =>
+      (await pods()).filter(
+        (p) =>
+          !p.metadata.deletionTimestamp &&
+          p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+      );
+    /** What each running pod's own /metrics says of its leadership, read inside its network namespace. */
+    const leaders = async () => {
+      const running = (await pods()).filter((p) =>
+        p.status.containerStatuses?.some((c) => c.name === "knative-fleet" && c.containerID),
+      );
+      const script = `fetch("http://127.0.0.1:${metricsPort}/metrics").then((r) => r.text()).then((t) => console.log(/^knative_fleet_leader (\\d)/m.exec(t)?.[1] ?? "-"), () => console.log("-"))`;
+      const answers = await Promise.all(
+        running.map(async (pod) => {
+          const owner = nodes.find((n) => n.name === pod.spec.nodeName);
+          if (!owner) return "-";
+          const { stdout } = await execFileAsync("ctr", [
+            "--address",
+            owner.socket,
+            "--namespace",
+            "k8s.io",
+            "tasks",
+            "exec",
+            "--exec-id",
+            `m${Date.now()}${Math.random().toString(36).slice(2, 6)}`,
+            containerId(pod),
+            "node",
+            "-e",
+            script,
+          ]).catch(() => ({ stdout: "-" }));
+          return stdout.trim();
+        }),
+      );
+      return answers.filter((answer) => answer === "1").length;
+    };
+    let valuesFile: string;
+    const nodes: RealNode[] = [];
+
+    beforeAll(async () => {
+      nodes.push(node);
+      // Host-network pods of one Deployment bind the same ports: the other nodes get network namespaces of
+      // their own, reaching the hub, the spokes and the Git server through forwarded loopback ports.
+      const ports = [sandbox.hub, ...sandbox.spokes].map((c) => Number(new URL(c.server).port));
+      ports.push(Number(new URL(git.url(REPO)).port));
+      const { kubelet, images } = buildNodeTools(sandbox.binDir);
+      const archive = join(work, "knative-fleet.oci.tar");
+      for (const name of ["real-node-2", "real-node-3"]) {
+        nodes.push(
+          await startRealNode(
+            sandbox,
+            name,
+            kubelet,
+            [...images, { name: "knative-fleet", reference: IMAGE, archive }],
+            {
+              ownNetwork: { ports },
+            },
+          ),
+        );
+      }
+      valuesFile = join(work, "values.yaml");
+      const values = parse(readFileSync(valuesFile, "utf8")) as Record<string, unknown>;
+      writeFileSync(valuesFile, stringify({ ...values, replicas: 2 }));
+      await helmInstall("upgrade", valuesFile);
+      await waitUntil(
+        "two Ready pods with a leader",
+        async () => {
+          const [ready, holder] = [await readyPods(), await leaseHolder()];
+          return ready.length === 2 && ready.some((p) => p.metadata.name === podOf(holder))
+            ? true
+            : undefined;
+        },
+        300_000,
+      );
+    }, 600_000);
+
+    it("the leader killed once with the container runtime: a new process leads, the dead one's Lease is never renewed", async () => {
+      printLogsOnFailure();
+      const holder = (await leaseHolder())!;
+      const leader = (await readyPods()).find((p) => p.metadata.name === podOf(holder))!;
+      expect(leader, "the Lease holder is a Ready pod").toBeDefined();
+      const owner = nodes.find((n) => n.name === leader.spec.nodeName)!;
+      const killed = Date.now();
+      ctr(owner, "tasks", "kill", "--signal", "SIGKILL", containerId(leader));
+      // The kubelet restarts the container at once; its new process has a new identity, so it cannot renew
+      // the dead process's Lease: the follower or the restarted process takes it once it expires.
+      const next = await waitUntil(
+        "another process holds the lease",
+        async () => {
+          const current = await leaseHolder();
+          return current && current !== holder ? current : undefined;
+        },
+        120_000,
+      );
+      figures.leaderTakeoverSeconds = Math.round((Date.now() - killed) / 100) / 10;
+      figures.leaderAfterKill = podOf(next) === leader.metadata.name ? "restarted container" : "other pod";
+      await waitUntil("one leader after the take-over", async () =>
+        (await leaders()) === 1 ? true : undefined,
+      );
+    });
+
+    it("helm upgrade with a changed value rolls the pods without two leaders", async () => {
+      printLogsOnFailure();
+      const before = new Set((await pods()).map((p) => p.metadata.name));
+      const values = parse(readFileSync(valuesFile, "utf8")) as { fleet: Record<string, unknown> };
+      writeFileSync(
+        valuesFile,
+        stringify({ ...values, fleet: { ...values.fleet, pollInterval: "*/7 * * * * *" } }),
+      );
+      await helmInstall("upgrade", valuesFile);
+      let samples = 0;
+      let mostLeaders = 0;
+      await waitUntil(
+        "the rollout done",
+        async () => {
+          mostLeaders = Math.max(mostLeaders, await leaders());
+          samples++;
+          const current = await pods();
+          const ready = await readyPods();
+          return current.length === 2 &&
+            ready.length === 2 &&
+            current.every((p) => !before.has(p.metadata.name))
+            ? true
+            : undefined;
+        },
+        300_000,
+      );
+      figures.rolloutLeaderSamples = samples;
+      expect(samples).toBeGreaterThan(1);
+      expect(mostLeaders).toBe(1);
+      await waitUntil("a leader after the rollout", async () => ((await leaders()) === 1 ? true : undefined));
+    });
   });
 
   it("helm uninstall stops the pod and leaves the spokes and the hub's CRs alone", async () => {
