@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
@@ -132,8 +132,12 @@ describe("helm install on a real node", () => {
   };
   const printLogsOnFailure = () =>
     onTestFailed(() => {
-      const logs = join(node.dir, "pod-logs");
-      for (const dir of readdirSync(logs, { recursive: true, withFileTypes: true })) {
+      const logDirs = readdirSync(join(sandbox.stateDir, "nodes"))
+        .map((name) => join(sandbox.stateDir, "nodes", name, "pod-logs"))
+        .filter((dir) => existsSync(dir));
+      for (const dir of logDirs.flatMap((logs) =>
+        readdirSync(logs, { recursive: true, withFileTypes: true }),
+      )) {
         if (dir.isFile() && dir.parentPath.endsWith("knative-fleet"))
           console.error(
             `--- ${dir.parentPath}:\n${readFileSync(join(dir.parentPath, dir.name), "utf8").slice(-4000)}`,
