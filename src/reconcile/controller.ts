@@ -232,7 +232,8 @@ export class KnativeController {
   }
 }
 
-const keyOf = (kind: KnativeKind, object: KubeObject): string =>
+/** The queue's key of a CR. */
+export const keyOf = (kind: KnativeKind, object: Pick<KubeObject, "metadata">): string =>
   `${kind}/${object.metadata.namespace}/${object.metadata.name}`;
 
 /** Whether anything but status changed: spec (generation), labels, annotations, finalizers or deletion. */
