@@ -51,7 +51,11 @@ export interface ApplySet {
   concurrency: number;
   /** How long to wait for a CRD to become Established. */
   crdTimeoutMs?: number;
+  /** Told each phase of an "apply" pass as it ends (the step timeline at debug level). */
+  onPhase?(phase: ApplyPhase, startedAt: number, ms: number): void;
 }
+
+export type ApplyPhase = "read" | "setup" | "crds" | "crdsEstablished" | "namespaces" | "objects" | "prune";
 
 export type ApplyMode = "apply" | "dry-run";
 
@@ -213,17 +217,24 @@ export async function runApplySet(
   mode: ApplyMode,
 ): Promise<ApplyResult> {
   const { client } = set;
+  const phase = async <T>(name: ApplyPhase, work: () => Promise<T>): Promise<T> => {
+    const startedAt = Date.now();
+    const result = await work();
+    set.onPhase?.(name, startedAt, Date.now() - startedAt);
+    return result;
+  };
   const kinds = withoutSetNamespace(objects, set.namespace);
-  const state = await readState(set, kinds);
+  const state = await phase("read", () => readState(set, kinds));
   let writes = 0;
   let inventoryHolder = state.inventoryHolder;
   if (mode === "apply") {
-    const metadata = namespaceMetadataOf(set, objects);
-    if (!state.namespaceExists) writes += await createNamespace(set, metadata);
-    else writes += await labelNamespace(set, state.namespaceObject, metadata);
-    // The inventory first, recording old + new.
-    const covering = [...state.inventory, ...kinds.map(refOf)];
-    const covered = await applyInventory(set, inventoryHolder, covering);
+    const covered = await phase("setup", async () => {
+      const metadata = namespaceMetadataOf(set, objects);
+      if (!state.namespaceExists) writes += await createNamespace(set, metadata);
+      else writes += await labelNamespace(set, state.namespaceObject, metadata);
+      // The inventory first, recording old + new.
+      return applyInventory(set, inventoryHolder, [...state.inventory, ...kinds.map(refOf)]);
+    });
     if (covered.written) writes++;
     inventoryHolder = covered.object;
   }
@@ -243,21 +254,25 @@ export async function runApplySet(
   const crds = toApply.filter(isCrd);
   const namespaces = toApply.filter((o) => o.kind === "Namespace");
   const rest = toApply.filter((o) => !isCrd(o) && o.kind !== "Namespace");
-  await inParallel(crds, set.concurrency, (o) => client.apply(o));
+  await phase("crds", () => inParallel(crds, set.concurrency, (o) => client.apply(o)));
   if (crds.length > 0) {
-    await waitForCrds(client, crds, set.crdTimeoutMs ?? 60_000);
+    await phase("crdsEstablished", () => waitForCrds(client, crds, set.crdTimeoutMs ?? 60_000));
     client.forgetDiscovery();
   }
-  await inParallel(namespaces, set.concurrency, (o) => client.apply(o));
-  await inParallel(rest, set.concurrency, (o) => applyOrReplace(client, o));
+  await phase("namespaces", () => inParallel(namespaces, set.concurrency, (o) => client.apply(o)));
+  await phase("objects", () => inParallel(rest, set.concurrency, (o) => applyOrReplace(client, o)));
   writes += toApply.length;
 
-  for (const ref of plan.prune) {
-    if (
-      await client.delete(ref.apiVersion, ref.kind, ref.namespace || undefined, ref.name).catch(ignoreNoKind)
-    )
-      writes++;
-  }
+  await phase("prune", async () => {
+    for (const ref of plan.prune) {
+      if (
+        await client
+          .delete(ref.apiVersion, ref.kind, ref.namespace || undefined, ref.name)
+          .catch(ignoreNoKind)
+      )
+        writes++;
+    }
+  });
   const recorded = await applyInventory(set, inventoryHolder, kinds.map(refOf));
   if (recorded.written) writes++;
   return { mode, desired, state, plan, writes, answers: new Map() };
