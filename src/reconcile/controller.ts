@@ -102,7 +102,10 @@ export class KnativeController {
   private async reconcileKey(key: string): Promise<{ requeueAfterMs?: number } | undefined> {
     const [kind, namespace, name] = key.split("/") as [KnativeKind, string, string];
     const object = this.informers.get(kind)?.get(namespace, name);
-    if (!object) return undefined;
+    if (!object) {
+      this.options.engine.rollouts?.release({ kind, metadata: { namespace, name } }); // gone without finalize
+      return undefined;
+    }
     const started = Date.now();
     const log = this.options.engine.log.child({ cr: `${namespace}/${name}`, kind });
     const admission = this.options.admits?.(object) ?? { admitted: true };
