@@ -72,7 +72,8 @@ export class KnativeController {
     this.queue = new WorkQueue((key) => this.reconcileKey(key), { concurrency: options.workers });
     for (const [kind, informer] of this.informers) {
       informer.on((event, object, previous) => {
-        if (event === "MODIFIED" && previous && !specOrMetaChanged(previous, object)) return; // our own status write
+        if (event === "MODIFIED" && previous && !specOrMetaChanged(previous, object, FINALIZERS[kind]))
+          return; // our own write
         this.queue.add(keyOf(kind, object));
       });
     }
@@ -239,14 +240,19 @@ export class KnativeController {
 export const keyOf = (kind: KnativeKind, object: Pick<KubeObject, "metadata">): string =>
   `${kind}/${object.metadata.namespace}/${object.metadata.name}`;
 
-/** Whether anything but status changed: spec (generation), labels, annotations, finalizers or deletion. */
-function specOrMetaChanged(previous: KubeObject, current: KubeObject): boolean {
+/**
+ * Whether anything but status changed: spec (generation), labels, annotations, finalizers or deletion. Our
+ * own finalizer appearing is the reconcile's own write: the pass that added it goes on, no second pass.
+ */
+function specOrMetaChanged(previous: KubeObject, current: KubeObject, ownFinalizer: string): boolean {
+  const finalizers = (o: KubeObject) => (o.metadata.finalizers as string[] | undefined) ?? [];
+  const ownAdded = !finalizers(previous).includes(ownFinalizer) && finalizers(current).includes(ownFinalizer);
   const meta = (o: KubeObject) =>
     canonicalJson({
       generation: o.metadata.generation,
       labels: o.metadata.labels,
       annotations: o.metadata.annotations,
-      finalizers: o.metadata.finalizers,
+      finalizers: finalizers(o).filter((f) => !(ownAdded && f === ownFinalizer)),
       deletionTimestamp: o.metadata.deletionTimestamp,
     });
   return meta(previous) !== meta(current);
