@@ -55,7 +55,15 @@ export interface ApplySet {
   onPhase?(phase: ApplyPhase, startedAt: number, ms: number): void;
 }
 
-export type ApplyPhase = "read" | "setup" | "crds" | "crdsEstablished" | "namespaces" | "objects" | "prune";
+export type ApplyPhase =
+  | "read"
+  | "setup"
+  | "crds"
+  | "crdsEstablished"
+  | "namespaces"
+  | "objects"
+  | "objectsOfNewKinds"
+  | "prune";
 
 export type ApplyMode = "apply" | "dry-run";
 
@@ -253,14 +261,28 @@ export async function runApplySet(
   toApply.sort((a, b) => order.get(objectKey(a))! - order.get(objectKey(b))!);
   const crds = toApply.filter(isCrd);
   const namespaces = toApply.filter((o) => o.kind === "Namespace");
+  // Objects of a kind a CRD of this pass brings wait until it is Established; the others need not: they
+  // go in meanwhile (Deployments start rolling out while the API server sets up the new kinds).
+  const newKinds = new Set(crds.flatMap(servedVersions));
   const rest = toApply.filter((o) => !isCrd(o) && o.kind !== "Namespace");
+  const ofNewKinds = rest.filter((o) => newKinds.has(o.apiVersion));
+  const others = rest.filter((o) => !newKinds.has(o.apiVersion));
   await phase("crds", () => inParallel(crds, set.concurrency, (o) => client.apply(o)));
-  if (crds.length > 0) {
-    await phase("crdsEstablished", () => waitForCrds(client, crds, set.crdTimeoutMs ?? 60_000));
-    client.forgetDiscovery();
-  }
-  await phase("namespaces", () => inParallel(namespaces, set.concurrency, (o) => client.apply(o)));
-  await phase("objects", () => inParallel(rest, set.concurrency, (o) => applyOrReplace(client, o)));
+  const overlapped = await Promise.allSettled([
+    crds.length > 0 &&
+      phase("crdsEstablished", async () => {
+        await waitForCrds(client, crds, set.crdTimeoutMs ?? 60_000);
+        for (const apiVersion of newKinds) client.forgetDiscovery(apiVersion);
+      }),
+    (async () => {
+      await phase("namespaces", () => inParallel(namespaces, set.concurrency, (o) => client.apply(o)));
+      await phase("objects", () => inParallel(others, set.concurrency, (o) => applyOrReplace(client, o)));
+    })(),
+  ]);
+  for (const result of overlapped) if (result.status === "rejected") throw result.reason;
+  await phase("objectsOfNewKinds", () =>
+    inParallel(ofNewKinds, set.concurrency, (o) => applyOrReplace(client, o)),
+  );
   writes += toApply.length;
 
   await phase("prune", async () => {
@@ -399,6 +421,17 @@ async function applyInventory(set: ApplySet, current: KubeObject | undefined, re
   const stamped = withDesiredHash(desired);
   if (current && isUpToDate(stamped, current)) return { object: current, written: false };
   return { object: await set.client.apply(stamped), written: true };
+}
+
+/** The apiVersions (group/version) a CRD serves. */
+function servedVersions(crd: KubeObject): string[] {
+  const group = field(crd, "spec", "group");
+  const versions = field(crd, "spec", "versions");
+  if (typeof group !== "string" || !Array.isArray(versions)) return [];
+  return versions.flatMap((v) => {
+    const name = field(v, "name");
+    return typeof name === "string" && field(v, "served") !== false ? [`${group}/${name}`] : [];
+  });
 }
 
 async function waitForCrds(

@@ -75,6 +75,11 @@ export interface InstallContext {
   /** Status fields besides the conditions (manifests, version). */
   status: Partial<KnativeStatus>;
   release?: Release;
+  /**
+   * The target's resolution, started with the pass: it does not depend on the release, so the exec plugin
+   * and the first connection to a cold cluster overlap with reading and parsing the manifests.
+   */
+  resolving: Promise<TargetResolution>;
   target?: Extract<TargetResolution, { ok: true }>;
   requestsBefore?: number;
   desired?: KubeObject[];
@@ -108,7 +113,7 @@ const checkMigration: Step = async (context) => {
 };
 
 const resolveTarget: Step = async (context) => {
-  const target = await context.deps.targets.resolve(context.resource.spec.clusterProfileRef);
+  const target = await context.resolving;
   if (!target.ok) {
     context.conditions = markTargetNotResolved(
       context.conditions,
@@ -208,7 +213,9 @@ export async function reconcileInstall(
     now,
     conditions: initializeConditions(resource.status?.conditions ?? [], now),
     status: {},
+    resolving: deps.targets.resolve(resource.spec.clusterProfileRef),
   };
+  context.resolving.catch(() => {}); // awaited by resolveTarget; a pass that stops before it drops it
   for (const [name, step] of STEPS) {
     const startedAt = Date.now();
     const result = await step(context);
