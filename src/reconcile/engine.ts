@@ -1,11 +1,10 @@
-import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
 import type { AccessPolicy } from "../access/policy.ts";
 import { clusterLabel, createTargetResolver } from "../access/target.ts";
 import type { CrAdmission } from "../access/tenancy.ts";
 import { RolloutWatches } from "../install/rollout-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
+import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import type { LocationPolicy } from "../render/location-policy.ts";
@@ -68,7 +67,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   const hub = options.hubClient ?? clientFromKubeConfig(options.hub);
   const providers = await loadProviderConfig(options.providerFile);
   const access = new ClusterAccess({
-    hub: options.hub,
+    hub,
     providers,
     namespaces: options.allowedClusterProfileNamespaces,
     policy: options.accessPolicy,
