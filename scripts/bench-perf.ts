@@ -5,7 +5,8 @@
 // the spoke requests during the install and in an idle window after Ready (counted by a reverse proxy in
 // front of each spoke apiserver, which the ClusterProfiles name), and the process's RSS at start and peak.
 // Usage: [KNATIVE_FLEET_SANDBOX=<state dir>] node scripts/bench-perf.ts [--idle-seconds 120]
-//        [--poll-interval 1s] [--keep]
+//        [--poll-interval 1s] [--keep] [--entry src|dist] [--node-args "<node flags>"]
+// --entry dist runs the built CLI (npm run build), as the image and the npm package do: no type stripping.
 // Without KNATIVE_FLEET_SANDBOX a fresh sandbox is started in a temp dir and stopped at the end; with it the
 // spokes are cleared of earlier installs of the workload first. --keep leaves the installs in place.
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -26,8 +27,8 @@ import { startGitServer } from "../test/support/git-server.ts";
 import { forceDeleteCrs, KOURIER } from "../test/support/handover.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
 import { type LoopbackProxy, startClusterProxy } from "../test/support/loopback-proxies.ts";
-import { ServiceProcess } from "../test/support/service-process.ts";
-import { knativeReleasesDir } from "../test/support/shared.ts";
+import { ServiceProcess, sampleValue } from "../test/support/service-process.ts";
+import { knativeReleasesDir, repoRoot } from "../test/support/shared.ts";
 import { waitUntil } from "../test/support/wait.ts";
 import { base64, testdata } from "../test/unit/access/support.ts";
 
@@ -36,6 +37,8 @@ const { values } = parseArgs({
     "idle-seconds": { type: "string", default: "120" },
     "poll-interval": { type: "string", default: "1s" },
     keep: { type: "boolean", default: false },
+    entry: { type: "string", default: "src" },
+    "node-args": { type: "string", default: "" },
   },
 });
 const idleSeconds = Number(values["idle-seconds"]);
@@ -108,11 +111,23 @@ const service = new ServiceProcess({
   },
   metricsPort,
   logFile: join(scratch, "knative-fleet.log"),
+  entry: values.entry === "dist" ? join(repoRoot, "dist", "cli.js") : join(repoRoot, "src", "cli.ts"),
+  nodeArgs: values["node-args"]!.split(" ").filter((a) => a !== ""),
 });
 const rss: number[] = [];
 const sampler = setInterval(() => {
   if (service.running) rss.push(service.rssKiB());
 }, 100);
+// The V8 heap beside RSS, from the process's own /metrics (prom-client's default metrics), in KiB.
+const heap = { used: 0, total: 0, external: 0 };
+const heapSampler = setInterval(async () => {
+  const { status, body } = await service.get("/metrics");
+  if (status !== 200) return;
+  const kib = (name: string) => (sampleValue(body, name) ?? 0) / 1024;
+  heap.used = Math.max(heap.used, kib("nodejs_heap_size_used_bytes"));
+  heap.total = Math.max(heap.total, kib("nodejs_heap_size_total_bytes"));
+  heap.external = Math.max(heap.external, kib("nodejs_external_memory_bytes"));
+}, 250);
 
 await waitUntil(
   "knative-fleet /readyz",
@@ -184,11 +199,12 @@ const countsInstalled = proxyCounts();
 const installRss = Math.max(...rss);
 
 console.log(
-  `knative-fleet run (pid ${service.pid}), hub + 2 spokes, poll interval ${values["poll-interval"]}`,
+  `knative-fleet run (pid ${service.pid}, ${values.entry}/cli${values["node-args"] ? ` with ${values["node-args"]}` : ""}), hub + 2 spokes, poll interval ${values["poll-interval"]}`,
 );
 console.log(
   `fleet repo push -> first CR on the hub: ${((Math.min(...created.values()) - pushed) / 1000).toFixed(1)} s\n`,
 );
+await sleep(1_000); // the child's log reaches its file through a pipe
 const steps = stepLines(service.logFile);
 for (const w of WORKLOAD) {
   const key = `${w.kind}/${w.name}`;
@@ -226,8 +242,12 @@ const peakRss = Math.max(...rss);
 console.log(
   `\nRSS: start ${mib(startRss)}, peak during install ${mib(installRss)}, peak overall ${mib(peakRss)}, end ${mib(service.rssKiB())}`,
 );
+console.log(
+  `V8 heap (sampled every 250 ms): used peak ${mib(heap.used)}, total peak ${mib(heap.total)}, external peak ${mib(heap.external)}`,
+);
 
 clearInterval(sampler);
+clearInterval(heapSampler);
 for (const informer of [...hubWatches, ...spokeWatches]) informer.stop();
 await service.stop();
 if (!values.keep) await clearSandbox();
