@@ -204,8 +204,17 @@ console.log(
 console.log(
   `fleet repo push -> first CR on the hub: ${((Math.min(...created.values()) - pushed) / 1000).toFixed(1)} s\n`,
 );
-await sleep(1_000); // the child's log reaches its file through a pipe
-const steps = stepLines(service.logFile);
+// The child's log reaches its file through a pipe: wait for each CR's settling step to be there.
+const steps = await waitUntil(
+  "the step timeline in the log",
+  async () => {
+    const lines = stepLines(service.logFile);
+    const settled = (w: (typeof WORKLOAD)[number]) =>
+      lines.some((l) => l.kind === w.kind && l.step === "checkDeployments" && l.next === "settle");
+    return WORKLOAD.every(settled) ? lines : undefined;
+  },
+  15_000,
+).catch(() => stepLines(service.logFile));
 for (const w of WORKLOAD) {
   const key = `${w.kind}/${w.name}`;
   const t0 = created.get(key)!;
