@@ -20,12 +20,11 @@ import { MANAGED_BY, MANAGED_BY_LABEL } from "../src/api/labels.ts";
 import { isDeploymentAvailable } from "../src/install/health.ts";
 import type { KubeClient } from "../src/kube/client.ts";
 import { Informer } from "../src/kube/informer.ts";
-import type { KubeObject } from "../src/kube/object.ts";
 import { down, readSandbox, type Sandbox, up } from "../test/sandbox/sandbox.ts";
 import { writeServiceConfig } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { forceDeleteCrs, KOURIER } from "../test/support/handover.ts";
-import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
+import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
 import { type LoopbackProxy, startClusterProxy } from "../test/support/loopback-proxies.ts";
 import { ServiceProcess, sampleValue } from "../test/support/service-process.ts";
 import { knativeReleasesDir, repoRoot } from "../test/support/shared.ts";
@@ -83,7 +82,15 @@ for (const spoke of spokes) {
     upstreamCa: Buffer.from(spoke.caData, "base64").toString("utf8"),
   });
   proxies.set(spoke.name, proxy);
-  await copyClusterProfile(spoke.name, `${proxy.url}/${spoke.name}`);
+  await copyClusterProfile(
+    hub,
+    { namespace: sandbox.clusterProfileNamespace, name: spoke.name },
+    PROFILE_NAMESPACE,
+    {
+      url: `${proxy.url}/${spoke.name}`,
+      caData: base64(testdata("ca.crt")),
+    },
+  );
 }
 
 const git = await startGitServer();
@@ -320,31 +327,6 @@ function stepLines(logFile: string): StepLine[] {
         return [];
       }
     });
-}
-
-/** The sandbox's ClusterProfile for a spoke, copied into the bench's namespace with another server. */
-async function copyClusterProfile(name: string, server: string): Promise<void> {
-  const apiVersion = "multicluster.x-k8s.io/v1alpha1";
-  const original = await hub.get(apiVersion, "ClusterProfile", sandbox.clusterProfileNamespace, name);
-  if (!original) fail(`no ClusterProfile ${sandbox.clusterProfileNamespace}/${name} on the hub`);
-  const status = original.status as { accessProviders: { cluster: Record<string, unknown> }[] };
-  const metadata = { name, namespace: PROFILE_NAMESPACE, labels: original.metadata.labels };
-  await hub.apply({ apiVersion, kind: "ClusterProfile", metadata, spec: original.spec } as KubeObject);
-  await hub.apply(
-    {
-      apiVersion,
-      kind: "ClusterProfile",
-      metadata: { name, namespace: PROFILE_NAMESPACE },
-      status: {
-        ...status,
-        accessProviders: status.accessProviders.map((p) => ({
-          ...p,
-          cluster: { ...p.cluster, server, "certificate-authority-data": base64(testdata("ca.crt")) },
-        })),
-      },
-    } as KubeObject,
-    { subresource: "status" },
-  );
 }
 
 /**

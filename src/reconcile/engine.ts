@@ -43,6 +43,8 @@ export interface EngineOptions {
 export interface Engine {
   controller: KnativeController;
   access: ClusterAccess;
+  /** The Deployment watches of installs rolling out. */
+  rollouts: RolloutWatches;
   stop(): Promise<void>;
 }
 
@@ -118,6 +120,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   return {
     controller,
     access,
+    rollouts,
     async stop() {
       await controller.stop();
       rollouts.stop();
