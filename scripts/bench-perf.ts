@@ -5,8 +5,9 @@
 // the spoke requests during the install and in an idle window after Ready (counted by a reverse proxy in
 // front of each spoke apiserver, which the ClusterProfiles name), and the process's RSS at start and peak.
 // Usage: [KNATIVE_FLEET_SANDBOX=<state dir>] node scripts/bench-perf.ts [--idle-seconds 120]
-//        [--poll-interval 1s] [--keep] [--entry src|dist] [--node-args "<node flags>"]
-// --entry dist runs the built CLI (npm run build), as the image and the npm package do: no type stripping.
+//        [--poll-interval 1s] [--keep] [--entry src|dist|<cli script>] [--node-args="<node flags>"]
+// --entry dist runs the built CLI (npm run build), as the image and the npm package do: no type stripping;
+// a path runs that CLI script (another checkout, for a before/after comparison).
 // Without KNATIVE_FLEET_SANDBOX a fresh sandbox is started in a temp dir and stopped at the end; with it the
 // spokes are cleared of earlier installs of the workload first. --keep leaves the installs in place.
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -118,7 +119,12 @@ const service = new ServiceProcess({
   },
   metricsPort,
   logFile: join(scratch, "knative-fleet.log"),
-  entry: values.entry === "dist" ? join(repoRoot, "dist", "cli.js") : join(repoRoot, "src", "cli.ts"),
+  entry:
+    values.entry === "dist"
+      ? join(repoRoot, "dist", "cli.js")
+      : values.entry === "src"
+        ? join(repoRoot, "src", "cli.ts")
+        : values.entry!,
   nodeArgs: values["node-args"]!.split(" ").filter((a) => a !== ""),
 });
 const rss: number[] = [];
