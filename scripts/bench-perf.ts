@@ -27,8 +27,8 @@ import { startGitServer } from "../test/support/git-server.ts";
 import { forceDeleteCrs, KOURIER } from "../test/support/handover.ts";
 import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
 import { type LoopbackProxy, startClusterProxy } from "../test/support/loopback-proxies.ts";
-import { ServiceProcess, sampleValue } from "../test/support/service-process.ts";
-import { knativeReleasesDir, repoRoot } from "../test/support/shared.ts";
+import { ServiceProcess, sampleValue, serviceEnv } from "../test/support/service-process.ts";
+import { repoRoot } from "../test/support/shared.ts";
 import { waitUntil } from "../test/support/wait.ts";
 import { base64, testdata } from "../test/unit/access/support.ts";
 
@@ -111,12 +111,7 @@ writeFileSync(
 );
 const service = new ServiceProcess({
   args: ["run", "--config", configPath, "--clusterprofile-provider-file", sandbox.providerFile],
-  env: {
-    PATH: process.env.PATH ?? "/usr/bin:/bin",
-    HOME: scratch,
-    KO_DATA_PATH: knativeReleasesDir(),
-    KUBECONFIG: sandbox.hub.adminKubeconfig,
-  },
+  env: serviceEnv(sandbox.hub.adminKubeconfig, scratch),
   metricsPort,
   logFile: join(scratch, "knative-fleet.log"),
   entry:

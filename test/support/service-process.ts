@@ -1,7 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { repoRoot } from "./shared.ts";
+import { knativeReleasesDir, repoRoot } from "./shared.ts";
+
+/** The whole environment of `knative-fleet run` in tests and benchmarks: this hub, the shared releases. */
+export const serviceEnv = (hubKubeconfig: string, home: string): Record<string, string> => ({
+  PATH: process.env.PATH ?? "/usr/bin:/bin",
+  HOME: home,
+  KO_DATA_PATH: knativeReleasesDir(),
+  KUBECONFIG: hubKubeconfig,
+});
 
 /** How a child process ended: `code` 0 is a clean stop; `signal` is set when a signal killed it. */
 export interface ServiceExit {

@@ -17,8 +17,8 @@ import {
   startClusterProxy,
   startConnectProxy,
 } from "../../support/loopback-proxies.ts";
-import { ServiceProcess } from "../../support/service-process.ts";
-import { clusterProfileCrdPath, knativeReleasesDir } from "../../support/shared.ts";
+import { ServiceProcess, serviceEnv } from "../../support/service-process.ts";
+import { clusterProfileCrdPath } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { base64, scratchDir, testdata } from "../../unit/access/support.ts";
 import { sandbox } from "./support.ts";
@@ -322,12 +322,7 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
     );
     service = new ServiceProcess({
       args: ["run", "--config", configPath, "--clusterprofile-provider-file", providerFile],
-      env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        HOME: scratch,
-        KO_DATA_PATH: knativeReleasesDir(),
-        KUBECONFIG: sandbox.hub.adminKubeconfig,
-      },
+      env: serviceEnv(sandbox.hub.adminKubeconfig, scratch),
       metricsPort,
       logFile: join(scratch, "service.log"),
     });
