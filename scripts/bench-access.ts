@@ -10,6 +10,7 @@ import { ClusterAccess } from "../src/access/cluster-access.ts";
 import { runExecPlugin } from "../src/access/exec-plugin.ts";
 import { loadProviderConfig } from "../src/access/provider-config.ts";
 import type { SpokeConnection } from "../src/access/spoke-connection.ts";
+import { clientFromKubeConfig, loadKubeConfig } from "../src/kube/kubeconfig.ts";
 import { loadSandbox } from "../test/sandbox/index.ts";
 
 const { values } = parseArgs({ options: { requests: { type: "string" }, "cold-runs": { type: "string" } } });
@@ -19,8 +20,7 @@ const coldRuns = Number(values["cold-runs"] ?? "5");
 const sandbox = loadSandbox();
 const spoke = sandbox.spokes[0]!;
 const ref = { namespace: sandbox.clusterProfileNamespace, name: spoke.name };
-const hub = new KubeConfig();
-hub.loadFromFile(sandbox.hub.adminKubeconfig);
+const hub = clientFromKubeConfig(loadKubeConfig(sandbox.hub.adminKubeconfig));
 const providers = await loadProviderConfig(sandbox.providerFile);
 
 const readDefault = (connection: SpokeConnection) =>

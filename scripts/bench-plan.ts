@@ -81,7 +81,7 @@ if (!sandbox) {
   const hubConfig = loadKubeConfig(sandbox.hub.adminKubeconfig);
   const hub = clientFromKubeConfig(hubConfig);
   const access = new ClusterAccess({
-    hub: hubConfig,
+    hub,
     providers: await loadProviderConfig(sandbox.providerFile),
   });
   const live = await fleetOf(sandbox.spokes.map((spoke) => spoke.name));

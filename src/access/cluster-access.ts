@@ -1,14 +1,11 @@
-import {
-  ApiException,
-  CustomObjectsApi,
-  type KubeConfig,
-  type KubernetesObject,
-} from "@kubernetes/client-node";
 import { type Logger, pino } from "pino";
 import { type ClusterProfile, ClusterProfileSchema } from "../api/clusterprofile.ts";
 import { TargetClusterReason } from "../api/conditions.ts";
 import type { ClusterProfileRef } from "../api/knative.ts";
 import { formatFieldPath } from "../fleet/diagnostic.ts";
+import type { KubeClient } from "../kube/client.ts";
+import type { KubeObject } from "../kube/object.ts";
+import { KubeApiError } from "../kube/rest.ts";
 import { type ClusterProfileResource, clusterProfileResource } from "./clusterprofile-version.ts";
 import { ClusterProfileWatch } from "./clusterprofile-watch.ts";
 import { AccessError, causeText } from "./errors.ts";
@@ -26,7 +23,7 @@ import {
 
 export interface ClusterAccessOptions {
   /** The hub, where the ClusterProfiles are. */
-  hub: KubeConfig;
+  hub: KubeClient;
   providers: ProviderConfigState;
   /** Only ClusterProfiles in these namespaces are used (and watched); all namespaces when unset. */
   namespaces?: readonly string[];
@@ -87,7 +84,6 @@ interface SeenProfile {
 export class ClusterAccess {
   readonly #options: ClusterAccessOptions;
   readonly #logger: Logger;
-  readonly #customObjects: CustomObjectsApi;
   readonly #entries = new Map<string, SpokeEntry>();
   readonly #seen = new Map<string, SeenProfile>();
   readonly #listeners = new Set<ClusterProfileListener>();
@@ -98,7 +94,6 @@ export class ClusterAccess {
   constructor(options: ClusterAccessOptions) {
     this.#options = options;
     this.#logger = (options.logger ?? pino({ level: "silent" })).child({ component: "cluster-access" });
-    this.#customObjects = options.hub.makeApiClient(CustomObjectsApi);
   }
 
   /**
@@ -220,11 +215,12 @@ export class ClusterAccess {
     const key = profileKey(ref);
     const resource = await this.#clusterProfileResource();
     try {
-      return await this.#customObjects.getNamespacedCustomObject({ ...resource, ...ref });
+      const { group, version, plural } = resource;
+      const path = `/apis/${group}/${version}/namespaces/${ref.namespace}/${plural}/${ref.name}`;
+      return (await this.#options.hub.rest.request({ method: "GET", path })).body;
     } catch (err) {
-      if (err instanceof ApiException && err.code === 404) {
-        const status = parseStatus(err.body);
-        if (status?.reason === "NotFound") {
+      if (err instanceof KubeApiError && err.status === 404) {
+        if (err.reason === "NotFound") {
           this.#retire(key, "its ClusterProfile was deleted");
           throw new AccessError(
             TargetClusterReason.ClusterProfileNotFound,
@@ -294,7 +290,7 @@ export class ClusterAccess {
     });
   }
 
-  #profileUpdated(object: KubernetesObject): void {
+  #profileUpdated(object: KubeObject): void {
     const ref = { namespace: object.metadata?.namespace ?? "", name: object.metadata?.name ?? "" };
     const key = profileKey(ref);
     const profile = parseProfile(object, ref);
@@ -313,7 +309,7 @@ export class ClusterAccess {
     else if (previous.healthy !== seen.healthy) this.#notify(ref, "health");
   }
 
-  #profileDeleted(object: KubernetesObject): void {
+  #profileDeleted(object: KubeObject): void {
     const ref = { namespace: object.metadata?.namespace ?? "", name: object.metadata?.name ?? "" };
     const key = profileKey(ref);
     this.#seen.delete(key);
@@ -398,21 +394,8 @@ function connectionAndHealth(
   }
 }
 
-/** A meta/v1 Status from an error response, which client-node hands over as text or as an object. */
-function parseStatus(body: unknown): { reason?: string; message?: string } | undefined {
-  if (typeof body === "object" && body !== null) return body as { reason?: string; message?: string };
-  if (typeof body !== "string") return undefined;
-  try {
-    return JSON.parse(body) as { reason?: string; message?: string };
-  } catch {
-    return undefined;
-  }
-}
-
 function hubErrorText(err: unknown): string {
-  if (err instanceof ApiException) {
-    const message = parseStatus(err.body)?.message;
-    return `HTTP ${err.code}${message ? `: ${message}` : ""}`;
-  }
+  if (err instanceof KubeApiError)
+    return `HTTP ${err.status}${err.serverMessage ? `: ${err.serverMessage}` : ""}`;
   return causeText(err);
 }

@@ -1,7 +1,7 @@
-import { CustomObjectsApi, type KubeConfig, type KubernetesListObject } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { ClusterProfileSchema, CONTROL_PLANE_HEALTHY } from "../api/clusterprofile.ts";
 import type { TargetClusterReason } from "../api/conditions.ts";
+import type { KubeClient } from "../kube/client.ts";
 import { ClusterAccess } from "./cluster-access.ts";
 import { clusterProfileResource } from "./clusterprofile-version.ts";
 import { AccessError } from "./errors.ts";
@@ -29,7 +29,7 @@ export interface ClusterReport {
 }
 
 export interface SurveyOptions {
-  hub: KubeConfig;
+  hub: KubeClient;
   providers: ProviderConfigState;
   /** Only ClusterProfiles in this namespace (-n). */
   namespace?: string;
@@ -51,14 +51,11 @@ const DEFAULT_PROBE_TIMEOUT_MS = 10_000;
 export async function surveyClusters(options: SurveyOptions): Promise<ClusterReport[]> {
   const { hub, providers, namespace } = options;
   const probeTimeoutMs = options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS;
-  const api = hub.makeApiClient(CustomObjectsApi);
-  const resource = await clusterProfileResource(hub);
+  const { group, version } = await clusterProfileResource(hub);
   const scopes = namespace !== undefined ? [namespace] : options.allowedNamespaces;
-  const lists = (await Promise.all(
-    scopes === undefined
-      ? [api.listClusterCustomObject(resource)]
-      : scopes.map((ns) => api.listNamespacedCustomObject({ ...resource, namespace: ns })),
-  )) as KubernetesListObject<object>[];
+  const lists = await Promise.all(
+    (scopes ?? [undefined]).map((ns) => hub.list(`${group}/${version}`, "ClusterProfile", { namespace: ns })),
+  );
   const objects = lists
     .flatMap((list) => list.items)
     .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));

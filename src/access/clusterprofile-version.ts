@@ -1,9 +1,9 @@
-import { ApiextensionsV1Api, ApisApi, type KubeConfig } from "@kubernetes/client-node";
 import {
   CLUSTER_PROFILE_GROUP,
   CLUSTER_PROFILE_VERSIONS,
   type ClusterProfileVersion,
 } from "../api/clusterprofile.ts";
+import type { KubeClient } from "../kube/client.ts";
 
 export interface ClusterProfileResource {
   group: string;
@@ -21,22 +21,30 @@ const known = (version: string | undefined): version is ClusterProfileVersion =>
  * known version the hub serves (discovery; the CRD itself may not be readable), else v1alpha1 so that the
  * error names the classic API.
  */
-export async function clusterProfileResource(hub: KubeConfig): Promise<ClusterProfileResource> {
+export async function clusterProfileResource(hub: KubeClient): Promise<ClusterProfileResource> {
   const of = (version: ClusterProfileVersion): ClusterProfileResource => ({
     group: CLUSTER_PROFILE_GROUP,
     version,
     plural: "clusterprofiles",
   });
   try {
-    const crd = await hub.makeApiClient(ApiextensionsV1Api).readCustomResourceDefinition({ name: CRD_NAME });
-    const storage = crd.spec.versions.find((v) => v.storage && v.served)?.name;
+    const crd = await hub.rest.request<{
+      spec: { versions: { name: string; served: boolean; storage: boolean }[] };
+    }>({
+      method: "GET",
+      path: `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${CRD_NAME}`,
+    });
+    const storage = crd.body.spec.versions.find((v) => v.storage && v.served)?.name;
     if (known(storage)) return of(storage);
   } catch {
     // No right to read CRDs, or no CRD: discovery says what is served.
   }
   try {
-    const groups = await hub.makeApiClient(ApisApi).getAPIVersions();
-    const served = groups.groups
+    const groups = await hub.rest.request<{ groups: { name: string; versions: { version: string }[] }[] }>({
+      method: "GET",
+      path: "/apis",
+    });
+    const served = groups.body.groups
       .find((g) => g.name === CLUSTER_PROFILE_GROUP)
       ?.versions.map((v) => v.version);
     const newest = CLUSTER_PROFILE_VERSIONS.find((v) => served?.includes(v));

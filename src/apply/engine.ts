@@ -51,7 +51,19 @@ export interface ApplySet {
   concurrency: number;
   /** How long to wait for a CRD to become Established. */
   crdTimeoutMs?: number;
+  /** Told each phase of an "apply" pass as it ends (the step timeline at debug level). */
+  onPhase?(phase: ApplyPhase, startedAt: number, ms: number): void;
 }
+
+export type ApplyPhase =
+  | "read"
+  | "setup"
+  | "crds"
+  | "crdsEstablished"
+  | "namespaces"
+  | "objects"
+  | "objectsOfNewKinds"
+  | "prune";
 
 export type ApplyMode = "apply" | "dry-run";
 
@@ -213,17 +225,24 @@ export async function runApplySet(
   mode: ApplyMode,
 ): Promise<ApplyResult> {
   const { client } = set;
+  const phase = async <T>(name: ApplyPhase, work: () => Promise<T>): Promise<T> => {
+    const startedAt = Date.now();
+    const result = await work();
+    set.onPhase?.(name, startedAt, Date.now() - startedAt);
+    return result;
+  };
   const kinds = withoutSetNamespace(objects, set.namespace);
-  const state = await readState(set, kinds);
+  const state = await phase("read", () => readState(set, kinds));
   let writes = 0;
   let inventoryHolder = state.inventoryHolder;
   if (mode === "apply") {
-    const metadata = namespaceMetadataOf(set, objects);
-    if (!state.namespaceExists) writes += await createNamespace(set, metadata);
-    else writes += await labelNamespace(set, state.namespaceObject, metadata);
-    // The inventory first, recording old + new.
-    const covering = [...state.inventory, ...kinds.map(refOf)];
-    const covered = await applyInventory(set, inventoryHolder, covering);
+    const covered = await phase("setup", async () => {
+      const metadata = namespaceMetadataOf(set, objects);
+      if (!state.namespaceExists) writes += await createNamespace(set, metadata);
+      else writes += await labelNamespace(set, state.namespaceObject, metadata);
+      // The inventory first, recording old + new.
+      return applyInventory(set, inventoryHolder, [...state.inventory, ...kinds.map(refOf)]);
+    });
     if (covered.written) writes++;
     inventoryHolder = covered.object;
   }
@@ -242,22 +261,40 @@ export async function runApplySet(
   toApply.sort((a, b) => order.get(objectKey(a))! - order.get(objectKey(b))!);
   const crds = toApply.filter(isCrd);
   const namespaces = toApply.filter((o) => o.kind === "Namespace");
+  // Objects of a kind a CRD of this pass brings wait until it is Established; the others need not: they
+  // go in meanwhile (Deployments start rolling out while the API server sets up the new kinds).
+  const newKinds = new Set(crds.flatMap(servedVersions));
   const rest = toApply.filter((o) => !isCrd(o) && o.kind !== "Namespace");
-  await inParallel(crds, set.concurrency, (o) => client.apply(o));
-  if (crds.length > 0) {
-    await waitForCrds(client, crds, set.crdTimeoutMs ?? 60_000);
-    client.forgetDiscovery();
-  }
-  await inParallel(namespaces, set.concurrency, (o) => client.apply(o));
-  await inParallel(rest, set.concurrency, (o) => applyOrReplace(client, o));
+  const ofNewKinds = rest.filter((o) => newKinds.has(o.apiVersion));
+  const others = rest.filter((o) => !newKinds.has(o.apiVersion));
+  await phase("crds", () => inParallel(crds, set.concurrency, (o) => client.apply(o)));
+  const overlapped = await Promise.allSettled([
+    crds.length > 0 &&
+      phase("crdsEstablished", async () => {
+        await waitForCrds(client, crds, set.crdTimeoutMs ?? 60_000);
+        for (const apiVersion of newKinds) client.forgetDiscovery(apiVersion);
+      }),
+    (async () => {
+      await phase("namespaces", () => inParallel(namespaces, set.concurrency, (o) => client.apply(o)));
+      await phase("objects", () => inParallel(others, set.concurrency, (o) => applyOrReplace(client, o)));
+    })(),
+  ]);
+  for (const result of overlapped) if (result.status === "rejected") throw result.reason;
+  await phase("objectsOfNewKinds", () =>
+    inParallel(ofNewKinds, set.concurrency, (o) => applyOrReplace(client, o)),
+  );
   writes += toApply.length;
 
-  for (const ref of plan.prune) {
-    if (
-      await client.delete(ref.apiVersion, ref.kind, ref.namespace || undefined, ref.name).catch(ignoreNoKind)
-    )
-      writes++;
-  }
+  await phase("prune", async () => {
+    for (const ref of plan.prune) {
+      if (
+        await client
+          .delete(ref.apiVersion, ref.kind, ref.namespace || undefined, ref.name)
+          .catch(ignoreNoKind)
+      )
+        writes++;
+    }
+  });
   const recorded = await applyInventory(set, inventoryHolder, kinds.map(refOf));
   if (recorded.written) writes++;
   return { mode, desired, state, plan, writes, answers: new Map() };
@@ -384,6 +421,17 @@ async function applyInventory(set: ApplySet, current: KubeObject | undefined, re
   const stamped = withDesiredHash(desired);
   if (current && isUpToDate(stamped, current)) return { object: current, written: false };
   return { object: await set.client.apply(stamped), written: true };
+}
+
+/** The apiVersions (group/version) a CRD serves. */
+function servedVersions(crd: KubeObject): string[] {
+  const group = field(crd, "spec", "group");
+  const versions = field(crd, "spec", "versions");
+  if (typeof group !== "string" || !Array.isArray(versions)) return [];
+  return versions.flatMap((v) => {
+    const name = field(v, "name");
+    return typeof name === "string" && field(v, "served") !== false ? [`${group}/${name}`] : [];
+  });
 }
 
 async function waitForCrds(

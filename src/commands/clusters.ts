@@ -1,4 +1,3 @@
-import { KubeConfig } from "@kubernetes/client-node";
 import { type ClusterReport, surveyClusters } from "../access/cluster-survey.ts";
 import { causeText } from "../access/errors.ts";
 import {
@@ -6,6 +5,8 @@ import {
   ProviderConfigError,
   type ProviderConfigState,
 } from "../access/provider-config.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
 import { accessSettings } from "./access-settings.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
 import { outputFormat, renderJson, renderTable } from "./output.ts";
@@ -46,10 +47,9 @@ Flags:
       return EXIT_USAGE;
     }
     const kubeconfig = args.values.kubeconfig as string | undefined;
-    const hub = new KubeConfig();
+    let hub: KubeClient;
     try {
-      if (kubeconfig === undefined) hub.loadFromDefault();
-      else hub.loadFromFile(kubeconfig);
+      hub = clientFromKubeConfig(loadKubeConfig(kubeconfig));
     } catch (err) {
       ctx.stderr.write(
         `knative-fleet clusters: cannot load the hub kubeconfig ${kubeconfig ?? ""}: ${(err as Error).message}\n`,

@@ -1,10 +1,9 @@
 import { readFile, writeFile } from "node:fs/promises";
-import type { KubeConfig } from "@kubernetes/client-node";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
 import { createTargetResolver } from "../access/target.ts";
 import { buildFleetModel } from "../fleet/model.ts";
-import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import { clientFromKubeConfig, type KubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
 import {
   type PlacementPlan,
   planPlacements,
@@ -231,12 +230,12 @@ async function connect(
   // One-shot: no ClusterProfile watch, every spoke is resolved by reading its ClusterProfile once. Without
   // a provider file every spoke resolves to MulticlusterDisabled, which the plan reports per spoke.
   const access = new ClusterAccess({
-    hub: hubConfig,
+    hub,
     providers,
     namespaces: settings.namespaces,
     policy: settings.policy,
   });
-  const { group, version } = await clusterProfileResource(hubConfig);
+  const { group, version } = await clusterProfileResource(hub);
   return {
     live: { hub, targets: createTargetResolver(hub, access) },
     access,

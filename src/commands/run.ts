@@ -17,11 +17,12 @@ Stops cleanly on SIGTERM/SIGINT.
 
 Flags:
   --config FILE                         service config file (YAML; keys in charts/knative-fleet/README.md)
-  --kubeconfig FILE                     hub kubeconfig (default: in-cluster, then $KUBECONFIG)
+  --kubeconfig FILE                     hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)
   --clusterprofile-provider-file FILE   access-provider config (cluster-inventory-api pkg/access JSON);
                                         without it multicluster is off
-  --remote-deployments-poll-interval D  requeue interval while spoke Deployments become Available
-                                        (Go duration, default 10s; below 1s falls back to the default)
+  --remote-deployments-poll-interval D  requeue interval while spoke Deployments become Available, where
+                                        they cannot be watched (Go duration, default 10s; below 1s falls
+                                        back to the default)
   --kodata DIR                          Knative release manifests in the kodata layout (default $KO_DATA_PATH)
   -h, --help                            show this help`,
   options: {

@@ -14,7 +14,7 @@ import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, type ObjectRef, objectKey, refOf } from "../kube/object.ts";
 import { buildAnchor, hubOwnerRef, installNamespace, ownerOf, ownershipLabels } from "./identity.ts";
 
-type InstallFrame = Omit<ApplySet, "client" | "concurrency" | "crdTimeoutMs">;
+type InstallFrame = Omit<ApplySet, "client" | "concurrency" | "crdTimeoutMs" | "onPhase">;
 
 /**
  * A CR's install as the engine sees an apply set: the install namespace (by default the canonical one;
@@ -38,7 +38,13 @@ export function applyInstall(
   client: KubeClient,
   resource: KnativeResource,
   rendered: readonly KubeObject[],
-  options: { mode: ApplyMode; concurrency: number; crdTimeoutMs?: number; namespace?: string },
+  options: {
+    mode: ApplyMode;
+    concurrency: number;
+    crdTimeoutMs?: number;
+    namespace?: string;
+    onPhase?: ApplySet["onPhase"];
+  },
 ): Promise<ApplyResult> {
   const { mode, namespace, ...rest } = options;
   return runApplySet({ ...installFrame(resource, namespace), client, ...rest }, rendered, mode);

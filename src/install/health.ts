@@ -41,19 +41,25 @@ export function unavailableDeployments(
     .sort();
 }
 
+/** The namespaces the install's desired Deployments live in, sorted. */
+export function deploymentNamespaces(resource: KnativeResource, desired: readonly KubeObject[]): string[] {
+  const fallback = installNamespace(resource);
+  return [
+    ...new Set(desired.filter((o) => o.kind === "Deployment").map((o) => o.metadata.namespace ?? fallback)),
+  ].sort();
+}
+
 /** The install's live Deployments, listed in each namespace the desired ones live in. */
 export async function readDeployments(
   client: KubeClient,
   resource: KnativeResource,
   desired: readonly KubeObject[],
 ): Promise<KubeObject[]> {
-  const fallback = installNamespace(resource);
-  const namespaces = new Set(
-    desired.filter((o) => o.kind === "Deployment").map((o) => o.metadata.namespace ?? fallback),
-  );
   const labelSelector = selectorOf(ownershipLabels(ownerOf(resource)));
   const lists = await Promise.all(
-    [...namespaces].map((namespace) => client.list("apps/v1", "Deployment", { namespace, labelSelector })),
+    deploymentNamespaces(resource, desired).map((namespace) =>
+      client.list("apps/v1", "Deployment", { namespace, labelSelector }),
+    ),
   );
   return lists.flatMap((list) => list.items);
 }

@@ -23,6 +23,7 @@ export class Informer {
   private readonly handlers: InformerHandler[] = [];
   private readonly abort = new AbortController();
   private synced = false;
+  private healthy = false;
   private readonly syncWaiters: (() => void)[] = [];
   private readonly onError: (err: unknown) => void;
   /** One namespace (a namespaced Role is then enough), or every namespace when undefined. */
@@ -54,6 +55,11 @@ export class Informer {
     this.abort.abort();
   }
 
+  /** Whether the cache is current: listed, and no list or watch failed since (it is then being retried). */
+  get current(): boolean {
+    return this.healthy && !this.abort.signal.aborted;
+  }
+
   /** Resolves after the first full list has been delivered. */
   hasSynced(): Promise<void> {
     if (this.synced) return Promise.resolve();
@@ -74,6 +80,7 @@ export class Informer {
     while (!this.abort.signal.aborted) {
       try {
         if (!resourceVersion) resourceVersion = await this.relist();
+        this.healthy = true;
         if (!this.synced) {
           this.synced = true;
           for (const resolve of this.syncWaiters.splice(0)) resolve();
@@ -82,6 +89,7 @@ export class Informer {
         failures = 0;
       } catch (err) {
         if (this.abort.signal.aborted) return;
+        this.healthy = false;
         this.onError(err);
         failures++;
         resourceVersion = "";

@@ -22,12 +22,15 @@ export class KubeApiError extends Error {
   readonly reason: string;
   readonly method: string;
   readonly path: string;
+  /** The server's own message (a meta/v1 Status message). */
+  readonly serverMessage: string;
   constructor(method: string, path: string, status: number, reason: string, message: string) {
     super(`${method} ${path}: ${status} ${reason}: ${message}`);
     this.status = status;
     this.reason = reason;
     this.method = method;
     this.path = path;
+    this.serverMessage = message;
   }
 }
 

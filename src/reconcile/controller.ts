@@ -72,7 +72,8 @@ export class KnativeController {
     this.queue = new WorkQueue((key) => this.reconcileKey(key), { concurrency: options.workers });
     for (const [kind, informer] of this.informers) {
       informer.on((event, object, previous) => {
-        if (event === "MODIFIED" && previous && !specOrMetaChanged(previous, object)) return; // our own status write
+        if (event === "MODIFIED" && previous && !specOrMetaChanged(previous, object, FINALIZERS[kind]))
+          return; // our own write
         this.queue.add(keyOf(kind, object));
       });
     }
@@ -102,7 +103,10 @@ export class KnativeController {
   private async reconcileKey(key: string): Promise<{ requeueAfterMs?: number } | undefined> {
     const [kind, namespace, name] = key.split("/") as [KnativeKind, string, string];
     const object = this.informers.get(kind)?.get(namespace, name);
-    if (!object) return undefined;
+    if (!object) {
+      this.options.engine.rollouts?.release({ kind, metadata: { namespace, name } }); // gone without finalize
+      return undefined;
+    }
     const started = Date.now();
     const log = this.options.engine.log.child({ cr: `${namespace}/${name}`, kind });
     const admission = this.options.admits?.(object) ?? { admitted: true };
@@ -232,17 +236,23 @@ export class KnativeController {
   }
 }
 
-const keyOf = (kind: KnativeKind, object: KubeObject): string =>
+/** The queue's key of a CR. */
+export const keyOf = (kind: KnativeKind, object: Pick<KubeObject, "metadata">): string =>
   `${kind}/${object.metadata.namespace}/${object.metadata.name}`;
 
-/** Whether anything but status changed: spec (generation), labels, annotations, finalizers or deletion. */
-function specOrMetaChanged(previous: KubeObject, current: KubeObject): boolean {
+/**
+ * Whether anything but status changed: spec (generation), labels, annotations, finalizers or deletion. Our
+ * own finalizer appearing is the reconcile's own write: the pass that added it goes on, no second pass.
+ */
+function specOrMetaChanged(previous: KubeObject, current: KubeObject, ownFinalizer: string): boolean {
+  const finalizers = (o: KubeObject) => (o.metadata.finalizers as string[] | undefined) ?? [];
+  const ownAdded = !finalizers(previous).includes(ownFinalizer) && finalizers(current).includes(ownFinalizer);
   const meta = (o: KubeObject) =>
     canonicalJson({
       generation: o.metadata.generation,
       labels: o.metadata.labels,
       annotations: o.metadata.annotations,
-      finalizers: o.metadata.finalizers,
+      finalizers: finalizers(o).filter((f) => !(ownAdded && f === ownFinalizer)),
       deletionTimestamp: o.metadata.deletionTimestamp,
     });
   return meta(previous) !== meta(current);

@@ -1,14 +1,14 @@
-import type { KubeConfig } from "@kubernetes/client-node";
 import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
 import type { AccessPolicy } from "../access/policy.ts";
 import { clusterLabel, createTargetResolver } from "../access/target.ts";
 import type { CrAdmission } from "../access/tenancy.ts";
+import { RolloutWatches } from "../install/rollout-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
+import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import type { LocationPolicy } from "../render/location-policy.ts";
-import { KnativeController, type ReconcileReport } from "./controller.ts";
+import { KnativeController, keyOf, type ReconcileReport } from "./controller.ts";
 
 export interface EngineOptions {
   hub: KubeConfig;
@@ -43,12 +43,16 @@ export interface EngineOptions {
 export interface Engine {
   controller: KnativeController;
   access: ClusterAccess;
+  /** The Deployment watches of installs rolling out. */
+  rollouts: RolloutWatches;
   stop(): Promise<void>;
 }
 
 /** Below this a poll interval is a mistake (a hot loop against every spoke); upstream's rule. */
 export const MIN_POLL_INTERVAL_MS = 1_000;
 export const DEFAULT_POLL_INTERVAL_MS = 10_000;
+/** After a Deployment watch of a cluster's namespace failed, that namespace is polled this long before watching again. */
+const WATCH_FALLBACK_MS = 300_000;
 
 /** --remote-deployments-poll-interval: below 1 s falls back to the default, as upstream does. */
 export function effectivePollInterval(requestedMs: number | undefined): number {
@@ -65,14 +69,23 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   const hub = options.hubClient ?? clientFromKubeConfig(options.hub);
   const providers = await loadProviderConfig(options.providerFile);
   const access = new ClusterAccess({
-    hub: options.hub,
+    hub,
     providers,
     namespaces: options.allowedClusterProfileNamespaces,
     policy: options.accessPolicy,
     logger: options.log,
     onPluginRun: options.onPluginRun,
   });
-  const controller = new KnativeController({
+  const rollouts = new RolloutWatches({
+    wake: (resource) => controller.queue.add(keyOf(resource.kind, resource)),
+    fallbackMs: WATCH_FALLBACK_MS,
+    onWatchError: (cluster, namespace, err) =>
+      options.log.warn(
+        { cluster, namespace, err: String(err) },
+        "watching Deployments failed; polling every --remote-deployments-poll-interval",
+      ),
+  });
+  const controller: KnativeController = new KnativeController({
     hub,
     workers: options.workers,
     resyncIntervalMs: options.resyncIntervalMs,
@@ -86,6 +99,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
         hubInstall: options.hubInstall ?? true,
       }),
       pollIntervalMs: options.pollIntervalMs,
+      rollouts,
       applyConcurrency: options.applyConcurrency,
       now: () => new Date(),
       log: options.log,
@@ -106,8 +120,10 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   return {
     controller,
     access,
+    rollouts,
     async stop() {
       await controller.stop();
+      rollouts.stop();
       await access.close();
     },
   };

@@ -18,6 +18,7 @@ import { renderInstall } from "../install/desired.ts";
 import { readDeployments, unavailableDeployments } from "../install/health.ts";
 import { locateInstall } from "../install/layout.ts";
 import { removeInstall, sharingCr } from "../install/removal.ts";
+import type { RolloutWatches } from "../install/rollout-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, refOf } from "../kube/object.ts";
 import type { Logger } from "../observability/log.ts";
@@ -30,8 +31,13 @@ import { checkVersionMigration, type Release, type ReleaseLoader, VersionError }
 export interface EngineDeps {
   releases: ReleaseLoader;
   targets: TargetResolver;
-  /** Requeue interval while Deployments become Available (--remote-deployments-poll-interval). */
+  /**
+   * Requeue interval while Deployments become Available (--remote-deployments-poll-interval); with
+   * `rollouts`, the fallback for a namespace whose watch failed.
+   */
   pollIntervalMs: number;
+  /** Watches of installs rolling out: a CR is re-checked when its last Deployment is Available. */
+  rollouts?: RolloutWatches;
   /** Objects applied at once per cluster. */
   applyConcurrency: number;
   now(): Date;
@@ -62,11 +68,18 @@ export type StepResult =
 export interface InstallContext {
   resource: KnativeResource;
   deps: EngineDeps;
+  /** The CR's logger (cr, kind). */
+  log: Logger;
   now: Date;
   conditions: Condition[];
   /** Status fields besides the conditions (manifests, version). */
   status: Partial<KnativeStatus>;
   release?: Release;
+  /**
+   * The target's resolution, started with the pass: it does not depend on the release, so the exec plugin
+   * and the first connection to a cold cluster overlap with reading and parsing the manifests.
+   */
+  resolving: Promise<TargetResolution>;
   target?: Extract<TargetResolution, { ok: true }>;
   requestsBefore?: number;
   desired?: KubeObject[];
@@ -76,6 +89,8 @@ export interface InstallContext {
 type Step = (context: InstallContext) => Promise<StepResult>;
 
 const CONTINUE: StepResult = { next: "continue" };
+/** A CR whose rollout is watched is re-checked after this long anyway (the watch wakes it sooner). */
+export const WATCHED_RECHECK_MS = 60_000;
 const errorOf = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
 
 /** The release manifests for the CR's version. An unknown version waits for a spec change: retrying cannot make it appear. */
@@ -98,7 +113,7 @@ const checkMigration: Step = async (context) => {
 };
 
 const resolveTarget: Step = async (context) => {
-  const target = await context.deps.targets.resolve(context.resource.spec.clusterProfileRef);
+  const target = await context.resolving;
   if (!target.ok) {
     context.conditions = markTargetNotResolved(
       context.conditions,
@@ -127,6 +142,8 @@ const install: Step = async (context) => {
       mode: "apply",
       concurrency: deps.applyConcurrency,
       namespace,
+      onPhase: (phase, startedAt, ms) =>
+        context.log.debug({ step: `install/${phase}`, startedAt, ms }, "reconcile step"),
     });
   } catch (err) {
     context.conditions = markInstallFailed(context.conditions, errorOf(err).message, context.now);
@@ -142,13 +159,24 @@ const install: Step = async (context) => {
   return CONTINUE;
 };
 
+/**
+ * Deployments Available? While they roll out the install's namespaces are watched (deps.rollouts): the CR
+ * is woken the moment the last one is Available, with a re-check after WATCHED_RECHECK_MS as a safety net;
+ * without a watch (none configured, or it failed) it is re-checked every poll interval, as upstream does.
+ */
 const checkDeployments: Step = async (context) => {
-  const { resource, target, desired } = context;
-  const live = await readDeployments(target!.client, resource, desired!);
+  const { resource, target, desired, deps } = context;
+  const { cluster, client } = target!;
+  const live =
+    deps.rollouts?.cached(cluster, resource, desired!) ?? (await readDeployments(client, resource, desired!));
   const waiting = unavailableDeployments(desired!, live);
   if (waiting.length > 0) {
     context.conditions = markDeploymentsNotReady(context.conditions, waiting, context.now);
-    return { next: "wait", afterMs: context.deps.pollIntervalMs };
+    const watched = deps.rollouts?.await(cluster, client, resource, desired!) ?? false;
+    return {
+      next: "wait",
+      afterMs: watched ? Math.max(WATCHED_RECHECK_MS, deps.pollIntervalMs) : deps.pollIntervalMs,
+    };
   }
   context.conditions = markDeploymentsAvailable(context.conditions, context.now);
   context.status.version = context.release!.version;
@@ -173,18 +201,34 @@ export async function reconcileInstall(
   deps: EngineDeps,
 ): Promise<ReconcileOutcome> {
   const now = deps.now();
+  // The step timeline at debug level: where one CR's time goes (scripts/bench-perf.ts prints it).
+  const log = deps.log.child({
+    cr: `${resource.metadata.namespace}/${resource.metadata.name}`,
+    kind: resource.kind,
+  });
   const context: InstallContext = {
     resource,
     deps,
+    log,
     now,
     conditions: initializeConditions(resource.status?.conditions ?? [], now),
     status: {},
+    resolving: deps.targets.resolve(resource.spec.clusterProfileRef),
   };
-  for (const [, step] of STEPS) {
+  context.resolving.catch(() => {}); // awaited by resolveTarget; a pass that stops before it drops it
+  for (const [name, step] of STEPS) {
+    const startedAt = Date.now();
     const result = await step(context);
-    if (result.next !== "continue") return outcomeOf(context, result);
+    log.debug({ step: name, startedAt, ms: Date.now() - startedAt, next: result.next }, "reconcile step");
+    if (result.next !== "continue") return settled(context, result);
   }
-  return outcomeOf(context, { next: "settle" });
+  return settled(context, { next: "settle" });
+}
+
+/** A CR that no longer waits for its rollout leaves its watches (a Ready install costs no watch). */
+function settled(context: InstallContext, result: StepResult): ReconcileOutcome {
+  if (result.next !== "wait") context.deps.rollouts?.release(context.resource);
+  return outcomeOf(context, result);
 }
 
 /** The one place a step's result becomes status, requeue or retry (Flux's ComputeReconcileResult). */
@@ -226,6 +270,7 @@ export async function finalizeInstall(
   deps: EngineDeps,
   log: Logger,
 ): Promise<FinalizeOutcome> {
+  deps.rollouts?.release(resource);
   const ref = resource.spec.clusterProfileRef;
   const cluster = clusterLabel(ref);
   if (resource.metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] === "true") {

@@ -1,6 +1,9 @@
+import { Worker } from "node:worker_threads";
 import { formatDiagnostic } from "../fleet/diagnostic.ts";
 import { parseYamlFile } from "../fleet/yaml-source.ts";
 import { field, isRecord, type KubeObject, type StringMap } from "../kube/object.ts";
+import type { ManifestFile } from "./files.ts";
+import type { ParseAnswer } from "./parse-worker.ts";
 
 // Shared with the transformers, which read objects through these helpers.
 export { arrayOf, field, groupOf, isRecord, type StringMap } from "../kube/object.ts";
@@ -46,6 +49,43 @@ export function parseManifests(text: string, origin: string): readonly Manifest[
     }
     return deepFreeze(value);
   });
+}
+
+/**
+ * Young generation of the parsing thread: YAML parsing makes much short-lived garbage, and a small young
+ * generation keeps it from growing the heap (and the process's RSS) by tens of MiB; the old generation bound
+ * stops a hostile file. The worker's memory goes back to the system when it ends.
+ */
+const PARSE_WORKER_LIMITS = { maxYoungGenerationSizeMb: 2, maxOldGenerationSizeMb: 512 };
+let parsing: Promise<unknown> = Promise.resolve();
+
+/**
+ * parseManifests over files, run in a worker thread, one batch at a time: the reconcile's event loop keeps
+ * serving watches and probes meanwhile, and the parser's garbage stays out of the main heap, which only
+ * receives the objects. The same errors as parseManifests.
+ */
+export function parseManifestFiles(files: readonly ManifestFile[]): Promise<readonly Manifest[]> {
+  const run = parsing.then(() => parseInWorker(files));
+  parsing = run.catch(() => {});
+  return run;
+}
+
+async function parseInWorker(files: readonly ManifestFile[]): Promise<readonly Manifest[]> {
+  // dist/ holds parse-worker.js, src/ (type stripping) parse-worker.ts.
+  const script = new URL(`./parse-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
+  const worker = new Worker(script, { workerData: { files }, resourceLimits: PARSE_WORKER_LIMITS });
+  try {
+    const answer = await new Promise<ParseAnswer>((resolve, reject) => {
+      worker.once("message", resolve);
+      worker.once("error", reject);
+      worker.once("exit", (code) => reject(new Error(`the manifest parser stopped (exit code ${code})`)));
+    });
+    if ("error" in answer)
+      throw answer.parseError ? new ManifestParseError(answer.error) : new Error(answer.error);
+    return answer.manifests.map(deepFreeze);
+  } finally {
+    await worker.terminate();
+  }
 }
 
 function isManifest(value: unknown): value is Manifest {

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { isNotFound, readManifestFiles, subdirectories } from "./files.ts";
 import { type ByteBudget, LocationLoader, type LocationLoaderOptions } from "./location-loader.ts";
-import { type Manifest, parseManifests } from "./manifest.ts";
+import { type Manifest, parseManifestFiles } from "./manifest.ts";
 import { isReleaseVersion, newestFirst } from "./version.ts";
 
 export const COMPONENTS = ["knative-serving", "knative-eventing"] as const;
@@ -48,8 +48,7 @@ export interface KodataSourceOptions extends LocationLoaderOptions {
 export function createKodataSource(options: KodataSourceOptions): ManifestSource {
   const { dir } = options;
   const locations = new LocationLoader({ kodataDir: dir, ...options });
-  const readDirectory = async (path: string) =>
-    (await readManifestFiles(path)).flatMap((file) => parseManifests(file.text, file.origin));
+  const readDirectory = async (path: string) => parseManifestFiles(await readManifestFiles(path));
   return {
     async componentVersions(component) {
       const versions = (await subdirectories(join(dir, component))).filter(isReleaseVersion);

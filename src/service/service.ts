@@ -1,11 +1,10 @@
 import { mkdirSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { KubeConfig } from "@kubernetes/client-node";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { crAdmission, namespaceAllowlist } from "../access/tenancy.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
+import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
 import { mirror } from "../mirror/mirror.ts";
 import { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
@@ -201,7 +200,7 @@ export class FleetService {
           );
       },
     });
-    const profiles = await clusterProfileResource(this.options.hub);
+    const profiles = await clusterProfileResource(hub);
     this.placements = new PlacementStage({
       hub,
       allowedNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),

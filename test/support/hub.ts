@@ -32,3 +32,41 @@ export async function installFleetCrds(hub: KubeClient): Promise<void> {
 export async function ensureNamespace(client: KubeClient, name: string): Promise<void> {
   await client.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name } });
 }
+
+/**
+ * The sandbox's ClusterProfile for a spoke, copied into `namespace` with another server (a proxy in front of
+ * the spoke) and that server's CA; the same access providers and plugins.
+ */
+export async function copyClusterProfile(
+  hub: KubeClient,
+  from: { namespace: string; name: string },
+  namespace: string,
+  server: { url: string; caData: string },
+): Promise<void> {
+  const apiVersion = "multicluster.x-k8s.io/v1alpha1";
+  const original = await hub.get(apiVersion, "ClusterProfile", from.namespace, from.name);
+  if (!original) throw new Error(`no ClusterProfile ${from.namespace}/${from.name} on the hub`);
+  const status = original.status as { accessProviders: { cluster: Record<string, unknown> }[] };
+  const metadata = { name: from.name, namespace };
+  await hub.apply({
+    apiVersion,
+    kind: "ClusterProfile",
+    metadata: { ...metadata, labels: original.metadata.labels },
+    spec: original.spec,
+  } as KubeObject);
+  await hub.apply(
+    {
+      apiVersion,
+      kind: "ClusterProfile",
+      metadata,
+      status: {
+        ...status,
+        accessProviders: status.accessProviders.map((p) => ({
+          ...p,
+          cluster: { ...p.cluster, server: server.url, "certificate-authority-data": server.caData },
+        })),
+      },
+    } as KubeObject,
+    { subresource: "status" },
+  );
+}

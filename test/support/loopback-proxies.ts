@@ -53,6 +53,8 @@ export async function startClusterProxy(options: {
   cert: string;
   routes: Record<string, string>;
   upstreamCa: string;
+  /** Requests answered 403 instead of forwarded, as a proxy that refuses long-lived streams (watches). */
+  refuse?: (method: string, url: string) => boolean;
 }): Promise<LoopbackProxy> {
   const handled: string[] = [];
   const server = createHttpsServer({ key: options.key, cert: options.cert }, (req, res) => {
@@ -63,6 +65,10 @@ export async function startClusterProxy(options: {
       return;
     }
     handled.push(`${req.method} ${req.url}`);
+    if (options.refuse?.(req.method ?? "", req.url ?? "")) {
+      res.writeHead(403, { "content-type": "text/plain" }).end("refused by the proxy\n");
+      return;
+    }
     const target = new URL(`/${rest.join("/")}`, upstream);
     const send = target.protocol === "https:" ? httpsRequest : httpRequest;
     const forwarded = send(

@@ -1,7 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { repoRoot } from "./shared.ts";
+import { knativeReleasesDir, repoRoot } from "./shared.ts";
+
+/** The whole environment of `knative-fleet run` in tests and benchmarks: this hub, the shared releases. */
+export const serviceEnv = (hubKubeconfig: string, home: string): Record<string, string> => ({
+  PATH: process.env.PATH ?? "/usr/bin:/bin",
+  HOME: home,
+  KO_DATA_PATH: knativeReleasesDir(),
+  KUBECONFIG: hubKubeconfig,
+});
 
 /** How a child process ended: `code` 0 is a clean stop; `signal` is set when a signal killed it. */
 export interface ServiceExit {
@@ -20,6 +28,10 @@ export interface ServiceProcessOptions {
   metricsPort: number;
   /** The child's stdout and stderr (pino JSON lines) go to this file. */
   logFile: string;
+  /** The CLI script run (default src/cli.ts; dist/cli.js is what the image and the npm package run). */
+  entry?: string;
+  /** Node's own flags before the script. */
+  nodeArgs?: readonly string[];
 }
 
 /**
@@ -40,14 +52,15 @@ export class ServiceProcess {
     this.logFile = options.logFile;
     this.base = `http://127.0.0.1:${options.metricsPort}`;
     const log = createWriteStream(options.logFile, { flags: "a" });
-    this.child = spawn(process.execPath, [join(repoRoot, "src", "cli.ts"), ...options.args], {
+    const entry = options.entry ?? join(repoRoot, "src", "cli.ts");
+    this.child = spawn(process.execPath, [...(options.nodeArgs ?? []), entry, ...options.args], {
       cwd: repoRoot,
       env: options.env,
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.child.stdout!.pipe(log, { end: false });
     this.child.stderr!.pipe(log, { end: false });
-    if (this.child.pid === undefined) throw new Error(`could not start ${process.execPath} src/cli.ts`);
+    if (this.child.pid === undefined) throw new Error(`could not start ${process.execPath} ${entry}`);
     this.pid = this.child.pid;
     this.exited = new Promise((resolve) => {
       this.child.once("exit", (code, signal) => {

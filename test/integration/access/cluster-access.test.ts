@@ -12,7 +12,7 @@ import {
   BORROWED_CREDENTIALS,
   deleteProfile,
   fixtureProvider,
-  hubKubeConfig,
+  hubClient,
   listNamespaces,
   NAMESPACE,
   profileStatus,
@@ -32,7 +32,7 @@ function access(
   options: Partial<ClusterAccessOptions> = {},
 ) {
   const created = new ClusterAccess({
-    hub: hubKubeConfig(),
+    hub: hubClient(),
     providers,
     logger: silentLogger,
     policy: BORROWED_CREDENTIALS,
@@ -72,7 +72,7 @@ async function whoAmI(result: ResolveResult): Promise<string | undefined> {
 
 describe("reaching the sandbox spokes with the real plugins", () => {
   it("reads ClusterProfiles in the version the hub stores: v1alpha1 on this hub", async () => {
-    expect((await clusterProfileResource(hubKubeConfig())).version).toBe("v1alpha1");
+    expect((await clusterProfileResource(hubClient())).version).toBe("v1alpha1");
   });
 
   it("secretreader: a ServiceAccount token", async () => {

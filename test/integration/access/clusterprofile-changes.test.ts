@@ -9,7 +9,7 @@ import {
   BORROWED_CREDENTIALS,
   deleteProfile,
   fixtureProvider,
-  hubKubeConfig,
+  hubClient,
   listNamespaces,
   NAMESPACE,
   profileStatus,
@@ -28,7 +28,7 @@ const counted = fixtureProvider("secretreader", "token", {
   FIXTURE_WRAPPED: sandboxProvider("secretreader").execConfig.command,
 });
 const access = new ClusterAccess({
-  hub: hubKubeConfig(),
+  hub: hubClient(),
   providers: providersOf(counted.provider),
   logger: silentLogger,
   policy: BORROWED_CREDENTIALS,

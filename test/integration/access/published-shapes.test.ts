@@ -7,7 +7,6 @@ import { parse, parseAllDocuments, stringify } from "yaml";
 import { clusterProfileResource } from "../../../src/access/clusterprofile-version.ts";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
 import { writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
@@ -18,8 +17,8 @@ import {
   startClusterProxy,
   startConnectProxy,
 } from "../../support/loopback-proxies.ts";
-import { ServiceProcess } from "../../support/service-process.ts";
-import { clusterProfileCrdPath, knativeReleasesDir } from "../../support/shared.ts";
+import { ServiceProcess, serviceEnv } from "../../support/service-process.ts";
+import { clusterProfileCrdPath } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { base64, scratchDir, testdata } from "../../unit/access/support.ts";
 import { sandbox } from "./support.ts";
@@ -323,12 +322,7 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
     );
     service = new ServiceProcess({
       args: ["run", "--config", configPath, "--clusterprofile-provider-file", providerFile],
-      env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        HOME: scratch,
-        KO_DATA_PATH: knativeReleasesDir(),
-        KUBECONFIG: sandbox.hub.adminKubeconfig,
-      },
+      env: serviceEnv(sandbox.hub.adminKubeconfig, scratch),
       metricsPort,
       logFile: join(scratch, "service.log"),
     });
@@ -368,9 +362,7 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
   });
 
   it("reads ClusterProfiles in the version the hub stores", async () => {
-    expect((await clusterProfileResource(loadKubeConfig(sandbox.hub.adminKubeconfig))).version).toBe(
-      "v1alpha2",
-    );
+    expect((await clusterProfileResource(hub)).version).toBe("v1alpha2");
   });
 
   it("the OCM-shaped (cluster-proxy path, CONNECT proxy) and GKE-shaped (port 6666, tls-server-name) spokes become Ready", async () => {

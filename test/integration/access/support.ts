@@ -5,13 +5,18 @@ import { type AccessPolicy, SAFE_ACCESS_POLICY } from "../../../src/access/polic
 import type { AccessProviderConfig, ProviderConfigState } from "../../../src/access/provider-config.ts";
 import { parseProviderConfig } from "../../../src/access/provider-config.ts";
 import type { SpokeConnection } from "../../../src/access/spoke-connection.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
 import { type FixturePlugin, fixturePlugin } from "../../fixtures/plugins/index.ts";
 import { loadSandbox, type Sandbox, type SandboxCluster } from "../../sandbox/index.ts";
+import { adminClient } from "../../support/hub.ts";
 import { scratchDir } from "../../unit/access/support.ts";
 
 export const sandbox: Sandbox = loadSandbox();
 export const NAMESPACE = sandbox.clusterProfileNamespace;
 const scratch = scratchDir();
+
+/** The product's hub client, as the sandbox's admin: what ClusterAccess reads ClusterProfiles with. */
+export const hubClient = (): KubeClient => adminClient(sandbox.hub);
 
 export function hubKubeConfig(): KubeConfig {
   const hub = new KubeConfig();

@@ -3,7 +3,6 @@ import { ClusterAccess, loadProviderConfig } from "../../../src/access/index.ts"
 import { createTargetResolver } from "../../../src/access/target.ts";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
 import type { ApplyPlan } from "../../../src/apply/engine.ts";
-import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { type KubeObject, type ObjectRef, refKey, refOf } from "../../../src/kube/object.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { diffObjects } from "../../../src/plan/diff.ts";
@@ -59,8 +58,7 @@ describe("plan and the apply that follows agree, object by object", () => {
 
   beforeAll(async () => {
     await installFleetCrds(hub);
-    const hubConfig = loadKubeConfig(sandbox.hub.adminKubeconfig);
-    access = new ClusterAccess({ hub: hubConfig, providers: await loadProviderConfig(sandbox.providerFile) });
+    access = new ClusterAccess({ hub, providers: await loadProviderConfig(sandbox.providerFile) });
     deps = {
       releases,
       targets: createTargetResolver(hub, access),

@@ -1,7 +1,9 @@
 import { type AddressInfo, createServer } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
 import { beforeAll, describe, expect, it } from "vitest";
+import { stringify } from "yaml";
 import { ClusterAccess } from "../../../src/access/cluster-access.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { clientFromKubeConfig, KubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { provider, providerConfig, silentLogger } from "./support.ts";
 
 // The paths that decide before the hub is asked, or without its answer; the rest runs against the sandbox in
@@ -14,13 +16,17 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 });
 
-function unreachableHub(): KubeConfig {
+function unreachableHub(): KubeClient {
   const hub = new KubeConfig();
-  hub.loadFromClusterAndUser(
-    { name: "hub", server: `https://127.0.0.1:${hubPort}`, skipTLSVerify: false },
-    { name: "nobody" },
+  hub.loadFromString(
+    stringify({
+      clusters: [{ name: "hub", cluster: { server: `https://127.0.0.1:${hubPort}` } }],
+      users: [{ name: "nobody", user: {} }],
+      contexts: [{ name: "hub", context: { cluster: "hub", user: "nobody" } }],
+      "current-context": "hub",
+    }),
   );
-  return hub;
+  return clientFromKubeConfig(hub);
 }
 
 const ref = { namespace: "fleet-system", name: "spoke-1" };

@@ -2,8 +2,15 @@ import { describe, expect, it } from "vitest";
 import type { TargetResolver } from "../../../src/access/target.ts";
 import { ConditionType, findCondition } from "../../../src/api/conditions.ts";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
+import { RolloutWatches } from "../../../src/install/rollout-watch.ts";
+import { Informer } from "../../../src/kube/informer.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
-import { type EngineDeps, reconcileInstall, STEPS } from "../../../src/reconcile/reconciler.ts";
+import {
+  type EngineDeps,
+  reconcileInstall,
+  STEPS,
+  WATCHED_RECHECK_MS,
+} from "../../../src/reconcile/reconciler.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
 import { crObject } from "../../support/fleet-files.ts";
@@ -136,5 +143,40 @@ describe("the reconcile steps", () => {
     expect(again.apply?.plan.drift).toEqual([]);
     expect(again.status).toEqual(ready.status);
     expect(again.requests).toBe(fake.requests().reads);
+  });
+
+  it("with rollout watches: re-checked when woken (safety re-check only), and the watch ends with the wait", async () => {
+    const fake = await servingCluster();
+    const opened: { namespace: string; stopped: boolean }[] = [];
+    const rollouts = new RolloutWatches({
+      wake: () => {},
+      fallbackMs: 60_000,
+      // A cache that never lists: the step reads the cluster itself, as before the first list arrives.
+      open: (client, namespace, onError) => {
+        const informer = new Informer(client, "apps/v1", "Deployment", onError, namespace);
+        const record = { namespace, stopped: false };
+        opened.push(record);
+        return {
+          on: (handler) => informer.on(handler),
+          start: () => {},
+          stop: () => {
+            record.stopped = true;
+          },
+          hasSynced: () => new Promise(() => {}),
+          list: () => informer.list(),
+        };
+      },
+    });
+    const deps = { ...depsFor(fake), rollouts };
+    const waiting = await reconcileInstall(serving(), deps);
+    expect(waiting.requeueAfterMs).toBe(WATCHED_RECHECK_MS);
+    expect(opened.map((o) => o.namespace)).toEqual(["knative-serving"]);
+    expect(rollouts.watchCount).toBe(1);
+
+    fake.makeDeploymentsAvailable();
+    const ready = await reconcileInstall(serving(waiting.status), deps);
+    expect(findCondition(ready.status.conditions, ConditionType.Ready)?.status).toBe("True");
+    expect(rollouts.watchCount).toBe(0);
+    expect(opened.every((o) => o.stopped)).toBe(true);
   });
 });

@@ -1,0 +1,166 @@
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
+import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
+import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
+import { loadSandbox } from "../../sandbox/index.ts";
+import { deleteCrs, forceDeleteCrs, KOURIER } from "../../support/handover.ts";
+import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { type LoopbackProxy, startClusterProxy } from "../../support/loopback-proxies.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
+import { waitUntil } from "../../support/wait.ts";
+import { base64, testdata } from "../../unit/access/support.ts";
+
+// Readiness while an install rolls out, on real spokes: the install's Deployments are watched, so the CR is
+// re-checked when the last one is Available, long before the poll interval; the watch ends with the wait;
+// and where a watch cannot be had (a proxy in front of the spoke refuses long-lived streams) the CR is
+// polled every --remote-deployments-poll-interval, as upstream does.
+
+const sandbox = loadSandbox();
+const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof sandbox.spokes)[0]];
+/** Long enough that a Ready before it can only have come from the watch. */
+const POLL_MS = 30_000;
+const WATCHED = "rollout-watched";
+const REFUSED = "rollout-refused";
+
+/** A quota that admits no pod: the Deployments of an install in its namespace never become Available. */
+const NO_PODS: KubeObject = {
+  apiVersion: "v1",
+  kind: "ResourceQuota",
+  metadata: { name: "no-pods", namespace: "knative-serving" },
+  spec: { hard: { pods: "0" } },
+};
+
+const serving = (namespace: string, cluster: { namespace: string; name: string }): KubeObject => ({
+  apiVersion: OPERATOR_API_VERSION,
+  kind: "KnativeServing",
+  metadata: { name: "serving", namespace },
+  spec: { version: "1.22", ...KOURIER, clusterProfileRef: cluster },
+});
+
+describe("readiness while an install rolls out", () => {
+  let hub: KubeClient;
+  let spokeTwo: KubeClient;
+  let engine: Engine;
+  let proxy: LoopbackProxy;
+  const reports: ReconcileReport[] = [];
+  const warnings: string[] = [];
+  const reportTimes = new Map<ReconcileReport, number>();
+  const watchFailures = () => warnings.filter((w) => w.includes("watching Deployments failed"));
+  const crs = [
+    serving(WATCHED, { namespace: sandbox.clusterProfileNamespace, name: spoke1.name }),
+    serving(REFUSED, { namespace: REFUSED, name: spoke2.name }),
+  ];
+  const passes = (namespace: string) => reports.filter((r) => r.namespace === namespace);
+
+  beforeAll(async () => {
+    hub = adminClient(sandbox.hub);
+    await installFleetCrds(hub);
+    for (const ns of [WATCHED, REFUSED]) await ensureNamespace(hub, ns);
+    proxy = await startClusterProxy({
+      key: testdata("server.key"),
+      cert: testdata("server.crt"),
+      routes: { [spoke2.name]: spoke2.server },
+      upstreamCa: Buffer.from(spoke2.caData, "base64").toString("utf8"),
+      refuse: (method, url) => method === "GET" && /[?&]watch=/.test(url),
+    });
+    await copyClusterProfile(
+      hub,
+      { namespace: sandbox.clusterProfileNamespace, name: spoke2.name },
+      REFUSED,
+      {
+        url: `${proxy.url}/${spoke2.name}`,
+        caData: base64(testdata("ca.crt")),
+      },
+    );
+    // The engine's warnings, kept: the fallback says so in the log.
+    const log = pino({ level: "warn" }, { write: (line: string) => warnings.push(line) });
+    engine = await startEngine({
+      hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
+      providerFile: sandbox.providerFile,
+      kodataDir: knativeReleasesDir(),
+      pollIntervalMs: POLL_MS,
+      resyncIntervalMs: 3_600_000,
+      workers: 4,
+      applyConcurrency: 8,
+      log,
+      onReconciled: (r) => {
+        reports.push(r);
+        reportTimes.set(r, performance.now());
+      },
+    });
+    spokeTwo = adminClient(spoke2);
+    await ensureNamespace(spokeTwo, "knative-serving");
+    await spokeTwo.apply(NO_PODS);
+    for (const cr of crs) await hub.apply(cr);
+  }, 120_000);
+
+  afterAll(async () => {
+    await deleteCrs(hub, crs, 180_000).catch(async () => forceDeleteCrs(hub, crs));
+    await engine?.stop();
+    await proxy?.close();
+    await hub
+      .delete("multicluster.x-k8s.io/v1alpha1", "ClusterProfile", REFUSED, spoke2.name)
+      .catch(() => {});
+  }, 240_000);
+
+  it("is reported as soon as the last Deployment is Available: woken by the watch, not the poll", async () => {
+    const ready = await waitUntil(
+      "the watched CR Ready",
+      async () => passes(WATCHED).find((r) => r.ready),
+      240_000,
+    );
+    const [install, next] = passes(WATCHED);
+    // The install pass waits for the rollout; the next pass is the one the watch woke, and it finds it done.
+    expect(install?.ready).toBe(false);
+    expect(next).toBe(ready);
+    expect(reportTimes.get(ready)! - reportTimes.get(install!)!).toBeLessThan(POLL_MS);
+  }, 300_000);
+
+  it("stops watching once the CR is Ready", async () => {
+    await waitUntil("the watched CR Ready", async () => passes(WATCHED).find((r) => r.ready), 240_000);
+    const watchesOnSpoke1 = async () => {
+      const resolved = await engine.access.resolve({
+        namespace: sandbox.clusterProfileNamespace,
+        name: spoke1.name,
+      });
+      if (!resolved.ok) throw new Error(resolved.message);
+      return resolved.spoke.connection.rest.requestCounts.get("WATCH") ?? 0;
+    };
+    // One watch per namespace the install has Deployments in, while it rolled out; none started since.
+    const atReady = await watchesOnSpoke1();
+    expect(atReady).toBeGreaterThan(0);
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect(await watchesOnSpoke1()).toBe(atReady);
+    expect(engine.rollouts.watchCount).toBe(0);
+  }, 300_000);
+
+  it("falls back to polling every poll interval where the spoke's watch is refused", async () => {
+    // The rollout on spoke-2 cannot finish (the quota admits no pod), so the CR keeps waiting.
+    await waitUntil(
+      "the refused watch reported",
+      async () => (watchFailures().length > 0 ? true : undefined),
+      240_000,
+    );
+    expect(watchFailures()[0]).toContain(`${REFUSED}/${spoke2.name}`);
+    expect(proxy.handled.some((h) => /[?&]watch=/.test(h))).toBe(true);
+    // The failed watch wakes the CR; a pass that then finds the rollout going on is followed by the next
+    // one a poll interval later, with no watch started again.
+    const failedAt = performance.now();
+    const [afterFailure, next] = await waitUntil(
+      "two passes after the failure",
+      async () => {
+        const later = passes(REFUSED).filter((r) => reportTimes.get(r)! >= failedAt - 1_000);
+        return later.length >= 2 ? later : undefined;
+      },
+      POLL_MS * 3,
+    );
+    expect(afterFailure!.ready).toBe(false);
+    expect(reportTimes.get(next!)! - reportTimes.get(afterFailure!)!).toBeGreaterThan(POLL_MS - 1_000);
+    expect(proxy.handled.filter((h) => /[?&]watch=/.test(h))).toHaveLength(1);
+    expect(engine.rollouts.watchCount).toBe(0);
+  }, 300_000);
+});
