@@ -4,7 +4,7 @@ import { parseAllDocuments, stringify } from "yaml";
 import { clusterProfileCrdPath } from "../support/shared.ts";
 import { type AdminEndpoint, apply, getJson, kubeRequest } from "./kube-http.ts";
 import { base64File, type ClusterPki, createClusterPki } from "./pki.ts";
-import { freePort, isRunning, startProcess, stopAll, waitFor } from "./processes.ts";
+import { freePort, isRunning, signalProcess, startProcess, stopAll, waitFor } from "./processes.ts";
 import { stopNodes } from "./real-node.ts";
 import { ensureTools, kwokStagesPath, toolPath } from "./tools.ts";
 
@@ -464,6 +464,18 @@ function writeKubeconfig(
     "current-context": c.info.name,
   };
   writeFileSync(path, stringify(config), { mode: 0o600 });
+}
+
+/**
+ * Freezes a cluster's kube-apiserver (SIGSTOP): connections to it are accepted and then hang, the worst
+ * case for a client (a refused connection fails at once). `resumeApiserver` thaws it.
+ */
+export function stopApiserver(stateDir: string, cluster: string): void {
+  signalProcess(stateDir, `${cluster}-kube-apiserver`, "SIGSTOP");
+}
+
+export function resumeApiserver(stateDir: string, cluster: string): void {
+  signalProcess(stateDir, `${cluster}-kube-apiserver`, "SIGCONT");
 }
 
 /** Resident memory (kB) of every sandbox process, summed, for the notes. */
