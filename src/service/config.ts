@@ -60,6 +60,11 @@ export const ServiceConfigSchema = z.strictObject({
   logLevel: z.enum(["trace", "debug", "info", "warn", "error"]).default("info"),
   prune: MirrorOptionsSchema.default({ prune: true, allowEmpty: false, maxPruneFraction: 0.5 }),
   workers: z.number().int().min(1).max(64).default(4),
+  /**
+   * At most this many workers on one spoke at once: a spoke whose requests hang holds no more, and a
+   * spoke's Serving and Eventing apply one after the other (their readiness waits hold no worker).
+   */
+  workersPerCluster: z.number().int().min(1).max(64).default(1),
 
   // ── Access and tenancy (#10): which CRs are reconciled, which ClusterProfiles they may target, what a
   // ClusterProfile may ask for. Safe by default; charts/knative-fleet/README.md says how to open them.

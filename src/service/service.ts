@@ -178,6 +178,7 @@ export class FleetService {
       pollIntervalMs,
       resyncIntervalMs: parseDuration(config.resyncInterval),
       workers: config.workers,
+      workersPerCluster: config.workersPerCluster,
       applyConcurrency: 8,
       log,
       onPluginRun: (run) => this.metrics.execPluginFinished(run),
