@@ -56,6 +56,18 @@ export const ServiceConfigSchema = z.strictObject({
       namespace: z.string().min(1).default("knative-fleet"),
     })
     .default({ enabled: false, leaseName: "knative-fleet", namespace: "knative-fleet" }),
+  /**
+   * Sharding of the reconcile over the replicas (src/service/sharding.ts): each holds a member Lease in
+   * leaderElection.namespace and reconciles its share of the clusters; the Git side stays with the leader.
+   */
+  sharding: z
+    .strictObject({
+      enabled: z.boolean().default(false),
+      leaseDuration: z.string().default("15s"),
+      renewDeadline: z.string().default("10s"),
+      retryPeriod: z.string().default("2s"),
+    })
+    .default({ enabled: false, leaseDuration: "15s", renewDeadline: "10s", retryPeriod: "2s" }),
   metricsPort: z.number().int().min(0).max(65535).default(9090),
   logLevel: z.enum(["trace", "debug", "info", "warn", "error"]).default("info"),
   prune: MirrorOptionsSchema.default({ prune: true, allowEmpty: false, maxPruneFraction: 0.5 }),
