@@ -66,6 +66,11 @@ const processNames = (info: Sandbox): string[] => [
 export interface UpOptions {
   stateDir: string;
   spokes: number;
+  /**
+   * Spokes run only the controllers an install needs (LIGHT_SPOKE_CONTROLLERS) instead of all of
+   * them: for 20 spokes on a small machine. The hub keeps every controller.
+   */
+  light?: boolean;
   log?: (message: string) => void;
 }
 
@@ -109,7 +114,16 @@ export async function up(options: UpOptions): Promise<Sandbox> {
   const names = ["hub", ...Array.from({ length: options.spokes }, (_, i) => `spoke-${i + 1}`)];
   const clusters = await Promise.all(names.map((name) => startCluster(stateDir, binDir, name, etcdUrl)));
   log(`apiservers ready after ${((Date.now() - started) / 1000).toFixed(1)}s`);
-  await Promise.all(clusters.map((c) => startNodeSide(stateDir, binDir, c)));
+  await Promise.all(
+    clusters.map((c) =>
+      startNodeSide(
+        stateDir,
+        binDir,
+        c,
+        options.light && c.info.name !== "hub" ? LIGHT_SPOKE_CONTROLLERS : undefined,
+      ),
+    ),
+  );
 
   const [hub, ...spokes] = clusters as [ClusterRuntime, ...ClusterRuntime[]];
   const pluginKubeconfig = join(stateDir, "plugin.kubeconfig");
@@ -194,8 +208,32 @@ async function startCluster(
   return runtime;
 }
 
+/**
+ * What a light spoke's controller-manager runs: Deployments roll out (deployment, replicaset), namespaces
+ * are deleted (namespace, garbage collector), pods get their ServiceAccount and the fleet its token
+ * (serviceaccount, serviceaccount-token, root CA), Jobs run. Left out: endpoints, quotas, HPA, PV, node
+ * lifecycle, disruption, TTL and the rest, which an install does not wait on.
+ */
+export const LIGHT_SPOKE_CONTROLLERS = [
+  "deployment-controller",
+  "replicaset-controller",
+  "namespace-controller",
+  "garbage-collector-controller",
+  "serviceaccount-controller",
+  "serviceaccount-token-controller",
+  "root-ca-certificate-publisher-controller",
+  "job-controller",
+];
+
+const ALL_CONTROLLERS = "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller";
+
 /** Controller-manager, scheduler, kwok and the fake nodes they schedule onto. */
-async function startNodeSide(stateDir: string, binDir: string, c: ClusterRuntime): Promise<void> {
+async function startNodeSide(
+  stateDir: string,
+  binDir: string,
+  c: ClusterRuntime,
+  controllers?: readonly string[],
+): Promise<void> {
   const kubeconfig = c.info.adminKubeconfig;
   startProcess(
     stateDir,
@@ -213,7 +251,7 @@ async function startNodeSide(stateDir: string, binDir: string, c: ClusterRuntime
       `--root-ca-file=${c.pki.caCert}`,
       `--service-account-private-key-file=${c.pki.serviceAccountKey}`,
       "--use-service-account-credentials=false",
-      "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+      `--controllers=${controllers?.join(",") ?? ALL_CONTROLLERS}`,
     ],
   );
   startProcess(stateDir, `${c.info.name}-kube-scheduler`, toolPath(binDir, "kube-scheduler"), [
