@@ -6,11 +6,10 @@
 // drift resync costs; forced here by annotating every hub CR), and the controller's RSS and CPU time.
 // Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-scale.ts [counts=1,5,10,20] [workers=4] [idleSeconds=60]
 // The sandbox needs at least max(counts) spokes (`npm run sandbox -- up --spokes 20 --light` for 20).
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { parse, stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
 import {
   cleanSpokes,
@@ -18,14 +17,13 @@ import {
   FLEET_NAMESPACE,
   isReady,
   servingFile,
+  startFleetProcess,
 } from "../test/integration/scale/support.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox, type Sandbox } from "../test/sandbox/sandbox.ts";
-import { writeServiceConfig } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
-import { ServiceProcess } from "../test/support/service-process.ts";
-import { knativeReleasesDir, repoRoot } from "../test/support/shared.ts";
+import { repoRoot } from "../test/support/shared.ts";
 
 const counts = (process.argv[2] ?? "1,5,10,20").split(",").map(Number);
 const workers = Number(process.argv[3] ?? 4);
@@ -105,30 +103,17 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
   const scratch = mkdtempSync(join(tmpdir(), "bench-scale-"));
   const git = await startGitServer();
   await git.createRepo(REPO, { "README.md": "bench-scale fleet\n" });
-  const configPath = writeServiceConfig({ repositoryUrl: git.url(REPO) });
-  const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
   const countsFile = join(scratch, "requests.json");
-  writeFileSync(
-    configPath,
-    stringify({
-      ...parse(readFileSync(configPath, "utf8")),
-      metricsPort,
-      workers,
-      workersPerCluster: 1,
-    }),
-  );
-  const service = new ServiceProcess({
-    args: ["run", "--config", configPath, "--clusterprofile-provider-file", sandbox.providerFile],
+  const service = startFleetProcess({
+    sandbox,
+    service: { repositoryUrl: git.url(REPO) },
+    config: { workers, workersPerCluster: 1 },
+    scratch,
+    name: "service",
     env: {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      HOME: scratch,
-      KO_DATA_PATH: knativeReleasesDir(),
-      KUBECONFIG: sandbox.hub.adminKubeconfig,
       NODE_OPTIONS: `--import=${join(repoRoot, "scripts", "bench-scale-counter.ts")}`,
       BENCH_REQUEST_COUNTS: countsFile,
     },
-    metricsPort,
-    logFile: join(scratch, "service.log"),
   });
   try {
     while ((await service.get("/readyz")).status !== 200) {

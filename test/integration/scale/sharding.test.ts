@@ -1,18 +1,15 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parse, stringify } from "yaml";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { ownerOf, SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../../../src/service/sharding.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
-import { ServiceProcess } from "../../support/service-process.ts";
-import { knativeReleasesDir } from "../../support/shared.ts";
+import type { ServiceProcess } from "../../support/service-process.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { cleanSpokes, dropHubCrs, isReady, servingFile } from "./support.ts";
+import { cleanSpokes, dropHubCrs, isReady, servingFile, startFleetProcess } from "./support.ts";
 
 // Sharding over three real `knative-fleet run` processes and six spokes, with the production timings
 // (15 s member lease, 10 s renew deadline, 2 s retry period): each CR is reconciled by exactly one
@@ -118,27 +115,13 @@ describe("sharding over three replicas", () => {
     git = await startGitServer();
     await git.createRepo(REPO, fleetFiles("100"));
     for (let i = 1; i <= 3; i++) {
-      const path = writeServiceConfig({
-        repositoryUrl: git.url(REPO),
-        leaderElection: { leaseName: GROUP, namespace: GROUP },
-      });
-      const metricsPort = 19_000 + Math.floor(Math.random() * 1_000) + i;
-      const config = parse(readFileSync(path, "utf8")) as Record<string, unknown>;
-      writeFileSync(
-        path,
-        stringify({ ...config, metricsPort, logLevel: "info", workers: 2, sharding: { enabled: true } }),
-      );
-      const replica = new ServiceProcess({
-        args: ["run", "--config", path, "--clusterprofile-provider-file", sandbox.providerFile],
-        env: {
-          PATH: process.env.PATH ?? "/usr/bin:/bin",
-          HOME: scratch,
-          KO_DATA_PATH: knativeReleasesDir(),
-          KUBECONFIG: sandbox.hub.adminKubeconfig,
-          POD_NAME: `replica-${i}`,
-        },
-        metricsPort,
-        logFile: join(scratch, `replica-${i}.log`),
+      const replica = startFleetProcess({
+        sandbox,
+        service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },
+        config: { logLevel: "info", workers: 2, sharding: { enabled: true } },
+        scratch,
+        name: `replica-${i}`,
+        env: { POD_NAME: `replica-${i}` },
       });
       replicas.push(replica);
       podNames.set(replica, `replica-${i}`);
