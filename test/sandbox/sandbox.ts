@@ -211,8 +211,9 @@ async function startCluster(
 /**
  * What a light spoke's controller-manager runs: Deployments roll out (deployment, replicaset), namespaces
  * are deleted (namespace, garbage collector), pods get their ServiceAccount and the fleet its token
- * (serviceaccount, serviceaccount-token, root CA), Jobs run. Left out: endpoints, quotas, HPA, PV, node
- * lifecycle, disruption, TTL and the rest, which an install does not wait on.
+ * (serviceaccount, serviceaccount-token, root CA), Jobs run, kwok's nodes lose their not-ready taint
+ * (node lifecycle). Left out: endpoints, quotas, HPA, PV, disruption, TTL and the rest, which an install
+ * does not wait on.
  */
 export const LIGHT_SPOKE_CONTROLLERS = [
   "deployment-controller",
@@ -223,6 +224,7 @@ export const LIGHT_SPOKE_CONTROLLERS = [
   "serviceaccount-token-controller",
   "root-ca-certificate-publisher-controller",
   "job-controller",
+  "node-lifecycle-controller",
 ];
 
 const ALL_CONTROLLERS = "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller";
