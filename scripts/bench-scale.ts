@@ -24,7 +24,6 @@ import { readSandbox, type Sandbox } from "../test/sandbox/sandbox.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
 import { repoRoot } from "../test/support/shared.ts";
-import { waitUntil } from "../test/support/wait.ts";
 
 const counts = (process.argv[2] ?? "1,5,10,20").split(",").map(Number);
 const workers = Number(process.argv[3] ?? 4);
@@ -185,13 +184,6 @@ if (Math.max(...counts) > sandbox.spokes.length)
 const hub = adminClient(sandbox.hub);
 await installFleetCrds(hub);
 await ensureNamespace(hub, FLEET_NAMESPACE);
-// A CRD just established may answer 429 ("storage is (re)initializing") for a moment.
-await waitUntil("the KnativeServing list served", () =>
-  hub.list(OPERATOR_API_VERSION, "KnativeServing").then(
-    () => true,
-    () => undefined,
-  ),
-);
 
 const rows: Row[] = [];
 for (const n of counts) {

@@ -172,7 +172,10 @@ export class ShardMembership {
       } catch (err) {
         log.warn({ err: String(err) }, "sharding: membership round failed");
       }
-      if (!(await delay(retryPeriodMs, true, { signal: this.stopping.signal }).catch(() => false))) break;
+      // While a hand-off is under way, look again sooner: the others' acknowledgements arrive within a
+      // retry period, and the clusters wait for this replica to see them.
+      const pauseMs = this.views.length > 1 ? retryPeriodMs / 4 : retryPeriodMs;
+      if (!(await delay(pauseMs, true, { signal: this.stopping.signal }).catch(() => false))) break;
     }
   }
 

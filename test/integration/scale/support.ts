@@ -50,7 +50,11 @@ export async function cleanSpokes(sandbox: Sandbox, names: readonly string[]): P
 /** Deletes the fleet's hub CRs without cleanup (finalizers dropped): the end of a test. */
 export async function dropHubCrs(hub: KubeClient): Promise<void> {
   for (const kind of ["KnativeServing", "KnativeEventing"]) {
-    for (const cr of (await hub.list(OPERATOR_API_VERSION, kind, { namespace: FLEET_NAMESPACE })).items) {
+    // A CRD just established may answer 429 ("storage is (re)initializing") for a moment.
+    const list = await waitUntil(`the ${kind} list served`, () =>
+      hub.list(OPERATOR_API_VERSION, kind, { namespace: FLEET_NAMESPACE }).catch(() => undefined),
+    );
+    for (const cr of list.items) {
       await hub
         .mergePatch(OPERATOR_API_VERSION, kind, FLEET_NAMESPACE, nameOf(cr), {
           metadata: { finalizers: null },
