@@ -23,6 +23,11 @@ export interface ControllerOptions {
   engine: EngineDeps;
   workers: number;
   /**
+   * At most this many of the workers on one cluster at once, so a hanging spoke cannot take them all;
+   * unbounded (up to `workers`) when unset.
+   */
+  workersPerCluster?: number;
+  /**
    * A converged CR is reconciled again after this long, so drift on its cluster (an object changed or
    * deleted by hand) is found and restored without a change on the hub.
    */
@@ -31,6 +36,13 @@ export interface ControllerOptions {
   onReconciled?(report: ReconcileReport): void;
   /** Which hub CRs are reconciled (tenancy, src/access/tenancy.ts); every one when unset. */
   admits?: CrAdmission;
+  /**
+   * Whether this replica reconciles the CRs of a cluster (`clusterLabel`) now: the sharding filter of
+   * src/service/sharding.ts; every cluster when unset.
+   */
+  owns?(cluster: string): boolean;
+  /** Another writer changed a CR's status (a CR of another shard): the status summary may have changed. */
+  onStatusChanged?(): void;
 }
 
 export interface ReconcileReport {
@@ -69,11 +81,17 @@ export class KnativeController {
         ),
       ]),
     );
-    this.queue = new WorkQueue((key) => this.reconcileKey(key), { concurrency: options.workers });
+    this.queue = new WorkQueue((key) => this.reconcileKey(key), {
+      concurrency: options.workers,
+      perGroup: options.workersPerCluster,
+      groupOf: (key) => this.clusterOfKey(key),
+    });
     for (const [kind, informer] of this.informers) {
       informer.on((event, object, previous) => {
-        if (event === "MODIFIED" && previous && !specOrMetaChanged(previous, object, FINALIZERS[kind]))
-          return; // our own write
+        if (event === "MODIFIED" && previous && !specOrMetaChanged(previous, object, FINALIZERS[kind])) {
+          options.onStatusChanged?.(); // a status write (ours, or another shard's), or our own finalizer
+          return;
+        }
         this.queue.add(keyOf(kind, object));
       });
     }
@@ -89,15 +107,32 @@ export class KnativeController {
     await this.queue.shutdown();
   }
 
-  /** Queues every CR that targets the ClusterProfile (its access changed, or it became healthy again). */
-  enqueueClusterProfile(namespace: string, name: string): void {
+  /**
+   * Queues every CR that targets the cluster (`clusterLabel`): its ClusterProfile's access changed, it
+   * became healthy again, or this replica's shard gained it.
+   */
+  enqueueCluster(cluster: string): void {
     for (const [kind, informer] of this.informers) {
       for (const object of informer.list()) {
-        const ref = (object.spec as { clusterProfileRef?: { name: string; namespace: string } } | undefined)
-          ?.clusterProfileRef;
-        if (ref?.name === name && ref.namespace === namespace) this.queue.add(keyOf(kind, object));
+        if (clusterOf(object) === cluster) this.queue.add(keyOf(kind, object));
       }
     }
+  }
+
+  /** Every cluster the hub CRs target (`clusterLabel`). */
+  clusters(): Set<string> {
+    return new Set([...this.informers.values()].flatMap((i) => i.list().map(clusterOf)));
+  }
+
+  /** Resolves when no reconcile of the cluster is running (the shard gave it up: no new one starts). */
+  clusterSettled(cluster: string): Promise<void> {
+    return this.queue.groupSettled(cluster);
+  }
+
+  private clusterOfKey(key: string): string {
+    const [kind, namespace, name] = key.split("/") as [KnativeKind, string, string];
+    const object = this.informers.get(kind)?.get(namespace, name);
+    return object ? clusterOf(object) : key;
   }
 
   private async reconcileKey(key: string): Promise<{ requeueAfterMs?: number } | undefined> {
@@ -107,6 +142,8 @@ export class KnativeController {
       this.options.engine.rollouts?.release({ kind, metadata: { namespace, name } }); // gone without finalize
       return undefined;
     }
+    // Another replica's shard: its owner reconciles it; this replica queues it again when it gains it.
+    if (this.options.owns && !this.options.owns(clusterOf(object))) return undefined;
     const started = Date.now();
     const log = this.options.engine.log.child({ cr: `${namespace}/${name}`, kind });
     const admission = this.options.admits?.(object) ?? { admitted: true };
@@ -235,6 +272,15 @@ export class KnativeController {
     return true;
   }
 }
+
+/** The cluster a hub CR targets, as `clusterLabel` names it, read before the CR is validated. */
+const clusterOf = (object: KubeObject): string => {
+  const ref = (object.spec as { clusterProfileRef?: { name?: unknown; namespace?: unknown } } | undefined)
+    ?.clusterProfileRef;
+  return typeof ref?.name === "string" && typeof ref.namespace === "string"
+    ? clusterLabel({ name: ref.name, namespace: ref.namespace })
+    : "hub";
+};
 
 /** The queue's key of a CR. */
 export const keyOf = (kind: KnativeKind, object: Pick<KubeObject, "metadata">): string =>

@@ -32,9 +32,14 @@ export interface EngineOptions {
   /** How often a converged CR is checked for drift on its cluster. */
   resyncIntervalMs: number;
   workers: number;
+  /** At most this many workers on one cluster at once; unbounded (up to `workers`) when unset. */
+  workersPerCluster?: number;
   applyConcurrency: number;
   log: Logger;
   onReconciled?(report: ReconcileReport): void;
+  /** The sharding filter: whether this replica reconciles a cluster's CRs now; all when unset. */
+  owns?(cluster: string): boolean;
+  onStatusChanged?(): void;
   /** A ClusterProfile left the inventory (its `namespace/name`). */
   onClusterLeft?(cluster: string): void;
   onPluginRun?(run: { provider: string; cluster: string; durationMs: number; error: boolean }): void;
@@ -88,6 +93,9 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   const controller: KnativeController = new KnativeController({
     hub,
     workers: options.workers,
+    workersPerCluster: options.workersPerCluster,
+    owns: options.owns,
+    onStatusChanged: options.onStatusChanged,
     resyncIntervalMs: options.resyncIntervalMs,
     onReconciled: options.onReconciled,
     admits: options.admits,
@@ -112,7 +120,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   if (providers.enabled) {
     access.onClusterProfileChange((ref, change) => {
       if (change === "deleted") options.onClusterLeft?.(clusterLabel(ref));
-      controller.enqueueClusterProfile(ref.namespace, ref.name);
+      controller.enqueueCluster(clusterLabel(ref));
     });
     await access.watch();
   }

@@ -2,9 +2,17 @@
  * A controller work queue in the client-go mould: a key is queued at most once, never processed by two
  * workers at once (a key re-added while in flight runs again after), failures back off exponentially per
  * key, and `addAfter` schedules a level-based re-check (readiness polling).
+ *
+ * Keys fall into groups (the controller's group is the target cluster): at most `perGroup` keys of one
+ * group run at once, and a key whose group is full waits while later keys of other groups go ahead, so
+ * a spoke whose requests hang holds at most `perGroup` workers and the other spokes keep the rest.
  */
 export interface WorkQueueOptions {
   concurrency: number;
+  /** At most this many keys of one group in flight (default: concurrency, i.e. no per-group bound). */
+  perGroup?: number;
+  /** The group of a key, read when the key is dispatched (default: the key itself). */
+  groupOf?(key: string): string;
   baseDelayMs?: number;
   maxDelayMs?: number;
 }
@@ -14,7 +22,10 @@ export type WorkResult = { requeueAfterMs?: number } | undefined;
 export class WorkQueue {
   private readonly queued = new Set<string>();
   private readonly order: string[] = [];
-  private readonly inFlight = new Set<string>();
+  /** Keys in flight and the group each was dispatched under. */
+  private readonly inFlight = new Map<string, string>();
+  private readonly runningPerGroup = new Map<string, number>();
+  private readonly groupWaiters = new Map<string, (() => void)[]>();
   private readonly dirty = new Set<string>();
   private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
@@ -26,7 +37,13 @@ export class WorkQueue {
 
   constructor(handler: (key: string) => Promise<WorkResult>, options: WorkQueueOptions) {
     this.handler = handler;
-    this.options = { baseDelayMs: 1_000, maxDelayMs: 300_000, ...options };
+    this.options = {
+      concurrency: options.concurrency,
+      perGroup: options.perGroup ?? options.concurrency,
+      groupOf: options.groupOf ?? ((key) => key),
+      baseDelayMs: options.baseDelayMs ?? 1_000,
+      maxDelayMs: options.maxDelayMs ?? 300_000,
+    };
   }
 
   add(key: string): void {
@@ -70,6 +87,16 @@ export class WorkQueue {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  /** Resolves when no key of the group is in flight (queued keys aside). */
+  groupSettled(group: string): Promise<void> {
+    if (!this.runningPerGroup.has(group)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiters = this.groupWaiters.get(group) ?? [];
+      waiters.push(resolve);
+      this.groupWaiters.set(group, waiters);
+    });
+  }
+
   /** Stops taking work; resolves when in-flight work has finished. */
   async shutdown(): Promise<void> {
     this.stopped = true;
@@ -89,18 +116,39 @@ export class WorkQueue {
   }
 
   private pump(): void {
-    while (!this.stopped && this.running < this.options.concurrency) {
-      const index = this.order.findIndex((k) => !this.inFlight.has(k));
+    const { concurrency, perGroup, groupOf } = this.options;
+    while (!this.stopped && this.running < concurrency) {
+      let group = "";
+      const index = this.order.findIndex((k) => {
+        if (this.inFlight.has(k)) return false;
+        group = groupOf(k);
+        return (this.runningPerGroup.get(group) ?? 0) < perGroup;
+      });
       if (index < 0) break;
       const [key] = this.order.splice(index, 1) as [string];
       this.queued.delete(key);
-      this.inFlight.add(key);
+      this.inFlight.set(key, group);
+      this.runningPerGroup.set(group, (this.runningPerGroup.get(group) ?? 0) + 1);
       this.running++;
       void this.process(key);
     }
     if (this.order.length === 0 && this.running === 0) {
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
+  }
+
+  private finished(key: string): void {
+    const group = this.inFlight.get(key)!;
+    this.inFlight.delete(key);
+    this.running--;
+    const left = this.runningPerGroup.get(group)! - 1;
+    if (left > 0) {
+      this.runningPerGroup.set(group, left);
+      return;
+    }
+    this.runningPerGroup.delete(group);
+    for (const resolve of this.groupWaiters.get(group) ?? []) resolve();
+    this.groupWaiters.delete(group);
   }
 
   private async process(key: string): Promise<void> {
@@ -113,8 +161,7 @@ export class WorkQueue {
       this.failures.set(key, (this.failures.get(key) ?? 0) + 1);
       this.addAfter(key, delay);
     } finally {
-      this.inFlight.delete(key);
-      this.running--;
+      this.finished(key);
       if (this.dirty.delete(key)) this.add(key);
       this.pump();
     }

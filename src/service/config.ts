@@ -58,10 +58,27 @@ export const ServiceConfigSchema = z.strictObject({
       namespace: z.string().min(1).default("knative-fleet"),
     })
     .default({ enabled: false, leaseName: "knative-fleet", namespace: "knative-fleet" }),
+  /**
+   * Sharding of the reconcile over the replicas (src/service/sharding.ts): each holds a member Lease in
+   * leaderElection.namespace and reconciles its share of the clusters; the Git side stays with the leader.
+   */
+  sharding: z
+    .strictObject({
+      enabled: z.boolean().default(false),
+      leaseDuration: z.string().default("15s"),
+      renewDeadline: z.string().default("10s"),
+      retryPeriod: z.string().default("2s"),
+    })
+    .default({ enabled: false, leaseDuration: "15s", renewDeadline: "10s", retryPeriod: "2s" }),
   metricsPort: z.number().int().min(0).max(65535).default(9090),
   logLevel: z.enum(["trace", "debug", "info", "warn", "error"]).default("info"),
   prune: MirrorOptionsSchema.default({ prune: true, allowEmpty: false, maxPruneFraction: 0.5 }),
   workers: z.number().int().min(1).max(64).default(4),
+  /**
+   * At most this many workers on one spoke at once: a spoke whose requests hang holds no more, and a
+   * spoke's Serving and Eventing apply one after the other (their readiness waits hold no worker).
+   */
+  workersPerCluster: z.number().int().min(1).max(64).default(1),
 
   // ── Access and tenancy (#10): which CRs are reconciled, which ClusterProfiles they may target, what a
   // ClusterProfile may ask for. Safe by default; charts/knative-fleet/README.md says how to open them.

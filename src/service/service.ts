@@ -20,9 +20,10 @@ import {
   type Snapshot,
 } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
-import { fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
+import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
 import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
+import { ShardMembership } from "./sharding.ts";
 
 export interface ServiceOptions {
   config: ServiceConfig;
@@ -51,6 +52,9 @@ export class FleetService {
   private webhookServer: RunningHttpServer | undefined;
   private elector: LeaderElector | undefined;
   private engine: Engine | undefined;
+  private events: EventRecorder | undefined;
+  /** This replica's share of the clusters, when the reconcile is sharded. */
+  private membership: ShardMembership | undefined;
   private poller: Poller | undefined;
   private statusWriter: StatusWriter | undefined;
   private source: GitSource | undefined;
@@ -102,6 +106,7 @@ export class FleetService {
     if (config.webhook)
       this.webhookServer = await this.listenForPushes(config.webhook.port, config.webhook.secretFile);
     this.http = http;
+    if (config.sharding.enabled) await this.startSharded();
     if (config.leaderElection.enabled) {
       this.elector = new LeaderElector({
         client: hub,
@@ -128,6 +133,9 @@ export class FleetService {
     this.started = false;
     await this.stopLeading();
     await this.elector?.stop();
+    await this.membership?.stop();
+    await this.engine?.stop();
+    this.engine = undefined;
     await this.http?.close();
     await this.webhookServer?.close();
     this.log.info("knative-fleet stopped");
@@ -147,7 +155,6 @@ export class FleetService {
     this.leading = true;
     this.metrics.setLeader(true);
     const hub = this.hubClient!;
-    const events = new EventRecorder({ client: hub, component: "knative-fleet", log });
     const source = this.source!;
     if (config.status) {
       this.statusWriter = new StatusWriter({
@@ -161,45 +168,7 @@ export class FleetService {
         onCommitted: (outcome) => this.metrics.statusCommitFinished({ outcome }),
       });
     }
-    const pollIntervalMs =
-      this.options.pollIntervalMs ??
-      effectivePollInterval(parseDuration(config.remoteDeploymentsPollInterval));
-    this.engine = await startEngine({
-      hub: this.options.hub,
-      hubClient: hub,
-      providerFile: this.options.providerFile,
-      allowedClusterProfileNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
-      accessPolicy: config.access,
-      admits: crAdmission(config.tenancy, config.defaultNamespace),
-      hubInstall: config.hubInstall.enabled,
-      kodataDir: this.options.kodataDir,
-      manifestLocations: fleetSettings(config).locations,
-      pollIntervalMs,
-      resyncIntervalMs: parseDuration(config.resyncInterval),
-      workers: config.workers,
-      applyConcurrency: 8,
-      log,
-      onPluginRun: (run) => this.metrics.execPluginFinished(run),
-      onClusterLeft: (cluster) => this.metrics.forgetCluster(cluster),
-      onReconciled: (report) => {
-        if (report.finalized) this.metrics.forgetResource(report);
-        else this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
-        if (report.statusWritten || report.finalized) this.statusWriter?.request();
-        const involved = {
-          apiVersion: "operator.knative.dev/v1beta1",
-          kind: report.kind,
-          metadata: { name: report.name, namespace: report.namespace },
-        };
-        if (report.error) void events.record(involved, "Warning", "ReconcileFailed", report.error.message);
-        else if (report.drift > 0)
-          void events.record(
-            involved,
-            "Normal",
-            "DriftCorrected",
-            `restored ${report.drift} object(s) changed on ${report.cluster}`,
-          );
-      },
-    });
+    if (!this.membership) this.engine = await this.startReconcile();
     const profiles = await clusterProfileResource(hub);
     this.placements = new PlacementStage({
       hub,
@@ -227,7 +196,92 @@ export class FleetService {
       },
     });
     this.poller.start();
-    log.info({ pollIntervalMs }, "leading: reconciling the fleet");
+    log.info(this.membership ? "leading: the Git side of the fleet" : "leading: reconciling the fleet");
+  }
+
+  /**
+   * The reconcile engine: started on becoming leader, or, when sharded, at start on every replica, each
+   * reconciling the clusters of its share.
+   */
+  private startReconcile(): Promise<Engine> {
+    const { config, log } = this.options;
+    const hub = this.hubClient!;
+    this.events = new EventRecorder({ client: hub, component: "knative-fleet", log });
+    const pollIntervalMs =
+      this.options.pollIntervalMs ??
+      effectivePollInterval(parseDuration(config.remoteDeploymentsPollInterval));
+    return startEngine({
+      hub: this.options.hub,
+      hubClient: hub,
+      providerFile: this.options.providerFile,
+      allowedClusterProfileNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
+      accessPolicy: config.access,
+      admits: crAdmission(config.tenancy, config.defaultNamespace),
+      hubInstall: config.hubInstall.enabled,
+      kodataDir: this.options.kodataDir,
+      manifestLocations: fleetSettings(config).locations,
+      pollIntervalMs,
+      resyncIntervalMs: parseDuration(config.resyncInterval),
+      workers: config.workers,
+      workersPerCluster: config.workersPerCluster,
+      applyConcurrency: 8,
+      log,
+      owns: this.membership && ((cluster) => this.membership!.owns(cluster)),
+      onStatusChanged: () => this.statusWriter?.request(),
+      onPluginRun: (run) => this.metrics.execPluginFinished(run),
+      onClusterLeft: (cluster) => this.metrics.forgetCluster(cluster),
+      onReconciled: (report) => {
+        if (report.finalized) this.metrics.forgetResource(report);
+        else this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
+        if (report.statusWritten || report.finalized) this.statusWriter?.request();
+        const involved = {
+          apiVersion: "operator.knative.dev/v1beta1",
+          kind: report.kind,
+          metadata: { name: report.name, namespace: report.namespace },
+        };
+        if (report.error)
+          void this.events!.record(involved, "Warning", "ReconcileFailed", report.error.message);
+        else if (report.drift > 0)
+          void this.events!.record(
+            involved,
+            "Normal",
+            "DriftCorrected",
+            `restored ${report.drift} object(s) changed on ${report.cluster}`,
+          );
+      },
+    });
+  }
+
+  /** Joins the shard membership; the engine reconciles only this replica's share of the clusters. */
+  private async startSharded(): Promise<void> {
+    const { config, log } = this.options;
+    const sharding = config.sharding;
+    if (!config.leaderElection.enabled)
+      throw new ConfigError("sharding.enabled needs leaderElection.enabled: the Git side runs on one leader");
+    const membership = new ShardMembership({
+      client: this.hubClient!,
+      namespace: config.leaderElection.namespace,
+      group: config.leaderElection.leaseName,
+      identity: this.options.identity,
+      leaseDurationMs: parseDuration(sharding.leaseDuration),
+      renewDeadlineMs: parseDuration(sharding.renewDeadline),
+      retryPeriodMs: parseDuration(sharding.retryPeriod),
+      log: log.child({ component: "sharding" }),
+      settle: async () => {
+        const controller = this.engine?.controller;
+        if (!controller) return;
+        const lost = [...controller.clusters()].filter((cluster) => !membership.owns(cluster));
+        await Promise.all(lost.map((cluster) => controller.clusterSettled(cluster)));
+      },
+      onWidened: (owned) => {
+        const controller = this.engine?.controller;
+        for (const cluster of controller?.clusters() ?? [])
+          if (membership.owns(cluster) && !owned(cluster)) controller!.enqueueCluster(cluster);
+      },
+    });
+    this.membership = membership;
+    this.engine = await this.startReconcile();
+    membership.start();
   }
 
   private serialized(run: () => Promise<void>): Promise<void> {
@@ -283,12 +337,14 @@ export class FleetService {
     await this.poller?.stop();
     this.placements?.stop();
     await this.syncs;
-    await this.engine?.stop();
+    if (!this.membership) {
+      await this.engine?.stop();
+      this.engine = undefined;
+    }
     await this.statusWriter?.stop();
     this.poller = undefined;
     this.placements = undefined;
     this.lastCommit = undefined;
-    this.engine = undefined;
     this.statusWriter = undefined;
   }
 

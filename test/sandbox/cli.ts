@@ -3,12 +3,13 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { down, isUp, memoryKb, readSandbox, up } from "./sandbox.ts";
 
-const usage = `Usage: npm run sandbox -- <up|down|env> [--spokes N] [--state-dir DIR]
+const usage = `Usage: npm run sandbox -- <up|down|env> [--spokes N] [--light] [--state-dir DIR]
 
   up     start a hub and N spokes (default 2) on loopback; builds the binaries the first time
   down   stop exactly the processes 'up' started and remove the state
   env    print shell exports for the running sandbox (eval "$(npm run -s sandbox -- env)")
 
+  --light          spokes run only the controllers an install needs (for 20 spokes on a small machine)
   --state-dir DIR   where state, kubeconfigs and logs live (default: $TMPDIR/knative-fleet-sandbox)
 `;
 
@@ -29,7 +30,7 @@ async function main(argv: string[]): Promise<number> {
         process.stderr.write("sandbox: --spokes takes a whole number from 1 to 20\n");
         return 2;
       }
-      const sandbox = await up({ stateDir, spokes });
+      const sandbox = await up({ stateDir, spokes, light: values.light });
       process.stderr.write(`sandbox: resident memory ${(memoryKb(stateDir) / 1024).toFixed(0)} MiB\n`);
       process.stdout.write(exports(stateDir, sandbox.hub.adminKubeconfig, sandbox.providerFile));
       return 0;
@@ -57,7 +58,7 @@ async function main(argv: string[]): Promise<number> {
 function parse(argv: string[]) {
   return parseArgs({
     args: argv,
-    options: { spokes: { type: "string" }, "state-dir": { type: "string" } },
+    options: { spokes: { type: "string" }, light: { type: "boolean" }, "state-dir": { type: "string" } },
     allowPositionals: true,
     strict: true,
   });

@@ -1,7 +1,13 @@
 import { readSandbox, type Sandbox } from "./sandbox.ts";
 
 export type { Sandbox, SandboxCluster } from "./sandbox.ts";
-export { CLUSTER_PROFILE_NAMESPACE, clusterProfileStatus, putClusterProfile } from "./sandbox.ts";
+export {
+  CLUSTER_PROFILE_NAMESPACE,
+  clusterProfileStatus,
+  putClusterProfile,
+  resumeApiserver,
+  stopApiserver,
+} from "./sandbox.ts";
 
 /** Env var naming the state dir of the running sandbox (set by the vitest global setup). */
 export const SANDBOX_ENV = "KNATIVE_FLEET_SANDBOX";

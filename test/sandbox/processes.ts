@@ -65,6 +65,17 @@ export async function stopAll(stateDir: string, only?: readonly string[]): Promi
   return live.map((p) => p.name);
 }
 
+/**
+ * Sends a signal to one process this state dir started (SIGSTOP freezes it: its port still accepts
+ * connections, which then hang, as a spoke behind a dead network path does; SIGCONT resumes it).
+ */
+export function signalProcess(stateDir: string, name: string, sig: NodeJS.Signals): void {
+  const file = join(stateDir, "pids", `${name}.json`);
+  const { pid, marker } = JSON.parse(readFileSync(file, "utf8")) as { pid: number; marker: string };
+  if (!isOurs(pid, marker)) throw new Error(`sandbox: ${name} is not running`);
+  signal(pid, sig);
+}
+
 function signal(pid: number, sig: NodeJS.Signals): void {
   try {
     process.kill(-pid, sig); // the whole process group

@@ -4,7 +4,7 @@ import { parseAllDocuments, stringify } from "yaml";
 import { clusterProfileCrdPath } from "../support/shared.ts";
 import { type AdminEndpoint, apply, getJson, kubeRequest } from "./kube-http.ts";
 import { base64File, type ClusterPki, createClusterPki } from "./pki.ts";
-import { freePort, isRunning, startProcess, stopAll, waitFor } from "./processes.ts";
+import { freePort, isRunning, signalProcess, startProcess, stopAll, waitFor } from "./processes.ts";
 import { stopNodes } from "./real-node.ts";
 import { ensureTools, kwokStagesPath, toolPath } from "./tools.ts";
 
@@ -66,6 +66,11 @@ const processNames = (info: Sandbox): string[] => [
 export interface UpOptions {
   stateDir: string;
   spokes: number;
+  /**
+   * Spokes run only the controllers an install needs (LIGHT_SPOKE_CONTROLLERS) instead of all of
+   * them: for 20 spokes on a small machine. The hub keeps every controller.
+   */
+  light?: boolean;
   log?: (message: string) => void;
 }
 
@@ -109,7 +114,16 @@ export async function up(options: UpOptions): Promise<Sandbox> {
   const names = ["hub", ...Array.from({ length: options.spokes }, (_, i) => `spoke-${i + 1}`)];
   const clusters = await Promise.all(names.map((name) => startCluster(stateDir, binDir, name, etcdUrl)));
   log(`apiservers ready after ${((Date.now() - started) / 1000).toFixed(1)}s`);
-  await Promise.all(clusters.map((c) => startNodeSide(stateDir, binDir, c)));
+  await Promise.all(
+    clusters.map((c) =>
+      startNodeSide(
+        stateDir,
+        binDir,
+        c,
+        options.light && c.info.name !== "hub" ? LIGHT_SPOKE_CONTROLLERS : undefined,
+      ),
+    ),
+  );
 
   const [hub, ...spokes] = clusters as [ClusterRuntime, ...ClusterRuntime[]];
   const pluginKubeconfig = join(stateDir, "plugin.kubeconfig");
@@ -194,8 +208,34 @@ async function startCluster(
   return runtime;
 }
 
+/**
+ * What a light spoke's controller-manager runs: Deployments roll out (deployment, replicaset), namespaces
+ * are deleted (namespace, garbage collector), pods get their ServiceAccount and the fleet its token
+ * (serviceaccount, serviceaccount-token, root CA), Jobs run, kwok's nodes lose their not-ready taint
+ * (node lifecycle). Left out: endpoints, quotas, HPA, PV, disruption, TTL and the rest, which an install
+ * does not wait on.
+ */
+export const LIGHT_SPOKE_CONTROLLERS = [
+  "deployment-controller",
+  "replicaset-controller",
+  "namespace-controller",
+  "garbage-collector-controller",
+  "serviceaccount-controller",
+  "serviceaccount-token-controller",
+  "root-ca-certificate-publisher-controller",
+  "job-controller",
+  "node-lifecycle-controller",
+];
+
+const ALL_CONTROLLERS = "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller";
+
 /** Controller-manager, scheduler, kwok and the fake nodes they schedule onto. */
-async function startNodeSide(stateDir: string, binDir: string, c: ClusterRuntime): Promise<void> {
+async function startNodeSide(
+  stateDir: string,
+  binDir: string,
+  c: ClusterRuntime,
+  controllers?: readonly string[],
+): Promise<void> {
   const kubeconfig = c.info.adminKubeconfig;
   startProcess(
     stateDir,
@@ -213,7 +253,7 @@ async function startNodeSide(stateDir: string, binDir: string, c: ClusterRuntime
       `--root-ca-file=${c.pki.caCert}`,
       `--service-account-private-key-file=${c.pki.serviceAccountKey}`,
       "--use-service-account-credentials=false",
-      "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+      `--controllers=${controllers?.join(",") ?? ALL_CONTROLLERS}`,
     ],
   );
   startProcess(stateDir, `${c.info.name}-kube-scheduler`, toolPath(binDir, "kube-scheduler"), [
@@ -464,6 +504,18 @@ function writeKubeconfig(
     "current-context": c.info.name,
   };
   writeFileSync(path, stringify(config), { mode: 0o600 });
+}
+
+/**
+ * Freezes a cluster's kube-apiserver (SIGSTOP): connections to it are accepted and then hang, the worst
+ * case for a client (a refused connection fails at once). `resumeApiserver` thaws it.
+ */
+export function stopApiserver(stateDir: string, cluster: string): void {
+  signalProcess(stateDir, `${cluster}-kube-apiserver`, "SIGSTOP");
+}
+
+export function resumeApiserver(stateDir: string, cluster: string): void {
+  signalProcess(stateDir, `${cluster}-kube-apiserver`, "SIGCONT");
 }
 
 /** Resident memory (kB) of every sandbox process, summed, for the notes. */

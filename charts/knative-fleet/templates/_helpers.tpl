@@ -63,6 +63,10 @@ app.kubernetes.io/part-of: knative-fleet
 {{- define "knative-fleet.caDir" -}}/etc/ssl/knative-fleet{{- end }}
 
 {{/* Leader election is on exactly when more than one pod runs. */}}
+{{- define "knative-fleet.sharding" -}}
+{{- if and .Values.sharding.enabled (gt (int .Values.replicas) 1) }}true{{ end }}
+{{- end }}
+
 {{- define "knative-fleet.leaderElection" -}}
 {{- if gt (int .Values.replicas) 1 }}true{{ end }}
 {{- end }}
@@ -121,6 +125,9 @@ The rendered service config (config.yaml): the contract with the service, docume
     "enabled" (eq (include "knative-fleet.leaderElection" .) "true")
     "leaseName" (include "knative-fleet.leaseName" .)
     "namespace" .Release.Namespace)
+  "sharding" (dict "enabled" (eq (include "knative-fleet.sharding" .) "true"))
+  "workers" (int .Values.workers)
+  "workersPerCluster" (int .Values.workersPerCluster)
   "manifestLocations" (dict
     "allowedPrefixes" .Values.manifestLocations.allowedPrefixes
     "allowHttp" .Values.manifestLocations.allowHttp

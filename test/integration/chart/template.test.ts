@@ -182,6 +182,9 @@ describe("helm template: defaults + repository url", () => {
       access: { allowForeignCredentialNames: false, allowInsecureServers: false },
       tenancy: { reconcileHandMadeCRs: false },
       leaderElection: { enabled: false, leaseName: "kf-knative-fleet", namespace: "knative-fleet" },
+      sharding: { enabled: false },
+      workers: 4,
+      workersPerCluster: 1,
       metricsPort: 9090,
       logLevel: "info",
       manifestLocations: {
@@ -690,6 +693,38 @@ describe("helm template: repository credentials, CA, status branch, replicas", (
       },
     ]);
     expect(only(objects, "PodDisruptionBudget").spec).toMatchObject({ minAvailable: 1 });
+  });
+});
+
+describe("helm template: sharding", () => {
+  const leaseRules = (objects: ReturnType<typeof renderChart>) =>
+    only<RbacRole>(objects, "Role", "kf-knative-fleet-leader-election").rules;
+
+  it("with replicas > 1: sharding on in the config, and the member Leases may be listed and removed", () => {
+    const objects = renderChart({
+      values: { replicas: 3, sharding: { enabled: true }, workersPerCluster: 2 },
+    });
+    expect(configOf(objects)).toMatchObject({
+      sharding: { enabled: true },
+      leaderElection: { enabled: true },
+      workersPerCluster: 2,
+    });
+    expect(leaseRules(objects)).toContainEqual({
+      apiGroups: ["coordination.k8s.io"],
+      resources: ["leases"],
+      verbs: ["get", "list", "update", "delete"],
+    });
+  });
+
+  it("with one replica it stays off (there is nothing to share), and grants nothing for it", () => {
+    const objects = renderChart({ values: { sharding: { enabled: true } } });
+    expect(configOf(objects)).toMatchObject({ sharding: { enabled: false } });
+    expect(objects.some((o) => nameOf(o) === "kf-knative-fleet-leader-election")).toBe(false);
+  });
+
+  it("with replicas > 1 but sharding off, the leader-election Role is unchanged", () => {
+    const rules = leaseRules(renderChart({ values: { replicas: 2 } }));
+    expect(rules.some((r) => r.verbs.includes("list"))).toBe(false);
   });
 });
 

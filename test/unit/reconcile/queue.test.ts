@@ -71,3 +71,52 @@ describe("work queue", () => {
     expect(runs).toBe(after);
   });
 });
+
+describe("work queue: per-group bound", () => {
+  it("a group whose work hangs holds at most perGroup workers; later keys of other groups go ahead", async () => {
+    const hang = Promise.withResolvers<undefined>();
+    const done: string[] = [];
+    const q = new WorkQueue(
+      async (key) => {
+        if (key.startsWith("dead/")) return hang.promise;
+        await tick(2);
+        done.push(key);
+        return undefined;
+      },
+      { concurrency: 2, perGroup: 1, groupOf: (key) => key.split("/")[0]! },
+    );
+    // The dead spoke's two CRs are queued first: without the bound they would take both workers.
+    for (const key of ["dead/serving", "dead/eventing", "a/serving", "b/serving", "c/serving"]) q.add(key);
+    await tick(40);
+    expect(done.sort()).toEqual(["a/serving", "b/serving", "c/serving"]);
+    let settled = false;
+    void q.groupSettled("dead").then(() => (settled = true));
+    await tick(5);
+    expect(settled).toBe(false);
+    hang.resolve(undefined);
+    await q.idle();
+    expect(settled).toBe(true);
+  });
+
+  it("without a bound one group may take every worker", async () => {
+    let running = 0;
+    let peak = 0;
+    const q = new WorkQueue(
+      async () => {
+        peak = Math.max(peak, ++running);
+        await tick(10);
+        running--;
+        return undefined;
+      },
+      { concurrency: 3, groupOf: () => "one-spoke" },
+    );
+    for (const key of ["x", "y", "z"]) q.add(key);
+    await q.idle();
+    expect(peak).toBe(3);
+  });
+
+  it("groupSettled resolves at once for a group with nothing in flight", async () => {
+    const q = new WorkQueue(async () => undefined, { concurrency: 1 });
+    await expect(q.groupSettled("nothing")).resolves.toBeUndefined();
+  });
+});

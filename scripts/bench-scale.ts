@@ -1,0 +1,214 @@
+// Measures the fleet at 1 -> 5 -> 10 -> 20 spokes: a real `knative-fleet run` process (fixed workers,
+// one per spoke at most), Serving 1.22 with Kourier pushed to the fleet repository for the first N spokes
+// of a running sandbox at once, and printed per N: time from the push until every CR is Ready (first,
+// median, last), requests the controller sent to the hub and to the spokes per install and per idle
+// minute after (reads = GET, writes = the rest), the cost of one no-op reconcile per CR (what the 5-minute
+// drift resync costs; forced here by annotating every hub CR), and the controller's RSS and CPU time.
+// Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-scale.ts [counts=1,5,10,20] [workers=4] [idleSeconds=60]
+// The sandbox needs at least max(counts) spokes (`npm run sandbox -- up --spokes 20 --light` for 20).
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
+import {
+  cleanSpokes,
+  dropHubCrs,
+  FLEET_NAMESPACE,
+  isReady,
+  servingFile,
+  startFleetProcess,
+} from "../test/integration/scale/support.ts";
+import { SANDBOX_ENV } from "../test/sandbox/index.ts";
+import { readSandbox, type Sandbox } from "../test/sandbox/sandbox.ts";
+import { startGitServer } from "../test/support/git-server.ts";
+import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
+import { repoRoot } from "../test/support/shared.ts";
+
+const counts = (process.argv[2] ?? "1,5,10,20").split(",").map(Number);
+const workers = Number(process.argv[3] ?? 4);
+const idleSeconds = Number(process.argv[4] ?? 60);
+const REPO = "bench-scale";
+const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
+
+interface Requests {
+  hubReads: number;
+  hubWrites: number;
+  spokeReads: number;
+  spokeWrites: number;
+}
+
+interface Row {
+  spokes: number;
+  readyFirstS: number;
+  readyMedianS: number;
+  readyAllS: number;
+  install: Requests;
+  idlePerMinute: Requests;
+  noopPerCr: Requests;
+  rssStartMiB: number;
+  rssPeakMiB: number;
+  cpuInstallS: number;
+  cpuIdlePercent: number;
+}
+
+function requestsIn(file: string, hubServer: string): Requests {
+  let byServer: Record<string, Record<string, number>> = {};
+  try {
+    byServer = JSON.parse(readFileSync(file, "utf8"));
+  } catch {
+    // not written yet
+  }
+  const out: Requests = { hubReads: 0, hubWrites: 0, spokeReads: 0, spokeWrites: 0 };
+  for (const [server, methods] of Object.entries(byServer)) {
+    const hub = server === hubServer;
+    for (const [method, n] of Object.entries(methods)) {
+      const read = method === "GET";
+      if (hub) out[read ? "hubReads" : "hubWrites"] += n;
+      else out[read ? "spokeReads" : "spokeWrites"] += n;
+    }
+  }
+  return out;
+}
+
+/** The counts once they stopped moving for 5 s (the work a change queued has finished). */
+async function settledRequests(file: string, hubServer: string): Promise<Requests> {
+  let last = JSON.stringify(requestsIn(file, hubServer));
+  for (let stable = 0; stable < 5; ) {
+    await sleep(1_000);
+    const now = JSON.stringify(requestsIn(file, hubServer));
+    stable = now === last ? stable + 1 : 0;
+    last = now;
+  }
+  return JSON.parse(last) as Requests;
+}
+
+const minus = (a: Requests, b: Requests, per = 1): Requests => ({
+  hubReads: (a.hubReads - b.hubReads) / per,
+  hubWrites: (a.hubWrites - b.hubWrites) / per,
+  spokeReads: (a.spokeReads - b.spokeReads) / per,
+  spokeWrites: (a.spokeWrites - b.spokeWrites) / per,
+});
+
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND; // utime + stime
+}
+
+async function measure(sandbox: Sandbox, n: number): Promise<Row> {
+  const hub = adminClient(sandbox.hub);
+  const spokes = sandbox.spokes.slice(0, n).map((s) => s.name);
+  await dropHubCrs(hub);
+  await cleanSpokes(sandbox, spokes);
+  const scratch = mkdtempSync(join(tmpdir(), "bench-scale-"));
+  const git = await startGitServer();
+  await git.createRepo(REPO, { "README.md": "bench-scale fleet\n" });
+  const countsFile = join(scratch, "requests.json");
+  const service = startFleetProcess({
+    sandbox,
+    service: { repositoryUrl: git.url(REPO) },
+    config: { workers, workersPerCluster: 1 },
+    scratch,
+    name: "service",
+    env: {
+      NODE_OPTIONS: `--import=${join(repoRoot, "scripts", "bench-scale-counter.ts")}`,
+      BENCH_REQUEST_COUNTS: countsFile,
+    },
+  });
+  try {
+    while ((await service.get("/readyz")).status !== 200) {
+      if (!service.running) throw new Error(`the service exited:\n${service.logTail()}`);
+      await sleep(200);
+    }
+    await sleep(6_000); // the first sync of the empty repository, so it is not counted as install work
+    const rssStartMiB = service.rssKiB() / 1024;
+    let rssPeakMiB = rssStartMiB;
+    const before = requestsIn(countsFile, sandbox.hub.server);
+    const cpuBefore = cpuSeconds(service.pid);
+    const files = Object.assign({}, ...spokes.map((s) => servingFile(s)));
+    const pushedAt = performance.now();
+    await git.pushChange(REPO, { files, message: `Serving on ${n} spokes` });
+    const readyAt = new Map<string, number>();
+    while (readyAt.size < n) {
+      if (performance.now() - pushedAt > 20 * 60_000) throw new Error(`not all Ready after 20 minutes`);
+      for (const s of spokes) {
+        if (!readyAt.has(s) && (await isReady(hub, "KnativeServing", `serving-${s}`)))
+          readyAt.set(s, (performance.now() - pushedAt) / 1000);
+      }
+      rssPeakMiB = Math.max(rssPeakMiB, service.rssKiB() / 1024);
+      await sleep(250);
+    }
+    await sleep(1_000); // the last status write lands
+    const afterInstall = requestsIn(countsFile, sandbox.hub.server);
+    const cpuInstall = cpuSeconds(service.pid);
+    const idleStart = performance.now();
+    while (performance.now() - idleStart < idleSeconds * 1000) {
+      rssPeakMiB = Math.max(rssPeakMiB, service.rssKiB() / 1024);
+      await sleep(1_000);
+    }
+    const afterIdle = requestsIn(countsFile, sandbox.hub.server);
+    const cpuIdle = cpuSeconds(service.pid);
+    // A no-op reconcile of every CR, as the drift resync runs it: an annotation (a metadata change) queues it.
+    for (const s of spokes) {
+      await hub.mergePatch(OPERATOR_API_VERSION, "KnativeServing", FLEET_NAMESPACE, `serving-${s}`, {
+        metadata: { annotations: { "bench.knative-fleet.dev/touched": String(Date.now()) } },
+      });
+    }
+    const afterNoop = await settledRequests(countsFile, sandbox.hub.server);
+    const times = [...readyAt.values()].sort((a, b) => a - b);
+    return {
+      spokes: n,
+      readyFirstS: times[0]!,
+      readyMedianS: times[Math.floor((times.length - 1) / 2)]!,
+      readyAllS: times.at(-1)!,
+      install: minus(afterInstall, before, n),
+      idlePerMinute: minus(afterIdle, afterInstall, idleSeconds / 60),
+      noopPerCr: minus(afterNoop, afterIdle, n),
+      rssStartMiB,
+      rssPeakMiB,
+      cpuInstallS: cpuInstall - cpuBefore,
+      cpuIdlePercent: ((cpuIdle - cpuInstall) / idleSeconds) * 100,
+    };
+  } finally {
+    await service.stop();
+    await dropHubCrs(hub);
+    await git.close();
+  }
+}
+
+const stateDir = process.env[SANDBOX_ENV];
+const sandbox = stateDir ? readSandbox(stateDir) : undefined;
+if (!sandbox) throw new Error(`${SANDBOX_ENV} must name a running sandbox's state dir`);
+if (Math.max(...counts) > sandbox.spokes.length)
+  throw new Error(`the sandbox has ${sandbox.spokes.length} spokes; ${Math.max(...counts)} asked for`);
+const hub = adminClient(sandbox.hub);
+await installFleetCrds(hub);
+await ensureNamespace(hub, FLEET_NAMESPACE);
+
+const rows: Row[] = [];
+for (const n of counts) {
+  process.stderr.write(`bench-scale: ${n} spoke(s), ${workers} workers...\n`);
+  const row = await measure(sandbox, n);
+  rows.push(row);
+  process.stderr.write(`${JSON.stringify(row)}\n`);
+}
+
+const f = (x: number, digits = 1) => x.toFixed(digits);
+const rw = (reads: number, writes: number) => `${f(reads)} / ${f(writes)}`;
+console.log(
+  `\nServing 1.22 + Kourier on N spokes at once; ${workers} workers, 1 per spoke; idle window ${idleSeconds} s`,
+);
+console.log(
+  "| spokes | Ready first / median / all (s) | hub req per install (r/w) | spoke req per install (r/w) | hub req per idle min (r/w) | spoke req per idle min (r/w) | no-op reconcile per CR, hub / spoke (r/w) | RSS start / peak (MiB) | CPU install (s) | CPU idle |",
+);
+console.log("|---|---|---|---|---|---|---|---|---|---|");
+for (const r of rows) {
+  console.log(
+    `| ${r.spokes} | ${f(r.readyFirstS)} / ${f(r.readyMedianS)} / ${f(r.readyAllS)} | ` +
+      `${rw(r.install.hubReads, r.install.hubWrites)} | ${rw(r.install.spokeReads, r.install.spokeWrites)} | ` +
+      `${rw(r.idlePerMinute.hubReads, r.idlePerMinute.hubWrites)} | ` +
+      `${rw(r.idlePerMinute.spokeReads, r.idlePerMinute.spokeWrites)} | ` +
+      `${rw(r.noopPerCr.hubReads, r.noopPerCr.hubWrites)}; ${rw(r.noopPerCr.spokeReads, r.noopPerCr.spokeWrites)} | ` +
+      `${f(r.rssStartMiB, 0)} / ${f(r.rssPeakMiB, 0)} | ${f(r.cpuInstallS)} | ${f(r.cpuIdlePercent)} % |`,
+  );
+}

@@ -1,0 +1,195 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { ownerOf, SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../../../src/service/sharding.ts";
+import { loadSandbox } from "../../sandbox/index.ts";
+import { type GitServer, startGitServer } from "../../support/git-server.ts";
+import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import type { ServiceProcess } from "../../support/service-process.ts";
+import { waitUntil } from "../../support/wait.ts";
+import { cleanSpokes, dropHubCrs, isReady, servingFile, startFleetProcess } from "./support.ts";
+
+// Sharding over three real `knative-fleet run` processes and six spokes, with the production timings
+// (15 s member lease, 10 s renew deadline, 2 s retry period): each CR is reconciled by exactly one
+// replica (the one rendezvous hashing names), and when a replica is killed with SIGKILL (no release) the
+// survivors take its spokes once its Lease expired.
+
+const sandbox = loadSandbox();
+const REPO = "sharding-fleet";
+const GROUP = "fleet-shards";
+const LEASE_DURATION_MS = 15_000;
+const RETRY_PERIOD_MS = 2_000;
+const SPOKES = Array.from({ length: 6 }, (_, i) => `spoke-${i + 1}`);
+const clusterOf = (spoke: string) => `fleet-system/${spoke}`;
+
+const fleetFiles = (target: string) =>
+  Object.assign(
+    {},
+    ...SPOKES.map((s) => servingFile(s, { autoscaler: { "container-concurrency-target-default": target } })),
+  );
+
+/** Reconciles per cluster so far, from a replica's /metrics (every result counted). */
+async function reconcilesOf(replica: ServiceProcess): Promise<Map<string, number>> {
+  const { status, body } = await replica.get("/metrics");
+  const counts = new Map<string, number>();
+  if (status !== 200) return counts;
+  for (const m of body.matchAll(/^knative_fleet_reconcile_duration_seconds_count\{([^}]*)\} (\d+)/gm)) {
+    const cluster = /cluster="([^"]*)"/.exec(m[1]!)?.[1];
+    if (cluster) counts.set(cluster, (counts.get(cluster) ?? 0) + Number(m[2]));
+  }
+  return counts;
+}
+
+describe("sharding over three replicas", () => {
+  let git: GitServer;
+  let hub: KubeClient;
+  const replicas: ServiceProcess[] = [];
+  const podNames = new Map<ServiceProcess, string>();
+  const scratch = mkdtempSync(join(tmpdir(), "knative-fleet-sharding-"));
+  const spoke = (name: string) => adminClient(sandbox.spokes.find((s) => s.name === name)!);
+  const target = async (name: string) => {
+    const map = await spoke(name).get("v1", "ConfigMap", "knative-serving", "config-autoscaler");
+    return (map?.data as Record<string, string> | undefined)?.["container-concurrency-target-default"];
+  };
+  const members = async () =>
+    (
+      await hub.list("coordination.k8s.io/v1", "Lease", {
+        namespace: GROUP,
+        labelSelector: `${SHARD_GROUP_LABEL}=${GROUP}`,
+      })
+    ).items.map((lease) => ({
+      identity: (lease.spec as { holderIdentity: string }).holderIdentity,
+      view: lease.metadata.annotations?.[SHARD_VIEW_ANNOTATION],
+    }));
+  /** Waits until exactly `count` members hold Leases and all acknowledged the same view. */
+  const settledMembers = (count: number, timeoutMs: number) =>
+    waitUntil(
+      `${count} members on one view`,
+      async () => {
+        const list = await members();
+        return list.length === count && new Set(list.map((m) => m.view)).size === 1 && list[0]!.view
+          ? list.map((m) => m.identity)
+          : undefined;
+      },
+      timeoutMs,
+    );
+  const live = () => replicas.filter((r) => r.running);
+  const snapshot = () => Promise.all(live().map(reconcilesOf));
+  /** The pod names of the live replicas that reconciled each spoke between two snapshots. */
+  const reconciledBy = (before: Map<string, number>[], after: Map<string, number>[]) => {
+    const names = live().map((r) => podNames.get(r)!);
+    return new Map(
+      SPOKES.map((s) => [
+        s,
+        names.filter((_, i) => (after[i]!.get(clusterOf(s)) ?? 0) > (before[i]!.get(clusterOf(s)) ?? 0)),
+      ]),
+    );
+  };
+  /** Each spoke reconciled by exactly one replica, the owner rendezvous hashing names among `identities`. */
+  const expectOneOwnerEach = (by: Map<string, string[]>, identities: string[]) => {
+    console.log(`sharding: a change reconciled by ${JSON.stringify(Object.fromEntries(by))}`);
+    for (const [s, who] of by) {
+      expect(who, `${s} reconciled by`).toHaveLength(1);
+      expect(ownerOf(identities, clusterOf(s))!.split("_")[0]).toBe(who[0]);
+    }
+  };
+  const pushTarget = async (value: string) => {
+    await git.pushChange(REPO, { files: fleetFiles(value), message: `concurrency target ${value}` });
+    await waitUntil(
+      `target ${value} on every spoke`,
+      async () => ((await Promise.all(SPOKES.map(target))).every((t) => t === value) ? true : undefined),
+      180_000,
+    );
+  };
+
+  beforeAll(async () => {
+    expect(sandbox.spokes.length, "this test needs a sandbox with --spokes 6").toBeGreaterThanOrEqual(6);
+    hub = adminClient(sandbox.hub);
+    await installFleetCrds(hub);
+    await ensureNamespace(hub, "knative-fleet");
+    await ensureNamespace(hub, GROUP);
+    await dropHubCrs(hub);
+    await cleanSpokes(sandbox, SPOKES);
+    git = await startGitServer();
+    await git.createRepo(REPO, fleetFiles("100"));
+    for (let i = 1; i <= 3; i++) {
+      const replica = startFleetProcess({
+        sandbox,
+        service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },
+        config: { logLevel: "info", workers: 2, sharding: { enabled: true } },
+        scratch,
+        name: `replica-${i}`,
+        env: { POD_NAME: `replica-${i}` },
+      });
+      replicas.push(replica);
+      podNames.set(replica, `replica-${i}`);
+    }
+  }, 300_000);
+
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.stop()));
+    await dropHubCrs(hub);
+    await hub.delete("v1", "Namespace", undefined, GROUP);
+    await git?.close();
+  }, 120_000);
+
+  it("each CR is reconciled by exactly one replica, the one rendezvous hashing names", async () => {
+    const identities = await settledMembers(3, 120_000);
+    for (const s of SPOKES)
+      await waitUntil(
+        `serving-${s} Ready`,
+        async () => ((await isReady(hub, "KnativeServing", `serving-${s}`)) ? true : undefined),
+        600_000,
+      );
+    await settledMembers(3, 30_000);
+
+    const before = await snapshot();
+    await pushTarget("150");
+    const by = reconciledBy(before, await snapshot());
+    expectOneOwnerEach(by, identities);
+    expect(new Set([...by.values()].flat()).size, "more than one replica works").toBeGreaterThan(1);
+  }, 900_000);
+
+  it("a replica killed with SIGKILL: the survivors take its spokes within the lease duration, each CR still on one replica", async () => {
+    const identities = (await members()).map((m) => m.identity);
+    const ownerName = (s: string) => ownerOf(identities, clusterOf(s))!.split("_")[0];
+    const victim = replicas.find((r) => SPOKES.some((s) => ownerName(s) === podNames.get(r)))!;
+    const orphaned = SPOKES.filter((s) => ownerName(s) === podNames.get(victim));
+    const survivors = replicas.filter((r) => r !== victim);
+    const before = await Promise.all(survivors.map(reconcilesOf));
+
+    const killedAt = performance.now();
+    victim.kill("SIGKILL");
+    await victim.exited;
+    const pickedUp: Record<string, number> = {};
+    await waitUntil(
+      "the survivors reconcile the orphaned spokes",
+      async () => {
+        const now = await Promise.all(survivors.map(reconcilesOf));
+        for (const s of orphaned) {
+          if (pickedUp[s] !== undefined) continue;
+          if (now.some((counts, i) => (counts.get(clusterOf(s)) ?? 0) > (before[i]!.get(clusterOf(s)) ?? 0)))
+            pickedUp[s] = Math.round(performance.now() - killedAt);
+        }
+        return orphaned.every((s) => pickedUp[s] !== undefined) ? true : undefined;
+      },
+      3 * LEASE_DURATION_MS,
+    );
+    console.log(
+      `sharding: ${podNames.get(victim)} killed; its spokes were picked up after ${JSON.stringify(pickedUp)} ms ` +
+        `(lease ${LEASE_DURATION_MS / 1000} s)`,
+    );
+    // Expiry is judged from when a survivor last saw the Lease change (up to one retry period before the
+    // kill), then every survivor narrows, acknowledges and widens: a retry period or two more.
+    for (const ms of Object.values(pickedUp))
+      expect(ms).toBeLessThan(LEASE_DURATION_MS + 3 * RETRY_PERIOD_MS);
+
+    const remaining = await settledMembers(2, 60_000);
+    expect(remaining.some((id) => id.startsWith(`${podNames.get(victim)}_`))).toBe(false);
+    const settledBefore = await snapshot();
+    await pushTarget("175");
+    expectOneOwnerEach(reconciledBy(settledBefore, await snapshot()), remaining);
+  }, 600_000);
+});

@@ -1,0 +1,109 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parse, stringify } from "yaml";
+import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
+import type { Sandbox } from "../../sandbox/index.ts";
+import { crText } from "../../support/fleet-files.ts";
+import { type TestServiceConfig, writeServiceConfig } from "../../support/fleet-service.ts";
+import { adminClient } from "../../support/hub.ts";
+import { ServiceProcess } from "../../support/service-process.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
+import { waitUntil } from "../../support/wait.ts";
+
+export const FLEET_NAMESPACE = "knative-fleet";
+
+/** A fleet file for Serving 1.22 with Kourier on a spoke (the sandbox serves no Istio), plus extra config. */
+export function servingFile(cluster: string, config: Record<string, Record<string, string>> = {}) {
+  return {
+    [`clusters/serving-${cluster}.yaml`]: crText({
+      name: `serving-${cluster}`,
+      cluster,
+      version: "1.22",
+      spec: {
+        ingress: { kourier: { enabled: true, "service-type": "ClusterIP" } },
+        config: { network: { "ingress-class": "kourier.ingress.networking.knative.dev" }, ...config },
+      },
+    }),
+  };
+}
+
+/** Removes what an earlier, interrupted run left on the spokes, so its installs do not pass for this run's. */
+export async function cleanSpokes(sandbox: Sandbox, names: readonly string[]): Promise<void> {
+  const namespaces = ["knative-serving", "knative-eventing", "kourier-system"];
+  for (const name of names) {
+    const client = adminClient(sandbox.spokes.find((s) => s.name === name)!);
+    for (const ns of namespaces) await client.delete("v1", "Namespace", undefined, ns);
+  }
+  for (const name of names) {
+    const client = adminClient(sandbox.spokes.find((s) => s.name === name)!);
+    for (const ns of namespaces)
+      await waitUntil(
+        `${name} namespace ${ns} gone`,
+        async () => ((await client.get("v1", "Namespace", undefined, ns)) ? undefined : true),
+        180_000,
+      );
+  }
+}
+
+/** Deletes the fleet's hub CRs without cleanup (finalizers dropped): the end of a test. */
+export async function dropHubCrs(hub: KubeClient): Promise<void> {
+  for (const kind of ["KnativeServing", "KnativeEventing"]) {
+    // A CRD just established may answer 429 ("storage is (re)initializing") for a moment.
+    const list = await waitUntil(`the ${kind} list served`, () =>
+      hub.list(OPERATOR_API_VERSION, kind, { namespace: FLEET_NAMESPACE }).catch(() => undefined),
+    );
+    for (const cr of list.items) {
+      await hub
+        .mergePatch(OPERATOR_API_VERSION, kind, FLEET_NAMESPACE, nameOf(cr), {
+          metadata: { finalizers: null },
+        })
+        .catch(() => {});
+      await hub.delete(OPERATOR_API_VERSION, kind, FLEET_NAMESPACE, nameOf(cr)).catch(() => {});
+    }
+  }
+}
+
+export const conditionsOf = (cr: KubeObject | undefined) =>
+  (cr?.status as { conditions?: { type: string; status: string; message?: string }[] } | undefined)
+    ?.conditions ?? [];
+
+/** Whether the hub CR is Ready=True. */
+export async function isReady(hub: KubeClient, kind: string, name: string): Promise<boolean> {
+  const cr = await hub.get(OPERATOR_API_VERSION, kind, FLEET_NAMESPACE, name);
+  return conditionsOf(cr).some((c) => c.type === "Ready" && c.status === "True");
+}
+
+export interface FleetProcessOptions {
+  sandbox: Sandbox;
+  service: TestServiceConfig;
+  /** Config keys beside the test defaults (workers, sharding, ...). */
+  config?: Record<string, unknown>;
+  /** Logs and HOME go here; the log is `<name>.log`. */
+  scratch: string;
+  name: string;
+  /** More environment (POD_NAME, NODE_OPTIONS, ...). */
+  env?: Record<string, string>;
+}
+
+/** `knative-fleet run` as a real process against the sandbox's hub, with its own metrics port. */
+export function startFleetProcess(options: FleetProcessOptions): ServiceProcess {
+  const { sandbox, scratch, name } = options;
+  const path = writeServiceConfig(options.service);
+  const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
+  const config = parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+  writeFileSync(path, stringify({ ...config, metricsPort, ...options.config }));
+  return new ServiceProcess({
+    args: ["run", "--config", path, "--clusterprofile-provider-file", sandbox.providerFile],
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: scratch,
+      KO_DATA_PATH: knativeReleasesDir(),
+      KUBECONFIG: sandbox.hub.adminKubeconfig,
+      ...options.env,
+    },
+    metricsPort,
+    logFile: join(scratch, `${name}.log`),
+  });
+}
