@@ -12,7 +12,6 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
 import {
-  cleanSpokes,
   dropHubCrs,
   FLEET_NAMESPACE,
   isReady,
@@ -24,6 +23,7 @@ import { readSandbox, type Sandbox } from "../test/sandbox/sandbox.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
 import { repoRoot } from "../test/support/shared.ts";
+import { cleanSpokes } from "../test/support/spokes.ts";
 
 const counts = (process.argv[2] ?? "1,5,10,20").split(",").map(Number);
 const workers = Number(process.argv[3] ?? 4);

@@ -11,6 +11,7 @@ import { deleteCrs, forceDeleteCrs, KOURIER } from "../../support/handover.ts";
 import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { type LoopbackProxy, startClusterProxy } from "../../support/loopback-proxies.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
+import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { base64, testdata } from "../../unit/access/support.ts";
 
@@ -60,6 +61,8 @@ describe("readiness while an install rolls out", () => {
     hub = adminClient(sandbox.hub);
     await installFleetCrds(hub);
     for (const ns of [WATCHED, REFUSED]) await ensureNamespace(hub, ns);
+    // An install another test left on these spokes would be Ready at once: nothing would roll out.
+    await cleanSpokes(sandbox, [spoke1.name, spoke2.name]);
     proxy = await startClusterProxy({
       key: testdata("server.key"),
       cert: testdata("server.crt"),
@@ -100,6 +103,7 @@ describe("readiness while an install rolls out", () => {
 
   afterAll(async () => {
     await deleteCrs(hub, crs, 180_000).catch(async () => forceDeleteCrs(hub, crs));
+    await spokeTwo?.delete("v1", "ResourceQuota", "knative-serving", "no-pods"); // later tests start pods there
     await engine?.stop();
     await proxy?.close();
     await hub

@@ -11,15 +11,9 @@ import { writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
+import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
-import {
-  cleanSpokes,
-  conditionsOf,
-  dropHubCrs,
-  isReady,
-  FLEET_NAMESPACE as NS,
-  servingFile,
-} from "./support.ts";
+import { conditionsOf, dropHubCrs, isReady, FLEET_NAMESPACE as NS, servingFile } from "./support.ts";
 
 // Per-spoke fairness: two workers, one per spoke at most. spoke-3 carries two CRs (Serving and Eventing),
 // so without the per-spoke bound a frozen spoke-3 would hold both workers for a whole request timeout
@@ -88,8 +82,9 @@ describe("per-spoke fairness", () => {
     resumeApiserver(sandbox.stateDir, FROZEN);
     await service?.stop();
     await dropHubCrs(hub);
+    await cleanSpokes(sandbox, [...HEALTHY, FROZEN]); // the installs of the dropped CRs
     await git?.close();
-  }, 60_000);
+  }, 240_000);
 
   it("a frozen spoke holds one worker: a change reaches the other spokes within the bound, the frozen one reports its failure, and gets the change once thawed", async () => {
     const crs = [

@@ -8,8 +8,9 @@ import { loadSandbox } from "../../sandbox/index.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
+import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { cleanSpokes, dropHubCrs, isReady, servingFile, startFleetProcess } from "./support.ts";
+import { dropHubCrs, isReady, servingFile, startFleetProcess } from "./support.ts";
 
 // Sharding over three real `knative-fleet run` processes and six spokes, with the production timings
 // (15 s member lease, 10 s renew deadline, 2 s retry period): each CR is reconciled by exactly one
@@ -131,9 +132,10 @@ describe("sharding over three replicas", () => {
   afterAll(async () => {
     await Promise.all(replicas.map((r) => r.stop()));
     await dropHubCrs(hub);
+    await cleanSpokes(sandbox, SPOKES); // the installs of the dropped CRs
     await hub.delete("v1", "Namespace", undefined, GROUP);
     await git?.close();
-  }, 120_000);
+  }, 300_000);
 
   it("each CR is reconciled by exactly one replica, the one rendezvous hashing names", async () => {
     const identities = await settledMembers(3, 120_000);

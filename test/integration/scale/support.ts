@@ -7,7 +7,6 @@ import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
 import type { Sandbox } from "../../sandbox/index.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { type TestServiceConfig, writeServiceConfig } from "../../support/fleet-service.ts";
-import { adminClient } from "../../support/hub.ts";
 import { ServiceProcess } from "../../support/service-process.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -27,24 +26,6 @@ export function servingFile(cluster: string, config: Record<string, Record<strin
       },
     }),
   };
-}
-
-/** Removes what an earlier, interrupted run left on the spokes, so its installs do not pass for this run's. */
-export async function cleanSpokes(sandbox: Sandbox, names: readonly string[]): Promise<void> {
-  const namespaces = ["knative-serving", "knative-eventing", "kourier-system"];
-  for (const name of names) {
-    const client = adminClient(sandbox.spokes.find((s) => s.name === name)!);
-    for (const ns of namespaces) await client.delete("v1", "Namespace", undefined, ns);
-  }
-  for (const name of names) {
-    const client = adminClient(sandbox.spokes.find((s) => s.name === name)!);
-    for (const ns of namespaces)
-      await waitUntil(
-        `${name} namespace ${ns} gone`,
-        async () => ((await client.get("v1", "Namespace", undefined, ns)) ? undefined : true),
-        180_000,
-      );
-  }
 }
 
 /** Deletes the fleet's hub CRs without cleanup (finalizers dropped): the end of a test. */
