@@ -5,6 +5,7 @@ import { z } from "zod";
 import { type AccessPolicy, AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
 import { DEFAULT_CLUSTER_PROFILE_NAMESPACE, namespaceAllowlist, TenancySchema } from "../access/tenancy.ts";
 import { formatFieldPath } from "../fleet/diagnostic.ts";
+import { durationMs } from "../fleet/duration.ts";
 import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
 import { DEFAULT_FILE_SELECTION, type FileSelection } from "../fleet/select.ts";
 import { type MirrorOptions, MirrorOptionsSchema } from "../mirror/plan.ts";
@@ -78,6 +79,12 @@ export const ServiceConfigSchema = z.strictObject({
       departureGracePeriod: z.string().default("5m"),
     })
     .default({ departureGracePeriod: "5m" }),
+  rollout: z
+    .strictObject({
+      /** While a wave is open, soaking or waiting for a window, how often it is checked again (docs/rollout.md). */
+      checkInterval: z.string().default("5s"),
+    })
+    .default({ checkInterval: "5s" }),
 });
 export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
 
@@ -165,15 +172,11 @@ export function loadServiceConfig(path: string): ServiceConfig {
   throw new ConfigError(`invalid config:\n  ${issues.join("\n  ")}`);
 }
 
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-
 /** A Go duration ("10s", "1m30s", "500ms") in milliseconds. */
 export function parseDuration(text: string): number {
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
-  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text.trim()) {
-    throw new ConfigError(`"${text}" is not a duration (examples: 500ms, 10s, 1m30s)`);
-  }
-  return parts.reduce((ms, p) => ms + Number(p[1]) * DURATION_UNITS[p[2]!]!, 0);
+  const ms = durationMs(text);
+  if (ms === undefined) throw new ConfigError(`"${text}" is not a duration (examples: 500ms, 10s, 1m30s)`);
+  return ms;
 }
 
 /** The Git source of the config: credentials from the mounted directory, read again on every use. */
