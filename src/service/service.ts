@@ -12,6 +12,7 @@ import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
 import { PlacementStage } from "../placement/stage.ts";
 import { type Engine, effectivePollInterval, startEngine } from "../reconcile/engine.ts";
+import { RolloutStage } from "../rollout/stage.ts";
 import {
   checkWebhookSecret,
   createWebhookHandler,
@@ -58,6 +59,7 @@ export class FleetService {
   /** The one hub client of the process (discovery cache and connection pool shared by every stage). */
   private hubClient: KubeClient | undefined;
   private placements: PlacementStage | undefined;
+  private rollout: RolloutStage | undefined;
   /** The last commit's model, expanded again when the inventory changes what placements select. */
   private lastCommit: { model: FleetModel; commit: string } | undefined;
   /** Syncs run one at a time: a Git change and an inventory change never mirror concurrently. */
@@ -214,6 +216,19 @@ export class FleetService {
       },
     });
     this.placements.start();
+    const placements = this.placements;
+    this.rollout = new RolloutStage({
+      hub,
+      namespace: config.defaultNamespace,
+      inventory: () => placements.inventory().clusters,
+      events,
+      log: log.child({ component: "rollout" }),
+      checkIntervalMs: parseDuration(config.rollout.checkInterval),
+      onDue: () => {
+        const last = this.lastCommit;
+        if (last) void this.serialized(() => this.mirrorCommit(last.model, last.commit, "rollout"));
+      },
+    });
     this.poller = new Poller({
       source,
       schedule: config.pollSchedule,
@@ -246,12 +261,17 @@ export class FleetService {
   }
 
   /** Mirrors a commit's model, its placements expanded against the inventory as it is now. */
-  private async mirrorCommit(model: FleetModel, commit: string, trigger: "git" | "inventory"): Promise<void> {
+  private async mirrorCommit(
+    model: FleetModel,
+    commit: string,
+    trigger: "git" | "inventory" | "rollout",
+  ): Promise<void> {
     if (!this.leading) return;
     const { config, log } = this.options;
     const hub = this.hubClient!;
     const settings = fleetSettings(config);
     const prepared = this.placements!.prepare(model, config.repository.url);
+    const rollout = await this.rollout!.prepare(prepared.model, commit);
     const mirrored = await mirror(hub, {
       model: prepared.model,
       source: { repository: config.repository.url, branch: config.repository.branch, commit },
@@ -259,8 +279,10 @@ export class FleetService {
       options: settings.prune,
       namespace: settings.defaultNamespace,
       hold: prepared.hold,
+      ...(rollout ? { gate: rollout.gate } : {}),
     });
-    const result = { ...mirrored, placements: prepared.report() };
+    const result = { ...mirrored, placements: prepared.report(), rollout: await rollout?.finish() };
+    if (result.rollout) this.metrics.rolloutObserved(result.rollout);
     this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
     const counts: Record<string, number> = {};
     for (const r of result.resources) counts[r.action] = (counts[r.action] ?? 0) + 1;
@@ -271,6 +293,11 @@ export class FleetService {
         ...counts,
         invalidFiles: result.failedFiles.length,
         prune: result.prune.state,
+        ...(result.rollout && {
+          rollout: result.rollout.phase,
+          wave: result.rollout.wave,
+          waiting: result.rollout.waiting,
+        }),
       },
       "fleet synced into the hub",
     );
@@ -283,11 +310,13 @@ export class FleetService {
     this.metrics.setLeader(false);
     await this.poller?.stop();
     this.placements?.stop();
+    this.rollout?.stop();
     await this.syncs;
     await this.engine?.stop();
     await this.statusWriter?.stop();
     this.poller = undefined;
     this.placements = undefined;
+    this.rollout = undefined;
     this.lastCommit = undefined;
     this.engine = undefined;
     this.statusWriter = undefined;
