@@ -201,13 +201,16 @@ export function gateApplies(
     return { ...outcome, action: "waiting", reason };
   });
   for (const key of release) state.released[key] ??= at;
+  const openWave = state.phase === "Progressing" ? waves[state.wave]?.name : undefined;
+  if (openWave === undefined) delete state.waveName;
+  else state.waveName = openWave;
   const revertKeys = new Set(reverts.map((step) => formatIdentity(step)));
   return {
     steps: [...gated.filter((step) => !revertKeys.has(formatIdentity(step))), ...reverts],
     state,
     waiting,
     events,
-    ...(state.phase === "Progressing" ? { openWave: waves[state.wave]?.name } : {}),
+    ...(openWave ? { openWave } : {}),
   };
 }
 

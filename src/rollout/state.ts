@@ -44,6 +44,8 @@ export const RolloutStateSchema = z.object({
   phase: z.enum(["Progressing", "Complete", "Halted"]),
   /** The open (or next to open) wave. */
   wave: z.number().int().min(0),
+  /** The name of that wave, for people reading the state. */
+  waveName: z.string().optional(),
   waveOpenedAt: z.string().optional(),
   /** When every CR let through in the open wave was last seen healthy without a break: the soak's start. */
   healthySince: z.string().optional(),
@@ -65,4 +67,16 @@ export function readRolloutState(text: string | undefined): RolloutState | undef
   } catch {
     return undefined;
   }
+}
+
+/** One line for `knative-fleet status`: the revision, where it is, and for a halt where and why. */
+export function describeRollout(state: RolloutState): string {
+  const revision = `revision ${state.commit.slice(0, 12)}`;
+  if (state.phase === "Halted" && state.halt) {
+    const { wave, resource, cluster, reason } = state.halt;
+    return `Rollout: ${revision} HALTED in wave ${wave}: ${resource} on ${cluster}: ${reason}`;
+  }
+  if (state.phase === "Complete") return `Rollout: ${revision} has reached every wave`;
+  const wave = state.waveName ?? `#${state.wave + 1}`;
+  return `Rollout: ${revision} in progress, wave ${wave}${state.waveOpenedAt ? "" : " (waiting to open)"}`;
 }
