@@ -79,6 +79,12 @@ export const ServiceConfigSchema = z.strictObject({
       departureGracePeriod: z.string().default("5m"),
     })
     .default({ departureGracePeriod: "5m" }),
+  /**
+   * Who reconciles the hub CRs onto their clusters: knative-fleet's own controller, or `external` (the
+   * upstream Knative Operator, v1.22+ with multicluster on, runs on the hub): knative-fleet then mirrors,
+   * gates waves, reports and prunes, and reads the conditions the upstream operator writes (docs/rollout.md).
+   */
+  reconciler: z.enum(["knative-fleet", "external"]).default("knative-fleet"),
   rollout: z
     .strictObject({
       /** While a wave is open, soaking or waiting for a window, how often it is checked again (docs/rollout.md). */
@@ -102,6 +108,8 @@ export interface FleetSettings {
   prune: MirrorOptions;
   locations: LocationPolicy;
   access: AccessSettings;
+  /** `external`: the upstream operator reconciles the hub CRs, and `run` starts no controller of its own. */
+  reconciler: ServiceConfig["reconciler"];
 }
 
 /** Which ClusterProfiles may be used and what they may ask for. */
@@ -122,6 +130,7 @@ export function fleetSettings(config: ServiceConfig): FleetSettings {
       namespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
       policy: config.access,
     },
+    reconciler: config.reconciler,
   };
 }
 
@@ -144,6 +153,7 @@ export const DEFAULT_FLEET_SETTINGS: Readonly<FleetSettings> = {
   prune: MirrorOptionsSchema.parse({}),
   locations: DEFAULT_LOCATION_POLICY,
   access: { namespaces: [DEFAULT_CLUSTER_PROFILE_NAMESPACE], policy: SAFE_ACCESS_POLICY },
+  reconciler: "knative-fleet",
 };
 
 /** Reads and validates the config file; errors name the file, line and field. */

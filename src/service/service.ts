@@ -167,42 +167,44 @@ export class FleetService {
     const pollIntervalMs =
       this.options.pollIntervalMs ??
       effectivePollInterval(parseDuration(config.remoteDeploymentsPollInterval));
-    this.engine = await startEngine({
-      hub: this.options.hub,
-      hubClient: hub,
-      providerFile: this.options.providerFile,
-      allowedClusterProfileNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
-      accessPolicy: config.access,
-      admits: crAdmission(config.tenancy, config.defaultNamespace),
-      hubInstall: config.hubInstall.enabled,
-      kodataDir: this.options.kodataDir,
-      manifestLocations: fleetSettings(config).locations,
-      pollIntervalMs,
-      resyncIntervalMs: parseDuration(config.resyncInterval),
-      workers: config.workers,
-      applyConcurrency: 8,
-      log,
-      onPluginRun: (run) => this.metrics.execPluginFinished(run),
-      onClusterLeft: (cluster) => this.metrics.forgetCluster(cluster),
-      onReconciled: (report) => {
-        if (report.finalized) this.metrics.forgetResource(report);
-        else this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
-        if (report.statusWritten || report.finalized) this.statusWriter?.request();
-        const involved = {
-          apiVersion: "operator.knative.dev/v1beta1",
-          kind: report.kind,
-          metadata: { name: report.name, namespace: report.namespace },
-        };
-        if (report.error) void events.record(involved, "Warning", "ReconcileFailed", report.error.message);
-        else if (report.drift > 0)
-          void events.record(
-            involved,
-            "Normal",
-            "DriftCorrected",
-            `restored ${report.drift} object(s) changed on ${report.cluster}`,
-          );
-      },
-    });
+    // In external mode the upstream operator reconciles the hub CRs: no controller here, only what it writes.
+    if (fleetSettings(config).reconciler === "knative-fleet")
+      this.engine = await startEngine({
+        hub: this.options.hub,
+        hubClient: hub,
+        providerFile: this.options.providerFile,
+        allowedClusterProfileNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
+        accessPolicy: config.access,
+        admits: crAdmission(config.tenancy, config.defaultNamespace),
+        hubInstall: config.hubInstall.enabled,
+        kodataDir: this.options.kodataDir,
+        manifestLocations: fleetSettings(config).locations,
+        pollIntervalMs,
+        resyncIntervalMs: parseDuration(config.resyncInterval),
+        workers: config.workers,
+        applyConcurrency: 8,
+        log,
+        onPluginRun: (run) => this.metrics.execPluginFinished(run),
+        onClusterLeft: (cluster) => this.metrics.forgetCluster(cluster),
+        onReconciled: (report) => {
+          if (report.finalized) this.metrics.forgetResource(report);
+          else this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
+          if (report.statusWritten || report.finalized) this.statusWriter?.request();
+          const involved = {
+            apiVersion: "operator.knative.dev/v1beta1",
+            kind: report.kind,
+            metadata: { name: report.name, namespace: report.namespace },
+          };
+          if (report.error) void events.record(involved, "Warning", "ReconcileFailed", report.error.message);
+          else if (report.drift > 0)
+            void events.record(
+              involved,
+              "Normal",
+              "DriftCorrected",
+              `restored ${report.drift} object(s) changed on ${report.cluster}`,
+            );
+        },
+      });
     const profiles = await clusterProfileResource(this.options.hub);
     this.placements = new PlacementStage({
       hub,
