@@ -1,9 +1,12 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { formatDiagnostic } from "../../../src/fleet/diagnostic.ts";
 import { buildFleetModel } from "../../../src/fleet/model.ts";
 import { maxUnavailableCount, plannedWaves } from "../../../src/rollout/waves.ts";
 import { inWindow } from "../../../src/rollout/windows.ts";
 import { crFile } from "../../support/fleet-files.ts";
+import { repoRoot } from "../../support/shared.ts";
 
 const PATH = "rollout.yaml";
 const model = (text: string, more: { path: string; text: string }[] = []) =>
@@ -32,6 +35,17 @@ describe("the KnativeRollout file", () => {
     expect(plannedWaves(spec).map((w) => [w.name, w.soakMs, w.timeLimitMs])).toEqual([
       ["canary", 300_000, 1_800_000],
       ["remaining", 300_000, 1_800_000],
+    ]);
+  });
+
+  it("the fleet-example's policy is valid", () => {
+    const text = readFileSync(join(repoRoot, "fleet-example", "rollout", "knative-rollout.yaml"), "utf8");
+    const parsed = model(text);
+    expect(parsed.diagnostics).toEqual([]);
+    expect(plannedWaves(parsed.rollout.policy!.rollout.spec).map((w) => w.name)).toEqual([
+      "canary",
+      "staging",
+      "remaining",
     ]);
   });
 
