@@ -276,7 +276,6 @@ function advance(
     const inWave = members.filter((m) => m.wave === state.wave);
     const pending = inWave.filter(ctx.isPending);
     const released = inWave.filter((m) => state.released[m.key] !== undefined && !ctx.isPending(m));
-    const later = `${ctx.revision} waits for wave ${wave.name}`;
 
     if (pending.length === 0 && released.every((m) => ctx.health(m).healthy)) {
       // Nothing left to change: soak, unless nothing changed in the wave at all.
@@ -285,7 +284,7 @@ function advance(
         state = { ...state, healthySince: since };
         const soakEnds = Date.parse(since) + wave.soakMs;
         if (nowMs < soakEnds) {
-          holdLater(members, state.wave, `${later} to soak until ${new Date(soakEnds).toISOString()}`, ctx);
+          holdLater(members, waves, state.wave, "", ctx);
           return state;
         }
       }
@@ -337,7 +336,7 @@ function advance(
           ? "outside the rollout windows"
           : undefined;
       if (closed) {
-        holdLater(members, state.wave - 1, `${later} to open: ${closed}`, ctx);
+        holdLater(members, waves, state.wave - 1, `: ${closed}`, ctx);
         return state;
       }
       state = { ...state, waveOpenedAt: ctx.at };
@@ -364,7 +363,7 @@ function advance(
             : `${ctx.revision}: waits for its turn in wave ${wave.name} (maxUnavailable ${wave.maxUnavailable})`,
         );
     });
-    holdLater(members, state.wave, `${later} (open, ${pending.length + unavailable} CR(s) not done)`, ctx);
+    holdLater(members, waves, state.wave, "", ctx);
     return state;
   }
   if (state.phase !== "Complete") {
@@ -378,9 +377,23 @@ function advance(
   return { ...state, phase: "Complete" };
 }
 
-/** Every pending CR of a wave after `wave` waits, saying for what. */
-function holdLater(members: readonly Member[], wave: number, reason: string, ctx: AdvanceContext): void {
-  for (const m of members) if (ctx.isPending(m) && m.wave > wave) ctx.waiting.set(m.key, reason);
+/**
+ * Every pending CR of a wave after `wave` waits for its own wave, and says so. The note names no progress
+ * (which wave is open, how many are done) on purpose: it is an annotation, and a note that changed with
+ * every step would patch every waiting CR (and write an Event) at each one.
+ */
+function holdLater(
+  members: readonly Member[],
+  waves: readonly PlannedWave[],
+  wave: number,
+  why: string,
+  ctx: AdvanceContext,
+): void {
+  for (const m of members) {
+    if (ctx.isPending(m) && m.wave > wave) {
+      ctx.waiting.set(m.key, `${ctx.revision} waits for its wave, ${waves[m.wave]!.name}${why}`);
+    }
+  }
 }
 
 /**

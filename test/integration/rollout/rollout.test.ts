@@ -248,7 +248,7 @@ describe("progressive rollout on four spokes", () => {
       const cr = await hubCr("spoke-4");
       return cr?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION];
     });
-    expect(held).toMatch(/^revision [0-9a-f]{12} waits for wave canary/);
+    expect(held).toMatch(/^revision [0-9a-f]{12} waits for its wave, remaining$/);
     expect(specOf(await hubCr("spoke-4")).version).toBe("1.21");
     const { applied, healthy } = await followRollout((cr) => specOf(cr).version === "1.22", started, 600_000);
     figures.versionBump = { applied, healthy };

@@ -90,7 +90,7 @@ describe("the rollout gate", () => {
       ["c4-serving", "waiting"],
     ]);
     expect(outcome.waiting.get("KnativeServing knative-fleet/c2-serving")).toBe(
-      "revision commit-b waits for wave canary (open, 1 CR(s) not done)",
+      "revision commit-b waits for its wave, ring-b",
     );
     expect(outcome.openWave).toBe("canary");
   });
@@ -179,7 +179,7 @@ describe("the rollout gate", () => {
     const outcome = hub.sync(paused, "commit-b", at(end), INVENTORY);
     expect(outcome.steps.filter((s) => s.action === "update")).toEqual([]);
     expect(outcome.waiting.get("KnativeServing knative-fleet/c1-serving")).toBe(
-      "revision commit-b waits for wave canary to open: the rollout is paused",
+      "revision commit-b waits for its wave, canary: the rollout is paused",
     );
     hub.hubPaused = true;
     const resumedInFile = fleetModel(CLUSTERS, POLICY, () => "1.22");
@@ -205,7 +205,7 @@ describe("the rollout gate", () => {
     const model = fleetModel(CLUSTERS, windowed, () => "1.22");
     const before = hub.sync(model, "commit-b", at(end), INVENTORY);
     expect(before.waiting.get("KnativeServing knative-fleet/c1-serving")).toBe(
-      "revision commit-b waits for wave canary to open: outside the rollout windows",
+      "revision commit-b waits for its wave, canary: outside the rollout windows",
     );
     const { applied } = run(hub, model, "commit-b", 480);
     // canary opens at 11:08; ring-b opens at 11:09:30 after the soak; c3 goes out in the open wave at
