@@ -264,19 +264,21 @@ function resourcesTable(rows: readonly ResourceRow[]): string {
 
 function rolloutSection(rollout: RolloutSummary | undefined): string {
   if (rollout === undefined) return "";
-  const revision = rollout.commit ? `Revision ${rollout.commit.slice(0, 7)}` : "The newest revision";
+  const text = markdownText;
+  const revision = rollout.commit ? `Revision ${text(rollout.commit.slice(0, 7))}` : "The newest revision";
+  const { halt } = rollout;
   const state =
-    rollout.phase === "Halted" && rollout.halt
-      ? `**halted** in wave ${rollout.halt.wave}: ${rollout.halt.resource} on ${rollout.halt.cluster}: ${rollout.halt.reason}. ` +
+    rollout.phase === "Halted" && halt
+      ? `**halted** in wave ${text(halt.wave)}: ${text(halt.resource)} on ${text(halt.cluster)}: ${text(halt.reason)}. ` +
         "Later waves keep their last applied spec; a newer commit supersedes this one."
       : rollout.phase === "Progressing"
-        ? `rolling out: wave ${rollout.wave ?? ""} is open.`
+        ? `rolling out: wave ${text(rollout.wave ?? "")} is open.`
         : rollout.phase === "Complete"
           ? "has reached every wave."
-          : `waits: ${rollout.message ?? ""}`;
+          : `waits: ${text(rollout.message ?? "")}`;
   return [
     "## Rollout",
-    `${markdownText(`${revision} ${state}`)}${rollout.paused ? " The rollout is **paused**." : ""}`,
+    `${revision} ${state}${rollout.paused ? " The rollout is **paused**." : ""}`,
     ...(rollout.waiting.length > 0
       ? [
           table(

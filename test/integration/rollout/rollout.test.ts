@@ -15,6 +15,7 @@ import {
   readRolloutState,
 } from "../../../src/rollout/state.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
+import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
@@ -239,6 +240,43 @@ describe("progressive rollout on four spokes", () => {
     );
   });
 
+  it("plan shows the waves a bump goes through, the labelled wave read from the hub", async () => {
+    const base = (await git.headOf(REPO))!;
+    await git.pushChange(REPO, {
+      files: crFiles("1.22"),
+      message: "Knative 1.22 (for review)",
+      branch: "bump",
+    });
+    const { code, stdout } = await runCli(
+      "plan",
+      "--kodata",
+      knativeReleasesDir(),
+      "--repo",
+      git.url(REPO),
+      "--base",
+      base,
+      "--head",
+      "bump",
+      "--kubeconfig",
+      sandbox.hub.adminKubeconfig,
+      "--clusterprofile-provider-file",
+      sandbox.providerFile,
+    );
+    expect(code, stdout).toBe(0);
+    expect(stdout).toContain("## Rollout");
+    expect(stdout).toContain("The merge changes CRs in 3 of 3 waves");
+    for (const [wave, spoke] of [
+      ["canary", "spoke-1"],
+      ["early", "spoke-2"],
+      ["remaining", "spoke-3"],
+      ["remaining", "spoke-4"],
+    ]) {
+      expect(stdout).toContain(
+        `| ${wave} | \`KnativeServing ${NS}/serving-${spoke}\` | ${CLUSTER_PROFILE_NAMESPACE}/${spoke} | update |`,
+      );
+    }
+  });
+
   it("a version bump goes canary, early, then the rest one at a time, each after the last one's soak", async () => {
     const previous = (await state())?.revision;
     await push(crFiles("1.22"), "Knative 1.22");
@@ -287,6 +325,19 @@ describe("progressive rollout on four spokes", () => {
     }
     expect(await service.metric("knative_fleet_rollout_halted")).toBe(1);
     const events = await hub.list("v1", "Event", { namespace: NS });
+    // The status file in Git and `knative-fleet status` say the same.
+    const readme = await waitUntil("the status file's Rollout section", async () => {
+      const text = await git.readFile(REPO, "main", "status/README.md").catch(() => "");
+      return text.includes("**halted** in wave canary") ? text : undefined;
+    });
+    expect(readme).toContain(
+      `KnativeServing ${NS}/serving-spoke-1 on ${CLUSTER_PROFILE_NAMESPACE}/spoke-1: DeploymentsAvailable=False`,
+    );
+    const cli = await runCli("status", "--kubeconfig", sandbox.hub.adminKubeconfig, "-n", NS);
+    expect(cli.code).toBe(1);
+    expect(cli.stdout).toContain(
+      `Rollout: revision ${halted.commit.slice(0, 12)} HALTED in wave canary: KnativeServing ${NS}/serving-spoke-1 on ${CLUSTER_PROFILE_NAMESPACE}/spoke-1: DeploymentsAvailable=False`,
+    );
     // This halt's Event (an earlier run's may still be listed: Events live for an hour).
     const haltEvent = events.items.find(
       (e) =>
@@ -328,6 +379,36 @@ describe("progressive rollout on four spokes", () => {
     expect(done.halt).toBeUndefined();
     await waitUntil("the halt metric cleared", async () =>
       (await service.metric("knative_fleet_rollout_halted")) === 0 ? true : undefined,
+    );
+  });
+
+  it("outside its windows no wave opens; inside one, the change goes out", async () => {
+    const change = { config: { autoscaler: { "stable-window": "75s" } } };
+    const has = (cr: KubeObject) => specOf(cr).config?.autoscaler?.["stable-window"] === "75s";
+    // A window on another day of the week than today, in UTC: closed now.
+    const today = new Date().getUTCDay();
+    const otherDay = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"][(today + 3) % 7];
+    const closed = [{ days: [otherDay], start: "00:00", end: "23:59", timeZone: "UTC" }];
+    await push(
+      { ...crFiles("1.22", change), "clusters/rollout.yaml": policy({ windows: closed }) },
+      "change, window closed",
+    );
+    const note = await waitUntil(
+      "the canary marked as outside the windows",
+      async () => (await hubCr("spoke-1"))?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION],
+    );
+    expect(note).toMatch(/waits for its wave, canary: outside the rollout windows$/);
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    for (const spoke of SPOKES) expect(has((await hubCr(spoke))!), spoke).toBe(false);
+    // Midnight to noon, and noon past midnight: every minute of the day.
+    const open = [
+      { start: "00:00", end: "12:00", timeZone: "Etc/UTC" },
+      { start: "12:00", end: "00:00", timeZone: "Etc/UTC" },
+    ];
+    await push({ "clusters/rollout.yaml": policy({ windows: open }) }, "window open all day");
+    await followRollout(has, Date.now(), 300_000);
+    await waitUntil("rollout complete", async () =>
+      (await state())?.phase === "Complete" ? true : undefined,
     );
   });
 
