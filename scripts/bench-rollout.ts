@@ -132,6 +132,7 @@ async function reportHealthy(hub: KubeClient) {
 }
 
 async function sync(fleet: FleetModel, commit: string, gated: boolean) {
+  // Without the stage at all: the mirror alone, the baseline the gate is measured against.
   const rollout = gated ? await stage.prepare(fleet, commit) : undefined;
   const result = await mirror(counted.client, {
     model: fleet,

@@ -35,7 +35,7 @@ export interface RolloutReport {
 export interface PreparedRollout {
   gate: MirrorGate;
   /** Stores the state, marks the waiting CRs, records the Events. Call once the mirror is done. */
-  finish(): Promise<RolloutReport>;
+  finish(): Promise<RolloutReport | undefined>;
 }
 
 export interface RolloutStageOptions {
@@ -72,12 +72,28 @@ export class RolloutStage {
     clearTimeout(this.#timer);
   }
 
-  /** The gate for one sync of `model`; undefined when the repository has no rollout policy (all at once). */
-  async prepare(model: FleetModel, commit: string): Promise<PreparedRollout | undefined> {
+  /**
+   * The gate for one sync of `model`. Without a policy every change passes (as without this stage, with no
+   * request of its own); only a waiting note a removed policy left on a hub CR is cleared.
+   */
+  async prepare(model: FleetModel, commit: string): Promise<PreparedRollout> {
     const { policy, failedPaths } = model.rollout;
     if (policy === undefined && failedPaths.length === 0) {
       clearTimeout(this.#timer);
-      return undefined;
+      let live: readonly KubeObject[] = [];
+      return {
+        gate: {
+          applies: (steps, hubLive) => {
+            live = hubLive;
+            return [...steps];
+          },
+          prunes: (candidates) => [...candidates],
+        },
+        finish: async () => {
+          await this.#markWaiting(live, new Map(), commit);
+          return undefined;
+        },
+      };
     }
     const { hub, namespace } = this.#options;
     const configMap = await hub.get("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP);

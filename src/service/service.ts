@@ -281,9 +281,9 @@ export class FleetService {
       options: settings.prune,
       namespace: settings.defaultNamespace,
       hold: prepared.hold,
-      ...(rollout ? { gate: rollout.gate } : {}),
+      gate: rollout.gate,
     });
-    const result = { ...mirrored, placements: prepared.report(), rollout: await rollout?.finish() };
+    const result = { ...mirrored, placements: prepared.report(), rollout: await rollout.finish() };
     if (result.rollout) this.metrics.rolloutObserved(result.rollout);
     this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
     const counts: Record<string, number> = {};

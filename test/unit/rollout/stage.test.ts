@@ -1,0 +1,104 @@
+import { describe, expect, it } from "vitest";
+import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
+import { mirror } from "../../../src/mirror/mirror.ts";
+import { MirrorOptionsSchema } from "../../../src/mirror/plan.ts";
+import { EventRecorder } from "../../../src/observability/events.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { RolloutStage } from "../../../src/rollout/stage.ts";
+import { ROLLOUT_STATE_CONFIGMAP, readRolloutState } from "../../../src/rollout/state.ts";
+import { FakeKube } from "../../support/fake-kube.ts";
+import { crObject } from "../../support/fleet-files.ts";
+import { cluster, fleetModel, REPOSITORY } from "./support.ts";
+
+const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
+
+function setup() {
+  const kube = new FakeKube().serveKindsOf([
+    crObject({ name: "x", cluster: "c1" }),
+    crObject({ kind: "KnativeEventing", name: "y", cluster: "c1" }),
+    { apiVersion: "v1", kind: "Event", metadata: {} },
+  ]);
+  const stage = new RolloutStage({
+    hub: kube.client,
+    namespace: "knative-fleet",
+    inventory: () => [cluster("c1"), cluster("c2")],
+    events: new EventRecorder({ client: kube.client, component: "test", log: silentLogger }),
+    log: silentLogger,
+    checkIntervalMs: 60_000,
+    onDue: () => {},
+  });
+  const sync = async (model: ReturnType<typeof fleetModel>, commit: string) => {
+    const prepared = await stage.prepare(model, commit);
+    const result = await mirror(kube.client, {
+      model,
+      source: { repository: REPOSITORY, branch: "main", commit },
+      sourceRead: true,
+      options: MirrorOptionsSchema.parse({}),
+      namespace: "knative-fleet",
+      gate: prepared.gate,
+    });
+    return { result, report: await prepared.finish() };
+  };
+  return { kube, stage, sync };
+}
+
+describe("the rollout stage on a hub", () => {
+  it("without a policy, sends what the mirror would and makes no request of its own", async () => {
+    const { kube, stage, sync } = setup();
+    const model = fleetModel(["c1", "c2"], undefined, () => "1.21");
+    await sync(model, "a");
+    kube.resetCounts();
+    const { report } = await sync(
+      fleetModel(["c1", "c2"], undefined, () => "1.22"),
+      "b",
+    );
+    expect(report).toBeUndefined();
+    // The mirror's 3 reads and 2 applies, nothing else.
+    expect(kube.requests()).toEqual({ reads: 3, writes: 2 });
+    stage.stop();
+  });
+
+  it("marks the CR that waits, stores the state, and clears the note when the policy is removed", async () => {
+    const { kube, stage, sync } = setup();
+    await sync(
+      fleetModel(["c1", "c2"], POLICY, () => "1.21"),
+      "a",
+    );
+    const waitingNote = () =>
+      kube.find("KnativeServing", "c2-serving")?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION];
+    // The first install goes canary first: c2 is not created yet.
+    expect(kube.find("KnativeServing", "c2-serving")).toBeUndefined();
+    const state = readRolloutState(
+      (kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data as Record<string, string>).state,
+    );
+    expect(state).toMatchObject({ phase: "Progressing", waveName: "canary", commit: "a" });
+    // The policy goes: everything at once, and no note is left behind.
+    await sync(
+      fleetModel(["c1", "c2"], undefined, () => "1.21"),
+      "b",
+    );
+    expect(kube.find("KnativeServing", "c2-serving")).toBeDefined();
+    expect(waitingNote()).toBeUndefined();
+    stage.stop();
+  });
+
+  it("a broken policy holds every change and says why on the CR", async () => {
+    const { kube, stage, sync } = setup();
+    await sync(
+      fleetModel(["c1"], undefined, () => "1.21"),
+      "a",
+    );
+    const { report, result } = await sync(
+      fleetModel(["c1"], { waves: [] }, () => "1.22"),
+      "b",
+    );
+    expect(report?.phase).toBe("Invalid");
+    expect(result.resources.map((r) => r.action)).toEqual(["waiting"]);
+    const cr = kube.find("KnativeServing", "c1-serving")!;
+    expect((cr.spec as { version: string }).version).toBe("1.21");
+    expect(cr.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION]).toBe(
+      "the rollout policy (rollout.yaml) failed validation; changes wait until it is fixed",
+    );
+    stage.stop();
+  });
+});
