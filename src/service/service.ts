@@ -3,8 +3,10 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { crAdmission, namespaceAllowlist } from "../access/tenancy.ts";
+import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
 import { clientFromKubeConfig } from "../kube/kubeconfig.ts";
 import { mirror } from "../mirror/mirror.ts";
 import { EventRecorder } from "../observability/events.ts";
@@ -60,6 +62,8 @@ export class FleetService {
   private hubClient: KubeClient | undefined;
   private placements: PlacementStage | undefined;
   private rollout: RolloutStage | undefined;
+  /** External mode: the hub CRs, watched so the status file follows the conditions upstream writes. */
+  private hubCrWatches: Informer[] = [];
   /** The last commit's model, expanded again when the inventory changes what placements select. */
   private lastCommit: { model: FleetModel; commit: string } | undefined;
   /** Syncs run one at a time: a Git change and an inventory change never mirror concurrently. */
@@ -205,6 +209,13 @@ export class FleetService {
             );
         },
       });
+    if (fleetSettings(config).reconciler === "external") {
+      this.hubCrWatches = KNATIVE_KINDS.map((kind) => new Informer(hub, OPERATOR_API_VERSION, kind));
+      for (const watch of this.hubCrWatches) {
+        watch.on(() => this.statusWriter?.request());
+        watch.start();
+      }
+    }
     const profiles = await clusterProfileResource(this.options.hub);
     this.placements = new PlacementStage({
       hub,
@@ -313,6 +324,8 @@ export class FleetService {
     await this.poller?.stop();
     this.placements?.stop();
     this.rollout?.stop();
+    for (const watch of this.hubCrWatches) watch.stop();
+    this.hubCrWatches = [];
     await this.syncs;
     await this.engine?.stop();
     await this.statusWriter?.stop();
