@@ -37,7 +37,7 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
   ]);
   const resources: ResourceOutcome[] = [];
   const planned = planApplies(input.model.resources, input.source, live);
-  for (const step of input.gate ? input.gate.applies(planned, live) : planned) {
+  for (const step of input.gate ? await input.gate.applies(planned, live) : planned) {
     if (step.action === "create" || step.action === "update") {
       const { object, ...outcome } = step;
       resources.push({ ...outcome, ...(await attempt(() => hub.apply(object))) });

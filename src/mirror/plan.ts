@@ -63,8 +63,11 @@ export interface MirrorInput {
  * Decides which of a sync's changes are made now. Without one every change is made at once.
  */
 export interface MirrorGate {
-  /** The steps to take: a held create or update becomes `waiting`; a revert may be added as an update. */
-  applies(steps: readonly ApplyStep[], live: readonly KubeObject[]): ApplyStep[];
+  /**
+   * The steps to take: a held create or update becomes `waiting`; a revert may be added as an update.
+   * Asynchronous so the gate can record what it lets through before any of it is written (write-ahead).
+   */
+  applies(steps: readonly ApplyStep[], live: readonly KubeObject[]): Promise<ApplyStep[]>;
   /** The prune's candidates, those that wait for their wave (deletions go in reverse) marked `waiting`. */
   prunes(candidates: readonly PruneCandidate[], live: readonly KubeObject[]): PruneCandidate[];
 }

@@ -83,7 +83,7 @@ export class RolloutStage {
       let live: readonly KubeObject[] = [];
       return {
         gate: {
-          applies: (steps, hubLive) => {
+          applies: async (steps, hubLive) => {
             live = hubLive;
             return [...steps];
           },
@@ -134,9 +134,13 @@ export class RolloutStage {
       return outcome.steps;
     };
     const gate: MirrorGate = {
-      applies: (steps, hubLive) => {
+      applies: async (steps, hubLive) => {
         live = hubLive;
         const gated = gateSteps(steps);
+        // Write-ahead: the state names every CR let through before the mirror writes it, so a leader that
+        // dies between the two leaves a successor that knows the wave is open and what it changed.
+        if (outcome && JSON.stringify(outcome.state) !== JSON.stringify(stored))
+          await this.#store(outcome.state);
         waiting = new Map(
           gated.flatMap((step): [string, string][] =>
             step.action === "waiting" ? [[formatIdentity(step), step.reason]] : [],
@@ -161,7 +165,6 @@ export class RolloutStage {
         };
       }
       const { state } = outcome;
-      if (JSON.stringify(state) !== JSON.stringify(stored)) await this.#store(state);
       for (const event of outcome.events) {
         void this.#options.events.record(
           this.#involved(event.resource),

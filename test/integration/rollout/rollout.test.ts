@@ -223,7 +223,9 @@ describe("progressive rollout on four spokes", () => {
     const started = Date.now();
     const { applied } = await followRollout((cr) => specOf(cr).version === "1.21", started, 300_000);
     figures.installWithoutPolicy = applied;
-    expect(Math.max(...Object.values(applied))).toBeLessThan(10_000);
+    // One sync creates all four: seen within a few polls of each other, not wave by wave.
+    const times = Object.values(applied);
+    expect(Math.max(...times) - Math.min(...times)).toBeLessThan(5_000);
     expect(await state()).toBeUndefined();
   });
 

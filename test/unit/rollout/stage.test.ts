@@ -82,6 +82,32 @@ describe("the rollout stage on a hub", () => {
     stage.stop();
   });
 
+  it("records what it lets through before the mirror writes it (a leader killed in between loses nothing)", async () => {
+    const { kube, stage } = setup();
+    const model = fleetModel(["c1", "c2"], POLICY, () => "1.21");
+    const gated = await (await stage.prepare(model, "a")).gate.applies(
+      [
+        {
+          kind: "KnativeServing",
+          namespace: "knative-fleet",
+          name: "c1-serving",
+          path: "clusters/c1-serving.yaml",
+          action: "create",
+          object: crObject({ name: "c1-serving", cluster: "c1" }),
+        },
+      ],
+      [],
+    );
+    expect(gated.map((s) => s.action)).toEqual(["create"]);
+    // Nothing is written yet, but the state already names the CR as let through.
+    expect(kube.find("KnativeServing", "c1-serving")).toBeUndefined();
+    const stored = readRolloutState(
+      (kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data as Record<string, string>).state,
+    );
+    expect(Object.keys(stored!.released)).toEqual(["KnativeServing knative-fleet/c1-serving"]);
+    stage.stop();
+  });
+
   it("a broken policy holds every change and says why on the CR", async () => {
     const { kube, stage, sync } = setup();
     await sync(
