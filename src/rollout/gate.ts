@@ -3,6 +3,7 @@ import { findCondition, readinessOf } from "../api/conditions.ts";
 import type { KnativeStatus } from "../api/knative.ts";
 import {
   DESIRED_HASH_ANNOTATION,
+  isManagedByFleet,
   ROLLOUT_WAITING_ANNOTATION,
   SOURCE_COMMIT_ANNOTATION,
 } from "../api/labels.ts";
@@ -414,7 +415,9 @@ export function gatePrunes(
   const waves = plannedWaves(spec);
   const candidateKeys = candidates.map((candidate) => formatIdentity(candidate));
   const terminating = live
-    .filter((object) => object.metadata.deletionTimestamp && candidateKeys.length > 0)
+    .filter(
+      (object) => object.metadata.deletionTimestamp && isManagedByFleet(object) && candidateKeys.length > 0,
+    )
     .map((object) => waveOf(formatIdentity(identityOf(object))));
   const last = Math.max(-1, ...candidateKeys.map(waveOf), ...terminating);
   return candidates.map((candidate, index) => {

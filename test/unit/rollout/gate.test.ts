@@ -289,6 +289,7 @@ describe("prunes follow the waves in reverse", () => {
     metadata: {
       name,
       namespace: "knative-fleet",
+      labels: { "app.kubernetes.io/managed-by": "knative-fleet" },
       ...(deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
     },
     spec: { clusterProfileRef: { namespace: "fleet-system", name: clusterName } },
