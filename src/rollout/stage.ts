@@ -113,6 +113,7 @@ export class RolloutStage {
     let outcome: GateOutcome | undefined;
     let live: readonly KubeObject[] = [];
     let waiting = new Map<string, string>();
+    let deletionsWait = false;
     const spec = policy?.rollout.spec;
     const paused = hubPaused || spec?.paused === true;
     const gateSteps = (steps: readonly ApplyStep[]): ApplyStep[] => {
@@ -148,10 +149,14 @@ export class RolloutStage {
         );
         return gated;
       },
-      prunes: (candidates, hubLive) =>
-        holdAll !== undefined || spec === undefined
-          ? candidates.map((candidate): PruneCandidate => ({ ...candidate, waiting: holdAll ?? "" }))
-          : gatePrunes(spec, clusters!, paused, candidates, hubLive),
+      prunes: (candidates, hubLive) => {
+        const ordered =
+          holdAll !== undefined || spec === undefined
+            ? candidates.map((candidate): PruneCandidate => ({ ...candidate, waiting: holdAll ?? "" }))
+            : gatePrunes(spec, clusters!, paused, candidates, hubLive);
+        deletionsWait = ordered.some((candidate) => candidate.waiting !== undefined);
+        return ordered;
+      },
     };
     const finish = async (): Promise<RolloutReport> => {
       await this.#markWaiting(live, waiting, commit);
@@ -173,7 +178,8 @@ export class RolloutStage {
           event.message,
         );
       }
-      this.#schedule(state, paused);
+      // A deletion that waits for a later wave's CRs to go needs no commit to go on: look again.
+      this.#schedule(state, paused || deletionsWait);
       return {
         phase: state.phase,
         revision: state.revision,
@@ -242,10 +248,13 @@ export class RolloutStage {
     };
   }
 
-  /** While a rollout is under way (or paused), look again after the check interval; halted waits for Git. */
-  #schedule(state: RolloutState, paused: boolean): void {
+  /**
+   * While a rollout is under way, paused or has deletions waiting, look again after the check interval; a
+   * halted one waits for Git.
+   */
+  #schedule(state: RolloutState, waits: boolean): void {
     clearTimeout(this.#timer);
-    if (this.#stopped || (state.phase !== "Progressing" && !paused)) return;
+    if (this.#stopped || (state.phase !== "Progressing" && !waits)) return;
     this.#timer = setTimeout(() => {
       if (!this.#stopped) this.#options.onDue();
     }, this.#options.checkIntervalMs);
