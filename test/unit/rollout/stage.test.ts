@@ -12,7 +12,7 @@ import { cluster, fleetModel, REPOSITORY } from "./support.ts";
 
 const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
 
-function setup() {
+function setup(onDue: () => void = () => {}) {
   const kube = new FakeKube().serveKindsOf([
     crObject({ name: "x", cluster: "c1" }),
     crObject({ kind: "KnativeEventing", name: "y", cluster: "c1" }),
@@ -24,8 +24,8 @@ function setup() {
     inventory: () => [cluster("c1"), cluster("c2")],
     events: new EventRecorder({ client: kube.client, component: "test", log: silentLogger }),
     log: silentLogger,
-    checkIntervalMs: 60_000,
-    onDue: () => {},
+    checkIntervalMs: 20,
+    onDue,
   });
   const sync = async (model: ReturnType<typeof fleetModel>, commit: string) => {
     const prepared = await stage.prepare(model, commit);
@@ -105,6 +105,45 @@ describe("the rollout stage on a hub", () => {
       (kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data as Record<string, string>).state,
     );
     expect(Object.keys(stored!.released)).toEqual(["KnativeServing knative-fleet/c1-serving"]);
+    stage.stop();
+  });
+
+  it("deletions go in reverse wave order and are looked at again without a commit", async () => {
+    let due = 0;
+    const { kube, stage, sync } = setup(() => due++);
+    const policy = { ...POLICY, soak: "0s", maxUnavailable: "100%" };
+    const all = fleetModel(["c1", "c2", "c3", "c4"], policy, () => "1.21");
+    // Install: canary c1 first, then the remaining c2, c3 and c4 once c1 reports healthy.
+    await sync(all, "a");
+    const healthy = (name: string) => {
+      const cr = kube.find("KnativeServing", name)!;
+      cr.status = {
+        observedGeneration: cr.metadata.generation ?? 1,
+        conditions: ["DeploymentsAvailable", "Ready"].map((type) => ({ type, status: "True" })),
+      };
+    };
+    healthy("c1-serving");
+    await sync(all, "a");
+    expect(kube.find("KnativeServing", "c4-serving")).toBeDefined();
+    // c1 (canary) and c4 (remaining) leave: c4 first; c1 waits, and the stage asks to be called again.
+    due = 0;
+    const { result } = await sync(
+      fleetModel(["c2", "c3"], policy, () => "1.21"),
+      "b",
+    );
+    expect(result.prune.candidates.map((c) => [c.name, c.waiting ?? "deleted"])).toEqual([
+      ["c1-serving", "deletions go in reverse wave order: wave remaining first"],
+      ["c4-serving", "deleted"],
+    ]);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(due).toBeGreaterThan(0);
+    const { result: next } = await sync(
+      fleetModel(["c2", "c3"], policy, () => "1.21"),
+      "b",
+    );
+    expect(next.prune.candidates.map((c) => [c.name, c.waiting ?? "deleted"])).toEqual([
+      ["c1-serving", "deleted"],
+    ]);
     stage.stop();
   });
 
