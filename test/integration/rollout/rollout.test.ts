@@ -460,4 +460,29 @@ describe("progressive rollout on four spokes", () => {
     expect(after?.history.map((h) => h.wave)).toEqual(["canary", "early", "remaining"]);
     figures.afterLeaderKillWaves = after?.history;
   });
+
+  it("deletions follow the waves in reverse: the remaining wave's CR is gone before the canary's is deleted", async () => {
+    await push(
+      { "clusters/serving-spoke-1.yaml": null, "clusters/serving-spoke-4.yaml": null },
+      "spoke-1 and spoke-4 leave the fleet",
+    );
+    const started = Date.now();
+    const seen: Record<string, number> = {};
+    await waitUntil(
+      "both CRs deleted",
+      async () => {
+        for (const spoke of ["spoke-1", "spoke-4"]) {
+          const cr = await hubCr(spoke);
+          if (cr?.metadata.deletionTimestamp) seen[`${spoke} deleting`] ??= Date.now() - started;
+          if (cr === undefined) seen[`${spoke} gone`] ??= Date.now() - started;
+        }
+        return seen["spoke-1 gone"] !== undefined && seen["spoke-4 gone"] !== undefined ? true : undefined;
+      },
+      300_000,
+    );
+    figures.deletions = seen;
+    // spoke-1's deletion was only seen after spoke-4's CR had left the hub (its spoke cleaned).
+    expect(seen["spoke-4 gone"]!).toBeLessThanOrEqual(seen["spoke-1 deleting"] ?? seen["spoke-1 gone"]!);
+    expect(await hubCr("spoke-2")).toBeDefined();
+  });
 });
