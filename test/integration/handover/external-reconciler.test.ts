@@ -3,20 +3,17 @@ import { stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { createLogger, silentLogger } from "../../../src/observability/log.ts";
 import { healthOf } from "../../../src/rollout/gate.ts";
 import { ROLLOUT_STATE_CONFIGMAP, ROLLOUT_STATE_KEY, readRolloutState } from "../../../src/rollout/state.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
-import { FleetService } from "../../../src/service/service.ts";
+import type { FleetService } from "../../../src/service/service.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { crText } from "../../support/fleet-files.ts";
-import { writeServiceConfig } from "../../support/fleet-service.ts";
+import { startServiceOnSandbox, writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { deleteCrs, KOURIER, startUpstream } from "../../support/handover.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
-import { knativeReleasesDir } from "../../support/shared.ts";
 import { prepareUpstreamHub, type UpstreamOperator } from "../../support/upstream-operator.ts";
 import { waitUntil } from "../../support/wait.ts";
 
@@ -109,15 +106,11 @@ describe("external-reconciler mode: the real upstream operator reconciles, knati
     git = await startGitServer();
     await git.createRepo(REPO, files("1.21"));
     const config = loadServiceConfig(writeServiceConfig({ repositoryUrl: git.url(REPO), namespace: NS }));
-    service = new FleetService({
-      config: { ...config, reconciler: "external", rollout: { checkInterval: "1s" } },
-      hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
-      providerFile: sandbox.providerFile,
-      kodataDir: knativeReleasesDir(),
-      identity: "external-reconciler-test",
-      log: process.env.SERVICE_LOG ? createLogger(process.env.SERVICE_LOG) : silentLogger,
-    });
-    await service.start();
+    service = await startServiceOnSandbox(
+      sandbox,
+      { ...config, reconciler: "external", rollout: { checkInterval: "1s" } },
+      "external-reconciler-test",
+    );
   }, 300_000);
 
   afterAll(async () => {

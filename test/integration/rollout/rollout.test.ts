@@ -1,8 +1,8 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parse, stringify } from "yaml";
+import { stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
@@ -17,10 +17,10 @@ import {
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
 import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
-import { writeServiceConfig } from "../../support/fleet-service.ts";
+import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
-import { ServiceProcess } from "../../support/service-process.ts";
+import type { ServiceProcess } from "../../support/service-process.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
 
@@ -85,7 +85,6 @@ describe("progressive rollout on four spokes", () => {
   let git: GitServer;
   let hub: KubeClient;
   let service: ServiceProcess;
-  let configPath: string;
   let scratch: string;
   const figures: Record<string, unknown> = {};
 
@@ -133,22 +132,14 @@ describe("progressive rollout on four spokes", () => {
     }
   }
 
-  function startService(name: string): ServiceProcess {
-    const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
-    const config = parse(readFileSync(configPath, "utf8")) as Record<string, unknown>;
-    writeFileSync(configPath, stringify({ ...config, metricsPort, logLevel: "info" }));
-    return new ServiceProcess({
-      args: ["run", "--config", configPath, "--clusterprofile-provider-file", sandbox.providerFile],
-      env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        HOME: scratch,
-        KO_DATA_PATH: knativeReleasesDir(),
-        KUBECONFIG: sandbox.hub.adminKubeconfig,
-      },
-      metricsPort,
-      logFile: join(scratch, `${name}.log`),
+  const startService = (name: string): ServiceProcess =>
+    startFleetProcess({
+      sandbox,
+      scratch,
+      name,
+      service: { repositoryUrl: git.url(REPO), statusInterval: "2s" },
+      config: { rollout: { checkInterval: "1s" }, logLevel: "info" },
     });
-  }
 
   /**
    * Watches the hub while a change rolls out: when each CR first holds the change (its spec, as the mirror
@@ -200,9 +191,6 @@ describe("progressive rollout on four spokes", () => {
     scratch = mkdtempSync(join(tmpdir(), "rollout-test-"));
     git = await startGitServer();
     await git.createRepo(REPO, crFiles("1.21"));
-    configPath = writeServiceConfig({ repositoryUrl: git.url(REPO), statusInterval: "2s" });
-    const config = parse(readFileSync(configPath, "utf8")) as Record<string, unknown>;
-    writeFileSync(configPath, stringify({ ...config, rollout: { checkInterval: "1s" } }));
     service = startService("leader-1");
   }, 120_000);
 
