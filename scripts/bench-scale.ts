@@ -11,15 +11,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
-import {
-  dropHubCrs,
-  FLEET_NAMESPACE,
-  isReady,
-  servingFile,
-  startFleetProcess,
-} from "../test/integration/scale/support.ts";
+import { dropHubCrs, FLEET_NAMESPACE, isReady, servingFile } from "../test/integration/scale/support.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox, type Sandbox } from "../test/sandbox/sandbox.ts";
+import { startFleetProcess } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
 import { repoRoot } from "../test/support/shared.ts";

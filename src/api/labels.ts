@@ -50,6 +50,13 @@ export const FINALIZERS = {
   KnativeEventing: "knativeeventings.operator.knative.dev",
 } as const;
 
+// --- Rollout (src/rollout) ---
+
+/** On a hub CR that keeps its last applied spec: the revision it waits for and why. */
+export const ROLLOUT_WAITING_ANNOTATION = `${FLEET}rollout-waiting`;
+/** `true` on the rollout state ConfigMap pauses the rollout from the hub (no wave opens, no CR changes). */
+export const ROLLOUT_PAUSED_ANNOTATION = `${FLEET}rollout-paused`;
+
 // --- On the prune-confirmation ConfigMap in knative-fleet's hub namespace ---
 
 /**

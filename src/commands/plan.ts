@@ -4,6 +4,7 @@ import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../
 import { createTargetResolver } from "../access/target.ts";
 import { buildFleetModel } from "../fleet/model.ts";
 import { clientFromKubeConfig, type KubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import type { Inventory } from "../placement/inventory.ts";
 import {
   type PlacementPlan,
   planPlacements,
@@ -21,6 +22,7 @@ import {
   renderMarkdown,
 } from "../plan/index.ts";
 import { ReleaseLoader } from "../render/index.ts";
+import { planRollout, type RolloutPlan, renderRolloutPlan } from "../rollout/plan.ts";
 import type { AccessSettings, FleetSettings } from "../service/config.ts";
 import { commandSettings } from "./access-settings.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, type ParsedArgs, UsageError } from "./command.ts";
@@ -91,6 +93,7 @@ Flags:
     }
     let plan: FleetPlan;
     let placements: PlacementPlan;
+    let rollout: RolloutPlan | undefined;
     const { settings } = options;
     const kodata = kodataSource(options.kodata, settings.locations);
     try {
@@ -101,6 +104,14 @@ Flags:
         prune: settings.prune,
       });
       placements = await placementPlan(
+        revisions,
+        options,
+        clusters && {
+          client: clusters.live.hub,
+          clusterProfileApiVersion: clusters.clusterProfileApiVersion,
+        },
+      );
+      rollout = await rolloutPlan(
         revisions,
         options,
         clusters && {
@@ -121,8 +132,8 @@ Flags:
     }
     const text =
       options.format === "json"
-        ? `${JSON.stringify({ ...plan, placements }, null, 2)}\n`
-        : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}`;
+        ? `${JSON.stringify({ ...plan, placements, ...(rollout ? { rollout } : {}) }, null, 2)}\n`
+        : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}${rollout ? `\n${renderRolloutPlan(rollout)}\n` : ""}`;
     if (options.output === undefined) ctx.stdout.write(text);
     else await writeFile(options.output, text);
     const code = exitCode(plan);
@@ -189,23 +200,42 @@ async function placementPlan(
   if (base.placements.length === 0 && head.placements.length === 0) {
     return { inventory: "none", placements: [], diagnostics: [] };
   }
+  const from = await readInventory(options, hub);
+  return planPlacements(base, head, from, expand);
+}
+
+/** The ClusterProfiles (and PlacementDecisions) selection reads: a snapshot file, the hub, or none. */
+async function readInventory(
+  options: PlanCommandOptions,
+  hub: { client: LiveClusters["hub"]; clusterProfileApiVersion: string } | undefined,
+): Promise<{ source: "hub" | "snapshot"; inventory: Inventory } | undefined> {
   if (options.clusterProfiles !== undefined) {
     const text = await readFile(options.clusterProfiles, "utf8").catch((err: Error) => {
       throw new ClusterSetupError(`--cluster-profiles: ${err.message}`);
     });
-    let inventory: ReturnType<typeof readInventorySnapshot>;
     try {
-      inventory = readInventorySnapshot(options.clusterProfiles, text);
+      return { source: "snapshot", inventory: readInventorySnapshot(options.clusterProfiles, text) };
     } catch (err) {
       throw new ClusterSetupError((err as Error).message);
     }
-    return planPlacements(base, head, { source: "snapshot", inventory }, expand);
   }
   if (hub !== undefined) {
-    const inventory = await readHubInventory(hub.client, hub.clusterProfileApiVersion);
-    return planPlacements(base, head, { source: "hub", inventory }, expand);
+    return { source: "hub", inventory: await readHubInventory(hub.client, hub.clusterProfileApiVersion) };
   }
-  return planPlacements(base, head, undefined, expand);
+  return undefined;
+}
+
+/** The waves the merge goes through, the clusters' labels read like placement selection reads them. */
+async function rolloutPlan(
+  revisions: Revisions,
+  options: PlanCommandOptions,
+  hub: { client: LiveClusters["hub"]; clusterProfileApiVersion: string } | undefined,
+): Promise<RolloutPlan | undefined> {
+  const { defaultNamespace } = options.settings;
+  const base = buildFleetModel(revisions.base.files, { defaultNamespace });
+  const head = buildFleetModel(revisions.head.files, { defaultNamespace });
+  if (head.rollout.policy === undefined && head.rollout.failedPaths.length === 0) return undefined;
+  return planRollout(base, head, (await readInventory(options, hub))?.inventory.clusters);
 }
 
 /** The hub kubeconfig or the provider file cannot be used: a usage error, nothing is planned. */

@@ -13,12 +13,19 @@ import {
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
 import { identityOf } from "../mirror/plan.ts";
+import {
+  describeRollout,
+  ROLLOUT_STATE_CONFIGMAP,
+  ROLLOUT_STATE_KEY,
+  type RolloutState,
+  readRolloutState,
+} from "../rollout/state.ts";
 import { compareRows } from "../status/summary.ts";
 import { type Command, type CommandContext, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
 import { outputFormat, renderJson, renderTable } from "./output.ts";
@@ -31,8 +38,10 @@ export const statusCommand: Command = {
 Lists every KnativeServing and KnativeEventing CR on the hub, one row each: its target cluster, Ready, the
 installed version, what holds it back (the first condition that is not True), whether the controller has
 caught up with its spec, the fleet file and commit it came from, and whether it is being deleted.
-Exit code 0 when every CR is Ready, 1 when any is not (or is stale, or being deleted), 2 when the hub
-cannot be read.
+With a rollout policy, a last line says where the newest revision's rollout is, and for a halt which
+wave, CR and cluster halted it and why (docs/rollout.md).
+Exit code 0 when every CR is Ready, 1 when any is not (or is stale, or being deleted, or the rollout is
+halted), 2 when the hub cannot be read.
 
 Flags:
   --kubeconfig FILE     hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)
@@ -64,10 +73,26 @@ Flags:
       return fail(ctx, hubErrorText(hub.rest.server, err));
     }
     const rows = statusRows(objects);
-    ctx.stdout.write(output === "json" ? renderJson(rows) : renderStatusTable(rows));
-    return rows.every(isSettled) ? EXIT_OK : EXIT_FINDINGS;
+    const rollout = await readRollout(
+      hub,
+      (args.values.namespace as string | undefined) ?? DEFAULT_NAMESPACE,
+    );
+    ctx.stdout.write(
+      output === "json"
+        ? renderJson(rows)
+        : `${renderStatusTable(rows)}${rollout ? `${describeRollout(rollout)}\n` : ""}`,
+    );
+    return rows.every(isSettled) && rollout?.phase !== "Halted" ? EXIT_OK : EXIT_FINDINGS;
   },
 };
+
+/** The rollout's state on the hub, when the fleet has a rollout policy (and the caller may read it). */
+async function readRollout(hub: KubeClient, namespace: string): Promise<RolloutState | undefined> {
+  const configMap = await hub
+    .get("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP)
+    .catch(() => undefined);
+  return readRolloutState((configMap?.data as Record<string, string> | undefined)?.[ROLLOUT_STATE_KEY]);
+}
 
 function fail(ctx: CommandContext, message: string): number {
   ctx.stderr.write(`knative-fleet status: ${message}\n`);

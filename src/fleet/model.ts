@@ -10,6 +10,7 @@ import {
   type ResourceIdentity,
 } from "./parse.ts";
 import type { DeclaredPlacement } from "./placement-document.ts";
+import type { DeclaredRollout } from "./rollout-document.ts";
 
 /** A CR the fleet repository wants on the hub, with where it was declared. */
 export interface DesiredResource {
@@ -51,6 +52,18 @@ export interface FleetModel {
   files: FileResult[];
   /** The placements of the valid files (src/placement expands them against the hub's inventory). */
   placements: DeclaredPlacement[];
+  rollout: FleetRolloutPolicy;
+}
+
+/** The repository's rollout policy (src/rollout); without one, every change goes out at once. */
+export interface FleetRolloutPolicy {
+  /** The one valid KnativeRollout of the repository. */
+  policy?: DeclaredRollout;
+  /**
+   * Files holding a KnativeRollout that failed (invalid, or a second policy): changes are held rather than
+   * sent everywhere at once, which is what a broken policy would otherwise mean.
+   */
+  failedPaths: string[];
 }
 
 /**
@@ -70,14 +83,24 @@ export function buildFleetModel(files: readonly FleetFile[], options: ParseOptio
     ...parsed.flatMap((file) => file.diagnostics),
     ...duplicateResourceDiagnostics(declarations),
     ...sharedClusterDiagnostics(declarations),
+    ...duplicateRolloutDiagnostics(parsed),
   ];
   const failedPaths = new Set(allDiagnostics.map((diagnostic) => diagnostic.path));
   const diagnostics = boundedDiagnostics(allDiagnostics);
+  const rolloutPaths = parsed
+    .filter((file) => file.documents.some((document) => document.isRollout))
+    .map((file) => file.path);
   return {
     resources: parsed.filter((file) => !failedPaths.has(file.path)).flatMap(desiredResources),
     placements: parsed
       .filter((file) => !failedPaths.has(file.path))
       .flatMap((file) => file.documents.flatMap((document) => document.placement ?? [])),
+    rollout: {
+      ...(rolloutPaths.length === 1 && !failedPaths.has(rolloutPaths[0]!)
+        ? { policy: parsed.flatMap((file) => file.documents.flatMap((d) => d.rollout ?? []))[0]! }
+        : {}),
+      failedPaths: rolloutPaths.filter((path) => failedPaths.has(path)),
+    },
     diagnostics,
     omittedDiagnostics: allDiagnostics.length - diagnostics.length,
     files: parsed.map((file) => ({
@@ -192,6 +215,24 @@ function sharedClusterDiagnostics(declarations: readonly LocatedDeclaration[]): 
     },
     (other) => `${formatIdentity(other.owner)} (${where(other)})`,
   );
+}
+
+/** A repository has one rollout policy: a second one fails every file that holds one. */
+function duplicateRolloutDiagnostics(files: readonly ParsedFleetFile[]): Diagnostic[] {
+  const rollouts = files.flatMap((file) =>
+    file.documents
+      .filter((document) => document.isRollout)
+      .map((document) => ({ path: file.path, document })),
+  );
+  if (rollouts.length < 2) return [];
+  return rollouts.map(({ path, document }) => ({
+    path,
+    ...document.position,
+    field: "kind",
+    message: `a fleet repository holds one KnativeRollout; ${rollouts.length} are declared (${rollouts
+      .map((other) => `${other.path}:${other.document.position.line}`)
+      .join(", ")}), so changes wait until one is left`,
+  }));
 }
 
 /** How many rival declarations a conflict message names; the rest are counted. */

@@ -2,6 +2,8 @@ import { KNATIVE_KINDS, type KnativeKind, OPERATOR_API_VERSION } from "../api/kn
 import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
 import { type DeclaredPlacement, isPlacementDocument, parsePlacementDocument } from "./placement-document.ts";
+import { type DeclaredRollout, parseRolloutDocument } from "./rollout-document.ts";
+import { isRolloutDocument } from "./rollout-schema.ts";
 import { validateAgainstSchema } from "./schema-diagnostics.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "./yaml-source.ts";
 
@@ -41,6 +43,10 @@ export interface ParsedDocument {
   resource?: FleetResource;
   /** The validated placement (src/placement), when the document is one. */
   placement?: DeclaredPlacement;
+  /** Whether the document is a rollout policy (KnativeRollout), valid or not. */
+  isRollout?: boolean;
+  /** The validated rollout policy (src/rollout), when the document is one. */
+  rollout?: DeclaredRollout;
 }
 
 export interface ParsedFleetFile {
@@ -80,7 +86,12 @@ function parseDocument(
     declaration: readDeclaration(document, value),
   };
   // A broken document's syntax errors are already reported; its recovered value would only add noise.
+  if (isRolloutDocument(document.value)) parsed.isRollout = true;
   if (!document.wellFormed) return { document: parsed, diagnostics: [] };
+  if (parsed.isRollout) {
+    const { rollout, diagnostics } = parseRolloutDocument(path, document);
+    return { document: { ...parsed, ...(rollout ? { rollout } : {}) }, diagnostics };
+  }
   if (isPlacementDocument(document.value)) {
     const { placement, diagnostics } = parsePlacementDocument(path, document, options.defaultNamespace);
     return { document: { ...parsed, ...(placement ? { placement } : {}) }, diagnostics };

@@ -14,14 +14,18 @@ interface DeploymentStatus {
 
 /**
  * A Deployment is available when its controller has seen the current generation and reports
- * Available=True with every replica updated (what `kubectl rollout status` waits for).
+ * Available=True with every replica updated, no old replica left and every updated one available (what
+ * `kubectl rollout status` waits for): an old pod keeps Available=True while a new one never starts.
  */
 export function isDeploymentAvailable(deployment: KubeObject): boolean {
   const status = (deployment.status ?? {}) as DeploymentStatus;
   const generation = Number(deployment.metadata.generation ?? 0);
   if ((status.observedGeneration ?? 0) < generation) return false;
   const want = Number((deployment.spec as { replicas?: number } | undefined)?.replicas ?? 1);
-  if ((status.updatedReplicas ?? 0) < want) return false;
+  const updated = status.updatedReplicas ?? 0;
+  if (updated < want || (status.replicas ?? 0) > updated || (status.availableReplicas ?? 0) < updated) {
+    return false;
+  }
   return (status.conditions ?? []).some((c) => c.type === "Available" && c.status === "True");
 }
 

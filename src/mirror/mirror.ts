@@ -36,7 +36,8 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
     readPruneConfirmation(hub, input.namespace),
   ]);
   const resources: ResourceOutcome[] = [];
-  for (const step of planApplies(input.model.resources, input.source, live)) {
+  const planned = planApplies(input.model.resources, input.source, live);
+  for (const step of input.gate ? await input.gate.applies(planned, live) : planned) {
     if (step.action === "create" || step.action === "update") {
       const { object, ...outcome } = step;
       resources.push({ ...outcome, ...(await attempt(() => hub.apply(object))) });
@@ -46,8 +47,12 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
   }
   const applyFailures = resources.filter((outcome) => outcome.error !== undefined).length;
   const held = input.hold?.(live) ?? [];
-  const planned = planPrune(input, live, { applyFailures, confirmedToken, held });
-  const prune = planned.state === "pruned" ? await deleteCandidates(hub, planned) : planned;
+  const prunePlan = planPrune(input, live, { applyFailures, confirmedToken, held });
+  const ordered =
+    input.gate && prunePlan.state === "pruned"
+      ? { ...prunePlan, candidates: input.gate.prunes(prunePlan.candidates, live) }
+      : prunePlan;
+  const prune = ordered.state === "pruned" ? await deleteCandidates(hub, ordered) : ordered;
   return {
     source: input.source,
     resources,
@@ -73,6 +78,10 @@ async function readPruneConfirmation(hub: KubeClient, namespace: string): Promis
 async function deleteCandidates(hub: KubeClient, report: PruneReport): Promise<PruneReport> {
   const candidates = [];
   for (const candidate of report.candidates) {
+    if (candidate.waiting !== undefined) {
+      candidates.push(candidate);
+      continue;
+    }
     const { kind, namespace, name } = candidate;
     candidates.push({
       ...candidate,

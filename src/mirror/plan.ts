@@ -55,6 +55,21 @@ export interface MirrorInput {
    * that left its selection less than a grace period ago (src/placement/departures.ts).
    */
   hold?(live: readonly KubeObject[]): ResourceIdentity[];
+  /** The rollout's gate (src/rollout): which changes go out now and which wait for their wave. */
+  gate?: MirrorGate;
+}
+
+/**
+ * Decides which of a sync's changes are made now. Without one every change is made at once.
+ */
+export interface MirrorGate {
+  /**
+   * The steps to take: a held create or update becomes `waiting`; a revert may be added as an update.
+   * Asynchronous so the gate can record what it lets through before any of it is written (write-ahead).
+   */
+  applies(steps: readonly ApplyStep[], live: readonly KubeObject[]): Promise<ApplyStep[]>;
+  /** The prune's candidates, those that wait for their wave (deletions go in reverse) marked `waiting`. */
+  prunes(candidates: readonly PruneCandidate[], live: readonly KubeObject[]): PruneCandidate[];
 }
 
 /**
@@ -62,7 +77,14 @@ export interface MirrorInput {
  * managed-by label (made by hand) and is left alone; `terminating`: the hub CR is being deleted and is
  * created again by the first sync after its finalizer is done.
  */
-export type MirrorAction = "create" | "update" | "unchanged" | "conflict" | "terminating" | "refused";
+export type MirrorAction =
+  | "create"
+  | "update"
+  | "unchanged"
+  | "conflict"
+  | "terminating"
+  | "refused"
+  | "waiting";
 
 export interface ResourceOutcome extends ResourceIdentity {
   /** The fleet file that declares the CR. */
@@ -70,12 +92,15 @@ export interface ResourceOutcome extends ResourceIdentity {
   action: MirrorAction;
   /** Why the hub refused the create or update, or why the mirror refused the file's CR. */
   error?: string;
+  /** Why a change waits (`waiting`: the rollout's wave is not open), or why an update is made (a revert). */
+  reason?: string;
 }
 
 export type ApplyStep =
   | (ResourceOutcome & { action: "create" | "update"; object: KubeObject })
   | (ResourceOutcome & { action: "unchanged" | "conflict" | "terminating" })
-  | (ResourceOutcome & { action: "refused"; error: string });
+  | (ResourceOutcome & { action: "refused"; error: string })
+  | (ResourceOutcome & { action: "waiting"; reason: string });
 
 /** A CR mirrored from the repository that no fleet file declares any more. */
 export interface PruneCandidate extends ResourceIdentity {
@@ -83,6 +108,8 @@ export interface PruneCandidate extends ResourceIdentity {
   path?: string;
   /** Why the hub refused the delete. */
   error?: string;
+  /** Why the delete waits: deletions follow the rollout's waves in reverse. */
+  waiting?: string;
 }
 
 /** Why candidates were kept: the prune safeguards, in the order they are checked. */

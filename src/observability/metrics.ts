@@ -27,6 +27,8 @@ export interface FleetMetrics {
   pruned(r: { outcome: PruneOutcome; count: number }): void;
   statusCommitFinished(r: { outcome: StatusCommitOutcome }): void;
   setLeader(isLeader: boolean): void;
+  /** The rollout's state after a sync (src/rollout): halted or not, the open wave's position. */
+  rolloutObserved(r: { phase: string }): void;
 }
 
 export type PruneOutcome = "pruned" | "held" | "skipped" | "none";
@@ -121,6 +123,18 @@ export function createMetrics(): FleetMetrics {
   for (const outcome of PRUNE_OUTCOMES) pruneTotal.inc({ outcome }, 0);
   for (const outcome of STATUS_COMMIT_OUTCOMES) statusCommits.inc({ outcome }, 0);
   leader.set(0);
+  const rolloutHalted = new Gauge({
+    name: "knative_fleet_rollout_halted",
+    help: "1 while the rollout of the fleet repository's newest revision is halted (src/rollout); its status says where and why.",
+    registers,
+  });
+  const rolloutHalts = new Counter({
+    name: "knative_fleet_rollout_halts_total",
+    help: "Rollouts that halted (no wave label: wave names come from Git, and no commit may grow the series count).",
+    registers,
+  });
+  rolloutHalted.set(0);
+  let wasHalted = false;
 
   // The label sets recorded per cluster, so a departure can remove exactly its series (Flux's Delete*).
   const kindsOf = new Map<string, Set<string>>();
@@ -165,6 +179,12 @@ export function createMetrics(): FleetMetrics {
       remember(providersOf, cluster, provider);
       execPluginDuration.observe(labels, seconds(durationMs));
       execPluginErrors.inc(labels, error ? 1 : 0);
+    },
+    rolloutObserved({ phase }) {
+      const halted = phase === "Halted";
+      rolloutHalted.set(halted ? 1 : 0);
+      if (halted && !wasHalted) rolloutHalts.inc();
+      wasHalted = halted;
     },
     pruned({ outcome, count }) {
       pruneTotal.inc({ outcome }, count);

@@ -27,6 +27,7 @@ export function withPlacements(model: FleetModel, expansion: Expansion): FleetMo
     diagnostics,
     omittedDiagnostics: model.omittedDiagnostics,
     placements: model.placements,
+    rollout: model.rollout,
     files: model.files.map((file) => ({
       ...file,
       status: failed.has(file.path) ? "failed" : file.status,

@@ -5,6 +5,7 @@ import { z } from "zod";
 import { type AccessPolicy, AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
 import { DEFAULT_CLUSTER_PROFILE_NAMESPACE, namespaceAllowlist, TenancySchema } from "../access/tenancy.ts";
 import { formatFieldPath } from "../fleet/diagnostic.ts";
+import { durationMs } from "../fleet/duration.ts";
 import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
 import { DEFAULT_FILE_SELECTION, type FileSelection } from "../fleet/select.ts";
 import { type MirrorOptions, MirrorOptionsSchema } from "../mirror/plan.ts";
@@ -97,6 +98,18 @@ export const ServiceConfigSchema = z.strictObject({
       departureGracePeriod: z.string().default("5m"),
     })
     .default({ departureGracePeriod: "5m" }),
+  /**
+   * Who reconciles the hub CRs onto their clusters: knative-fleet's own controller, or `external` (the
+   * upstream Knative Operator, v1.22+ with multicluster on, runs on the hub): knative-fleet then mirrors,
+   * gates waves, reports and prunes, and reads the conditions the upstream operator writes (docs/rollout.md).
+   */
+  reconciler: z.enum(["knative-fleet", "external"]).default("knative-fleet"),
+  rollout: z
+    .strictObject({
+      /** While a wave is open, soaking or waiting for a window, how often it is checked again (docs/rollout.md). */
+      checkInterval: z.string().default("5s"),
+    })
+    .default({ checkInterval: "5s" }),
 });
 export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
 
@@ -114,6 +127,8 @@ export interface FleetSettings {
   prune: MirrorOptions;
   locations: LocationPolicy;
   access: AccessSettings;
+  /** `external`: the upstream operator reconciles the hub CRs, and `run` starts no controller of its own. */
+  reconciler: ServiceConfig["reconciler"];
 }
 
 /** Which ClusterProfiles may be used and what they may ask for. */
@@ -134,6 +149,7 @@ export function fleetSettings(config: ServiceConfig): FleetSettings {
       namespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
       policy: config.access,
     },
+    reconciler: config.reconciler,
   };
 }
 
@@ -156,6 +172,7 @@ export const DEFAULT_FLEET_SETTINGS: Readonly<FleetSettings> = {
   prune: MirrorOptionsSchema.parse({}),
   locations: DEFAULT_LOCATION_POLICY,
   access: { namespaces: [DEFAULT_CLUSTER_PROFILE_NAMESPACE], policy: SAFE_ACCESS_POLICY },
+  reconciler: "knative-fleet",
 };
 
 /** Reads and validates the config file; errors name the file, line and field. */
@@ -184,15 +201,11 @@ export function loadServiceConfig(path: string): ServiceConfig {
   throw new ConfigError(`invalid config:\n  ${issues.join("\n  ")}`);
 }
 
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-
 /** A Go duration ("10s", "1m30s", "500ms") in milliseconds. */
 export function parseDuration(text: string): number {
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
-  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text.trim()) {
-    throw new ConfigError(`"${text}" is not a duration (examples: 500ms, 10s, 1m30s)`);
-  }
-  return parts.reduce((ms, p) => ms + Number(p[1]) * DURATION_UNITS[p[2]!]!, 0);
+  const ms = durationMs(text);
+  if (ms === undefined) throw new ConfigError(`"${text}" is not a duration (examples: 500ms, 10s, 1m30s)`);
+  return ms;
 }
 
 /** The Git source of the config: credentials from the mounted directory, read again on every use. */

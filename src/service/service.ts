@@ -2,8 +2,10 @@ import { mkdirSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { crAdmission, namespaceAllowlist } from "../access/tenancy.ts";
+import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
 import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
 import { mirror } from "../mirror/mirror.ts";
 import { EventRecorder } from "../observability/events.ts";
@@ -11,6 +13,7 @@ import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
 import { PlacementStage } from "../placement/stage.ts";
 import { type Engine, effectivePollInterval, startEngine } from "../reconcile/engine.ts";
+import { RolloutStage } from "../rollout/stage.ts";
 import {
   checkWebhookSecret,
   createWebhookHandler,
@@ -61,6 +64,9 @@ export class FleetService {
   /** The one hub client of the process (discovery cache and connection pool shared by every stage). */
   private hubClient: KubeClient | undefined;
   private placements: PlacementStage | undefined;
+  private rollout: RolloutStage | undefined;
+  /** External mode: the hub CRs, watched so the status file follows the conditions upstream writes. */
+  private hubCrWatches: Informer[] = [];
   /** The last commit's model, expanded again when the inventory changes what placements select. */
   private lastCommit: { model: FleetModel; commit: string } | undefined;
   /** Syncs run one at a time: a Git change and an inventory change never mirror concurrently. */
@@ -94,6 +100,7 @@ export class FleetService {
     if (config.webhook) await checkWebhookSecret({ file: config.webhook.secretFile });
     const hub = clientFromKubeConfig(this.options.hub);
     this.hubClient = hub;
+    this.events = new EventRecorder({ client: hub, component: "knative-fleet", log: this.options.log });
     await hub.rest.request({ method: "GET", path: "/version" }); // fail fast when the hub is unreachable
     mkdirSync(config.cacheDir, { recursive: true });
     this.source = new GitSource(gitSourceSpec(config), { cacheDir: config.cacheDir });
@@ -168,7 +175,16 @@ export class FleetService {
         onCommitted: (outcome) => this.metrics.statusCommitFinished({ outcome }),
       });
     }
-    if (!this.membership) this.engine = await this.startReconcile();
+    // In external mode the upstream operator reconciles the hub CRs: no controller here, only what it writes.
+    const external = fleetSettings(config).reconciler === "external";
+    if (!this.membership && !external) this.engine = await this.startReconcile();
+    if (external) {
+      this.hubCrWatches = KNATIVE_KINDS.map((kind) => new Informer(hub, OPERATOR_API_VERSION, kind));
+      for (const watch of this.hubCrWatches) {
+        watch.on(() => this.statusWriter?.request());
+        watch.start();
+      }
+    }
     const profiles = await clusterProfileResource(hub);
     this.placements = new PlacementStage({
       hub,
@@ -182,6 +198,19 @@ export class FleetService {
       },
     });
     this.placements.start();
+    const placements = this.placements;
+    this.rollout = new RolloutStage({
+      hub,
+      namespace: config.defaultNamespace,
+      inventory: () => placements.inventory().clusters,
+      events: this.events!,
+      log: log.child({ component: "rollout" }),
+      checkIntervalMs: parseDuration(config.rollout.checkInterval),
+      onDue: () => {
+        const last = this.lastCommit;
+        if (last) void this.serialized(() => this.mirrorCommit(last.model, last.commit, "rollout"));
+      },
+    });
     this.poller = new Poller({
       source,
       schedule: config.pollSchedule,
@@ -206,7 +235,6 @@ export class FleetService {
   private startReconcile(): Promise<Engine> {
     const { config, log } = this.options;
     const hub = this.hubClient!;
-    this.events = new EventRecorder({ client: hub, component: "knative-fleet", log });
     const pollIntervalMs =
       this.options.pollIntervalMs ??
       effectivePollInterval(parseDuration(config.remoteDeploymentsPollInterval));
@@ -258,6 +286,10 @@ export class FleetService {
     const sharding = config.sharding;
     if (!config.leaderElection.enabled)
       throw new ConfigError("sharding.enabled needs leaderElection.enabled: the Git side runs on one leader");
+    if (fleetSettings(config).reconciler === "external")
+      throw new ConfigError(
+        "sharding.enabled splits knative-fleet's own reconciler; reconciler: external runs none",
+      );
     const membership = new ShardMembership({
       client: this.hubClient!,
       namespace: config.leaderElection.namespace,
@@ -299,12 +331,17 @@ export class FleetService {
   }
 
   /** Mirrors a commit's model, its placements expanded against the inventory as it is now. */
-  private async mirrorCommit(model: FleetModel, commit: string, trigger: "git" | "inventory"): Promise<void> {
+  private async mirrorCommit(
+    model: FleetModel,
+    commit: string,
+    trigger: "git" | "inventory" | "rollout",
+  ): Promise<void> {
     if (!this.leading) return;
     const { config, log } = this.options;
     const hub = this.hubClient!;
     const settings = fleetSettings(config);
     const prepared = this.placements!.prepare(model, config.repository.url);
+    const rollout = await this.rollout!.prepare(prepared.model, commit);
     const mirrored = await mirror(hub, {
       model: prepared.model,
       source: { repository: config.repository.url, branch: config.repository.branch, commit },
@@ -312,8 +349,10 @@ export class FleetService {
       options: settings.prune,
       namespace: settings.defaultNamespace,
       hold: prepared.hold,
+      gate: rollout.gate,
     });
-    const result = { ...mirrored, placements: prepared.report() };
+    const result = { ...mirrored, placements: prepared.report(), rollout: await rollout.finish() };
+    if (result.rollout) this.metrics.rolloutObserved(result.rollout);
     this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
     const counts: Record<string, number> = {};
     for (const r of result.resources) counts[r.action] = (counts[r.action] ?? 0) + 1;
@@ -324,6 +363,11 @@ export class FleetService {
         ...counts,
         invalidFiles: result.failedFiles.length,
         prune: result.prune.state,
+        ...(result.rollout && {
+          rollout: result.rollout.phase,
+          wave: result.rollout.wave,
+          waiting: result.rollout.waiting,
+        }),
       },
       "fleet synced into the hub",
     );
@@ -336,6 +380,9 @@ export class FleetService {
     this.metrics.setLeader(false);
     await this.poller?.stop();
     this.placements?.stop();
+    this.rollout?.stop();
+    for (const watch of this.hubCrWatches) watch.stop();
+    this.hubCrWatches = [];
     await this.syncs;
     if (!this.membership) {
       await this.engine?.stop();
@@ -344,6 +391,7 @@ export class FleetService {
     await this.statusWriter?.stop();
     this.poller = undefined;
     this.placements = undefined;
+    this.rollout = undefined;
     this.lastCommit = undefined;
     this.statusWriter = undefined;
   }

@@ -16,6 +16,7 @@ import type { MirrorResult } from "../mirror/mirror.ts";
 import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/plan.ts";
 import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
 import type { PlacementReport } from "../placement/stage.ts";
+import type { RolloutReport } from "../rollout/stage.ts";
 import { markdownCell, markdownText } from "../text/markdown.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
@@ -36,7 +37,7 @@ export interface StatusSummaryInput {
   /** The KnativeServing and KnativeEventing CRs on the hub; hand-made ones (not mirrored) are left out. */
   resources: readonly KubeObject[];
   /** The sync that ran against those CRs, with what each placement selected when the fleet has placements. */
-  mirror: MirrorResult & { placements?: PlacementReport };
+  mirror: MirrorResult & { placements?: PlacementReport; rollout?: RolloutReport };
 }
 
 type Readiness = "True" | "False" | "Unknown";
@@ -65,6 +66,20 @@ interface Summary {
   prune: PruneSummary;
   /** Per placement: what it selects, how many are ready, who left (only when the fleet has placements). */
   placements?: PlacementRollupRow[];
+  /** The rollout of the newest revision (only when the fleet has a rollout policy). */
+  rollout?: RolloutSummary;
+}
+
+interface RolloutSummary {
+  phase: RolloutReport["phase"];
+  /** The first commit with this content. */
+  commit?: string;
+  wave?: string;
+  paused: boolean;
+  halt?: { wave: string; resource: string; cluster: string; reason: string };
+  message?: string;
+  /** The hub CRs that keep their last applied spec, and why; deletions that wait for their wave. */
+  waiting: { resource: string; reason: string }[];
 }
 
 /**
@@ -115,7 +130,35 @@ function summarize({ resources, mirror }: StatusSummaryInput): Summary {
     ),
     prune: pruneSummary(mirror.prune),
     ...(placements ? { placements } : {}),
+    ...(mirror.rollout ? { rollout: rolloutSummary(mirror) } : {}),
   };
+}
+
+function rolloutSummary(mirror: MirrorResult & { rollout?: RolloutReport }): RolloutSummary {
+  const { phase, commit, wave, paused, halt, message } = mirror.rollout!;
+  const waiting = [
+    ...mirror.resources.flatMap((outcome) =>
+      outcome.action === "waiting"
+        ? [{ resource: formatIdentity(outcome), reason: outcome.reason ?? "" }]
+        : [],
+    ),
+    ...mirror.prune.candidates.flatMap((candidate) =>
+      candidate.waiting === undefined
+        ? []
+        : [{ resource: `${formatIdentity(candidate)} (deletion)`, reason: candidate.waiting }],
+    ),
+  ];
+  return withoutUndefined({
+    phase,
+    commit,
+    wave,
+    paused,
+    ...(halt && {
+      halt: { wave: halt.wave, resource: halt.resource, cluster: halt.cluster, reason: halt.reason },
+    }),
+    message,
+    waiting,
+  });
 }
 
 function pruneSummary({
@@ -181,6 +224,7 @@ function renderReadme(summary: Summary): string {
     readinessCounts(summary.resources),
     resourcesTable(summary.resources),
     placementsSection(summary.placements),
+    rolloutSection(summary.rollout),
     validationSection(summary),
     conflictsSection(summary.conflicts),
     applyErrorsSection(summary.applyErrors),
@@ -216,6 +260,34 @@ function resourcesTable(rows: readonly ResourceRow[]): string {
       row.commit?.slice(0, 7) ?? "",
     ]),
   );
+}
+
+function rolloutSection(rollout: RolloutSummary | undefined): string {
+  if (rollout === undefined) return "";
+  const text = markdownText;
+  const revision = rollout.commit ? `Revision ${text(rollout.commit.slice(0, 7))}` : "The newest revision";
+  const { halt } = rollout;
+  const state =
+    rollout.phase === "Halted" && halt
+      ? `**halted** in wave ${text(halt.wave)}: ${text(halt.resource)} on ${text(halt.cluster)}: ${text(halt.reason)}. ` +
+        "Later waves keep their last applied spec; a newer commit supersedes this one."
+      : rollout.phase === "Progressing"
+        ? `rolling out: wave ${text(rollout.wave ?? "")} is open.`
+        : rollout.phase === "Complete"
+          ? "has reached every wave."
+          : `waits: ${text(rollout.message ?? "")}`;
+  return [
+    "## Rollout",
+    `${revision} ${state}${rollout.paused ? " The rollout is **paused**." : ""}`,
+    ...(rollout.waiting.length > 0
+      ? [
+          table(
+            ["CR", "Waits for"],
+            rollout.waiting.map((w) => [w.resource, w.reason]),
+          ),
+        ]
+      : []),
+  ].join("\n\n");
 }
 
 function validationSection({ validationErrors, invalidFiles }: Summary): string {

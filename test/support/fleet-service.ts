@@ -1,7 +1,14 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { stringify } from "yaml";
+import { parse, stringify } from "yaml";
+import { loadKubeConfig } from "../../src/kube/kubeconfig.ts";
+import { createLogger, silentLogger } from "../../src/observability/log.ts";
+import type { ServiceConfig } from "../../src/service/config.ts";
+import { FleetService } from "../../src/service/service.ts";
+import type { Sandbox } from "../sandbox/index.ts";
+import { ServiceProcess } from "./service-process.ts";
+import { knativeReleasesDir } from "./shared.ts";
 
 export interface TestServiceConfig {
   repositoryUrl: string;
@@ -41,4 +48,58 @@ export function writeServiceConfig(options: TestServiceConfig): string {
   const path = join(dir, "config.yaml");
   writeFileSync(path, stringify(config));
   return path;
+}
+
+/**
+ * A FleetService in this process against the sandbox, started as `run` starts it (the sandbox's hub,
+ * exec plugins and Knative releases); SERVICE_LOG=<level> shows its log.
+ */
+export async function startServiceOnSandbox(
+  sandbox: Sandbox,
+  config: ServiceConfig,
+  identity: string,
+): Promise<FleetService> {
+  const service = new FleetService({
+    config,
+    hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
+    providerFile: sandbox.providerFile,
+    kodataDir: knativeReleasesDir(),
+    identity,
+    log: process.env.SERVICE_LOG ? createLogger(process.env.SERVICE_LOG) : silentLogger,
+  });
+  await service.start();
+  return service;
+}
+
+export interface FleetProcessOptions {
+  sandbox: Sandbox;
+  service: TestServiceConfig;
+  /** Config keys beside the test defaults (workers, sharding, ...). */
+  config?: Record<string, unknown>;
+  /** Logs and HOME go here; the log is `<name>.log`. */
+  scratch: string;
+  name: string;
+  /** More environment (POD_NAME, NODE_OPTIONS, ...). */
+  env?: Record<string, string>;
+}
+
+/** `knative-fleet run` as a real process against the sandbox's hub, with its own metrics port. */
+export function startFleetProcess(options: FleetProcessOptions): ServiceProcess {
+  const { sandbox, scratch, name } = options;
+  const path = writeServiceConfig(options.service);
+  const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
+  const config = parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+  writeFileSync(path, stringify({ ...config, metricsPort, ...options.config }));
+  return new ServiceProcess({
+    args: ["run", "--config", path, "--clusterprofile-provider-file", sandbox.providerFile],
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: scratch,
+      KO_DATA_PATH: knativeReleasesDir(),
+      KUBECONFIG: sandbox.hub.adminKubeconfig,
+      ...options.env,
+    },
+    metricsPort,
+    logFile: join(scratch, `${name}.log`),
+  });
 }

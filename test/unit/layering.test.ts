@@ -11,7 +11,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["kube"],
   ["observability", "fleet", "apply"],
   ["source", "render", "access", "mirror", "text", "placement"],
-  ["install"],
+  ["install", "rollout"],
   ["reconcile", "plan", "status"],
   ["service"],
   ["commands"],

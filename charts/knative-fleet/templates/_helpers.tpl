@@ -121,6 +121,8 @@ The rendered service config (config.yaml): the contract with the service, docume
   "allowedClusterProfileNamespaces" .Values.multicluster.allowedClusterProfileNamespaces
   "access" .Values.multicluster.access
   "placements" (dict "departureGracePeriod" $fleet.placementDepartureGracePeriod)
+  "rollout" (dict "checkInterval" $fleet.rolloutCheckInterval)
+  "reconciler" $fleet.reconciler
   "leaderElection" (dict
     "enabled" (eq (include "knative-fleet.leaderElection" .) "true")
     "leaseName" (include "knative-fleet.leaseName" .)

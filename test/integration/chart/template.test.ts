@@ -195,6 +195,8 @@ describe("helm template: defaults + repository url", () => {
         maxBytesPerResource: 67108864,
       },
       placements: { departureGracePeriod: "5m" },
+      rollout: { checkInterval: "5s" },
+      reconciler: "knative-fleet",
     });
   });
 

@@ -3,17 +3,15 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { nameOf } from "../../../src/kube/object.ts";
-import { createLogger, silentLogger } from "../../../src/observability/log.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
-import { FleetService } from "../../../src/service/service.ts";
+import type { FleetService } from "../../../src/service/service.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { writeServiceConfig } from "../../support/fleet-service.ts";
+import { startServiceOnSandbox, writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
-import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
+import { repoRoot } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
 
 const sandbox = loadSandbox();
@@ -46,15 +44,7 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
 
   const startService = async () => {
     const configPath = writeServiceConfig({ repositoryUrl: git.url(REPO), webhookSecret: SECRET });
-    const s = new FleetService({
-      config: loadServiceConfig(configPath),
-      hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
-      providerFile: sandbox.providerFile,
-      kodataDir: knativeReleasesDir(),
-      identity: "gitops-test",
-      log: process.env.SERVICE_LOG ? createLogger(process.env.SERVICE_LOG) : silentLogger,
-    });
-    await s.start();
+    const s = await startServiceOnSandbox(sandbox, loadServiceConfig(configPath), "gitops-test");
     return s;
   };
   const hubCr = (kind: string, name: string) => hub.get(OPERATOR_API_VERSION, kind, "knative-fleet", name);

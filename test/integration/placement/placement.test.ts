@@ -7,15 +7,13 @@ import { parseAllDocuments } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "../../../src/api/labels.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
 import { identityOf, pruneToken } from "../../../src/mirror/plan.ts";
-import { createLogger, silentLogger } from "../../../src/observability/log.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
-import { FleetService } from "../../../src/service/service.ts";
+import type { FleetService } from "../../../src/service/service.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
 import { runCli } from "../../support/cli.ts";
-import { writeServiceConfig } from "../../support/fleet-service.ts";
+import { startServiceOnSandbox, writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir, repoRoot, sharedDir } from "../../support/shared.ts";
@@ -139,15 +137,11 @@ describe("placements: one file for many clusters, following the inventory", () =
     git = await startGitServer();
     await git.createRepo(REPO, dir);
     const config = loadServiceConfig(writeServiceConfig({ repositoryUrl: git.url(REPO) }));
-    service = new FleetService({
-      config: { ...config, placements: { departureGracePeriod: `${GRACE_SECONDS}s` } },
-      hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
-      providerFile: sandbox.providerFile,
-      kodataDir: knativeReleasesDir(),
-      identity: "placement-test",
-      log: process.env.SERVICE_LOG ? createLogger(process.env.SERVICE_LOG) : silentLogger,
-    });
-    await service.start();
+    service = await startServiceOnSandbox(
+      sandbox,
+      { ...config, placements: { departureGracePeriod: `${GRACE_SECONDS}s` } },
+      "placement-test",
+    );
   }, 120_000);
 
   afterAll(async () => {

@@ -1,16 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
-import { createLogger, silentLogger } from "../../../src/observability/log.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
-import { FleetService } from "../../../src/service/service.ts";
+import type { FleetService } from "../../../src/service/service.ts";
 import { loadSandbox, resumeApiserver, stopApiserver } from "../../sandbox/index.ts";
 import { crText } from "../../support/fleet-files.ts";
-import { writeServiceConfig } from "../../support/fleet-service.ts";
+import { startServiceOnSandbox, writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
-import { knativeReleasesDir } from "../../support/shared.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { conditionsOf, dropHubCrs, isReady, FLEET_NAMESPACE as NS, servingFile } from "./support.ts";
@@ -67,15 +64,11 @@ describe("per-spoke fairness", () => {
     git = await startGitServer();
     await git.createRepo(REPO, files("100"));
     const config = loadServiceConfig(writeServiceConfig({ repositoryUrl: git.url(REPO) }));
-    service = new FleetService({
-      config: { ...config, workers: 2, workersPerCluster: 1 },
-      hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
-      providerFile: sandbox.providerFile,
-      kodataDir: knativeReleasesDir(),
-      identity: "fairness-test",
-      log: process.env.SERVICE_LOG ? createLogger(process.env.SERVICE_LOG) : silentLogger,
-    });
-    await service.start();
+    service = await startServiceOnSandbox(
+      sandbox,
+      { ...config, workers: 2, workersPerCluster: 1 },
+      "fairness-test",
+    );
   }, 60_000);
 
   afterAll(async () => {

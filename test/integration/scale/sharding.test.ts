@@ -5,12 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { ownerOf, SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../../../src/service/sharding.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { dropHubCrs, isReady, servingFile, startFleetProcess } from "./support.ts";
+import { dropHubCrs, isReady, servingFile } from "./support.ts";
 
 // Sharding over three real `knative-fleet run` processes and six spokes, with the production timings
 // (15 s member lease, 10 s renew deadline, 2 s retry period): each CR is reconciled by exactly one

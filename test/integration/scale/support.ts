@@ -1,14 +1,7 @@
-import { readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { parse, stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
-import type { Sandbox } from "../../sandbox/index.ts";
 import { crText } from "../../support/fleet-files.ts";
-import { type TestServiceConfig, writeServiceConfig } from "../../support/fleet-service.ts";
-import { ServiceProcess } from "../../support/service-process.ts";
-import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
 
 export const FLEET_NAMESPACE = "knative-fleet";
@@ -54,37 +47,4 @@ export const conditionsOf = (cr: KubeObject | undefined) =>
 export async function isReady(hub: KubeClient, kind: string, name: string): Promise<boolean> {
   const cr = await hub.get(OPERATOR_API_VERSION, kind, FLEET_NAMESPACE, name);
   return conditionsOf(cr).some((c) => c.type === "Ready" && c.status === "True");
-}
-
-export interface FleetProcessOptions {
-  sandbox: Sandbox;
-  service: TestServiceConfig;
-  /** Config keys beside the test defaults (workers, sharding, ...). */
-  config?: Record<string, unknown>;
-  /** Logs and HOME go here; the log is `<name>.log`. */
-  scratch: string;
-  name: string;
-  /** More environment (POD_NAME, NODE_OPTIONS, ...). */
-  env?: Record<string, string>;
-}
-
-/** `knative-fleet run` as a real process against the sandbox's hub, with its own metrics port. */
-export function startFleetProcess(options: FleetProcessOptions): ServiceProcess {
-  const { sandbox, scratch, name } = options;
-  const path = writeServiceConfig(options.service);
-  const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
-  const config = parse(readFileSync(path, "utf8")) as Record<string, unknown>;
-  writeFileSync(path, stringify({ ...config, metricsPort, ...options.config }));
-  return new ServiceProcess({
-    args: ["run", "--config", path, "--clusterprofile-provider-file", sandbox.providerFile],
-    env: {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      HOME: scratch,
-      KO_DATA_PATH: knativeReleasesDir(),
-      KUBECONFIG: sandbox.hub.adminKubeconfig,
-      ...options.env,
-    },
-    metricsPort,
-    logFile: join(scratch, `${name}.log`),
-  });
 }

@@ -1,0 +1,9 @@
+/** Go duration units knative-fleet accepts (a subset of time.ParseDuration's). */
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+
+/** A Go duration ("10s", "1m30s", "500ms") in milliseconds; undefined when the text is not one. */
+export function durationMs(text: string): number | undefined {
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text.trim()) return undefined;
+  return parts.reduce((ms, p) => ms + Number(p[1]) * DURATION_UNITS[p[2]!]!, 0);
+}

@@ -1,0 +1,60 @@
+import { durationMs } from "../fleet/duration.ts";
+import {
+  type MaxUnavailable,
+  REMAINING_WAVE,
+  type RolloutSpec,
+  type RolloutWave,
+} from "../fleet/rollout-schema.ts";
+import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
+import { matchesTerm } from "../placement/select.ts";
+
+/** One wave as the gate runs it: the policy's defaults filled in, durations in milliseconds. */
+export interface PlannedWave {
+  name: string;
+  maxUnavailable: MaxUnavailable;
+  soakMs: number;
+  timeLimitMs: number;
+}
+
+/** The policy's waves in order, then the implicit `remaining` wave of the clusters no wave selects. */
+export function plannedWaves(spec: RolloutSpec): PlannedWave[] {
+  const planned = (wave: Partial<RolloutWave> & { name: string }): PlannedWave => ({
+    name: wave.name,
+    maxUnavailable: wave.maxUnavailable ?? spec.maxUnavailable,
+    soakMs: durationMs(wave.soak ?? spec.soak)!,
+    timeLimitMs: durationMs(wave.timeLimit ?? spec.timeLimit)!,
+  });
+  return [...spec.waves.map(planned), planned({ name: REMAINING_WAVE })];
+}
+
+/** A CR's cluster: its spec.clusterProfileRef; undefined for a CR that installs on the hub itself. */
+export type ClusterRef = { namespace: string; name: string };
+
+/**
+ * The index of the first wave that selects the cluster (by name, or by a term over its ClusterProfile's
+ * labels and properties); the remaining wave when none does. A cluster the inventory does not know can only
+ * be chosen by name; the hub itself is always in the remaining wave.
+ */
+export function waveIndexOf(
+  spec: RolloutSpec,
+  cluster: ClusterRef | undefined,
+  inventory: ReadonlyMap<string, InventoryCluster>,
+): number {
+  if (cluster === undefined) return spec.waves.length;
+  const known = inventory.get(clusterKey(cluster));
+  const index = spec.waves.findIndex(
+    (wave) =>
+      (wave.clusterProfiles ?? []).some(
+        (ref) => ref.namespace === cluster.namespace && ref.name === cluster.name,
+      ) ||
+      (known !== undefined && (wave.clusterSelectorTerms ?? []).some((term) => matchesTerm(term, known))),
+  );
+  return index === -1 ? spec.waves.length : index;
+}
+
+/** How many CRs of a wave of `size` may be changing at once: a count, or a percentage rounded down, at least 1. */
+export function maxUnavailableCount(maxUnavailable: MaxUnavailable, size: number): number {
+  if (typeof maxUnavailable === "number") return maxUnavailable;
+  const percent = Number(maxUnavailable.slice(0, -1));
+  return Math.max(1, Math.floor((size * percent) / 100));
+}

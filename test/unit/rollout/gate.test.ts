@@ -1,0 +1,334 @@
+import { describe, expect, it } from "vitest";
+import { formatIdentity } from "../../../src/fleet/parse.ts";
+import type { PruneCandidate } from "../../../src/mirror/plan.ts";
+import { gatePrunes, healthOf, revisionOf } from "../../../src/rollout/gate.ts";
+import { readRolloutState } from "../../../src/rollout/state.ts";
+import { cluster, FakeHub, fleetModel } from "./support.ts";
+
+const CLUSTERS = ["c1", "c2", "c3", "c4"];
+const INVENTORY = [cluster("c1"), cluster("c2", { ring: "b" }), cluster("c3", { ring: "b" }), cluster("c4")];
+const POLICY = {
+  waves: [
+    { name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] },
+    { name: "ring-b", clusterSelectorTerms: [{ labelSelector: { matchLabels: { ring: "b" } } }] },
+  ],
+  soak: "1m",
+  timeLimit: "5m",
+};
+const T0 = Date.parse("2026-03-02T10:00:00Z");
+const at = (seconds: number) => new Date(T0 + seconds * 1000);
+
+/** Syncs every 30 s, the controller making each applied CR healthy (or not), until the rollout settles. */
+function run(
+  hub: FakeHub,
+  model: ReturnType<typeof fleetModel>,
+  commit: string,
+  from: number,
+  healthy: (cr: string) => boolean = () => true,
+): { applied: [string, number][]; end: number } {
+  const applied: [string, number][] = [];
+  let t = from;
+  for (; t < from + 3600; t += 30) {
+    hub.applied = [];
+    const outcome = hub.sync(model, commit, at(t), INVENTORY);
+    for (const key of hub.applied) {
+      const cr = key.split("/")[1]!;
+      applied.push([cr, t - from]);
+      hub.report(cr, healthy(cr));
+    }
+    if (outcome.state.phase !== "Progressing") break;
+  }
+  return { applied, end: t };
+}
+
+function installed(version: string): { hub: FakeHub; end: number } {
+  const hub = new FakeHub();
+  const { end } = run(
+    hub,
+    fleetModel(CLUSTERS, POLICY, () => version),
+    "commit-a",
+    0,
+  );
+  expect(hub.state?.phase).toBe("Complete");
+  return { hub, end };
+}
+
+describe("the rollout gate", () => {
+  it("takes a version bump through canary, then the labelled wave one cluster at a time, then the rest", () => {
+    const { hub, end } = installed("1.21");
+    const { applied } = run(
+      hub,
+      fleetModel(CLUSTERS, POLICY, () => "1.22"),
+      "commit-b",
+      end,
+    );
+    // canary at once, seen healthy by the next sync (30 s); ring-b after the canary's 1 m soak, one at a
+    // time (maxUnavailable 1); the remaining wave after ring-b's soak.
+    expect(applied).toEqual([
+      ["c1-serving", 0],
+      ["c2-serving", 90],
+      ["c3-serving", 120],
+      ["c4-serving", 210],
+    ]);
+    expect(hub.state?.phase).toBe("Complete");
+    expect(hub.state?.history.map((h) => h.wave)).toEqual(["canary", "ring-b", "remaining"]);
+    expect(CLUSTERS.map((c) => hub.version(`${c}-serving`))).toEqual(["1.22", "1.22", "1.22", "1.22"]);
+  });
+
+  it("says on each held CR which revision it waits for and why", () => {
+    const { hub, end } = installed("1.21");
+    const outcome = hub.sync(
+      fleetModel(CLUSTERS, POLICY, () => "1.22"),
+      "commit-b",
+      at(end),
+      INVENTORY,
+    );
+    expect(outcome.steps.map((s) => [s.name, s.action])).toEqual([
+      ["c1-serving", "update"],
+      ["c2-serving", "waiting"],
+      ["c3-serving", "waiting"],
+      ["c4-serving", "waiting"],
+    ]);
+    expect(outcome.waiting.get("KnativeServing knative-fleet/c2-serving")).toBe(
+      "revision commit-b waits for its wave, ring-b",
+    );
+    expect(outcome.openWave).toBe("canary");
+  });
+
+  it("halts in the canary when it is not healthy within the time limit, leaving later waves untouched", () => {
+    const { hub, end } = installed("1.21");
+    const bad = fleetModel(CLUSTERS, POLICY, () => "1.22");
+    const { applied } = run(hub, bad, "commit-bad", end, (cr) => cr !== "c1-serving");
+    expect(applied).toEqual([["c1-serving", 0]]);
+    expect(hub.state?.phase).toBe("Halted");
+    expect(hub.state?.halt).toMatchObject({
+      wave: "canary",
+      resource: "KnativeServing knative-fleet/c1-serving",
+      cluster: "fleet-system/c1",
+      reason: "DeploymentsAvailable=False (NotReady: waiting for deployments: controller)",
+    });
+    expect(["c2", "c3", "c4"].map((c) => hub.version(`${c}-serving`))).toEqual(["1.21", "1.21", "1.21"]);
+    // Halted stays halted: nothing more goes out for this revision, and the hub CRs say why.
+    hub.applied = [];
+    const later = hub.sync(bad, "commit-bad-status-writeback", at(end + 7200), INVENTORY);
+    expect(hub.applied).toEqual([]);
+    expect(later.waiting.get("KnativeServing knative-fleet/c4-serving")).toMatch(
+      /^revision commit-bad halted in wave canary: KnativeServing knative-fleet\/c1-serving on fleet-system\/c1: DeploymentsAvailable=False/,
+    );
+  });
+
+  it("halt-and-revert puts the failed wave back on the last revision that was healthy there", () => {
+    const policy = { ...POLICY, onFailure: "HaltAndRevert" };
+    const hub = new FakeHub();
+    const { end } = run(
+      hub,
+      fleetModel(CLUSTERS, policy, () => "1.21"),
+      "commit-a",
+      0,
+    );
+    const bad = fleetModel(CLUSTERS, policy, () => "1.22");
+    const halted = run(hub, bad, "commit-bad", end, (cr) => cr !== "c1-serving");
+    expect(hub.state?.phase).toBe("Halted");
+    // The sync that halts reverts at once, with the old commit on the CR.
+    expect(halted.applied).toEqual([
+      ["c1-serving", 0],
+      ["c1-serving", 330],
+    ]);
+    const c1 = hub.objects.get("KnativeServing knative-fleet/c1-serving")!;
+    expect(hub.version("c1-serving")).toBe("1.21");
+    expect(c1.metadata.annotations?.["fleet.knative.dev/source-commit"]).toBe("commit-a");
+    // Reverted once: the next sync leaves it alone.
+    hub.report("c1-serving", true);
+    hub.applied = [];
+    hub.sync(bad, "commit-bad", at(halted.end + 600), INVENTORY);
+    expect(hub.applied).toEqual([]);
+  });
+
+  it("a newer commit supersedes a halted rollout and starts again from the first wave", () => {
+    const { hub, end } = installed("1.21");
+    const halted = run(
+      hub,
+      fleetModel(CLUSTERS, POLICY, () => "1.22"),
+      "commit-bad",
+      end,
+      (cr) => cr !== "c1-serving",
+    );
+    const fixed = run(
+      hub,
+      fleetModel(CLUSTERS, POLICY, () => "1.23"),
+      "commit-fix",
+      halted.end + 30,
+    );
+    expect(fixed.applied.map(([cr]) => cr)).toEqual(["c1-serving", "c2-serving", "c3-serving", "c4-serving"]);
+    expect(hub.state).toMatchObject({ phase: "Complete", commit: "commit-fix" });
+    expect(hub.state?.halt).toBeUndefined();
+  });
+
+  it("a commit that changes no CR (the status write-back's) is the same revision", () => {
+    const a = fleetModel(CLUSTERS, POLICY, () => "1.22");
+    const b = fleetModel(CLUSTERS, POLICY, () => "1.22");
+    expect(revisionOf(a.resources)).toBe(revisionOf(b.resources));
+    expect(revisionOf(fleetModel(CLUSTERS, POLICY, () => "1.23").resources)).not.toBe(
+      revisionOf(a.resources),
+    );
+  });
+
+  it("holds while paused, in the file or on the hub, and goes on when resumed", () => {
+    const { hub, end } = installed("1.21");
+    const paused = fleetModel(CLUSTERS, { ...POLICY, paused: true }, () => "1.22");
+    const outcome = hub.sync(paused, "commit-b", at(end), INVENTORY);
+    expect(outcome.steps.filter((s) => s.action === "update")).toEqual([]);
+    expect(outcome.waiting.get("KnativeServing knative-fleet/c1-serving")).toBe(
+      "revision commit-b waits for its wave, canary: the rollout is paused",
+    );
+    hub.hubPaused = true;
+    const resumedInFile = fleetModel(CLUSTERS, POLICY, () => "1.22");
+    expect(hub.sync(resumedInFile, "commit-c", at(end + 30), INVENTORY).steps.map((s) => s.action)).toEqual([
+      "waiting",
+      "waiting",
+      "waiting",
+      "waiting",
+    ]);
+    hub.hubPaused = false;
+    const { applied } = run(hub, resumedInFile, "commit-c", end + 60);
+    expect(applied.map(([cr]) => cr)).toEqual(["c1-serving", "c2-serving", "c3-serving", "c4-serving"]);
+  });
+
+  it("opens no wave outside its windows; a wave already open finishes", () => {
+    const { hub, end } = installed("1.21");
+    // 10:00 UTC on a Monday is 11:00 in Berlin (winter time); the window opens at 11:08 Berlin time.
+    expect(end).toBeLessThan(480);
+    const windowed = {
+      ...POLICY,
+      windows: [{ days: ["Mon"], start: "11:08", end: "11:10", timeZone: "Europe/Berlin" }],
+    };
+    const model = fleetModel(CLUSTERS, windowed, () => "1.22");
+    const before = hub.sync(model, "commit-b", at(end), INVENTORY);
+    expect(before.waiting.get("KnativeServing knative-fleet/c1-serving")).toBe(
+      "revision commit-b waits for its wave, canary: outside the rollout windows",
+    );
+    const { applied } = run(hub, model, "commit-b", 480);
+    // canary opens at 11:08; ring-b opens at 11:09:30 after the soak; c3 goes out in the open wave at
+    // 11:10, when the window has closed; the remaining wave waits for next Monday.
+    expect(applied).toEqual([
+      ["c1-serving", 0],
+      ["c2-serving", 90],
+      ["c3-serving", 120],
+    ]);
+    expect(hub.state?.phase).toBe("Progressing");
+    expect(hub.version("c4-serving")).toBe("1.21");
+  });
+
+  it("allAtOnce sends every change now: the documented emergency path", () => {
+    const { hub, end } = installed("1.21");
+    const outcome = hub.sync(
+      fleetModel(CLUSTERS, { ...POLICY, allAtOnce: true }, () => "1.22"),
+      "fix",
+      at(end),
+      INVENTORY,
+    );
+    expect(outcome.steps.map((s) => s.action)).toEqual(["update", "update", "update", "update"]);
+    expect(outcome.state.phase).toBe("Complete");
+  });
+
+  it("percent maxUnavailable lets that share of a wave change at once", () => {
+    const { hub, end } = installed("1.21");
+    const policy = {
+      waves: [{ name: "all", clusterSelectorTerms: [{ labelSelector: {} }], maxUnavailable: "50%" }],
+    };
+    const outcome = hub.sync(
+      fleetModel(CLUSTERS, policy, () => "1.22"),
+      "b",
+      at(end),
+      INVENTORY,
+    );
+    expect(outcome.steps.map((s) => s.action)).toEqual(["update", "update", "waiting", "waiting"]);
+  });
+
+  it("a new leader reads the stored state and goes on without re-applying finished waves", () => {
+    const { hub, end } = installed("1.21");
+    const model = fleetModel(CLUSTERS, POLICY, () => "1.22");
+    run(hub, model, "commit-b", end).applied;
+    const first = new FakeHub();
+    // Mid-rollout: canary done and soaking when the leader dies.
+    const mid = installed("1.21").hub;
+    mid.sync(model, "commit-b", at(end), INVENTORY);
+    mid.report("c1-serving", true);
+    mid.sync(model, "commit-b", at(end + 30), INVENTORY);
+    first.objects.clear();
+    for (const [key, object] of mid.objects) first.objects.set(key, object);
+    first.state = readRolloutState(JSON.stringify(mid.state));
+    first.applied = [];
+    const { applied } = run(first, model, "commit-b", end + 60);
+    expect(applied.map(([cr]) => cr)).toEqual(["c2-serving", "c3-serving", "c4-serving"]);
+  });
+
+  it("reads health as Ready=True on the current generation with DeploymentsAvailable=True", () => {
+    const cr = (status: unknown) => ({
+      apiVersion: "operator.knative.dev/v1beta1",
+      kind: "KnativeServing",
+      metadata: { name: "x", namespace: "n", generation: 3 },
+      status,
+    });
+    const ready = { type: "Ready", status: "True", lastTransitionTime: "" };
+    const deployments = { type: "DeploymentsAvailable", status: "True", lastTransitionTime: "" };
+    expect(healthOf(cr({ observedGeneration: 3, conditions: [ready, deployments] })).healthy).toBe(true);
+    expect(healthOf(cr({ observedGeneration: 2, conditions: [ready, deployments] }))).toEqual({
+      healthy: false,
+      reason: "not reconciled yet (observedGeneration 2, generation 3)",
+    });
+    expect(healthOf(cr({ observedGeneration: 3, conditions: [ready] })).healthy).toBe(false);
+    expect(healthOf(cr(undefined)).healthy).toBe(false);
+  });
+});
+
+describe("prunes follow the waves in reverse", () => {
+  const live = (name: string, clusterName: string, deleting = false) => ({
+    apiVersion: "operator.knative.dev/v1beta1",
+    kind: "KnativeServing",
+    metadata: {
+      name,
+      namespace: "knative-fleet",
+      labels: { "app.kubernetes.io/managed-by": "knative-fleet" },
+      ...(deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
+    },
+    spec: { clusterProfileRef: { namespace: "fleet-system", name: clusterName } },
+  });
+  const candidate = (name: string): PruneCandidate => ({
+    kind: "KnativeServing",
+    namespace: "knative-fleet",
+    name,
+  });
+  const spec = fleetModel([], POLICY, () => "1.21").rollout.policy!.rollout.spec;
+
+  it("deletes the last wave's CRs first and the canary's last", () => {
+    const hubCrs = [live("a", "c1"), live("b", "c2"), live("d", "c4")];
+    const decided = gatePrunes(
+      spec,
+      INVENTORY,
+      false,
+      [candidate("a"), candidate("b"), candidate("d")],
+      hubCrs,
+    );
+    expect(decided.map((c) => [c.name, c.waiting ?? "now"])).toEqual([
+      ["a", "deletions go in reverse wave order: wave remaining first"],
+      ["b", "deletions go in reverse wave order: wave remaining first"],
+      ["d", "now"],
+    ]);
+    // While d is still being deleted, ring-b waits; once it is gone, ring-b goes.
+    const deleting = [live("a", "c1"), live("b", "c2"), live("d", "c4", true)];
+    expect(
+      gatePrunes(spec, INVENTORY, false, [candidate("a"), candidate("b")], deleting)[1]!.waiting,
+    ).toBeDefined();
+    const gone = [live("a", "c1"), live("b", "c2")];
+    expect(
+      gatePrunes(spec, INVENTORY, false, [candidate("a"), candidate("b")], gone).map((c) => c.waiting),
+    ).toEqual(["deletions go in reverse wave order: wave ring-b first", undefined]);
+  });
+
+  it("deletes nothing while paused", () => {
+    const decided = gatePrunes(spec, INVENTORY, true, [candidate("d")], [live("d", "c4")]);
+    expect(decided[0]!.waiting).toBe("the rollout is paused");
+    expect(formatIdentity(decided[0]!)).toBe("KnativeServing knative-fleet/d");
+  });
+});
