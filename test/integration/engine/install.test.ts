@@ -6,13 +6,12 @@ import { decodeInventory } from "../../../src/apply/inventory.ts";
 import { isDeploymentAvailable } from "../../../src/install/health.ts";
 import { anchorName } from "../../../src/install/identity.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { nameOf } from "../../../src/kube/object.ts";
-import { createLogger, silentLogger } from "../../../src/observability/log.ts";
 import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
-import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
+import type { Engine } from "../../../src/reconcile/engine.ts";
 import { clusterProfileStatus, loadSandbox, putClusterProfile } from "../../sandbox/index.ts";
+import { startFleet } from "../../support/handover.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -29,7 +28,7 @@ describe("the reconcile engine on real spokes", () => {
   let spokeOne: KubeClient;
   let spokeTwo: KubeClient;
   let engine: Engine;
-  const reports: ReconcileReport[] = [];
+  let reports: ReconcileReport[] = [];
   const timings: Record<string, number> = {};
 
   beforeAll(async () => {
@@ -38,17 +37,7 @@ describe("the reconcile engine on real spokes", () => {
     spokeTwo = adminClient(spoke2);
     await installFleetCrds(hub);
     await ensureNamespace(hub, hubNs);
-    engine = await startEngine({
-      hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
-      providerFile: sandbox.providerFile,
-      kodataDir: knativeReleasesDir(),
-      pollIntervalMs: 1_000,
-      resyncIntervalMs: 3_600_000,
-      workers: 4,
-      applyConcurrency: 8,
-      log: process.env.ENGINE_LOG ? createLogger(process.env.ENGINE_LOG) : silentLogger,
-      onReconciled: (r) => reports.push(r),
-    });
+    ({ engine, reports } = await startFleet(sandbox));
   });
 
   afterAll(async () => {
