@@ -1,4 +1,5 @@
 import {
+  Composer,
   type Document,
   isAlias,
   isMap,
@@ -7,7 +8,7 @@ import {
   LineCounter,
   type Node,
   type Pair,
-  parseAllDocuments,
+  Parser,
   type Tags,
   type YAMLMap,
 } from "yaml";
@@ -54,53 +55,73 @@ function kubernetesYaml11Tags(tags: Tags): Tags {
   );
 }
 
+/** One document of a YAML stream: its problems, and the document itself unless it is empty. */
+export interface ParsedYamlDocument {
+  document?: SourceDocument;
+  diagnostics: Diagnostic[];
+}
+
 /**
  * Parses a multi-document YAML file the way Kubernetes reads manifests: YAML 1.1 scalars (`yes`/`on` are
  * booleans, `0755` is octal), merge keys, duplicate keys rejected. Empty documents are skipped.
  */
 export function parseYamlFile(path: string, text: string): ParsedYamlFile {
+  const documents: SourceDocument[] = [];
+  const diagnostics: Diagnostic[] = [];
+  for (const parsed of parseYamlDocuments(path, text)) {
+    diagnostics.push(...parsed.diagnostics);
+    if (parsed.document) documents.push(parsed.document);
+  }
+  return { documents, diagnostics };
+}
+
+/**
+ * parseYamlFile one document at a time: a caller that keeps only each document's value holds one syntax tree
+ * at most, where a release file's trees together are several times the text (hundreds of objects).
+ */
+export function* parseYamlDocuments(path: string, text: string): Generator<ParsedYamlDocument> {
   const lineCounter = new LineCounter();
-  const asts = parseAllDocuments(text, {
+  const composer = new Composer({
     version: "1.1",
     customTags: kubernetesYaml11Tags,
     // The parser's own check compares every key with every other (20,000 keys: a minute); ours is linear.
     uniqueKeys: false,
-    lineCounter,
-    // Positions come from the line counter; the pretty form would embed a multi-line code frame.
-    prettyErrors: false,
   });
-  const documents: SourceDocument[] = [];
+  let index = 0;
+  for (const ast of composer.compose(new Parser(lineCounter.addNewLine).parse(text))) {
+    yield sourceDocument(path, text, ast, index++, lineCounter);
+  }
+}
+
+function sourceDocument(
+  path: string,
+  text: string,
+  ast: Document.Parsed,
+  index: number,
+  lineCounter: LineCounter,
+): ParsedYamlDocument {
   const diagnostics: Diagnostic[] = [];
-  asts.forEach((ast, index) => {
-    for (const error of ast.errors) {
-      // Indentation errors start at the line's leading spaces; the token after them is what is misplaced.
-      const offset = skipSpaces(text, error.pos[0]);
-      diagnostics.push({
-        path,
-        ...toPosition(lineCounter, offset),
-        field: "",
-        message: lowercaseFirst(error.message),
-      });
-    }
-    diagnostics.push(...duplicateKeyDiagnostics(path, ast, lineCounter));
-    const contents = ast.contents;
-    if (contents === null || (isScalar(contents) && contents.value === null)) return;
-    const position = toPosition(lineCounter, contents.range[0]);
-    const { value, error } = decode(ast);
-    // Reachable without syntax errors through alias abuse ("billion laughs", recursive aliases) or nesting.
-    if (error !== undefined && ast.errors.length === 0) {
-      diagnostics.push({ path, ...position, field: "", message: lowercaseFirst(error) });
-    }
-    documents.push({
-      index,
-      position,
-      value,
-      wellFormed: ast.errors.length === 0 && error === undefined,
-      ast,
-      lineCounter,
+  for (const error of ast.errors) {
+    // Indentation errors start at the line's leading spaces; the token after them is what is misplaced.
+    const offset = skipSpaces(text, error.pos[0]);
+    diagnostics.push({
+      path,
+      ...toPosition(lineCounter, offset),
+      field: "",
+      message: lowercaseFirst(error.message),
     });
-  });
-  return { documents, diagnostics };
+  }
+  diagnostics.push(...duplicateKeyDiagnostics(path, ast, lineCounter));
+  const contents = ast.contents;
+  if (contents === null || (isScalar(contents) && contents.value === null)) return { diagnostics };
+  const position = toPosition(lineCounter, contents.range[0]);
+  const { value, error } = decode(ast);
+  // Reachable without syntax errors through alias abuse ("billion laughs", recursive aliases) or nesting.
+  if (error !== undefined && ast.errors.length === 0) {
+    diagnostics.push({ path, ...position, field: "", message: lowercaseFirst(error) });
+  }
+  const wellFormed = ast.errors.length === 0 && error === undefined;
+  return { document: { index, position, value, wellFormed, ast, lineCounter }, diagnostics };
 }
 
 /**

@@ -1,9 +1,8 @@
-import { Worker } from "node:worker_threads";
-import { formatDiagnostic } from "../fleet/diagnostic.ts";
-import { parseYamlFile } from "../fleet/yaml-source.ts";
+import { setImmediate } from "node:timers/promises";
+import { type Diagnostic, formatDiagnostic } from "../fleet/diagnostic.ts";
+import { parseYamlDocuments } from "../fleet/yaml-source.ts";
 import { field, isRecord, type KubeObject, type StringMap } from "../kube/object.ts";
 import type { ManifestFile } from "./files.ts";
-import type { ParseAnswer } from "./parse-worker.ts";
 
 // Shared with the transformers, which read objects through these helpers.
 export { arrayOf, field, groupOf, isRecord, type StringMap } from "../kube/object.ts";
@@ -34,58 +33,64 @@ export class RenderError extends Error {
  * frozen. Empty documents are skipped; anything that is not a Kubernetes object is an error naming `origin`.
  */
 export function parseManifests(text: string, origin: string): readonly Manifest[] {
-  const { documents, diagnostics } = parseYamlFile(origin, text);
-  if (diagnostics.length > 0) {
-    throw new ManifestParseError(`invalid YAML: ${diagnostics.map(formatDiagnostic).join("; ")}`);
-  }
-  return documents.map((document) => {
-    const value = document.value;
-    if (!isManifest(value)) {
-      const { line, column } = document.position;
-      throw new ManifestParseError(
-        `${origin}:${line}:${column}: not a Kubernetes object (apiVersion, kind and metadata.name or ` +
-          "metadata.generateName are required)",
-      );
-    }
-    return deepFreeze(value);
-  });
+  return [...manifestDocuments(text, origin)];
 }
 
 /**
- * Young generation of the parsing thread: YAML parsing makes much short-lived garbage, and a small young
- * generation keeps it from growing the heap (and the process's RSS) by tens of MiB; the old generation bound
- * stops a hostile file. The worker's memory goes back to the system when it ends.
+ * parseManifests one document at a time, so one syntax tree is alive at most. A file's YAML errors are
+ * thrown after its last document, all together, as parseManifests reports them.
  */
-const PARSE_WORKER_LIMITS = { maxYoungGenerationSizeMb: 2, maxOldGenerationSizeMb: 512 };
+function* manifestDocuments(text: string, origin: string): Generator<Manifest> {
+  const diagnostics: Diagnostic[] = [];
+  let notAnObject: string | undefined;
+  for (const parsed of parseYamlDocuments(origin, text)) {
+    diagnostics.push(...parsed.diagnostics);
+    const value = parsed.document?.value;
+    if (parsed.document === undefined || diagnostics.length > 0 || notAnObject !== undefined) continue;
+    if (isManifest(value)) {
+      yield deepFreeze(value);
+      continue;
+    }
+    const { line, column } = parsed.document.position;
+    notAnObject =
+      `${origin}:${line}:${column}: not a Kubernetes object (apiVersion, kind and metadata.name or ` +
+      "metadata.generateName are required)";
+  }
+  if (diagnostics.length > 0) {
+    throw new ManifestParseError(`invalid YAML: ${diagnostics.map(formatDiagnostic).join("; ")}`);
+  }
+  if (notAnObject !== undefined) throw new ManifestParseError(notAnObject);
+}
+
+/** How long parsing may hold the event loop before it lets watches, probes and timers run. */
+const PARSE_SLICE_MS = 10;
 let parsing: Promise<unknown> = Promise.resolve();
 
 /**
- * parseManifests over files, run in a worker thread, one batch at a time: the reconcile's event loop keeps
- * serving watches and probes meanwhile, and the parser's garbage stays out of the main heap, which only
- * receives the objects. The same errors as parseManifests.
+ * parseManifests over files, one batch at a time and one document at a time, giving the event loop back every
+ * PARSE_SLICE_MS: a release (1-2 MB of YAML) parsed whole would hold all its syntax trees at once, tens of MiB
+ * of peak RSS for a few MiB of objects, and would stall the reconciles and probes meanwhile. The same errors as
+ * parseManifests.
  */
 export function parseManifestFiles(files: readonly ManifestFile[]): Promise<readonly Manifest[]> {
-  const run = parsing.then(() => parseInWorker(files));
+  const run = parsing.then(() => parseInSlices(files));
   parsing = run.catch(() => {});
   return run;
 }
 
-async function parseInWorker(files: readonly ManifestFile[]): Promise<readonly Manifest[]> {
-  // dist/ holds parse-worker.js, src/ (type stripping) parse-worker.ts.
-  const script = new URL(`./parse-worker${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
-  const worker = new Worker(script, { workerData: { files }, resourceLimits: PARSE_WORKER_LIMITS });
-  try {
-    const answer = await new Promise<ParseAnswer>((resolve, reject) => {
-      worker.once("message", resolve);
-      worker.once("error", reject);
-      worker.once("exit", (code) => reject(new Error(`the manifest parser stopped (exit code ${code})`)));
-    });
-    if ("error" in answer)
-      throw answer.parseError ? new ManifestParseError(answer.error) : new Error(answer.error);
-    return answer.manifests.map(deepFreeze);
-  } finally {
-    await worker.terminate();
+async function parseInSlices(files: readonly ManifestFile[]): Promise<readonly Manifest[]> {
+  const manifests: Manifest[] = [];
+  let sliceStart = performance.now();
+  for (const file of files) {
+    for (const manifest of manifestDocuments(file.text, file.origin)) {
+      manifests.push(manifest);
+      if (performance.now() - sliceStart >= PARSE_SLICE_MS) {
+        await setImmediate();
+        sliceStart = performance.now();
+      }
+    }
   }
+  return manifests;
 }
 
 function isManifest(value: unknown): value is Manifest {

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { ManifestParseError, parseManifestFiles, parseManifests } from "../../../src/render/manifest.ts";
 
-// Release files are parsed in a worker thread: the same objects and errors as parseManifests in-process.
+// Release files are parsed one document at a time in slices of the event loop: the same objects and errors as
+// parseManifests, and timers keep running meanwhile.
 
 const files = [
   {
@@ -33,5 +34,42 @@ describe("parseManifestFiles", () => {
     const [a, b] = await Promise.all([parseManifestFiles([files[0]!]), parseManifestFiles([files[1]!])]);
     expect(a.map((m) => m.kind)).toEqual(["ConfigMap"]);
     expect(b.map((m) => m.kind)).toEqual(["Deployment"]);
+  });
+
+  it("gives the event loop back while a large release is parsed", async () => {
+    // About 2 MB of YAML, as much as a Serving release and its ingress.
+    const big = {
+      origin: "2-core.yaml",
+      text: Array.from(
+        { length: 4000 },
+        (_, i) =>
+          `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c${i}\ndata:\n  k: "${"v".repeat(400)}"\n`,
+      ).join("---\n"),
+    };
+    let turns = 0;
+    let parsed = false;
+    const tick = (): void => {
+      turns++;
+      if (!parsed) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const started = performance.now();
+    const manifests = await parseManifestFiles([big]);
+    parsed = true;
+    const elapsed = performance.now() - started;
+    expect(manifests).toHaveLength(4000);
+    // At least one turn of the loop per slice of parsing (a slice is 10 ms).
+    expect(turns).toBeGreaterThanOrEqual(Math.floor(elapsed / 20));
+    expect(turns).toBeGreaterThan(1);
+  });
+
+  it("a file with YAML errors fails with all of them, not with the first object", async () => {
+    const broken = {
+      origin: "4-broken.yaml",
+      text: `${files[1]!.text}---\nkey: [unclosed\n---\na: 1\na: 2\n`,
+    };
+    await expect(parseManifestFiles([broken])).rejects.toThrow(
+      /^invalid YAML: 4-broken\.yaml:8:1: flow sequence.*; 4-broken\.yaml:10:1 a: duplicate key/,
+    );
   });
 });
