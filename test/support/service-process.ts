@@ -11,6 +11,23 @@ export const serviceEnv = (hubKubeconfig: string, home: string): Record<string, 
   KUBECONFIG: hubKubeconfig,
 });
 
+/**
+ * How the image runs the CLI, read from the Dockerfile (its one home): Node's flags from the ENTRYPOINT and the
+ * environment variables that tune the runtime (MALLOC_ARENA_MAX). Benchmarks run `dist/cli.js` with them so
+ * their figures are the image's.
+ */
+export function imageRuntime(): { nodeArgs: string[]; env: Record<string, string> } {
+  const dockerfile = readFileSync(join(repoRoot, "Dockerfile"), "utf8");
+  const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)?.[1];
+  if (entrypoint === undefined) throw new Error("no ENTRYPOINT [...] line in the Dockerfile");
+  const command = JSON.parse(entrypoint) as string[];
+  const node = command.indexOf("node");
+  const nodeArgs = command.slice(node + 1).filter((arg) => arg.startsWith("--"));
+  const env: Record<string, string> = {};
+  for (const [, name, value] of dockerfile.matchAll(/\b(MALLOC_[A-Z_]+)=(\S+)/g)) env[name!] = value!;
+  return { nodeArgs, env };
+}
+
 /** How a child process ended: `code` 0 is a clean stop; `signal` is set when a signal killed it. */
 export interface ServiceExit {
   code: number | null;
@@ -93,9 +110,18 @@ export class ServiceProcess {
 
   /** Resident set size in KiB, from /proc/<pid>/status. */
   rssKiB(): number {
+    return this.#status("VmRSS");
+  }
+
+  /** The highest resident memory the process has had so far (the kernel's VmHWM), in KiB. */
+  peakRssKiB(): number {
+    return this.#status("VmHWM");
+  }
+
+  #status(field: "VmRSS" | "VmHWM"): number {
     const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
-    const kib = /^VmRSS:\s+(\d+)\s+kB$/m.exec(status)?.[1];
-    if (kib === undefined) throw new Error(`no VmRSS in /proc/${this.pid}/status`);
+    const kib = new RegExp(`^${field}:\\s+(\\d+)\\s+kB$`, "m").exec(status)?.[1];
+    if (kib === undefined) throw new Error(`no ${field} in /proc/${this.pid}/status`);
     return Number(kib);
   }
 
