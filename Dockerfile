@@ -75,8 +75,10 @@ COPY --from=prod-deps /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
 COPY --from=kodata /kodata /opt/knative-fleet/kodata
-# `knative-fleet` on PATH for `kubectl exec ... -- knative-fleet clusters`.
-RUN chmod 0755 dist/cli.js && ln -s /opt/knative-fleet/app/dist/cli.js /usr/local/bin/knative-fleet
+# `knative-fleet` on PATH for `kubectl exec ... -- knative-fleet clusters`. The releases are parsed once here
+# (kodata/.compiled/, see src/render/compiled.ts): `run` loads each with a JSON.parse.
+RUN chmod 0755 dist/cli.js && ln -s /opt/knative-fleet/app/dist/cli.js /usr/local/bin/knative-fleet \
+ && node dist/cli.js compile-kodata
 LABEL org.opencontainers.image.title="knative-fleet" \
       org.opencontainers.image.description="GitOps reconciler for Knative Serving and Eventing on a fleet of clusters" \
       org.opencontainers.image.licenses="Apache-2.0"

@@ -109,8 +109,8 @@ writeFileSync(
     metricsPort,
   }),
 );
-// dist/cli.js runs as the image runs it: the Dockerfile's node flags and runtime environment.
-const image = values.entry === "dist" ? imageRuntime() : { nodeArgs: [], env: {} };
+// dist/cli.js runs as the image runs it: the Dockerfile's node flags and environment, compiled releases.
+const image = values.entry === "dist" ? imageRuntime(scratch) : { nodeArgs: [], env: {} };
 const nodeArgs = values["node-args"]
   ? values["node-args"].split(" ").filter((a) => a !== "")
   : image.nodeArgs;

@@ -2,6 +2,7 @@
 import { parseArgs } from "node:util";
 import { clustersCommand } from "./commands/clusters.ts";
 import { type Command, type CommandContext, EXIT_USAGE, UsageError } from "./commands/command.ts";
+import { compileKodataCommand } from "./commands/compile-kodata.ts";
 import { planCommand } from "./commands/plan.ts";
 import { runCommand } from "./commands/run.ts";
 import { statusCommand } from "./commands/status.ts";
@@ -15,6 +16,7 @@ export const commands: readonly Command[] = [
   clustersCommand,
   statusCommand,
   versionCommand,
+  compileKodataCommand,
 ];
 
 function mainHelp(): string {

@@ -7,6 +7,7 @@ export { render } from "./render.ts";
 export {
   COMPONENTS,
   type Component,
+  compileKodata,
   createKodataSource,
   INGRESSES,
   type IngressName,

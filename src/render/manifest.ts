@@ -93,7 +93,8 @@ async function parseInSlices(files: readonly ManifestFile[]): Promise<readonly M
   return manifests;
 }
 
-function isManifest(value: unknown): value is Manifest {
+/** An object Kubernetes would take: apiVersion, kind, and metadata.name or metadata.generateName. */
+export function isManifest(value: unknown): value is Manifest {
   if (!isRecord(value) || !isRecord(value.metadata)) return false;
   const { apiVersion, kind, metadata } = value;
   const named = typeof metadata.name === "string" || typeof metadata.generateName === "string";
@@ -102,7 +103,7 @@ function isManifest(value: unknown): value is Manifest {
   );
 }
 
-function deepFreeze<T>(value: T): T {
+export function deepFreeze<T>(value: T): T {
   if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);
     for (const child of Object.values(value)) deepFreeze(child);

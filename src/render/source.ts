@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { readCompiled, writeCompiled } from "./compiled.ts";
 import { isNotFound, readManifestFiles, subdirectories } from "./files.ts";
 import { type ByteBudget, LocationLoader, type LocationLoaderOptions } from "./location-loader.ts";
 import { type Manifest, parseManifestFiles } from "./manifest.ts";
@@ -48,7 +49,10 @@ export interface KodataSourceOptions extends LocationLoaderOptions {
 export function createKodataSource(options: KodataSourceOptions): ManifestSource {
   const { dir } = options;
   const locations = new LocationLoader({ kodataDir: dir, ...options });
-  const readDirectory = async (path: string) => parseManifestFiles(await readManifestFiles(path));
+  const readDirectory = async (path: string) => {
+    const files = await readManifestFiles(path);
+    return (await readCompiled(dir, files)) ?? parseManifestFiles(files);
+  };
   return {
     async componentVersions(component) {
       const versions = (await subdirectories(join(dir, component))).filter(isReleaseVersion);
@@ -68,4 +72,29 @@ export function createKodataSource(options: KodataSourceOptions): ManifestSource
     componentLocation: (component, version) => join(dir, component, version),
     ingressLocation: (ingress, minor) => join(dir, "ingress", minor, ingress),
   };
+}
+
+/**
+ * Compiles every release folder of a kodata directory (see compiled.ts); yields each folder with the size of
+ * its compiled copy (undefined: not compiled, see writeCompiled).
+ */
+export async function* compileKodata(
+  dir: string,
+): AsyncGenerator<{ folder: string; bytes: number | undefined }> {
+  for (const folder of await releaseFolders(dir)) {
+    yield { folder, bytes: await writeCompiled(dir, await readManifestFiles(folder)) };
+  }
+}
+
+/** The release folders of a kodata directory: each component version, and each ingress of each minor. */
+async function releaseFolders(dir: string): Promise<string[]> {
+  const folders: string[] = [];
+  for (const component of COMPONENTS)
+    for (const version of await subdirectories(join(dir, component)))
+      if (isReleaseVersion(version)) folders.push(join(dir, component, version));
+  for (const minor of await subdirectories(join(dir, "ingress")))
+    for (const ingress of await subdirectories(join(dir, "ingress", minor)))
+      if ((INGRESSES as readonly string[]).includes(ingress))
+        folders.push(join(dir, "ingress", minor, ingress));
+  return folders;
 }

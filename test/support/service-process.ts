@@ -1,5 +1,5 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { createWriteStream, readFileSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createWriteStream, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { knativeReleasesDir, repoRoot } from "./shared.ts";
 
@@ -12,20 +12,25 @@ export const serviceEnv = (hubKubeconfig: string, home: string): Record<string, 
 });
 
 /**
- * How the image runs the CLI, read from the Dockerfile (its one home): Node's flags from the ENTRYPOINT and the
- * environment variables that tune the runtime (MALLOC_ARENA_MAX). Benchmarks run `dist/cli.js` with them so
- * their figures are the image's.
+ * How the image runs the CLI, read from the Dockerfile (its one home): Node's flags from the ENTRYPOINT, the
+ * environment variables that tune the runtime (MALLOC_ARENA_MAX), and the releases compiled at build time:
+ * `scratch` gets a kodata directory linking the shared releases, compiled by the built CLI. Benchmarks run
+ * `dist/cli.js` with these so their figures are the image's.
  */
-export function imageRuntime(): { nodeArgs: string[]; env: Record<string, string> } {
+export function imageRuntime(scratch: string): { nodeArgs: string[]; env: Record<string, string> } {
   const dockerfile = readFileSync(join(repoRoot, "Dockerfile"), "utf8");
   const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)?.[1];
   if (entrypoint === undefined) throw new Error("no ENTRYPOINT [...] line in the Dockerfile");
   const command = JSON.parse(entrypoint) as string[];
-  const node = command.indexOf("node");
-  const nodeArgs = command.slice(node + 1).filter((arg) => arg.startsWith("--"));
+  const nodeArgs = command.slice(command.indexOf("node") + 1).filter((arg) => arg.startsWith("--"));
   const env: Record<string, string> = {};
   for (const [, name, value] of dockerfile.matchAll(/\b(MALLOC_[A-Z_]+)=(\S+)/g)) env[name!] = value!;
-  return { nodeArgs, env };
+  const kodata = join(scratch, "kodata");
+  mkdirSync(kodata, { recursive: true });
+  for (const entry of readdirSync(knativeReleasesDir(), { withFileTypes: true }))
+    if (entry.isDirectory()) symlinkSync(join(knativeReleasesDir(), entry.name), join(kodata, entry.name));
+  execFileSync(process.execPath, [join(repoRoot, "dist", "cli.js"), "compile-kodata", "--kodata", kodata]);
+  return { nodeArgs, env: { ...env, KO_DATA_PATH: kodata } };
 }
 
 /** How a child process ended: `code` 0 is a clean stop; `signal` is set when a signal killed it. */
