@@ -86,12 +86,12 @@ LABEL org.opencontainers.image.title="knative-fleet" \
 USER 65532:65532
 EXPOSE 8080 9090
 # Node's flags trade peak speed for memory; a reconciler waits on API servers, not on its CPU
-# (scripts/bench-perf.ts, 2-CR workload: peak RSS 173 -> 126 MiB, the same create -> Ready):
-# - a 1 MiB young generation: the allocations are bursty (apply passes, Git packs, release parsing), and V8's
-#   default semi-spaces (16 MiB) grow the RSS by tens of MiB for no gain here;
-# - no optimizing compilers past the baseline one (--max-opt=1: Sparkplug, no Maglev or TurboFan), whose code
-#   and compile zones cost ~15 MiB;
+# (scripts/bench-perf.ts, the 2-CR workload: peak RSS 163-173 -> 113-119 MiB, Ready as soon after the spoke):
+# - a 1 MiB young generation: the allocations are bursty (apply passes, Git packs), and V8's default
+#   semi-spaces (16 MiB) grow the RSS by tens of MiB for no gain here;
+# - JavaScript stops at the baseline compiler (--max-opt=1: Sparkplug, no Maglev or TurboFan), and WebAssembly
+#   at Liftoff: the optimizing compile of undici's HTTP parser (llhttp) alone took a 15 MiB compile zone;
 # - --optimize-for-size: a slower-growing heap.
-# V8 accepts these on the command line only (NODE_OPTIONS refuses --max-opt and --optimize-for-size).
-ENTRYPOINT ["/usr/bin/tini", "--", "node", "--max-semi-space-size=1", "--max-opt=1", "--optimize-for-size", "/opt/knative-fleet/app/dist/cli.js"]
+# V8 takes these on the command line only (NODE_OPTIONS refuses --max-opt and --optimize-for-size).
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "--max-semi-space-size=1", "--max-opt=1", "--liftoff-only", "--optimize-for-size", "/opt/knative-fleet/app/dist/cli.js"]
 CMD ["run"]
