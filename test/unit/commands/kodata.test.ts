@@ -1,7 +1,10 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { readCompiled } from "../../../src/render/compiled.ts";
+import { readManifestFiles } from "../../../src/render/files.ts";
+import { createKodataSource } from "../../../src/render/index.ts";
 import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
@@ -108,5 +111,37 @@ describe("release manifests for the CLI", { timeout: 60_000 }, () => {
     expect((await runCli("version")).stdout).toContain(
       "Knative releases: none found; no Knative release manifests",
     );
+  });
+
+  it("compile-kodata compiles the real releases; a source then loads objects equal to their YAML's", async () => {
+    // The shared releases are linked in, not copied; .compiled/ goes beside the links.
+    const kodata = mkdtempSync(join(tmpdir(), "kodata-"));
+    for (const entry of readdirSync(knativeReleasesDir(), { withFileTypes: true }))
+      if (entry.isDirectory()) symlinkSync(join(knativeReleasesDir(), entry.name), join(kodata, entry.name));
+    const compiled = await runCli("compile-kodata", "--kodata", kodata);
+    expect(compiled.code).toBe(0);
+    const lines = compiled.stdout.trimEnd().split("\n");
+    expect(lines).toHaveLength(12); // 2 Serving, 2 Eventing, 4 ingresses x 2 minors
+    expect(lines.every((line) => / \d+ bytes compiled$/.test(line))).toBe(true);
+    expect(readdirSync(join(kodata, ".compiled"))).toHaveLength(12);
+    const yaml = createKodataSource({ dir: knativeReleasesDir() });
+    const fromCompiled = createKodataSource({ dir: kodata });
+    for (const [component, version] of [
+      ["knative-serving", "1.22.1"],
+      ["knative-eventing", "1.21.4"],
+    ] as const) {
+      const files = await readManifestFiles(join(kodata, component, version));
+      expect(await readCompiled(kodata, files), `${component} ${version} compiled`).toBeDefined();
+      expect(await fromCompiled.componentManifests(component, version)).toEqual(
+        await yaml.componentManifests(component, version),
+      );
+    }
+    expect(await fromCompiled.ingressManifests("kourier", "1.22")).toEqual(
+      await yaml.ingressManifests("kourier", "1.22"),
+    );
+    rmSync(kodata, { recursive: true, force: true });
+    const none = await runCli("compile-kodata");
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain("no Knative release manifests");
   });
 });
