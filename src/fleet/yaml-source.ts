@@ -9,6 +9,7 @@ import {
   type Node,
   type Pair,
   Parser,
+  type ScalarTag,
   type Tags,
   type YAMLMap,
 } from "yaml";
@@ -50,10 +51,25 @@ const TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp";
  * base-60 numbers (`10:30`) and timestamps stay strings there, so they must stay strings here.
  */
 function kubernetesYaml11Tags(tags: Tags): Tags {
-  return tags.filter(
-    (tag) => typeof tag === "string" || !(tag.format === "TIME" || tag.tag === TIMESTAMP_TAG),
-  );
+  return [
+    ...tags.filter(
+      (tag) =>
+        typeof tag === "string" ||
+        !(tag.format === "TIME" || tag.tag === TIMESTAMP_TAG || tag.tag === BINARY_TAG),
+    ),
+    binaryAsString,
+  ];
 }
+
+const BINARY_TAG = "tag:yaml.org,2002:binary";
+
+/** `!!binary`: go-yaml v2 decodes it into a string of the bytes (the JSON step makes invalid UTF-8 U+FFFD). */
+const binaryAsString: ScalarTag = {
+  tag: BINARY_TAG,
+  default: false,
+  identify: () => false,
+  resolve: (source) => Buffer.from(source.replace(/\s/g, ""), "base64").toString("utf8"),
+};
 
 /** One document of a YAML stream: its problems, and the document itself unless it is empty. */
 export interface ParsedYamlDocument {

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { formatDiagnostic, formatFieldPath } from "../../../src/fleet/diagnostic.ts";
 import { validateAgainstSchema } from "../../../src/fleet/schema-diagnostics.ts";
 import { locateField, parseYamlFile } from "../../../src/fleet/yaml-source.ts";
+import { parseManifests } from "../../../src/render/index.ts";
 
 // A small stand-in schema: the generic parts (positions, issue mapping) do not depend on Knative's.
 const Widget = z.strictObject({
@@ -41,6 +42,20 @@ describe("parseYamlFile", () => {
       g: 1000,
       true: "x",
     });
+  });
+
+  it("reads !!binary as go-yaml v2 does, into a string of the bytes, so a manifest holding one still parses", () => {
+    const { documents, diagnostics } = parseYamlFile(
+      "f.yaml",
+      "a: !!binary aGk=\nb: !!binary |\n  aGVs\n  bG8=\n",
+    );
+    expect(diagnostics).toEqual([]);
+    expect(documents[0]!.value).toEqual({ a: "hi", b: "hello" });
+    const [secret] = parseManifests(
+      "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  key: !!binary aGk=\n",
+      "s.yaml",
+    );
+    expect(secret!.data).toEqual({ key: "hi" });
   });
 
   it("splits multi-document files, skips empty documents and counts indexes over all of them", () => {
