@@ -1,6 +1,6 @@
 import { compileKodata } from "../render/index.ts";
 import { type Command, EXIT_OK, UsageError } from "./command.ts";
-import { findKodata, missingKodataMessage } from "./kodata.ts";
+import { findKodata, KODATA_FLAG_HELP, KODATA_OPTION, missingKodataMessage } from "./kodata.ts";
 
 export const compileKodataCommand: Command = {
   name: "compile-kodata",
@@ -14,14 +14,12 @@ faster first install. A folder whose files change later has another digest and i
 before; the upstream operator never reads .compiled/.
 
 Flags:
-  --kodata DIR   Knative release manifests in the operator's kodata layout
+${KODATA_FLAG_HELP}
   -h, --help     show this help`,
-  options: { kodata: { type: "string" } },
+  options: KODATA_OPTION,
   allowPositionals: false,
   async run(args, ctx) {
-    const flag = args.values.kodata;
-    if (flag !== undefined && typeof flag !== "string") throw new UsageError("--kodata needs a directory");
-    const location = await findKodata(flag);
+    const location = await findKodata(args.values.kodata);
     if (location === undefined) throw new UsageError(missingKodataMessage());
     for await (const { folder, bytes } of compileKodata(location.dir)) {
       ctx.stdout.write(

@@ -4,7 +4,11 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { COMPONENTS, createKodataSource, INGRESSES, type ManifestSource } from "../render/index.ts";
 import type { LocationPolicy } from "../render/location-policy.ts";
-import { UsageError } from "./command.ts";
+import { type ParsedArgs, UsageError } from "./command.ts";
+
+/** The --kodata flag, as the commands that read releases take it. */
+export const KODATA_OPTION = { kodata: { type: "string" } } as const;
+export const KODATA_FLAG_HELP = "  --kodata DIR   Knative release manifests in the operator's kodata layout";
 
 /** Where the CLI found the Knative release manifests, and which setting named them. */
 export interface KodataLocation {
@@ -32,9 +36,10 @@ const isDirectory = (path: string) =>
  * undefined when nothing names one and the cache is empty.
  */
 export async function findKodata(
-  flag: string | undefined,
+  flag: ParsedArgs["values"][string],
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<KodataLocation | undefined> {
+  if (flag !== undefined && typeof flag !== "string") throw new UsageError("--kodata needs a directory");
   for (const [dir, from] of [
     [flag, "--kodata"],
     [env.KO_DATA_PATH, "KO_DATA_PATH"],

@@ -1,6 +1,12 @@
 import { readFile } from "node:fs/promises";
-import { type Command, EXIT_OK, UsageError } from "./command.ts";
-import { describeKodata, findKodata, missingKodataMessage } from "./kodata.ts";
+import { type Command, EXIT_OK } from "./command.ts";
+import {
+  describeKodata,
+  findKodata,
+  KODATA_FLAG_HELP,
+  KODATA_OPTION,
+  missingKodataMessage,
+} from "./kodata.ts";
 
 /** package.json beside src/ or dist/: the repository's or the installed package's. */
 const PACKAGE_JSON = new URL("../../package.json", import.meta.url);
@@ -19,15 +25,13 @@ Prints knative-fleet's version, the Node.js it runs on, and the Knative releases
 it finds: --kodata, else $KO_DATA_PATH (the image's bundled releases), else the fetched cache.
 
 Flags:
-  --kodata DIR   Knative release manifests in the operator's kodata layout
+${KODATA_FLAG_HELP}
   -h, --help     show this help`,
-  options: { kodata: { type: "string" } },
+  options: KODATA_OPTION,
   allowPositionals: false,
   async run(args, ctx) {
-    const flag = args.values.kodata;
-    if (flag !== undefined && typeof flag !== "string") throw new UsageError("--kodata needs a directory");
     ctx.stdout.write(`knative-fleet ${await packageVersion()} (Node.js ${process.version})\n`);
-    const location = await findKodata(flag);
+    const location = await findKodata(args.values.kodata);
     if (location === undefined) {
       ctx.stdout.write(`Knative releases: none found; ${missingKodataMessage()}\n`);
       return EXIT_OK;
