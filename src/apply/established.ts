@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { KubeClient, Selection } from "../kube/client.ts";
-import { Informer, type InformerHandler } from "../kube/informer.ts";
+import { Informer } from "../kube/informer.ts";
 import { describeRef, field, type KubeObject, nameOf } from "../kube/object.ts";
 
 // Waiting for the CRDs an apply pass wrote to become Established: one watch on the cluster, selected as
@@ -12,14 +12,8 @@ const CRD_API_VERSION = "apiextensions.k8s.io/v1";
 const CRD_KIND = "CustomResourceDefinition";
 const POLL_MS = 200;
 
-/** What the wait needs of a list-then-watch cache (kube/informer.ts's Informer). */
-export interface CrdCache {
-  on(handler: InformerHandler): void;
-  start(): void;
-  stop(): void;
-  hasSynced(): Promise<void>;
-  list(): KubeObject[];
-}
+/** What the wait needs of a list-then-watch cache. */
+export type CrdCache = Pick<Informer, "on" | "start" | "stop" | "hasSynced" | "list">;
 
 /** Opens the cache of the CRDs `selection` picks; `onError` is told when its list or watch fails. */
 export type OpenCrdCache = (

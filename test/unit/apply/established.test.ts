@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import {
-  type CrdCache,
   crdSelection,
   isCrdEstablished,
   notEstablished,
@@ -8,9 +7,9 @@ import {
   waitEstablished,
 } from "../../../src/apply/established.ts";
 import type { Selection } from "../../../src/kube/client.ts";
-import type { InformerHandler } from "../../../src/kube/informer.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
+import { HandCache } from "../../support/hand-cache.ts";
 
 // The CRD Established wait over list-then-watch caches driven by hand: when it ends, what it selects, that
 // its watch is stopped, and what a failed watch leads to (polling, here against the in-memory API server).
@@ -35,53 +34,8 @@ const crd = (name: string, established?: boolean): KubeObject => ({
       }),
 });
 
-class HandCache implements CrdCache {
-  readonly objects = new Map<string, KubeObject>();
-  readonly handlers: InformerHandler[] = [];
-  started = false;
-  stopped = false;
-  private syncedResolve: (() => void) | undefined;
-  private readonly synced = new Promise<void>((resolve) => {
-    this.syncedResolve = resolve;
-  });
-  readonly selection: Selection;
-  readonly onError: (err: unknown) => void;
-
-  constructor(selection: Selection, onError: (err: unknown) => void) {
-    this.selection = selection;
-    this.onError = onError;
-  }
-  on(handler: InformerHandler): void {
-    this.handlers.push(handler);
-  }
-  start(): void {
-    this.started = true;
-  }
-  stop(): void {
-    this.stopped = true;
-  }
-  hasSynced(): Promise<void> {
-    return this.synced;
-  }
-  list(): KubeObject[] {
-    return [...this.objects.values()];
-  }
-  /** The first list arrives with these CRDs. */
-  async sync(...objects: KubeObject[]): Promise<void> {
-    for (const o of objects) this.put(o);
-    this.syncedResolve!();
-    await this.synced;
-    await Promise.resolve();
-  }
-  put(object: KubeObject): void {
-    const previous = this.objects.get(object.metadata.name!);
-    this.objects.set(object.metadata.name!, object);
-    for (const h of this.handlers) h(previous ? "MODIFIED" : "ADDED", object, previous);
-  }
-}
-
-function handOpener(): { open: OpenCrdCache; caches: HandCache[] } {
-  const caches: HandCache[] = [];
+function handOpener(): { open: OpenCrdCache; caches: HandCache<Selection>[] } {
+  const caches: HandCache<Selection>[] = [];
   return {
     caches,
     open: (_client, selection, onError) => {
@@ -146,9 +100,9 @@ describe("waitEstablished", () => {
       open,
     });
     expect(caches).toHaveLength(1);
-    const [cache] = caches as [HandCache];
+    const [cache] = caches as [HandCache<Selection>];
     expect(cache.started).toBe(true);
-    expect(cache.selection.labelSelector).toContain("knative.dev/cr-name=serving");
+    expect(cache.opened.labelSelector).toContain("knative.dev/cr-name=serving");
     await cache.sync(crd("a.x.dev", true), crd("b.x.dev", false));
     expect(await settled(waiting)).toBe(false);
     expect(cache.stopped).toBe(false);
