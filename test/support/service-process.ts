@@ -93,10 +93,7 @@ export class ServiceProcess {
 
   /** Resident set size in KiB, from /proc/<pid>/status. */
   rssKiB(): number {
-    const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
-    const kib = /^VmRSS:\s+(\d+)\s+kB$/m.exec(status)?.[1];
-    if (kib === undefined) throw new Error(`no VmRSS in /proc/${this.pid}/status`);
-    return Number(kib);
+    return rssKiB(this.pid);
   }
 
   /** Sends a signal to a process still running. */
@@ -125,6 +122,14 @@ export class ServiceProcess {
       return "(no log)";
     }
   }
+}
+
+/** A process's resident set size in KiB, from /proc/<pid>/status. */
+export function rssKiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kib = /^VmRSS:\s+(\d+)\s+kB$/m.exec(status)?.[1];
+  if (kib === undefined) throw new Error(`no VmRSS in /proc/${pid}/status`);
+  return Number(kib);
 }
 
 /**
