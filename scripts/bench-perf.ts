@@ -1,16 +1,24 @@
-// Measures one install of the 2-CR workload by the real `knative-fleet run` process (a child, so its RSS is
-// its own) on a sandbox hub + 2 spokes: KnativeServing 1.22 + Kourier on spoke-1 and KnativeEventing 1.22 on
-// spoke-2, declared in a fleet repository served by a real git server. Prints per CR: create -> Ready beside
-// the spoke's own rollout (its last Deployment Available), the step timeline from the process's debug log,
-// the spoke requests during the install and in an idle window after Ready (counted by a reverse proxy in
-// front of each spoke apiserver, which the ClusterProfiles name), and the process's RSS at start and peak.
-// Usage: [KNATIVE_FLEET_SANDBOX=<state dir>] node scripts/bench-perf.ts [--idle-seconds 120]
-//        [--poll-interval 1s] [--keep] [--entry src|dist|<cli script>] [--node-args="<node flags>"]
-// --entry dist runs the built CLI (npm run build), as the image and the npm package do: no type stripping;
-// a path runs that CLI script (another checkout, for a before/after comparison).
+// Measures one install of the 2-CR workload on a sandbox hub + 2 spokes, side by side: knative-fleet (the
+// real `knative-fleet run` process, the built CLI with the image's node flags) and the upstream Knative
+// Operator (../shared/reference/knative-operator, its multicluster feature), each from clean spokes, the other
+// one stopped and its installs removed first. Workload: KnativeServing 1.22 + Kourier on spoke-1 and
+// KnativeEventing 1.22 on spoke-2; knative-fleet reads them from a fleet repository served by a real git
+// server, the upstream operator gets the same CRs on the hub (in the spoke's install namespace: this upstream
+// build installs into the CR's namespace). Both reach the spokes through the same ClusterProfiles, which
+// name a counting reverse proxy in front of each spoke apiserver. Prints per implementation and CR:
+// create -> Ready beside the spoke's own rollout (its last Deployment Available), the spoke requests until
+// both CRs are Ready and in an idle window after, the controller's RSS (/proc) at start and peak; for
+// knative-fleet also the step timeline from its debug log; then a table of both.
+// Usage: [KNATIVE_FLEET_SANDBOX=<state dir>] node scripts/bench-perf.ts [--only knative-fleet|upstream]
+//        [--idle-seconds 120] [--poll-interval 1s] [--keep] [--entry dist|src|<cli script>]
+//        [--node-args="<more node flags>"]
+// --entry dist (the default) runs the built CLI (npm run build) as the image does: the node flags of the
+// Dockerfile's ENTRYPOINT, the environment of its runtime stage, releases compiled by compile-kodata; src runs src/cli.ts; a path runs that CLI script
+// (another checkout, for a before/after comparison). --poll-interval is both implementations'
+// --remote-deployments-poll-interval.
 // Without KNATIVE_FLEET_SANDBOX a fresh sandbox is started in a temp dir and stopped at the end; with it the
-// spokes are cleared of earlier installs of the workload first. --keep leaves the installs in place.
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+// spokes are cleared of earlier installs of the workload first. --keep leaves the last installs in place.
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -18,41 +26,66 @@ import { parseArgs } from "node:util";
 import { parse, stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
 import { MANAGED_BY, MANAGED_BY_LABEL } from "../src/api/labels.ts";
+import { deleteClusterScoped } from "../src/apply/engine.ts";
 import { isDeploymentAvailable } from "../src/install/health.ts";
 import type { KubeClient } from "../src/kube/client.ts";
 import { Informer } from "../src/kube/informer.ts";
+import { type ObjectRef, refKey, refOf } from "../src/kube/object.ts";
 import { down, readSandbox, type Sandbox, up } from "../test/sandbox/sandbox.ts";
+import { imageRuntime } from "../test/support/dockerfile.ts";
 import { writeServiceConfig } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
-import { forceDeleteCrs, KOURIER } from "../test/support/handover.ts";
+import { forceDeleteCrs, KOURIER, startUpstream } from "../test/support/handover.ts";
 import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
 import { type LoopbackProxy, startClusterProxy } from "../test/support/loopback-proxies.ts";
-import { imageRuntime, ServiceProcess, sampleValue, serviceEnv } from "../test/support/service-process.ts";
+import { peakRssKiB, ServiceProcess, sampleValue, serviceEnv } from "../test/support/service-process.ts";
 import { repoRoot } from "../test/support/shared.ts";
+import { prepareUpstreamHub } from "../test/support/upstream-operator.ts";
 import { waitUntil } from "../test/support/wait.ts";
 import { base64, testdata } from "../test/unit/access/support.ts";
 
+const SIDES = ["upstream", "knative-fleet"] as const;
+type Side = (typeof SIDES)[number];
+
 const { values } = parseArgs({
   options: {
+    only: { type: "string" },
     "idle-seconds": { type: "string", default: "120" },
     "poll-interval": { type: "string", default: "1s" },
     keep: { type: "boolean", default: false },
-    entry: { type: "string", default: "src" },
-    "node-args": { type: "string" },
+    entry: { type: "string", default: "dist" },
+    "node-args": { type: "string", default: "" },
   },
 });
 const idleSeconds = Number(values["idle-seconds"]);
+if (values.only !== undefined && !SIDES.includes(values.only as Side))
+  fail(`--only takes ${SIDES.join(" or ")}, not ${values.only}`);
+const sides: readonly Side[] = values.only ? [values.only as Side] : SIDES;
 
+const FLEET_NAMESPACE = "knative-fleet";
+/** The bench's own ClusterProfiles: the sandbox's, but naming the counting proxy as the server. */
+const PROFILE_NAMESPACE = "bench-perf";
+const REPO = "fleet";
+/** The labels every cluster-scoped object of the Serving, Kourier and Eventing releases carries. */
+const RELEASE_OBJECTS = "app.kubernetes.io/name in (knative-serving,knative-eventing)";
 const CLUSTER_SCOPED = [
   ["rbac.authorization.k8s.io/v1", "ClusterRole"],
   ["rbac.authorization.k8s.io/v1", "ClusterRoleBinding"],
   ["admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"],
   ["admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"],
 ] as const;
-const FLEET_NAMESPACE = "knative-fleet";
-/** The bench's own ClusterProfiles: the sandbox's, but naming the counting proxy as the server. */
-const PROFILE_NAMESPACE = "bench-perf";
-const REPO = "fleet";
+
+const fleetEntry =
+  values.entry === "dist"
+    ? builtCli()
+    : values.entry === "src"
+      ? join(repoRoot, "src", "cli.ts")
+      : values.entry!;
+// dist/cli.js runs as the image runs it (test/support/dockerfile.ts: the Dockerfile's node flags and
+// environment, releases compiled at build time); --node-args adds flags.
+const fleetScratch = mkdtempSync(join(tmpdir(), "bench-perf-"));
+const image = values.entry === "dist" ? imageRuntime(fleetScratch) : { nodeArgs: [], env: {} };
+const fleetNodeArgs = [...image.nodeArgs, ...values["node-args"]!.split(" ").filter((a) => a !== "")];
 
 const stateDir = process.env.KNATIVE_FLEET_SANDBOX;
 const ownSandbox = stateDir === undefined;
@@ -66,14 +99,16 @@ const WORKLOAD = [
   { kind: "KnativeServing", name: "serving", spoke: spokes[0]!, namespace: "knative-serving", spec: KOURIER },
   { kind: "KnativeEventing", name: "eventing", spoke: spokes[1]!, namespace: "knative-eventing", spec: {} },
 ] as const;
+type Cr = (typeof WORKLOAD)[number];
 
 const hub = adminClient(sandbox.hub);
 const spokeClients = new Map(spokes.map((s) => [s.name, adminClient(s)]));
 await installFleetCrds(hub);
-for (const ns of [FLEET_NAMESPACE, PROFILE_NAMESPACE]) await ensureNamespace(hub, ns);
-if (!ownSandbox) await clearSandbox();
+for (const ns of [FLEET_NAMESPACE, PROFILE_NAMESPACE, ...WORKLOAD.map((w) => w.namespace)])
+  await ensureNamespace(hub, ns);
+if (sides.includes("upstream")) await prepareUpstreamHub(hub);
 
-// A reverse proxy per spoke, counting what reaches the spoke's apiserver (the knative-fleet process's requests only).
+// A reverse proxy per spoke, counting what reaches the spoke's apiserver (the measured controller's only).
 const proxies = new Map<string, LoopbackProxy>();
 for (const spoke of spokes) {
   const proxy = await startClusterProxy({
@@ -96,203 +131,376 @@ for (const spoke of spokes) {
 
 const git = await startGitServer();
 await git.createRepo(REPO, { "README.md": "bench-perf fleet\n" });
-const scratch = mkdtempSync(join(tmpdir(), "bench-perf-"));
-const configPath = writeServiceConfig({ repositoryUrl: git.url(REPO), namespace: FLEET_NAMESPACE });
-const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
-writeFileSync(
-  configPath,
-  stringify({
-    ...(parse(readFileSync(configPath, "utf8")) as object),
-    allowedClusterProfileNamespaces: [PROFILE_NAMESPACE],
-    remoteDeploymentsPollInterval: values["poll-interval"],
-    logLevel: "debug",
-    metricsPort,
-  }),
-);
-// dist/cli.js runs as the image runs it: the Dockerfile's node flags and environment, compiled releases.
-const image = values.entry === "dist" ? imageRuntime(scratch) : { nodeArgs: [], env: {} };
-const nodeArgs = values["node-args"]
-  ? values["node-args"].split(" ").filter((a) => a !== "")
-  : image.nodeArgs;
-const service = new ServiceProcess({
-  args: ["run", "--config", configPath, "--clusterprofile-provider-file", sandbox.providerFile],
-  env: { ...serviceEnv(sandbox.hub.adminKubeconfig, scratch), ...image.env },
-  metricsPort,
-  logFile: join(scratch, "knative-fleet.log"),
-  entry:
-    values.entry === "dist"
-      ? join(repoRoot, "dist", "cli.js")
-      : values.entry === "src"
-        ? join(repoRoot, "src", "cli.ts")
-        : values.entry!,
-  nodeArgs,
-});
-const rss: number[] = [];
-const sampler = setInterval(() => {
-  if (service.running) rss.push(service.rssKiB());
-}, 100);
-// The V8 heap beside RSS, from the process's own /metrics (prom-client's default metrics), in KiB.
-const heap = { used: 0, total: 0, external: 0 };
-const heapSampler = setInterval(async () => {
-  const { status, body } = await service.get("/metrics");
-  if (status !== 200) return;
-  const kib = (name: string) => (sampleValue(body, name) ?? 0) / 1024;
-  heap.used = Math.max(heap.used, kib("nodejs_heap_size_used_bytes"));
-  heap.total = Math.max(heap.total, kib("nodejs_heap_size_total_bytes"));
-  heap.external = Math.max(heap.external, kib("nodejs_external_memory_bytes"));
-}, 250);
 
-await waitUntil(
-  "knative-fleet /readyz",
-  async () => ((await service.get("/readyz")).status === 200 ? true : undefined),
-  60_000,
-);
-await sleep(3_000); // settle: the first fleet poll has run (an empty fleet)
-const startRss = service.rssKiB();
-
-// What the bench observes on its own (admin) connections: the hub CRs and each spoke's Deployments.
-const created = new Map<string, number>();
-const ready = new Map<string, number>();
-const hubWatches = WORKLOAD.map(({ kind }) => {
-  const informer = new Informer(hub, OPERATOR_API_VERSION, kind, undefined, FLEET_NAMESPACE);
-  informer.on((event, object) => {
-    if (event === "DELETED") return;
-    const key = `${kind}/${object.metadata.name}`;
-    if (!created.has(key)) created.set(key, performance.now());
-    const conditions = (object.status as { conditions?: { type: string; status: string }[] } | undefined)
-      ?.conditions;
-    if (!ready.has(key) && conditions?.some((c) => c.type === "Ready" && c.status === "True"))
-      ready.set(key, performance.now());
-  });
-  informer.start();
-  return informer;
+/** The spec of a workload CR, whoever reconciles it. */
+const crSpec = (w: Cr) => ({
+  version: "1.22",
+  ...w.spec,
+  clusterProfileRef: { namespace: PROFILE_NAMESPACE, name: w.spoke.name },
 });
-const available = new Map<string, Map<string, number>>();
-const spokeWatches = WORKLOAD.map(({ spoke, namespace, kind }) => {
-  const times = new Map<string, number>();
-  available.set(kind, times);
-  const informer = new Informer(spokeClients.get(spoke.name)!, "apps/v1", "Deployment", undefined, namespace);
-  informer.on((event, object) => {
-    const name = object.metadata.name ?? "";
-    if (event !== "DELETED" && isDeploymentAvailable(object)) {
-      if (!times.has(name)) times.set(name, performance.now());
-    } else times.delete(name);
-  });
-  informer.start();
-  return informer;
-});
-await Promise.all([...hubWatches, ...spokeWatches].map((i) => i.hasSynced()));
 
-const countsBefore = proxyCounts();
-const pushed = performance.now();
-await git.pushChange(REPO, {
-  message: "Serving with Kourier on spoke-1, Eventing on spoke-2",
-  files: Object.fromEntries(
-    WORKLOAD.map((w) => [
-      `clusters/${w.name}.yaml`,
-      stringify({
-        apiVersion: OPERATOR_API_VERSION,
-        kind: w.kind,
-        metadata: { name: w.name, namespace: FLEET_NAMESPACE },
-        spec: {
-          version: "1.22",
-          ...w.spec,
-          clusterProfileRef: { namespace: PROFILE_NAMESPACE, name: w.spoke.name },
+/** The controller under measurement: a child process, observed from outside. */
+interface Controller {
+  readonly label: string;
+  /** Where its hub CRs live. */
+  crNamespace(w: Cr): string;
+  start(): Promise<{
+    pid: number;
+    rssKiB(): number;
+    peakRssKiB(): number;
+    stop(): Promise<unknown>;
+    logTail(): string;
+  }>;
+  /** Creates the workload's hub CRs. */
+  create(): Promise<void>;
+}
+
+const controllers: Record<Side, Controller> = {
+  "knative-fleet": {
+    label: `knative-fleet run (node ${[...fleetNodeArgs, values.entry === "dist" ? "dist/cli.js" : fleetEntry].join(" ")}${Object.entries(
+      image.env,
+    )
+      .map(([k, v]) => `, ${k}=${v}`)
+      .join("")})`,
+    crNamespace: () => FLEET_NAMESPACE,
+    async start() {
+      const scratch = fleetScratch;
+      const configPath = writeServiceConfig({ repositoryUrl: git.url(REPO), namespace: FLEET_NAMESPACE });
+      const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
+      writeFileSync(
+        configPath,
+        stringify({
+          ...(parse(readFileSync(configPath, "utf8")) as object),
+          allowedClusterProfileNamespaces: [PROFILE_NAMESPACE],
+          remoteDeploymentsPollInterval: values["poll-interval"],
+          logLevel: "debug",
+          metricsPort,
+        }),
+      );
+      const service = new ServiceProcess({
+        args: ["run", "--config", configPath, "--clusterprofile-provider-file", sandbox.providerFile],
+        env: { ...serviceEnv(sandbox.hub.adminKubeconfig, scratch), ...image.env },
+        metricsPort,
+        logFile: join(scratch, "knative-fleet.log"),
+        entry: fleetEntry,
+        nodeArgs: fleetNodeArgs,
+      });
+      fleetService = service;
+      await waitUntil(
+        "knative-fleet /readyz",
+        async () => {
+          if (!service.running) fail(`knative-fleet exited:\n${service.logTail()}`);
+          return (await service.get("/readyz")).status === 200 ? true : undefined;
         },
-      }),
-    ]),
-  ),
-});
-await waitUntil(
-  "both CRs Ready",
-  async () => (WORKLOAD.every((w) => ready.has(`${w.kind}/${w.name}`)) ? true : undefined),
-  300_000,
-).catch((err: Error) => fail(`${err.message}\n${service.logTail()}`));
-const countsInstalled = proxyCounts();
-// The kernel's high-water mark catches what the 100 ms samples miss.
-const installRss = Math.max(...rss, service.peakRssKiB());
-
-console.log(
-  `knative-fleet run (pid ${service.pid}, ${values.entry}/cli${values["node-args"] ? ` with ${values["node-args"]}` : ""}), hub + 2 spokes, poll interval ${values["poll-interval"]}`,
-);
-console.log(
-  `fleet repo push -> first CR on the hub: ${((Math.min(...created.values()) - pushed) / 1000).toFixed(1)} s\n`,
-);
-// The child's log reaches its file through a pipe: wait for each CR's settling step to be there.
-const steps = await waitUntil(
-  "the step timeline in the log",
-  async () => {
-    const lines = stepLines(service.logFile);
-    const settled = (w: (typeof WORKLOAD)[number]) =>
-      lines.some((l) => l.kind === w.kind && l.step === "checkDeployments" && l.next === "settle");
-    return WORKLOAD.every(settled) ? lines : undefined;
+        60_000,
+      );
+      await sleep(3_000); // settle: the first fleet poll has run (an empty fleet)
+      return service;
+    },
+    async create() {
+      await git.pushChange(REPO, {
+        message: "Serving with Kourier on spoke-1, Eventing on spoke-2",
+        files: Object.fromEntries(
+          WORKLOAD.map((w) => [
+            `clusters/${w.name}.yaml`,
+            stringify({
+              apiVersion: OPERATOR_API_VERSION,
+              kind: w.kind,
+              metadata: { name: w.name, namespace: FLEET_NAMESPACE },
+              spec: crSpec(w),
+            }),
+          ]),
+        ),
+      });
+    },
   },
-  15_000,
-).catch(() => stepLines(service.logFile));
-for (const w of WORKLOAD) {
-  const key = `${w.kind}/${w.name}`;
-  const t0 = created.get(key)!;
-  const times = [...available.get(w.kind)!.values()];
-  const lastAvailable = Math.max(...times);
-  const s = (t: number) => `${((t - t0) / 1000).toFixed(2)} s`;
-  console.log(`${w.kind} ${FLEET_NAMESPACE}/${w.name} on ${w.spoke.name}:`);
-  console.log(`  create -> Ready                          ${s(ready.get(key)!)}`);
-  console.log(`  create -> last Deployment Available      ${s(lastAvailable)} (${times.length} Deployments)`);
-  console.log(
-    `  Ready after the spoke's rollout          ${((ready.get(key)! - lastAvailable) / 1000).toFixed(2)} s`,
-  );
-  const requests = countsInstalled.get(w.spoke.name)!.minus(countsBefore.get(w.spoke.name)!);
-  console.log(`  spoke requests during install            ${requests}`);
-  console.log("  step timeline (from the CR's creation; pass = one reconcile):");
-  const wall = (ms: number) => ms - (performance.timeOrigin + t0);
-  for (const line of steps.filter((l) => l.kind === w.kind && l.cr === `${FLEET_NAMESPACE}/${w.name}`)) {
-    const start = wall(line.startedAt);
-    console.log(
-      `    ${(start / 1000).toFixed(2).padStart(6)} s -> ${((start + line.ms) / 1000).toFixed(2).padStart(6)} s  ${line.step}${line.next && line.next !== "continue" ? ` (${line.next})` : ""}`,
-    );
-  }
+  upstream: {
+    label: "upstream Knative Operator (knative/operator b4f2c2549cd0, ../shared/reference/knative-operator)",
+    crNamespace: (w) => w.namespace,
+    async start() {
+      const operator = await startUpstream(sandbox, {
+        providerFile: sandbox.providerFile,
+        pollInterval: values["poll-interval"],
+      });
+      await sleep(3_000); // settle, as knative-fleet does
+      return {
+        pid: operator.pid,
+        rssKiB: () => operator.rssKiB(),
+        peakRssKiB: () => peakRssKiB(operator.pid),
+        stop: () => operator.stop(),
+        logTail: () => operator.tail(),
+      };
+    },
+    async create() {
+      for (const w of WORKLOAD)
+        await hub.apply({
+          apiVersion: OPERATOR_API_VERSION,
+          kind: w.kind,
+          metadata: { name: w.name, namespace: w.namespace },
+          spec: crSpec(w),
+        });
+    },
+  },
+};
+let fleetService: ServiceProcess | undefined;
+
+interface CrFigures {
+  createToReady: number;
+  createToRollout: number;
+  deployments: number;
+}
+interface SideFigures {
+  crs: Map<string, CrFigures>;
+  install: Map<string, RequestCount>;
+  idle: Map<string, RequestCount> | undefined;
+  startRss: number;
+  peakRss: number;
 }
 
-if (idleSeconds > 0) {
-  await sleep(idleSeconds * 1_000);
-  const countsIdle = proxyCounts();
-  for (const spoke of spokes)
-    console.log(
-      `\nspoke requests in ${idleSeconds} idle s after Ready, ${spoke.name}: ${countsIdle.get(spoke.name)!.minus(countsInstalled.get(spoke.name)!)}`,
-    );
+const figures = new Map<Side, SideFigures>();
+for (const side of sides) {
+  await clearSandbox(); // the spokes as a fresh sandbox has them; the other implementation is stopped
+  figures.set(side, await measure(side, controllers[side]));
 }
-const peakRss = Math.max(...rss, service.peakRssKiB());
-console.log(
-  `\nRSS: start ${mib(startRss)}, peak during install ${mib(installRss)}, peak overall ${mib(peakRss)}, end ${mib(service.rssKiB())}`,
-);
-console.log(
-  `V8 heap (sampled every 250 ms): used peak ${mib(heap.used)}, total peak ${mib(heap.total)}, external peak ${mib(heap.external)}`,
-);
+printTable();
 
-clearInterval(sampler);
-clearInterval(heapSampler);
-for (const informer of [...hubWatches, ...spokeWatches]) informer.stop();
-await service.stop();
 if (!values.keep) await clearSandbox();
 await git.close();
 for (const proxy of proxies.values()) await proxy.close();
 if (ownSandbox) await down(sandbox.stateDir);
 process.exit(0);
 
+async function measure(side: Side, controller: Controller): Promise<SideFigures> {
+  console.log(
+    `\n== ${controller.label}\n   hub + 2 spokes, --remote-deployments-poll-interval ${values["poll-interval"]}`,
+  );
+  const running = await controller.start();
+  const rss: number[] = [];
+  const sampler = setInterval(() => {
+    try {
+      rss.push(running.rssKiB());
+    } catch {} // it exited: the run fails below
+  }, 100);
+  // knative-fleet's V8 heap beside RSS, from its own /metrics (prom-client's default metrics), in KiB.
+  const heap = { used: 0, total: 0, external: 0 };
+  const heapSampler = setInterval(async () => {
+    const response = side === "knative-fleet" ? await fleetService!.get("/metrics") : undefined;
+    if (response?.status !== 200) return;
+    const kib = (name: string) => (sampleValue(response.body, name) ?? 0) / 1024;
+    heap.used = Math.max(heap.used, kib("nodejs_heap_size_used_bytes"));
+    heap.total = Math.max(heap.total, kib("nodejs_heap_size_total_bytes"));
+    heap.external = Math.max(heap.external, kib("nodejs_external_memory_bytes"));
+  }, 250);
+  const startRss = running.rssKiB();
+
+  // What the bench observes on its own (admin) connections: the hub CRs and each spoke's Deployments.
+  const created = new Map<string, number>();
+  const ready = new Map<string, number>();
+  const hubWatches = WORKLOAD.map((w) => {
+    const informer = new Informer(hub, OPERATOR_API_VERSION, w.kind, undefined, controller.crNamespace(w));
+    informer.on((event, object) => {
+      if (event === "DELETED" || object.metadata.name !== w.name) return;
+      if (!created.has(w.kind)) created.set(w.kind, performance.now());
+      const conditions = (object.status as { conditions?: { type: string; status: string }[] } | undefined)
+        ?.conditions;
+      if (!ready.has(w.kind) && conditions?.some((c) => c.type === "Ready" && c.status === "True"))
+        ready.set(w.kind, performance.now());
+    });
+    informer.start();
+    return informer;
+  });
+  const changes = new Map<string, AvailabilityChange[]>();
+  const spokeWatches = WORKLOAD.map(({ spoke, namespace, kind }) => {
+    const seen: AvailabilityChange[] = [];
+    changes.set(kind, seen);
+    const informer = new Informer(
+      spokeClients.get(spoke.name)!,
+      "apps/v1",
+      "Deployment",
+      undefined,
+      namespace,
+    );
+    informer.on((event, object) =>
+      seen.push({
+        name: object.metadata.name ?? "",
+        at: performance.now(),
+        available: event !== "DELETED" && isDeploymentAvailable(object),
+      }),
+    );
+    informer.start();
+    return informer;
+  });
+  await Promise.all([...hubWatches, ...spokeWatches].map((i) => i.hasSynced()));
+
+  const countsBefore = proxyCounts();
+  const pushed = performance.now();
+  await controller.create();
+  await waitUntil(
+    "both CRs Ready",
+    async () => (WORKLOAD.every((w) => ready.has(w.kind)) ? true : undefined),
+    300_000,
+  ).catch((err: Error) => fail(`${err.message}\n${running.logTail()}`));
+  const countsInstalled = proxyCounts();
+  // The kernel's high-water mark catches what the 100 ms samples miss.
+  const installRss = Math.max(...rss, running.peakRssKiB());
+
+  console.log(
+    `   pid ${running.pid}; create -> first CR on the hub: ${((Math.min(...created.values()) - pushed) / 1000).toFixed(1)} s`,
+  );
+  const steps = side === "knative-fleet" ? await fleetSteps(fleetService!) : [];
+  const crs = new Map<string, CrFigures>();
+  for (const w of WORKLOAD) {
+    const t0 = created.get(w.kind)!;
+    const deployments = spokeWatches[WORKLOAD.indexOf(w)]!.list().map((d) => d.metadata.name ?? "");
+    const f = {
+      createToReady: ready.get(w.kind)! - t0,
+      createToRollout: allAvailableAt(changes.get(w.kind)!, deployments) - t0,
+      deployments: deployments.length,
+    };
+    crs.set(w.kind, f);
+    const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+    console.log(`${w.kind} ${controller.crNamespace(w)}/${w.name} on ${w.spoke.name}:`);
+    console.log(`  create -> Ready                          ${s(f.createToReady)}`);
+    console.log(
+      `  create -> every Deployment Available     ${s(f.createToRollout)} (${f.deployments} Deployments)`,
+    );
+    console.log(`  Ready after the spoke's rollout          ${s(f.createToReady - f.createToRollout)}`);
+    console.log(
+      `  spoke requests until both are Ready      ${countsInstalled.get(w.spoke.name)!.since(countsBefore.get(w.spoke.name)!)}`,
+    );
+    if (steps.length === 0) continue;
+    console.log("  step timeline (from the CR's creation; pass = one reconcile):");
+    const wall = (ms: number) => ms - (performance.timeOrigin + t0);
+    for (const line of steps.filter((l) => l.kind === w.kind && l.cr === `${FLEET_NAMESPACE}/${w.name}`)) {
+      const start = wall(line.startedAt);
+      console.log(
+        `    ${(start / 1000).toFixed(2).padStart(6)} s -> ${((start + line.ms) / 1000).toFixed(2).padStart(6)} s  ${line.step}${line.next && line.next !== "continue" ? ` (${line.next})` : ""}`,
+      );
+    }
+  }
+
+  let idle: Map<string, RequestCount> | undefined;
+  if (idleSeconds > 0) {
+    await sleep(idleSeconds * 1_000);
+    const countsIdle = proxyCounts();
+    idle = new Map(spokes.map((s) => [s.name, countsIdle.get(s.name)!.since(countsInstalled.get(s.name)!)]));
+    for (const spoke of spokes)
+      console.log(
+        `spoke requests in ${idleSeconds} idle s after Ready, ${spoke.name}: ${idle.get(spoke.name)}`,
+      );
+  }
+  const peakRss = Math.max(...rss, running.peakRssKiB());
+  console.log(
+    `RSS: start ${mib(startRss)}, peak during install ${mib(installRss)}, peak overall ${mib(peakRss)}, end ${mib(running.rssKiB())}`,
+  );
+  if (side === "knative-fleet")
+    console.log(
+      `V8 heap (sampled every 250 ms): used peak ${mib(heap.used)}, total peak ${mib(heap.total)}, external peak ${mib(heap.external)}`,
+    );
+
+  clearInterval(sampler);
+  clearInterval(heapSampler);
+  for (const informer of [...hubWatches, ...spokeWatches]) informer.stop();
+  await running.stop();
+  const install = new Map(
+    spokes.map((s) => [s.name, countsInstalled.get(s.name)!.since(countsBefore.get(s.name)!)]),
+  );
+  return { crs, install, idle, startRss, peakRss };
+}
+
+function printTable(): void {
+  const row = (label: string, cell: (f: SideFigures) => string) =>
+    console.log(`| ${label} | ${sides.map((side) => cell(figures.get(side)!)).join(" | ")} |`);
+  const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+  const short = (w: Cr) => w.kind.replace("Knative", "");
+  console.log(
+    `\n| | ${sides.map((side) => (side === "upstream" ? "upstream operator" : side)).join(" | ")} |`,
+  );
+  console.log(`|---|${sides.map(() => "---").join("|")}|`);
+  for (const w of WORKLOAD) {
+    row(`${short(w)} create → Ready (spoke's Deployments all Available)`, (f) => {
+      const cr = f.crs.get(w.kind)!;
+      return `${s(cr.createToReady)} (${s(cr.createToRollout)})`;
+    });
+    row(`${short(w)} Ready after the spoke's rollout`, (f) => {
+      const cr = f.crs.get(w.kind)!;
+      return s(cr.createToReady - cr.createToRollout);
+    });
+  }
+  for (const w of WORKLOAD)
+    row(`spoke requests until both are Ready, ${short(w)} (reads/writes/watches)`, (f) =>
+      f.install.get(w.spoke.name)!.short(),
+    );
+  if (idleSeconds > 0)
+    for (const w of WORKLOAD)
+      row(`spoke requests in ${idleSeconds} idle s after Ready, ${short(w)} (reads/writes/watches)`, (f) =>
+        f.idle!.get(w.spoke.name)!.short(),
+      );
+  row("controller RSS at start / peak", (f) => `${mib(f.startRss, "")} / ${mib(f.peakRss)}`);
+}
+
 function fail(message: string): never {
   console.error(`bench-perf: ${message}`);
   process.exit(1);
 }
 
-function mib(kib: number): string {
-  return `${(kib / 1024).toFixed(0)} MiB`;
+function mib(kib: number, unit = " MiB"): string {
+  return `${(kib / 1024).toFixed(0)}${unit}`;
+}
+
+/** dist/cli.js, when it is at least as new as every source file (else the bench would measure old code). */
+function builtCli(): string {
+  const cli = join(repoRoot, "dist", "cli.js");
+  const built = (() => {
+    try {
+      return statSync(cli).mtimeMs;
+    } catch {
+      return fail(`${cli} is missing: run npm run build`);
+    }
+  })();
+  const newer = (readdirSync(join(repoRoot, "src"), { recursive: true }) as string[]).filter(
+    (f) => f.endsWith(".ts") && statSync(join(repoRoot, "src", f)).mtimeMs > built,
+  );
+  if (newer.length > 0) fail(`src/${newer[0]} is newer than ${cli}: run npm run build`);
+  return cli;
+}
+
+interface AvailabilityChange {
+  name: string;
+  at: number;
+  available: boolean;
+}
+
+/**
+ * The spoke's rollout: the first moment every one of `deployments` (those the install ends with) was
+ * Available at once. A Deployment rewritten after that (the upstream operator re-applies them) does not move it.
+ */
+function allAvailableAt(changes: readonly AvailabilityChange[], deployments: readonly string[]): number {
+  const available = new Map<string, boolean>();
+  for (const change of changes) {
+    available.set(change.name, change.available);
+    if (deployments.every((d) => available.get(d))) return change.at;
+  }
+  return Number.NaN;
 }
 
 interface RequestCount {
   reads: number;
   writes: number;
   watches: number;
-  minus(other: RequestCount): string;
+  since(earlier: RequestCount): RequestCount;
+  short(): string;
+}
+
+function requestCount(reads: number, writes: number, watches: number): RequestCount {
+  return {
+    reads,
+    writes,
+    watches,
+    since: (o) => requestCount(reads - o.reads, writes - o.writes, watches - o.watches),
+    short: () => `${reads}/${writes}/${watches}`,
+    toString: () => `${reads} reads, ${writes} writes, ${watches} watches`,
+  } as RequestCount;
 }
 
 /** Requests the proxy forwarded per spoke: reads (GET), watches (GET ?watch), writes (everything else). */
@@ -302,14 +510,7 @@ function proxyCounts(): Map<string, RequestCount> {
     const lines = [...proxies.get(spoke.name)!.handled];
     const watches = lines.filter((h) => h.startsWith("GET ") && /[?&]watch=(1|true)/.test(h)).length;
     const reads = lines.filter((h) => h.startsWith("GET ")).length - watches;
-    const count: RequestCount = {
-      reads,
-      writes: lines.length - reads - watches,
-      watches,
-      minus: (o) =>
-        `${count.reads - o.reads} reads, ${count.writes - o.writes} writes, ${count.watches - o.watches} watches`,
-    };
-    counts.set(spoke.name, count);
+    counts.set(spoke.name, requestCount(reads, lines.length - reads - watches, watches));
   }
   return counts;
 }
@@ -321,6 +522,20 @@ interface StepLine {
   startedAt: number;
   ms: number;
   next?: string;
+}
+
+/** The step timeline from knative-fleet's log, once each CR's settling step is there (the log is piped). */
+function fleetSteps(service: ServiceProcess): Promise<StepLine[]> {
+  return waitUntil(
+    "the step timeline in the log",
+    async () => {
+      const lines = stepLines(service.logFile);
+      const settled = (w: Cr) =>
+        lines.some((l) => l.kind === w.kind && l.step === "checkDeployments" && l.next === "settle");
+      return WORKLOAD.every(settled) ? lines : undefined;
+    },
+    15_000,
+  ).catch(() => stepLines(service.logFile));
 }
 
 function stepLines(logFile: string): StepLine[] {
@@ -337,34 +552,46 @@ function stepLines(logFile: string): StepLine[] {
 }
 
 /**
- * Removes the workload: its hub CRs (finalizers dropped: no reconciler runs now) and, on the spokes, the
- * install namespaces, the Knative CRDs and the cluster-scoped objects knative-fleet labelled, so a run starts
- * from spokes as a fresh sandbox has them.
+ * Removes the workload, whichever implementation installed it: its hub CRs in every namespace (finalizers
+ * dropped: no controller runs now) and, on the spokes, the install namespaces, the Knative CRDs and the
+ * cluster-scoped objects of the releases (by the releases' own labels, and knative-fleet's), waiting until
+ * they are gone, so a run starts from spokes as a fresh sandbox has them.
  */
 async function clearSandbox(): Promise<void> {
   for (const kind of ["KnativeServing", "KnativeEventing"]) {
     const crs = await waitUntil(`${kind} served`, () =>
-      hub.list(OPERATOR_API_VERSION, kind, { namespace: FLEET_NAMESPACE }).catch(() => undefined),
+      hub.list(OPERATOR_API_VERSION, kind).catch(() => undefined),
     );
     await forceDeleteCrs(hub, crs.items);
   }
-  const managed = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
   await Promise.all(
     WORKLOAD.map(async ({ spoke, namespace }) => {
       const client: KubeClient = spokeClients.get(spoke.name)!;
-      for (const [apiVersion, kind] of CLUSTER_SCOPED) {
-        const { items } = await client.list(apiVersion, kind, { labelSelector: managed });
-        for (const item of items) await client.delete(apiVersion, kind, undefined, item.metadata.name ?? "");
-      }
+      for (const ns of [namespace, "kourier-system"]) await client.delete("v1", "Namespace", undefined, ns);
+      await deleteClusterScoped(client, await releaseClusterScoped(client));
       const crds = await client.list("apiextensions.k8s.io/v1", "CustomResourceDefinition");
       for (const crd of crds.items.filter((c) => /knative\.dev$/.test(c.metadata.name ?? "")))
         await client.delete(crd.apiVersion, crd.kind, undefined, crd.metadata.name ?? "");
-      for (const ns of [namespace, "kourier-system"]) await client.delete("v1", "Namespace", undefined, ns);
       await waitUntil(
         `${spoke.name} cleared`,
-        async () => ((await client.get("v1", "Namespace", undefined, namespace)) ? undefined : true),
+        async () => {
+          if (await client.get("v1", "Namespace", undefined, namespace)) return undefined;
+          const left = await client.list("apiextensions.k8s.io/v1", "CustomResourceDefinition");
+          if (left.items.some((c) => /knative\.dev$/.test(c.metadata.name ?? ""))) return undefined;
+          return (await releaseClusterScoped(client)).length === 0 ? true : undefined;
+        },
         180_000,
       );
     }),
   );
+}
+
+/** The cluster-scoped objects of the releases on a spoke, whoever applied them. */
+async function releaseClusterScoped(client: KubeClient): Promise<ObjectRef[]> {
+  const refs = new Map<string, ObjectRef>();
+  for (const [apiVersion, kind] of CLUSTER_SCOPED)
+    for (const labelSelector of [RELEASE_OBJECTS, `${MANAGED_BY_LABEL}=${MANAGED_BY}`])
+      for (const item of (await client.list(apiVersion, kind, { labelSelector })).items)
+        refs.set(refKey(refOf(item)), refOf(item));
+  return [...refs.values()];
 }

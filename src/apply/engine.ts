@@ -2,7 +2,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { DESIRED_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL } from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
 import {
-  describeRef,
   field,
   isCrd,
   type KubeObject,
@@ -15,6 +14,7 @@ import {
 } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
 import { containsDesired, isUpToDate, withDesiredHash } from "./compare.ts";
+import { waitEstablished } from "./established.ts";
 import { decodeInventory } from "./inventory.ts";
 import { withLastApplied } from "./last-applied.ts";
 import { ignoreNoKind, readLive } from "./live.ts";
@@ -51,6 +51,8 @@ export interface ApplySet {
   concurrency: number;
   /** How long to wait for a CRD to become Established. */
   crdTimeoutMs?: number;
+  /** Told when the watch of new CRDs failed and their Established wait went on by polling. */
+  onCrdWatchError?(err: unknown): void;
   /** Told each phase of an "apply" pass as it ends (the step timeline at debug level). */
   onPhase?(phase: ApplyPhase, startedAt: number, ms: number): void;
 }
@@ -271,7 +273,11 @@ export async function runApplySet(
   const overlapped = await Promise.allSettled([
     crds.length > 0 &&
       phase("crdsEstablished", async () => {
-        await waitForCrds(client, crds, set.crdTimeoutMs ?? 60_000);
+        await waitEstablished(client, crds, {
+          timeoutMs: set.crdTimeoutMs ?? 60_000,
+          labels: set.labels,
+          onWatchError: set.onCrdWatchError,
+        });
         for (const apiVersion of newKinds) client.forgetDiscovery(apiVersion);
       }),
     (async () => {
@@ -432,25 +438,4 @@ function servedVersions(crd: KubeObject): string[] {
     const name = field(v, "name");
     return typeof name === "string" && field(v, "served") !== false ? [`${group}/${name}`] : [];
   });
-}
-
-async function waitForCrds(
-  client: KubeClient,
-  crds: readonly KubeObject[],
-  timeoutMs: number,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (const crd of crds) {
-    for (;;) {
-      const live = await client.get(crd.apiVersion, crd.kind, undefined, nameOf(crd));
-      const conditions = field(live, "status", "conditions");
-      const established =
-        Array.isArray(conditions) &&
-        conditions.some((c) => field(c, "type") === "Established" && field(c, "status") === "True");
-      if (established) break;
-      if (Date.now() > deadline)
-        throw new Error(`${describeRef(refOf(crd))} did not become Established within ${timeoutMs / 1000}s`);
-      await sleep(200);
-    }
-  }
 }

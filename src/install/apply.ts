@@ -14,7 +14,7 @@ import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, type ObjectRef, objectKey, refOf } from "../kube/object.ts";
 import { buildAnchor, hubOwnerRef, installNamespace, ownerOf, ownershipLabels } from "./identity.ts";
 
-type InstallFrame = Omit<ApplySet, "client" | "concurrency" | "crdTimeoutMs" | "onPhase">;
+type InstallFrame = Omit<ApplySet, "client" | "concurrency" | "crdTimeoutMs" | "onPhase" | "onCrdWatchError">;
 
 /**
  * A CR's install as the engine sees an apply set: the install namespace (by default the canonical one;
@@ -44,6 +44,7 @@ export function applyInstall(
     crdTimeoutMs?: number;
     namespace?: string;
     onPhase?: ApplySet["onPhase"];
+    onCrdWatchError?: ApplySet["onCrdWatchError"];
   },
 ): Promise<ApplyResult> {
   const { mode, namespace, ...rest } = options;

@@ -16,6 +16,12 @@ export interface ListResult {
   resourceVersion: string;
 }
 
+/** Server-side selection of a list or watch: label and field selectors, in the API's query syntax. */
+export interface Selection {
+  labelSelector?: string;
+  fieldSelector?: string;
+}
+
 export const FIELD_MANAGER = "knative-fleet";
 
 /**
@@ -81,13 +87,13 @@ export class KubeClient {
   async list(
     apiVersion: string,
     kind: string,
-    options: { namespace?: string; labelSelector?: string } = {},
+    options: { namespace?: string } & Selection = {},
   ): Promise<ListResult> {
     const path = await this.path(apiVersion, kind, options.namespace);
     const res = await this.rest.request<{ items: KubeObject[]; metadata: { resourceVersion: string } }>({
       method: "GET",
       path,
-      query: { labelSelector: options.labelSelector },
+      query: { labelSelector: options.labelSelector, fieldSelector: options.fieldSelector },
     });
     // Lists omit apiVersion/kind on items; put them back so items are whole objects.
     const items = res.body.items.map((item) => ({ ...item, apiVersion, kind }));

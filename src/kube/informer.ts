@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import type { KubeClient } from "./client.ts";
+import type { KubeClient, Selection } from "./client.ts";
 import { type KubeObject, nameOf } from "./object.ts";
 
 export type InformerEvent = "ADDED" | "MODIFIED" | "DELETED";
@@ -28,6 +28,8 @@ export class Informer {
   private readonly onError: (err: unknown) => void;
   /** One namespace (a namespaced Role is then enough), or every namespace when undefined. */
   private readonly namespace: string | undefined;
+  /** Only the objects these selectors match are listed and watched. */
+  private readonly selection: Selection;
 
   constructor(
     client: KubeClient,
@@ -35,12 +37,14 @@ export class Informer {
     kind: string,
     onError: (err: unknown) => void = () => {},
     namespace?: string,
+    selection: Selection = {},
   ) {
     this.client = client;
     this.apiVersion = apiVersion;
     this.kind = kind;
     this.onError = onError;
     this.namespace = namespace;
+    this.selection = selection;
   }
 
   on(handler: InformerHandler): void {
@@ -85,6 +89,7 @@ export class Informer {
           this.synced = true;
           for (const resolve of this.syncWaiters.splice(0)) resolve();
         }
+        if (this.abort.signal.aborted) return; // a handler of the list stopped it: no watch is opened
         resourceVersion = await this.watch(resourceVersion);
         failures = 0;
       } catch (err) {
@@ -103,6 +108,7 @@ export class Informer {
   private async relist(): Promise<string> {
     const { items, resourceVersion } = await this.client.list(this.apiVersion, this.kind, {
       namespace: this.namespace,
+      ...this.selection,
     });
     const seen = new Set<string>();
     for (const item of items) {
@@ -127,7 +133,7 @@ export class Informer {
     const path = await this.client.path(this.apiVersion, this.kind, this.namespace);
     await this.client.rest.stream(
       path,
-      { watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 },
+      { watch: 1, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300, ...this.selection },
       (line) => {
         const event = line as WatchEvent;
         if (event.type === "ERROR") {

@@ -144,6 +144,8 @@ const install: Step = async (context) => {
       namespace,
       onPhase: (phase, startedAt, ms) =>
         context.log.debug({ step: `install/${phase}`, startedAt, ms }, "reconcile step"),
+      onCrdWatchError: (err) =>
+        context.log.warn({ err: String(err) }, "watching CRDs failed; polling until they are Established"),
     });
   } catch (err) {
     context.conditions = markInstallFailed(context.conditions, errorOf(err).message, context.now);

@@ -39,16 +39,21 @@ export async function startFleet(
   return { engine, reports };
 }
 
-/** The upstream operator against the sandbox hub, polling spokes every second, its log in a temp dir. */
+/**
+ * The upstream operator against the sandbox hub, polling spokes every second (or `pollInterval`), its log in
+ * a temp dir.
+ */
 export async function startUpstream(
   sandbox: Sandbox,
-  options: { providerFile?: string | undefined } = { providerFile: sandbox.providerFile },
+  options: { providerFile?: string | undefined; pollInterval?: string } = {
+    providerFile: sandbox.providerFile,
+  },
 ): Promise<UpstreamOperator> {
   const upstream = new UpstreamOperator({
     kubeconfig: sandbox.hub.adminKubeconfig,
     providerFile: options.providerFile,
     logFile: join(mkdtempSync(join(tmpdir(), "upstream-operator-")), "operator.log"),
-    pollInterval: "1s",
+    pollInterval: options.pollInterval ?? "1s",
   });
   await upstream.waitStarted();
   return upstream;

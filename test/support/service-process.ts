@@ -1,5 +1,5 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { createWriteStream, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
+import { type ChildProcess, spawn } from "node:child_process";
+import { createWriteStream, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { knativeReleasesDir, repoRoot } from "./shared.ts";
 
@@ -10,28 +10,6 @@ export const serviceEnv = (hubKubeconfig: string, home: string): Record<string, 
   KO_DATA_PATH: knativeReleasesDir(),
   KUBECONFIG: hubKubeconfig,
 });
-
-/**
- * How the image runs the CLI, read from the Dockerfile (its one home): Node's flags from the ENTRYPOINT, the
- * environment variables that tune the runtime (MALLOC_ARENA_MAX), and the releases compiled at build time:
- * `scratch` gets a kodata directory linking the shared releases, compiled by the built CLI. Benchmarks run
- * `dist/cli.js` with these so their figures are the image's.
- */
-export function imageRuntime(scratch: string): { nodeArgs: string[]; env: Record<string, string> } {
-  const dockerfile = readFileSync(join(repoRoot, "Dockerfile"), "utf8");
-  const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)?.[1];
-  if (entrypoint === undefined) throw new Error("no ENTRYPOINT [...] line in the Dockerfile");
-  const command = JSON.parse(entrypoint) as string[];
-  const nodeArgs = command.slice(command.indexOf("node") + 1).filter((arg) => arg.startsWith("--"));
-  const env: Record<string, string> = {};
-  for (const [, name, value] of dockerfile.matchAll(/\b(MALLOC_[A-Z_]+)=(\S+)/g)) env[name!] = value!;
-  const kodata = join(scratch, "kodata");
-  mkdirSync(kodata, { recursive: true });
-  for (const entry of readdirSync(knativeReleasesDir(), { withFileTypes: true }))
-    if (entry.isDirectory()) symlinkSync(join(knativeReleasesDir(), entry.name), join(kodata, entry.name));
-  execFileSync(process.execPath, [join(repoRoot, "dist", "cli.js"), "compile-kodata", "--kodata", kodata]);
-  return { nodeArgs, env: { ...env, KO_DATA_PATH: kodata } };
-}
 
 /** How a child process ended: `code` 0 is a clean stop; `signal` is set when a signal killed it. */
 export interface ServiceExit {
@@ -115,19 +93,12 @@ export class ServiceProcess {
 
   /** Resident set size in KiB, from /proc/<pid>/status. */
   rssKiB(): number {
-    return this.#status("VmRSS");
+    return rssKiB(this.pid);
   }
 
-  /** The highest resident memory the process has had so far (the kernel's VmHWM), in KiB. */
+  /** The highest resident set size the process has had so far, in KiB. */
   peakRssKiB(): number {
-    return this.#status("VmHWM");
-  }
-
-  #status(field: "VmRSS" | "VmHWM"): number {
-    const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
-    const kib = new RegExp(`^${field}:\\s+(\\d+)\\s+kB$`, "m").exec(status)?.[1];
-    if (kib === undefined) throw new Error(`no ${field} in /proc/${this.pid}/status`);
-    return Number(kib);
+    return peakRssKiB(this.pid);
   }
 
   /** Sends a signal to a process still running. */
@@ -156,6 +127,19 @@ export class ServiceProcess {
       return "(no log)";
     }
   }
+}
+
+/** A process's resident set size in KiB, from /proc/<pid>/status. */
+export const rssKiB = (pid: number): number => procStatusKiB(pid, "VmRSS");
+
+/** A process's highest resident set size so far (the kernel's high-water mark, VmHWM), in KiB. */
+export const peakRssKiB = (pid: number): number => procStatusKiB(pid, "VmHWM");
+
+function procStatusKiB(pid: number, field: "VmRSS" | "VmHWM"): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kib = new RegExp(`^${field}:\\s+(\\d+)\\s+kB$`, "m").exec(status)?.[1];
+  if (kib === undefined) throw new Error(`no ${field} in /proc/${pid}/status`);
+  return Number(kib);
 }
 
 /**

@@ -6,6 +6,7 @@ import { DESIRED_HASH_ANNOTATION } from "../../src/api/labels.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import type { KubeObject } from "../../src/kube/object.ts";
 import { ensureNamespace } from "./hub.ts";
+import { rssKiB } from "./service-process.ts";
 import { knativeReleasesDir, sharedDir } from "./shared.ts";
 import { waitUntil } from "./wait.ts";
 
@@ -121,6 +122,15 @@ export class UpstreamOperator {
 
   get running(): boolean {
     return this.#running;
+  }
+
+  get pid(): number {
+    return this.#child.pid ?? -1;
+  }
+
+  /** Its resident set size in KiB, from /proc. */
+  rssKiB(): number {
+    return rssKiB(this.pid);
   }
 
   /** Stops it as a kubelet would: SIGTERM, SIGKILL after the grace period. */

@@ -3,6 +3,7 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, wr
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { parseDockerfile, readDockerfile, type Stage, stageEnv } from "../../support/dockerfile.ts";
 import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
 
 /**
@@ -10,50 +11,7 @@ import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
  * secrets; and its kodata script is run for real with a stand-in curl, to prove it lays the releases out
  * exactly like the upstream operator's kodata (../shared/knative-releases) from the right release URLs.
  */
-interface Instruction {
-  keyword: string;
-  args: string;
-  heredoc?: string;
-}
-interface Stage {
-  from: string;
-  name?: string;
-  instructions: Instruction[];
-}
-
-function parseDockerfile(text: string): { globalArgs: Instruction[]; stages: Stage[] } {
-  const lines = text.split("\n");
-  const globalArgs: Instruction[] = [];
-  const stages: Stage[] = [];
-  for (let i = 0; i < lines.length; i++) {
-    let line = lines[i]!;
-    if (/^\s*(#|$)/.test(line)) continue;
-    while (line.endsWith("\\")) line = `${line.slice(0, -1)} ${lines[++i]!.trim()}`;
-    const [, keyword = "", args = ""] = /^\s*(\S+)\s*(.*)$/.exec(line)!;
-    const instruction: Instruction = { keyword: keyword.toUpperCase(), args };
-    const heredoc = /<<-?'?(\w+)'?\s*$/.exec(args);
-    if (heredoc) {
-      const body: string[] = [];
-      while (lines[++i] !== heredoc[1]) {
-        if (i >= lines.length) throw new Error(`unterminated heredoc ${heredoc[1]}`);
-        body.push(lines[i]!);
-      }
-      instruction.heredoc = body.join("\n");
-    }
-    if (instruction.keyword === "FROM") {
-      const [, from = "", name] = /^(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$/i.exec(args)!;
-      stages.push({ from, name, instructions: [] });
-    } else if (stages.length === 0) {
-      if (instruction.keyword !== "ARG") throw new Error(`${instruction.keyword} before the first FROM`);
-      globalArgs.push(instruction);
-    } else {
-      stages.at(-1)!.instructions.push(instruction);
-    }
-  }
-  return { globalArgs, stages };
-}
-
-const dockerfile = parseDockerfile(readFileSync(join(repoRoot, "Dockerfile"), "utf8"));
+const dockerfile = readDockerfile();
 const argDefault = (name: string): string | undefined => {
   for (const arg of dockerfile.globalArgs) {
     const match = new RegExp(`^${name}=("?)(.*)\\1$`).exec(arg.args);
@@ -124,11 +82,26 @@ describe("Dockerfile", () => {
     expect(entrypoint.at(-1)).toBe(`/opt/knative-fleet/app/${bin}`);
     expect(entrypoint.slice(3, -1).every((arg) => arg.startsWith("--"))).toBe(true);
     expect(JSON.parse(runtime.instructions.find((i) => i.keyword === "CMD")!.args)).toEqual(["run"]);
-    const env = runtime.instructions
-      .filter((i) => i.keyword === "ENV")
-      .map((i) => i.args)
-      .join(" ");
-    expect(env).toContain("KO_DATA_PATH=/opt/knative-fleet/kodata");
+    expect(stageEnv(runtime).KO_DATA_PATH).toBe("/opt/knative-fleet/kodata");
+  });
+
+  it("its runtime environment is read as Docker reads ENV: pairs, quotes, escapes, continuation lines, the legacy form", () => {
+    const text = [
+      "FROM node:24-slim",
+      "ENV A=1 \\",
+      '    NODE_OPTIONS="--max-semi-space-size=1 --max-old-space-size=96" \\',
+      "    B='it''s' C=a\\ b",
+      "ENV LEGACY some value",
+      "ENV A=2",
+    ].join("\n");
+    expect(stageEnv(parseDockerfile(text).stages[0]!)).toEqual({
+      A: "2",
+      NODE_OPTIONS: "--max-semi-space-size=1 --max-old-space-size=96",
+      B: "its",
+      C: "a b",
+      LEGACY: "some value",
+    });
+    expect(() => stageEnv(parseDockerfile('FROM x\nENV A="open').stages[0]!)).toThrow("unterminated");
   });
 
   it("carries no secrets: no secret-like ARG/ENV, no copied credentials, a context that excludes everything else", () => {

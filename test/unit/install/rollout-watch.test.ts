@@ -1,59 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
-import { type DeploymentCache, RolloutWatches } from "../../../src/install/rollout-watch.ts";
+import { RolloutWatches } from "../../../src/install/rollout-watch.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import type { InformerHandler } from "../../../src/kube/informer.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { crObject } from "../../support/fleet-files.ts";
+import { HandCache } from "../../support/hand-cache.ts";
 
 // The rollout watches' bookkeeping over list-then-watch caches driven by hand: which watches run, when a
 // CR is woken, and what a failed watch leads to. The caches' own list/watch is kube/informer.ts's (tested
 // there and, with RolloutWatches, on the sandbox in test/integration/engine/rollout-watch.test.ts).
-
-class HandCache implements DeploymentCache {
-  readonly objects = new Map<string, KubeObject>();
-  readonly handlers: InformerHandler[] = [];
-  started = false;
-  stopped = false;
-  private syncedResolve: (() => void) | undefined;
-  private readonly synced = new Promise<void>((resolve) => {
-    this.syncedResolve = resolve;
-  });
-  readonly namespace: string;
-  readonly onError: (err: unknown) => void;
-
-  constructor(namespace: string, onError: (err: unknown) => void) {
-    this.namespace = namespace;
-    this.onError = onError;
-  }
-  on(handler: InformerHandler): void {
-    this.handlers.push(handler);
-  }
-  start(): void {
-    this.started = true;
-  }
-  stop(): void {
-    this.stopped = true;
-  }
-  hasSynced(): Promise<void> {
-    return this.synced;
-  }
-  list(): KubeObject[] {
-    return [...this.objects.values()];
-  }
-  /** The first list arrives with these Deployments. */
-  async sync(...objects: KubeObject[]): Promise<void> {
-    for (const o of objects) this.put(o);
-    this.syncedResolve!();
-    await this.synced;
-    await Promise.resolve();
-  }
-  put(object: KubeObject): void {
-    const previous = this.objects.get(object.metadata.name!);
-    this.objects.set(object.metadata.name!, object);
-    for (const h of this.handlers) h(previous ? "MODIFIED" : "ADDED", object, previous);
-  }
-}
 
 const deployment = (namespace: string, name: string, available = false): KubeObject => ({
   apiVersion: "apps/v1",
@@ -83,7 +38,7 @@ const SERVING_DESIRED = [
 const CLIENT = {} as KubeClient; // never used: the caches are opened by hand
 
 function setUp(now = { ms: 0 }) {
-  const caches: HandCache[] = [];
+  const caches: HandCache<string>[] = [];
   const woken: string[] = [];
   const watches = new RolloutWatches({
     wake: (r) => woken.push(`${r.kind}/${r.metadata.name}`),
@@ -95,7 +50,7 @@ function setUp(now = { ms: 0 }) {
       return cache;
     },
   });
-  const cache = (namespace: string) => caches.filter((c) => c.namespace === namespace && !c.stopped);
+  const cache = (namespace: string) => caches.filter((c) => c.opened === namespace && !c.stopped);
   return { watches, caches, cache, woken, now };
 }
 
@@ -103,7 +58,7 @@ describe("RolloutWatches", () => {
   it("watches each namespace the install has Deployments in, once, and starts the watch", () => {
     const { watches, caches } = setUp();
     expect(watches.await("spoke-1", CLIENT, SERVING, SERVING_DESIRED)).toBe(true);
-    expect(caches.map((c) => c.namespace)).toEqual(["knative-serving", "kourier-system"]);
+    expect(caches.map((c) => c.opened)).toEqual(["knative-serving", "kourier-system"]);
     expect(caches.every((c) => c.started)).toBe(true);
     watches.await("spoke-1", CLIENT, SERVING, SERVING_DESIRED); // the next pass while still rolling out
     expect(caches).toHaveLength(2);

@@ -1,0 +1,176 @@
+import { describe, expect, it } from "vitest";
+import {
+  crdSelection,
+  isCrdEstablished,
+  notEstablished,
+  type OpenCrdCache,
+  waitEstablished,
+} from "../../../src/apply/established.ts";
+import type { Selection } from "../../../src/kube/client.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
+import { FakeKube } from "../../support/fake-kube.ts";
+import { HandCache } from "../../support/hand-cache.ts";
+
+// The CRD Established wait over list-then-watch caches driven by hand: when it ends, what it selects, that
+// its watch is stopped, and what a failed watch leads to (polling, here against the in-memory API server).
+// The cache's own list/watch is kube/informer.ts's; the wait runs on the sandbox in every install test.
+
+const LABELS = { "app.kubernetes.io/managed-by": "knative-fleet", "knative.dev/cr-name": "serving" };
+
+const crd = (name: string, established?: boolean): KubeObject => ({
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name, labels: LABELS },
+  spec: { group: name.split(".").slice(1).join("."), names: { kind: "X" } },
+  ...(established === undefined
+    ? {}
+    : {
+        status: {
+          conditions: [
+            { type: "NamesAccepted", status: "True" },
+            { type: "Established", status: established ? "True" : "False" },
+          ],
+        },
+      }),
+});
+
+function handOpener(): { open: OpenCrdCache; caches: HandCache<Selection>[] } {
+  const caches: HandCache<Selection>[] = [];
+  return {
+    caches,
+    open: (_client, selection, onError) => {
+      const cache = new HandCache(selection, onError);
+      caches.push(cache);
+      return cache;
+    },
+  };
+}
+
+/** Whether the promise has settled after the pending microtasks ran. */
+async function settled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  promise.then(
+    () => {
+      done = true;
+    },
+    () => {
+      done = true;
+    },
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  return done;
+}
+
+const client = new FakeKube().client;
+
+describe("isCrdEstablished / notEstablished", () => {
+  it("needs an Established=True condition; a CRD without status, with False or missing is waited for", () => {
+    expect(isCrdEstablished(crd("a.x.dev", true))).toBe(true);
+    expect(isCrdEstablished(crd("a.x.dev", false))).toBe(false);
+    expect(isCrdEstablished(crd("a.x.dev"))).toBe(false);
+    expect(isCrdEstablished(undefined)).toBe(false);
+    expect(isCrdEstablished({ ...crd("a.x.dev"), status: { conditions: "Established" } })).toBe(false);
+    expect(
+      notEstablished(["a.x.dev", "b.x.dev", "c.x.dev"], [crd("a.x.dev", true), crd("b.x.dev", false)]),
+    ).toEqual(["b.x.dev", "c.x.dev"]);
+  });
+});
+
+describe("crdSelection", () => {
+  it("picks one CRD by name and by the set's labels", () => {
+    expect(crdSelection(["images.caching.internal.knative.dev"], LABELS)).toEqual({
+      labelSelector: "app.kubernetes.io/managed-by=knative-fleet,knative.dev/cr-name=serving",
+      fieldSelector: "metadata.name=images.caching.internal.knative.dev",
+    });
+  });
+
+  it("picks several by the labels only: a field selector takes one value", () => {
+    expect(crdSelection(["a.x.dev", "b.x.dev"], LABELS)).toEqual({
+      labelSelector: "app.kubernetes.io/managed-by=knative-fleet,knative.dev/cr-name=serving",
+    });
+  });
+});
+
+describe("waitEstablished", () => {
+  it("ends when the last CRD is Established, not before, and stops its one watch", async () => {
+    const { open, caches } = handOpener();
+    const waiting = waitEstablished(client, [crd("a.x.dev"), crd("b.x.dev")], {
+      timeoutMs: 5_000,
+      labels: LABELS,
+      open,
+    });
+    expect(caches).toHaveLength(1);
+    const [cache] = caches as [HandCache<Selection>];
+    expect(cache.started).toBe(true);
+    expect(cache.opened.labelSelector).toContain("knative.dev/cr-name=serving");
+    await cache.sync(crd("a.x.dev", true), crd("b.x.dev", false));
+    expect(await settled(waiting)).toBe(false);
+    expect(cache.stopped).toBe(false);
+    cache.put(crd("b.x.dev", true));
+    await waiting;
+    expect(cache.stopped).toBe(true);
+  });
+
+  it("ends at the list when every CRD is already Established (no watch event needed)", async () => {
+    const { open, caches } = handOpener();
+    const waiting = waitEstablished(client, [crd("a.x.dev")], { timeoutMs: 5_000, labels: LABELS, open });
+    await caches[0]!.sync(crd("a.x.dev", true));
+    await waiting;
+    expect(caches[0]!.stopped).toBe(true);
+  });
+
+  it("opens nothing when no CRD is waited for", async () => {
+    const { open, caches } = handOpener();
+    await waitEstablished(client, [], { timeoutMs: 5_000, labels: LABELS, open });
+    expect(caches).toEqual([]);
+  });
+
+  it("fails after the timeout naming a CRD still not Established, its watch stopped", async () => {
+    const { open, caches } = handOpener();
+    const waiting = waitEstablished(client, [crd("a.x.dev"), crd("b.x.dev")], {
+      timeoutMs: 50,
+      labels: LABELS,
+      open,
+    });
+    await caches[0]!.sync(crd("a.x.dev", true), crd("b.x.dev", false));
+    await expect(waiting).rejects.toThrow(
+      "CustomResourceDefinition.apiextensions.k8s.io b.x.dev did not become Established within 0.05s",
+    );
+    expect(caches[0]!.stopped).toBe(true);
+  });
+
+  it("a failed watch is stopped, reported, and the wait goes on by polling the CRDs not yet seen Established", async () => {
+    const kube = new FakeKube().serveKindsOf([crd("a.x.dev")]);
+    await kube.client.apply(crd("b.x.dev"));
+    kube.resetCounts();
+    const { open, caches } = handOpener();
+    const errors: unknown[] = [];
+    const waiting = waitEstablished(kube.client, [crd("a.x.dev"), crd("b.x.dev")], {
+      timeoutMs: 5_000,
+      labels: LABELS,
+      open,
+      onWatchError: (err) => errors.push(err),
+      pollMs: 1,
+    });
+    await caches[0]!.sync(crd("a.x.dev", true));
+    caches[0]!.onError(new Error("watch refused"));
+    await waiting;
+    expect(caches[0]!.stopped).toBe(true);
+    expect(errors).toEqual([new Error("watch refused")]);
+    // Only b was read: a had been seen Established by the watch.
+    expect(kube.requests().reads).toBe(1);
+  });
+
+  it("the polling fallback keeps the deadline", async () => {
+    const kube = new FakeKube().serveKindsOf([crd("a.x.dev")]);
+    const { open, caches } = handOpener();
+    const waiting = waitEstablished(kube.client, [crd("missing.x.dev")], {
+      timeoutMs: 30,
+      labels: LABELS,
+      open,
+      pollMs: 5,
+    });
+    caches[0]!.onError(new Error("list refused"));
+    await expect(waiting).rejects.toThrow("missing.x.dev did not become Established within 0.03s");
+  });
+});
