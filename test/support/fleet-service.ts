@@ -83,6 +83,8 @@ export interface FleetProcessOptions {
   env?: Record<string, string>;
   /** The CLI script run (default src/cli.ts; dist/cli.js is what the image runs). */
   entry?: string;
+  /** Node's own flags before the script. */
+  nodeArgs?: readonly string[];
 }
 
 /** `knative-fleet run` as a real process against the sandbox's hub, with its own metrics port. */
@@ -104,5 +106,6 @@ export function startFleetProcess(options: FleetProcessOptions): ServiceProcess 
     metricsPort,
     logFile: join(scratch, `${name}.log`),
     ...(options.entry === undefined ? {} : { entry: options.entry }),
+    ...(options.nodeArgs === undefined ? {} : { nodeArgs: options.nodeArgs }),
   });
 }
