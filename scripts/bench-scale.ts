@@ -9,7 +9,7 @@
 // Then the slopes over N (least squares): MiB of settled RSS and heap per additional CR/cluster, and MiB of
 // peak per install in progress.
 // The process runs as the image runs it: the built CLI (dist/cli.js; `npm run build` first) with the
-// Node settings of the Dockerfile's runtime stage (NODE_ENV, NODE_OPTIONS, MALLOC_*).
+// Node settings of the Dockerfile's runtime stage (NODE_ENV, NODE_OPTIONS, MALLOC_*, the entrypoint's node flags).
 // Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-scale.ts [counts=1,5,10,20] [workers=4] [idleSeconds=60]
 // BENCH_HEAP_SNAPSHOTS=<dir> also writes a heap snapshot of the process at the end of each N (after the
 // figures are taken: a snapshot collects garbage and allocates), to diff what is kept per cluster.
@@ -27,7 +27,7 @@ import { readSandbox, type Sandbox } from "../test/sandbox/sandbox.ts";
 import { startFleetProcess } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
-import { imageRuntimeEnv } from "../test/support/image-env.ts";
+import { imageRuntime } from "../test/support/image-env.ts";
 import type { ServiceProcess } from "../test/support/service-process.ts";
 import { repoRoot } from "../test/support/shared.ts";
 import { cleanSpokes } from "../test/support/spokes.ts";
@@ -41,7 +41,7 @@ const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
 const MiB = 1024 * 1024;
 const ENTRY = join(repoRoot, "dist", "cli.js");
 if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run npm run build first`);
-const runtimeEnv = imageRuntimeEnv();
+const runtime = imageRuntime();
 
 interface Requests {
   hubReads: number;
@@ -146,13 +146,16 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
     scratch,
     name: "service",
     entry: ENTRY,
+    nodeArgs: runtime.nodeArgs,
     env: {
-      ...runtimeEnv,
+      ...runtime.env,
       NODE_OPTIONS: [
-        runtimeEnv.NODE_OPTIONS,
+        runtime.env.NODE_OPTIONS,
         `--import=${counterModule(scratch)}`,
         ...(heapSnapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${heapSnapshots}`] : []),
-      ].join(" "),
+      ]
+        .filter((option) => option !== undefined)
+        .join(" "),
       BENCH_REQUEST_COUNTS: countsFile,
       BENCH_REST_MODULE: pathToFileURL(join(repoRoot, "dist", "kube", "rest.js")).href,
     },
@@ -274,7 +277,8 @@ const f = (x: number, digits = 1) => x.toFixed(digits);
 const rw = (reads: number, writes: number) => `${f(reads)} / ${f(writes)}`;
 console.log(
   `\nServing 1.22 + Kourier on N spokes at once; ${workers} workers, 1 per spoke; idle window ${idleSeconds} s; ` +
-    `dist/cli.js with ${Object.entries(runtimeEnv)
+    `node ${[...runtime.nodeArgs, "dist/cli.js"].join(" ")} with ` +
+    `${Object.entries(runtime.env)
       .map(([k, v]) => `${k}=${v}`)
       .join(" ")} (the Dockerfile's)`,
 );
