@@ -10,7 +10,7 @@
 // peak per install in progress.
 // The process runs as the image runs it: the built CLI (dist/cli.js; `npm run build` first) with the
 // Node settings of the Dockerfile's runtime stage (NODE_ENV, NODE_OPTIONS, MALLOC_*, the entrypoint's node flags).
-// Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-scale.ts [counts=1,5,10,20] [workers=4] [idleSeconds=60]
+// Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-scale.ts [counts=1,5,10,20] [workers=4] [idleSeconds=180]
 // BENCH_HEAP_SNAPSHOTS=<dir> also writes a heap snapshot of the process at the end of each N (after the
 // figures are taken: a snapshot collects garbage and allocates), to diff what is kept per cluster.
 // The sandbox needs at least max(counts) spokes (`npm run sandbox -- up --spokes 20 --light` for 20).
@@ -34,7 +34,8 @@ import { cleanSpokes } from "../test/support/spokes.ts";
 
 const counts = (process.argv[2] ?? "1,5,10,20").split(",").map(Number);
 const workers = Number(process.argv[3] ?? 4);
-const idleSeconds = Number(process.argv[4] ?? 60);
+// V8 gives back the pages an install used only after minutes of quiet: a shorter window misses it.
+const idleSeconds = Number(process.argv[4] ?? 180);
 const heapSnapshots = process.env.BENCH_HEAP_SNAPSHOTS;
 const REPO = "bench-scale";
 const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
