@@ -3,13 +3,23 @@
 // of a running sandbox at once, and printed per N: time from the push until every CR is Ready (first,
 // median, last), requests the controller sent to the hub and to the spokes per install and per idle
 // minute after (reads = GET, writes = the rest), the cost of one no-op reconcile per CR (what the 5-minute
-// drift resync costs; forced here by annotating every hub CR), and the controller's RSS and CPU time.
-// Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-scale.ts [counts=1,5,10,20] [workers=4] [idleSeconds=60]
+// drift resync costs; forced here by annotating every hub CR), the controller's CPU time, and its memory:
+// RSS at start, peak (VmHWM) and settled (the lowest RSS of the idle window after every CR is Ready, once
+// V8's memory reducer has collected what the installs left), and the V8 heap used, settled the same way.
+// Then the slopes over N (least squares): MiB of settled RSS and heap per additional CR/cluster, and MiB of
+// peak per install in progress.
+// The process runs as the image runs it: the built CLI (dist/cli.js; `npm run build` first) with the
+// Node settings of the Dockerfile's runtime stage (NODE_ENV, NODE_OPTIONS, MALLOC_*, the entrypoint's node flags).
+// Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-scale.ts [counts=1,5,10,20] [workers=4] [idleSeconds=180]
+// BENCH_HEAP_SNAPSHOTS=<dir> also writes a heap snapshot of the process at the end of each N (after the
+// figures are taken: a snapshot collects garbage and allocates), to diff what is kept per cluster.
 // The sandbox needs at least max(counts) spokes (`npm run sandbox -- up --spokes 20 --light` for 20).
-import { mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { stripTypeScriptTypes } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { pathToFileURL } from "node:url";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
 import { dropHubCrs, FLEET_NAMESPACE, isReady, servingFile } from "../test/integration/scale/support.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
@@ -17,14 +27,22 @@ import { readSandbox, type Sandbox } from "../test/sandbox/sandbox.ts";
 import { startFleetProcess } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
+import { imageRuntime } from "../test/support/image-env.ts";
+import type { ServiceProcess } from "../test/support/service-process.ts";
 import { repoRoot } from "../test/support/shared.ts";
 import { cleanSpokes } from "../test/support/spokes.ts";
 
 const counts = (process.argv[2] ?? "1,5,10,20").split(",").map(Number);
 const workers = Number(process.argv[3] ?? 4);
-const idleSeconds = Number(process.argv[4] ?? 60);
+// V8 gives back the pages an install used only after minutes of quiet: a shorter window misses it.
+const idleSeconds = Number(process.argv[4] ?? 180);
+const heapSnapshots = process.env.BENCH_HEAP_SNAPSHOTS;
 const REPO = "bench-scale";
 const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
+const MiB = 1024 * 1024;
+const ENTRY = join(repoRoot, "dist", "cli.js");
+if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run npm run build first`);
+const runtime = imageRuntime();
 
 interface Requests {
   hubReads: number;
@@ -43,6 +61,9 @@ interface Row {
   noopPerCr: Requests;
   rssStartMiB: number;
   rssPeakMiB: number;
+  rssSettledMiB: number;
+  heapStartMiB: number;
+  heapSettledMiB: number;
   cpuInstallS: number;
   cpuIdlePercent: number;
 }
@@ -85,6 +106,26 @@ const minus = (a: Requests, b: Requests, per = 1): Requests => ({
   spokeWrites: (a.spokeWrites - b.spokeWrites) / per,
 });
 
+/** A field of /proc/<pid>/status in MiB (VmRSS: resident now; VmHWM: the peak since the process started). */
+function statusMiB(pid: number, field: "VmRSS" | "VmHWM"): number {
+  const kib = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(
+    readFileSync(`/proc/${pid}/status`, "utf8"),
+  )?.[1];
+  if (kib === undefined) throw new Error(`no ${field} in /proc/${pid}/status`);
+  return Number(kib) / 1024;
+}
+
+/**
+ * The request counter, with its types stripped here: loading a .ts file would load Node's type stripper
+ * into the measured process (about 17 MiB of RSS the image does not have).
+ */
+function counterModule(scratch: string): string {
+  const source = readFileSync(join(repoRoot, "scripts", "bench-scale-counter.ts"), "utf8");
+  const file = join(scratch, "bench-scale-counter.mjs");
+  writeFileSync(file, stripTypeScriptTypes(source));
+  return file;
+}
+
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND; // utime + stime
@@ -105,19 +146,30 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
     config: { workers, workersPerCluster: 1 },
     scratch,
     name: "service",
+    entry: ENTRY,
+    nodeArgs: runtime.nodeArgs,
     env: {
-      NODE_OPTIONS: `--import=${join(repoRoot, "scripts", "bench-scale-counter.ts")}`,
+      ...runtime.env,
+      NODE_OPTIONS: [
+        runtime.env.NODE_OPTIONS,
+        `--import=${counterModule(scratch)}`,
+        ...(heapSnapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${heapSnapshots}`] : []),
+      ]
+        .filter((option) => option !== undefined)
+        .join(" "),
       BENCH_REQUEST_COUNTS: countsFile,
+      BENCH_REST_MODULE: pathToFileURL(join(repoRoot, "dist", "kube", "rest.js")).href,
     },
   });
+  const heapUsedMiB = async () => ((await service.metric("nodejs_heap_size_used_bytes")) ?? Number.NaN) / MiB;
   try {
     while ((await service.get("/readyz")).status !== 200) {
       if (!service.running) throw new Error(`the service exited:\n${service.logTail()}`);
       await sleep(200);
     }
     await sleep(6_000); // the first sync of the empty repository, so it is not counted as install work
-    const rssStartMiB = service.rssKiB() / 1024;
-    let rssPeakMiB = rssStartMiB;
+    const rssStartMiB = statusMiB(service.pid, "VmRSS");
+    const heapStartMiB = await heapUsedMiB();
     const before = requestsIn(countsFile, sandbox.hub.server);
     const cpuBefore = cpuSeconds(service.pid);
     const files = Object.assign({}, ...spokes.map((s) => servingFile(s)));
@@ -130,15 +182,17 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
         if (!readyAt.has(s) && (await isReady(hub, "KnativeServing", `serving-${s}`)))
           readyAt.set(s, (performance.now() - pushedAt) / 1000);
       }
-      rssPeakMiB = Math.max(rssPeakMiB, service.rssKiB() / 1024);
       await sleep(250);
     }
     await sleep(1_000); // the last status write lands
     const afterInstall = requestsIn(countsFile, sandbox.hub.server);
     const cpuInstall = cpuSeconds(service.pid);
     const idleStart = performance.now();
+    let rssSettledMiB = Number.POSITIVE_INFINITY;
+    let heapSettledMiB = Number.POSITIVE_INFINITY;
     while (performance.now() - idleStart < idleSeconds * 1000) {
-      rssPeakMiB = Math.max(rssPeakMiB, service.rssKiB() / 1024);
+      rssSettledMiB = Math.min(rssSettledMiB, statusMiB(service.pid, "VmRSS"));
+      heapSettledMiB = Math.min(heapSettledMiB, await heapUsedMiB());
       await sleep(1_000);
     }
     const afterIdle = requestsIn(countsFile, sandbox.hub.server);
@@ -150,6 +204,8 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
       });
     }
     const afterNoop = await settledRequests(countsFile, sandbox.hub.server);
+    const rssPeakMiB = statusMiB(service.pid, "VmHWM");
+    if (heapSnapshots) await heapSnapshot(service, heapSnapshots, n);
     const times = [...readyAt.values()].sort((a, b) => a - b);
     return {
       spokes: n,
@@ -161,6 +217,9 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
       noopPerCr: minus(afterNoop, afterIdle, n),
       rssStartMiB,
       rssPeakMiB,
+      rssSettledMiB,
+      heapStartMiB,
+      heapSettledMiB,
       cpuInstallS: cpuInstall - cpuBefore,
       cpuIdlePercent: ((cpuIdle - cpuInstall) / idleSeconds) * 100,
     };
@@ -169,6 +228,33 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
     await dropHubCrs(hub);
     await git.close();
   }
+}
+
+/** SIGUSR2 (--heapsnapshot-signal) and waits until the snapshot is written; renames it after N. */
+async function heapSnapshot(service: ServiceProcess, dir: string, n: number): Promise<void> {
+  const written = () =>
+    readdirSync(dir).filter((f) => f.endsWith(".heapsnapshot") && f.includes(`.${service.pid}.`));
+  service.kill("SIGUSR2");
+  for (let size = -1; ; ) {
+    await sleep(2_000);
+    const file = written()[0];
+    if (file === undefined) continue;
+    const now = readFileSync(join(dir, file)).length;
+    if (now === size) {
+      renameSync(join(dir, file), join(dir, `bench-scale-${n}-spokes.heapsnapshot`));
+      return;
+    }
+    size = now;
+  }
+}
+
+/** Least-squares slope of y over x. */
+function slope(xs: number[], ys: number[]): number {
+  const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
+  const mx = mean(xs);
+  const my = mean(ys);
+  const sxx = xs.reduce((a, x) => a + (x - mx) ** 2, 0);
+  return xs.reduce((a, x, i) => a + (x - mx) * (ys[i]! - my), 0) / sxx;
 }
 
 const stateDir = process.env[SANDBOX_ENV];
@@ -191,12 +277,16 @@ for (const n of counts) {
 const f = (x: number, digits = 1) => x.toFixed(digits);
 const rw = (reads: number, writes: number) => `${f(reads)} / ${f(writes)}`;
 console.log(
-  `\nServing 1.22 + Kourier on N spokes at once; ${workers} workers, 1 per spoke; idle window ${idleSeconds} s`,
+  `\nServing 1.22 + Kourier on N spokes at once; ${workers} workers, 1 per spoke; idle window ${idleSeconds} s; ` +
+    `node ${[...runtime.nodeArgs, "dist/cli.js"].join(" ")} with ` +
+    `${Object.entries(runtime.env)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(" ")} (the Dockerfile's)`,
 );
 console.log(
-  "| spokes | Ready first / median / all (s) | hub req per install (r/w) | spoke req per install (r/w) | hub req per idle min (r/w) | spoke req per idle min (r/w) | no-op reconcile per CR, hub / spoke (r/w) | RSS start / peak (MiB) | CPU install (s) | CPU idle |",
+  "| spokes | Ready first / median / all (s) | hub req per install (r/w) | spoke req per install (r/w) | hub req per idle min (r/w) | spoke req per idle min (r/w) | no-op reconcile per CR, hub / spoke (r/w) | RSS start / peak / settled (MiB) | V8 heap used start / settled (MiB) | CPU install (s) | CPU idle |",
 );
-console.log("|---|---|---|---|---|---|---|---|---|---|");
+console.log("|---|---|---|---|---|---|---|---|---|---|---|");
 for (const r of rows) {
   console.log(
     `| ${r.spokes} | ${f(r.readyFirstS)} / ${f(r.readyMedianS)} / ${f(r.readyAllS)} | ` +
@@ -204,6 +294,16 @@ for (const r of rows) {
       `${rw(r.idlePerMinute.hubReads, r.idlePerMinute.hubWrites)} | ` +
       `${rw(r.idlePerMinute.spokeReads, r.idlePerMinute.spokeWrites)} | ` +
       `${rw(r.noopPerCr.hubReads, r.noopPerCr.hubWrites)}; ${rw(r.noopPerCr.spokeReads, r.noopPerCr.spokeWrites)} | ` +
-      `${f(r.rssStartMiB, 0)} / ${f(r.rssPeakMiB, 0)} | ${f(r.cpuInstallS)} | ${f(r.cpuIdlePercent)} % |`,
+      `${f(r.rssStartMiB, 0)} / ${f(r.rssPeakMiB, 0)} / ${f(r.rssSettledMiB, 0)} | ` +
+      `${f(r.heapStartMiB)} / ${f(r.heapSettledMiB)} | ${f(r.cpuInstallS)} | ${f(r.cpuIdlePercent)} % |`,
+  );
+}
+if (rows.length > 1) {
+  const xs = rows.map((r) => r.spokes);
+  const per = (y: (r: Row) => number) => f(slope(xs, rows.map(y)), 2);
+  console.log(
+    `\nPer additional CR/cluster (slope over N): settled RSS ${per((r) => r.rssSettledMiB)} MiB, ` +
+      `settled V8 heap used ${per((r) => r.heapSettledMiB)} MiB; peak RSS per install in progress ` +
+      `${per((r) => r.rssPeakMiB)} MiB`,
   );
 }

@@ -43,7 +43,8 @@ interface NamespaceWatch {
 interface Waiter {
   resource: KnativeResource;
   cluster: string;
-  desired: readonly KubeObject[];
+  /** The install's desired Deployments: all a wait needs of its desired objects, kept while it rolls out. */
+  deployments: readonly KubeObject[];
   namespaces: string[];
   woken: boolean;
 }
@@ -103,7 +104,8 @@ export class RolloutWatches {
     const key = crKey(resource);
     // The CR may have moved to another cluster: keep only the watches it still needs.
     this.leave(key, this.waiters.get(key)?.cluster === cluster ? namespaces : []);
-    this.waiters.set(key, { resource, cluster, desired, namespaces, woken: false });
+    const deployments = desired.filter((o) => o.kind === "Deployment");
+    this.waiters.set(key, { resource, cluster, deployments, namespaces, woken: false });
     for (const ns of namespaces) this.join(cluster, client, ns, key);
     this.check(key);
     return true;
@@ -168,8 +170,8 @@ export class RolloutWatches {
   private check(key: string): void {
     const waiter = this.waiters.get(key);
     if (!waiter || waiter.woken) return;
-    const live = this.cached(waiter.cluster, waiter.resource, waiter.desired);
-    if (!live || unavailableDeployments(waiter.desired, live).length > 0) return;
+    const live = this.cached(waiter.cluster, waiter.resource, waiter.deployments);
+    if (!live || unavailableDeployments(waiter.deployments, live).length > 0) return;
     waiter.woken = true;
     this.options.wake(waiter.resource);
   }

@@ -1,3 +1,4 @@
+import { createSecureContext } from "node:tls";
 import { Agent, type Dispatcher, ProxyAgent } from "undici";
 import type { RestTransport } from "./rest.ts";
 
@@ -46,7 +47,9 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * tls-server-name, insecure-skip-tls-verify, an http or https proxy-url (CONNECT tunnel) and
  * disable-compression (responses are never asked compressed then). One connection pool per client
  * certificate: a certificate belongs to a connection, so a new one needs new connections, and the old pool
- * closes once its requests finish; tokens travel in a header and share the pool.
+ * closes once its requests finish; tokens travel in a header and share the pool. The pool's connections
+ * share one TLS context (CA, client certificate): left to itself, every TLS connection builds its own
+ * OpenSSL context from the PEM, a few hundred KiB of native memory each, left fragmented after an install.
  */
 export class KubeTransport implements RestTransport {
   readonly server: string;
@@ -93,9 +96,11 @@ export class KubeTransport implements RestTransport {
     const previous = this.#pool?.dispatcher;
     const { caData, tlsServerName, insecureSkipTlsVerify, proxyUrl } = this.#connection;
     const tls = {
-      ...(caData === undefined ? {} : { ca: Buffer.from(caData, "base64").toString("utf8") }),
+      secureContext: createSecureContext({
+        ...(caData === undefined ? {} : { ca: Buffer.from(caData, "base64").toString("utf8") }),
+        ...(certificate ?? {}),
+      }),
       ...(tlsServerName === undefined ? {} : { servername: tlsServerName }),
-      ...(certificate ?? {}),
       rejectUnauthorized: !insecureSkipTlsVerify,
     };
     const timeout = this.#options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;

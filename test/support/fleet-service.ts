@@ -81,6 +81,10 @@ export interface FleetProcessOptions {
   name: string;
   /** More environment (POD_NAME, NODE_OPTIONS, ...). */
   env?: Record<string, string>;
+  /** The CLI script run (default src/cli.ts; dist/cli.js is what the image runs). */
+  entry?: string;
+  /** Node's own flags before the script. */
+  nodeArgs?: readonly string[];
 }
 
 /** `knative-fleet run` as a real process against the sandbox's hub, with its own metrics port. */
@@ -101,5 +105,7 @@ export function startFleetProcess(options: FleetProcessOptions): ServiceProcess 
     },
     metricsPort,
     logFile: join(scratch, `${name}.log`),
+    ...(options.entry === undefined ? {} : { entry: options.entry }),
+    ...(options.nodeArgs === undefined ? {} : { nodeArgs: options.nodeArgs }),
   });
 }
