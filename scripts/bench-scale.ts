@@ -9,7 +9,7 @@
 // Then the slopes over N (least squares): MiB of settled RSS and heap per additional CR/cluster, and MiB of
 // peak per install in progress.
 // The process runs as the image runs it: the built CLI (dist/cli.js; `npm run build` first) with the
-// Node settings of the Dockerfile's runtime stage (NODE_ENV, NODE_OPTIONS, MALLOC_*, the entrypoint's node flags).
+// Node settings of the Dockerfile (the entrypoint's node flags, NODE_ENV/NODE_OPTIONS/MALLOC_*) and its compiled releases.
 // Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-scale.ts [counts=1,5,10,20] [workers=4] [idleSeconds=180]
 // BENCH_HEAP_SNAPSHOTS=<dir> also writes a heap snapshot of the process at the end of each N (after the
 // figures are taken: a snapshot collects garbage and allocates), to diff what is kept per cluster.
@@ -24,10 +24,10 @@ import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
 import { dropHubCrs, FLEET_NAMESPACE, isReady, servingFile } from "../test/integration/scale/support.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox, type Sandbox } from "../test/sandbox/sandbox.ts";
+import { imageRuntime } from "../test/support/dockerfile.ts";
 import { startFleetProcess } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
-import { imageRuntime } from "../test/support/image-env.ts";
 import type { ServiceProcess } from "../test/support/service-process.ts";
 import { repoRoot } from "../test/support/shared.ts";
 import { cleanSpokes } from "../test/support/spokes.ts";
@@ -42,7 +42,8 @@ const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
 const MiB = 1024 * 1024;
 const ENTRY = join(repoRoot, "dist", "cli.js");
 if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run npm run build first`);
-const runtime = imageRuntime();
+// The image's node flags and runtime environment, and its compiled releases (test/support/dockerfile.ts).
+const runtime = imageRuntime(mkdtempSync(join(tmpdir(), "bench-scale-image-")));
 
 interface Requests {
   hubReads: number;

@@ -99,26 +99,33 @@ function shellWords(text: string): string[] {
   return words;
 }
 
+/** What of the runtime stage's environment changes how Node and its allocator run. */
+const RUNTIME_ENV = /^(NODE_ENV|NODE_OPTIONS|MALLOC_[A-Z_]+)$/;
+
 /**
  * How the image runs the CLI, read from the Dockerfile (their one home): Node's flags from the runtime
- * stage's ENTRYPOINT (V8 refuses some of them in NODE_OPTIONS), the environment that tunes the runtime
- * (NODE_OPTIONS, MALLOC_ARENA_MAX), and the releases compiled at build time: `scratch` gets a kodata directory
- * linking the shared releases, compiled by the built CLI as the image's build does. Benchmarks run
- * `dist/cli.js` with these so their figures are the image's.
+ * stage's exec-form ENTRYPOINT (`node <flags> .../cli.js`; V8 refuses some of them in NODE_OPTIONS), the
+ * environment that tunes the runtime (NODE_ENV, NODE_OPTIONS, MALLOC_*), and the releases compiled at build
+ * time: `scratch` gets a kodata directory linking the shared releases, compiled by the built CLI as the
+ * image's build does (KO_DATA_PATH). Benchmarks run `dist/cli.js` with these so their figures are the image's.
  */
 export function imageRuntime(scratch: string): { nodeArgs: string[]; env: Record<string, string> } {
   const runtime = readDockerfile().stages.at(-1)!;
   const entrypoint = runtime.instructions.findLast((i) => i.keyword === "ENTRYPOINT");
-  if (entrypoint === undefined) throw new Error("the Dockerfile's runtime stage has no ENTRYPOINT");
-  const command = JSON.parse(entrypoint.args) as string[];
-  const nodeArgs = command.slice(command.indexOf("node") + 1).filter((arg) => arg.startsWith("--"));
+  const command = entrypoint === undefined ? [] : (JSON.parse(entrypoint.args) as string[]);
+  const node = command.findIndex((arg) => arg === "node" || arg.endsWith("/node"));
+  const script = command.findIndex((arg) => arg.endsWith("cli.js"));
+  if (node < 0 || script < node)
+    throw new Error(
+      "the Dockerfile's runtime stage has no exec-form ENTRYPOINT running node <flags> .../cli.js",
+    );
   const env = Object.fromEntries(
-    Object.entries(stageEnv(runtime)).filter(([name]) => ["NODE_OPTIONS", "MALLOC_ARENA_MAX"].includes(name)),
+    Object.entries(stageEnv(runtime)).filter(([name]) => RUNTIME_ENV.test(name)),
   );
   const kodata = join(scratch, "kodata");
   mkdirSync(kodata, { recursive: true });
   for (const entry of readdirSync(knativeReleasesDir(), { withFileTypes: true }))
     if (entry.isDirectory()) symlinkSync(join(knativeReleasesDir(), entry.name), join(kodata, entry.name));
   execFileSync(process.execPath, [join(repoRoot, "dist", "cli.js"), "compile-kodata", "--kodata", kodata]);
-  return { nodeArgs, env: { ...env, KO_DATA_PATH: kodata } };
+  return { nodeArgs: command.slice(node + 1, script), env: { ...env, KO_DATA_PATH: kodata } };
 }
