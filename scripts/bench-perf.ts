@@ -11,13 +11,18 @@
 // knative-fleet also the step timeline from its debug log; then a table of both.
 // Usage: [KNATIVE_FLEET_SANDBOX=<state dir>] node scripts/bench-perf.ts [--only knative-fleet|upstream]
 //        [--idle-seconds 120] [--poll-interval 1s] [--keep] [--entry dist|src|<cli script>]
-//        [--node-args="<more node flags>"]
+//        [--node-args="<more node flags>"] [--scale 1,5,10,20]
+// --scale then runs scripts/bench-scale.ts on the same sandbox in the same run, for the 1/5/10/20-spoke
+// table (its own process, so the two benches keep one home each); a sandbox this bench starts itself then
+// has that many light spokes (test/sandbox/sandbox.ts LIGHT_SPOKE_CONTROLLERS), the side by side runs on two of them;
+// --keep does not apply then (bench-scale starts from cleared spokes).
 // --entry dist (the default) runs the built CLI (npm run build) as the image does: the node flags of the
 // Dockerfile's ENTRYPOINT, the environment of its runtime stage, releases compiled by compile-kodata; src runs src/cli.ts; a path runs that CLI script
 // (another checkout, for a before/after comparison). --poll-interval is both implementations'
 // --remote-deployments-poll-interval.
 // Without KNATIVE_FLEET_SANDBOX a fresh sandbox is started in a temp dir and stopped at the end; with it the
 // spokes are cleared of earlier installs of the workload first. --keep leaves the last installs in place.
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -31,6 +36,7 @@ import { isDeploymentAvailable } from "../src/install/health.ts";
 import type { KubeClient } from "../src/kube/client.ts";
 import { Informer } from "../src/kube/informer.ts";
 import { type ObjectRef, refKey, refOf } from "../src/kube/object.ts";
+import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { down, readSandbox, type Sandbox, up } from "../test/sandbox/sandbox.ts";
 import { imageRuntime } from "../test/support/dockerfile.ts";
 import { writeServiceConfig } from "../test/support/fleet-service.ts";
@@ -55,6 +61,7 @@ const { values } = parseArgs({
     keep: { type: "boolean", default: false },
     entry: { type: "string", default: "dist" },
     "node-args": { type: "string", default: "" },
+    scale: { type: "string" },
   },
 });
 const idleSeconds = Number(values["idle-seconds"]);
@@ -87,12 +94,22 @@ const fleetScratch = mkdtempSync(join(tmpdir(), "bench-perf-"));
 const image = values.entry === "dist" ? imageRuntime(fleetScratch) : { nodeArgs: [], env: {} };
 const fleetNodeArgs = [...image.nodeArgs, ...values["node-args"]!.split(" ").filter((a) => a !== "")];
 
-const stateDir = process.env.KNATIVE_FLEET_SANDBOX;
+const scaleCounts = values.scale?.split(",").map(Number);
+if (scaleCounts?.some((n) => !Number.isInteger(n) || n < 1))
+  fail(`--scale takes spoke counts such as 1,5,10,20, not ${values.scale}`);
+const spokesNeeded = Math.max(2, ...(scaleCounts ?? []));
+
+const stateDir = process.env[SANDBOX_ENV];
 const ownSandbox = stateDir === undefined;
 const sandbox: Sandbox = ownSandbox
-  ? await up({ stateDir: mkdtempSync(join(tmpdir(), "bench-perf-sandbox-")), spokes: 2 })
+  ? await up({
+      stateDir: mkdtempSync(join(tmpdir(), "bench-perf-sandbox-")),
+      spokes: spokesNeeded,
+      light: scaleCounts !== undefined,
+    })
   : (readSandbox(stateDir) ?? fail(`no sandbox in ${stateDir}`));
-if (sandbox.spokes.length < 2) fail("the sandbox needs 2 spokes (npm run sandbox -- up --spokes 2)");
+if (sandbox.spokes.length < spokesNeeded)
+  fail(`the sandbox needs ${spokesNeeded} spokes (npm run sandbox -- up --spokes ${spokesNeeded} --light)`);
 const spokes = sandbox.spokes.slice(0, 2);
 
 const WORKLOAD = [
@@ -264,11 +281,22 @@ for (const side of sides) {
 }
 printTable();
 
-if (!values.keep) await clearSandbox();
+if (!values.keep || scaleCounts) await clearSandbox();
 await git.close();
 for (const proxy of proxies.values()) await proxy.close();
+const scaleExit = scaleCounts ? benchScale(scaleCounts) : 0;
 if (ownSandbox) await down(sandbox.stateDir);
-process.exit(0);
+process.exit(scaleExit);
+
+/** bench-scale's 1/5/10/20-spoke table on this sandbox, printed into this run's output. */
+function benchScale(counts: readonly number[]): number {
+  console.log(`\n== bench-scale ${counts.join(",")} on the same sandbox`);
+  const run = spawnSync(process.execPath, [join(repoRoot, "scripts", "bench-scale.ts"), counts.join(",")], {
+    stdio: "inherit",
+    env: { ...process.env, [SANDBOX_ENV]: sandbox.stateDir },
+  });
+  return run.status ?? 1;
+}
 
 async function measure(side: Side, controller: Controller): Promise<SideFigures> {
   console.log(
