@@ -1,6 +1,8 @@
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
 import {
+  canonicalJson,
   containsDesired,
   desiredHash,
   isUpToDate,
@@ -85,6 +87,32 @@ describe("desired vs live", () => {
     expect(containsDesired({ env: [{ name: "A", value: "" }] }, { env: [{ name: "A" }] })).toBe(true);
     expect(containsDesired({ readOnly: false, port: 0 }, {})).toBe(true);
     expect(containsDesired({ readOnly: true }, {})).toBe(false);
+  });
+
+  it("canonical JSON sorts keys at every depth, leaves out undefined members and keeps array order", () => {
+    expect(canonicalJson({ b: [3, { d: 1, c: undefined, a: null }], a: "\u2028é" })).toBe(
+      '{"a":"\u2028é","b":[3,{"a":null,"d":1}]}',
+    );
+    expect(canonicalJson([])).toBe("[]");
+    expect(canonicalJson({})).toBe("{}");
+    expect(canonicalJson("x")).toBe('"x"');
+  });
+
+  it("the hash is sha256 of the canonical JSON, however long: live objects stamped by earlier versions stay up to date", () => {
+    // A schema deeper and longer than the hash's 16 KiB chunks, as a CRD's is.
+    let schema: Record<string, unknown> = { type: "string", description: "x".repeat(40_000) };
+    for (let depth = 0; depth < 30; depth++)
+      schema = { type: "object", properties: { [`field${depth}`]: schema, other: { type: "integer" } } };
+    const crd: KubeObject = {
+      apiVersion: "apiextensions.k8s.io/v1",
+      kind: "CustomResourceDefinition",
+      metadata: { name: "deep.example.dev", annotations: { [DESIRED_HASH_ANNOTATION]: "old" } },
+      spec: { versions: [{ name: "v1", schema: { openAPIV3Schema: schema } }] },
+    };
+    const { [DESIRED_HASH_ANNOTATION]: _, ...annotations } = crd.metadata.annotations ?? {};
+    const json = canonicalJson({ ...crd, metadata: { ...crd.metadata, annotations } });
+    expect(json).toBe(JSON.stringify(JSON.parse(json)));
+    expect(desiredHash(crd)).toBe(createHash("sha256").update(json).digest("hex").slice(0, 32));
   });
 
   it("the hash ignores the hash annotation and key order", () => {
