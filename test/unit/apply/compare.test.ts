@@ -10,6 +10,8 @@ import {
   withDesiredHash,
 } from "../../../src/apply/compare.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
+import { createKodataSource } from "../../../src/render/index.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
 
 const deployment = (replicas: number, env: { name: string; value: string }[] = []): KubeObject => ({
   apiVersion: "apps/v1",
@@ -113,6 +115,26 @@ describe("desired vs live", () => {
     const json = canonicalJson({ ...crd, metadata: { ...crd.metadata, annotations } });
     expect(json).toBe(JSON.stringify(JSON.parse(json)));
     expect(desiredHash(crd)).toBe(createHash("sha256").update(json).digest("hex").slice(0, 32));
+  });
+
+  it("every object of the real Serving and Eventing releases: canonical JSON is its sorted-key JSON, and the hash sha256 of it", async () => {
+    const source = createKodataSource({ dir: knativeReleasesDir() });
+    const objects = [
+      ...(await source.componentManifests("knative-serving", "1.22.1")),
+      ...(await source.componentManifests("knative-eventing", "1.22.2")),
+    ];
+    expect(objects.filter((o) => o.kind === "CustomResourceDefinition").length).toBeGreaterThan(20);
+    const sortedKeys = (_key: string, value: unknown) =>
+      value === null || typeof value !== "object" || Array.isArray(value)
+        ? value
+        : Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    for (const object of objects) {
+      const json = canonicalJson(object);
+      expect(json).toBe(JSON.stringify(object, sortedKeys));
+      const { [DESIRED_HASH_ANNOTATION]: _, ...annotations } = object.metadata.annotations ?? {};
+      const unstamped = canonicalJson({ ...object, metadata: { ...object.metadata, annotations } });
+      expect(desiredHash(object)).toBe(createHash("sha256").update(unstamped).digest("hex").slice(0, 32));
+    }
   });
 
   it("the hash ignores the hash annotation and key order", () => {
