@@ -308,10 +308,15 @@ describe("progressive rollout on four spokes", () => {
     expect(halted.halt?.reason).toMatch(/^DeploymentsAvailable=False/);
     figures.haltReason = halted.halt?.reason;
     for (const spoke of ["spoke-2", "spoke-3", "spoke-4"]) {
-      const cr = await hubCr(spoke);
+      // The pass stores the halt before it marks the CRs that wait: the annotation follows within that pass.
+      const cr = await waitUntil(`${spoke} marked as halted`, async () => {
+        const found = await hubCr(spoke);
+        return /halted in wave canary/.test(found?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION] ?? "")
+          ? found
+          : undefined;
+      });
       expect(specOf(cr).workloads, spoke).toBeUndefined();
       expect(healthOf(cr!).healthy, spoke).toBe(true);
-      expect(cr?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION]).toMatch(/halted in wave canary/);
     }
     expect(await service.metric("knative_fleet_rollout_halted")).toBe(1);
     const events = await hub.list("v1", "Event", { namespace: NS });
