@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Dispatcher } from "undici";
 import { splitServer } from "./transport.ts";
 
@@ -52,6 +53,23 @@ export interface RestRequest {
   signal?: AbortSignal;
 }
 
+/** As client-go: a request the server asked to be sent again later is, up to 10 times. */
+const MAX_RETRY_AFTER_RETRIES = 10;
+/** A longer Retry-After than this is waited only this long: a pass has its own deadlines. */
+const MAX_RETRY_AFTER_MS = 10_000;
+
+/**
+ * How long to wait before sending a refused request again, or undefined when it should not be. As
+ * client-go's checkWait: a 429 (API Priority and Fairness, or a resource's storage still initialising after
+ * its CRD changed) or a 5xx that carries Retry-After in seconds. The server did not act on it, so a write is
+ * as safe to resend as a read.
+ */
+export function retryAfterMs(status: number, retryAfter: string | undefined): number | undefined {
+  if (status !== 429 && status < 500) return undefined;
+  if (retryAfter === undefined || !/^\s*\d+\s*$/.test(retryAfter)) return undefined;
+  return Math.min(Number(retryAfter) * 1000, MAX_RETRY_AFTER_MS);
+}
+
 export class RestClient {
   readonly server: string;
   private readonly transport: RestTransport;
@@ -69,8 +87,17 @@ export class RestClient {
 
   async request<T>(req: RestRequest): Promise<RestResponse<T>> {
     let res = await this.send<T>(req);
-    if (res.status === 401 && res.rejected) {
-      res.rejected();
+    let refreshed = false;
+    for (let retries = 0; retries < MAX_RETRY_AFTER_RETRIES; retries++) {
+      if (res.status === 401 && res.rejected && !refreshed) {
+        res.rejected();
+        refreshed = true;
+      } else {
+        const wait = retryAfterMs(res.status, res.retryAfter);
+        if (wait === undefined || req.signal?.aborted) break;
+        await sleep(wait, undefined, req.signal ? { signal: req.signal } : undefined).catch(() => {});
+        if (req.signal?.aborted) break;
+      }
       res = await this.send<T>(req);
     }
     if (res.status < 300) return res;
@@ -123,7 +150,9 @@ export class RestClient {
     }
   }
 
-  private async send<T>(req: RestRequest): Promise<RestResponse<T> & { rejected?: () => void }> {
+  private async send<T>(
+    req: RestRequest,
+  ): Promise<RestResponse<T> & { rejected?: () => void; retryAfter?: string }> {
     const { dispatcher, headers, rejected } = await this.transport.connect();
     const payload =
       req.body === undefined ? undefined : typeof req.body === "string" ? req.body : JSON.stringify(req.body);
@@ -153,7 +182,13 @@ export class RestClient {
         // keep the text
       }
     }
-    return { status: response.statusCode, body: body as T, rejected };
+    const retryAfter = response.headers["retry-after"];
+    return {
+      status: response.statusCode,
+      body: body as T,
+      rejected,
+      retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+    };
   }
 
   private pathWithQuery(path: string, query: RestRequest["query"]): string {

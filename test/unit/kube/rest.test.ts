@@ -1,0 +1,101 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Agent } from "undici";
+import { afterEach, describe, expect, it } from "vitest";
+import { KubeApiError, RestClient, retryAfterMs } from "../../../src/kube/rest.ts";
+
+/** A loopback HTTP server answering each request with the next of `answers` (the last one repeats). */
+async function serve(answers: ((req: IncomingMessage, res: ServerResponse) => void)[]) {
+  const seen: { method: string; body: string; at: number }[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => {
+      body += chunk;
+    });
+    req.on("end", () => {
+      seen.push({ method: req.method ?? "", body, at: Date.now() });
+      answers[Math.min(seen.length - 1, answers.length - 1)]!(req, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const dispatcher = new Agent();
+  const client = new RestClient({
+    server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    connect: async () => ({ dispatcher, headers: {} }),
+  });
+  cleanups.push(async () => {
+    await dispatcher.close();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return { client, seen };
+}
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+const status =
+  (code: number, reason: string, headers: Record<string, string> = {}) =>
+  (_req: IncomingMessage, res: ServerResponse) => {
+    res.writeHead(code, { "content-type": "application/json", ...headers });
+    res.end(JSON.stringify({ kind: "Status", reason, message: `${reason} (test)` }));
+  };
+const ok = status(200, "");
+
+describe("RestClient retries what the server asked to be sent again", () => {
+  it("sends a write refused with 429 and Retry-After again after the wait, with the same body", async () => {
+    // What kube-apiserver answers while a custom resource's storage re-initialises after its CRD changed.
+    const { client, seen } = await serve([status(429, "TooManyRequests", { "retry-after": "1" }), ok]);
+    const res = await client.request({ method: "POST", path: "/api/v1/namespaces", body: { a: 1 } });
+    expect(res.status).toBe(200);
+    expect(seen.map((s) => [s.method, s.body])).toEqual([
+      ["POST", '{"a":1}'],
+      ["POST", '{"a":1}'],
+    ]);
+    expect(seen[1]!.at - seen[0]!.at).toBeGreaterThanOrEqual(950);
+  });
+
+  it("gives up after 10 retries with the server's error", async () => {
+    const { client, seen } = await serve([status(503, "ServiceUnavailable", { "retry-after": "0" })]);
+    const err = await client.request({ method: "GET", path: "/api" }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KubeApiError);
+    expect((err as KubeApiError).status).toBe(503);
+    expect(seen).toHaveLength(11);
+  });
+
+  it("does not resend a 429 or 500 without Retry-After, nor a 409", async () => {
+    for (const answer of [
+      status(429, "TooManyRequests"),
+      status(500, "InternalError"),
+      status(409, "Conflict"),
+    ]) {
+      const { client, seen } = await serve([answer, ok]);
+      await expect(client.request({ method: "PUT", path: "/x", body: {} })).rejects.toBeInstanceOf(
+        KubeApiError,
+      );
+      expect(seen).toHaveLength(1);
+    }
+  });
+
+  it("stops waiting when the request's signal ends", async () => {
+    const { client, seen } = await serve([status(429, "TooManyRequests", { "retry-after": "5" })]);
+    const started = Date.now();
+    const err = await client
+      .request({ method: "GET", path: "/api", signal: AbortSignal.timeout(300) })
+      .catch((e: unknown) => e);
+    expect((err as KubeApiError).status).toBe(429);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(seen).toHaveLength(1);
+  });
+});
+
+describe("retryAfterMs", () => {
+  it("follows client-go: 429 or 5xx with Retry-After in seconds, capped at 10 s", () => {
+    expect(retryAfterMs(429, "1")).toBe(1000);
+    expect(retryAfterMs(503, "2")).toBe(2000);
+    expect(retryAfterMs(429, "120")).toBe(10_000);
+    expect(retryAfterMs(429, undefined)).toBeUndefined();
+    expect(retryAfterMs(429, "Wed, 21 Oct 2026 07:28:00 GMT")).toBeUndefined();
+    expect(retryAfterMs(404, "1")).toBeUndefined();
+  });
+});
