@@ -98,6 +98,17 @@ describe("desired vs live", () => {
     expect(canonicalJson([])).toBe("[]");
     expect(canonicalJson({})).toBe("{}");
     expect(canonicalJson("x")).toBe('"x"');
+    // Integer-like keys come first, in numeric order, as every JavaScript object (and so JSON) holds them.
+    expect(canonicalJson({ b: 1, "10": 2, a: 3, "9": 4 })).toBe('{"9":4,"10":2,"a":3,"b":1}');
+    // Large objects too (sorted another way than small ones), and the input is left as it was.
+    const keys = Array.from({ length: 200 }, (_, i) => `k${String(i).padStart(3, "0")}`);
+    const shuffled = Object.fromEntries(
+      keys.map((_, i) => keys[(i * 7) % 200]!).map((k) => [k, { z: k, y: [k] }]),
+    );
+    expect(canonicalJson(shuffled)).toBe(
+      `{${keys.map((k) => `${JSON.stringify(k)}:{"y":[${JSON.stringify(k)}],"z":${JSON.stringify(k)}}`).join(",")}}`,
+    );
+    expect(Object.keys(shuffled).slice(0, 2)).toEqual(["k000", "k007"]);
   });
 
   it("the hash is sha256 of the canonical JSON, however long: live objects stamped by earlier versions stay up to date", () => {
