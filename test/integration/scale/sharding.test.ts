@@ -164,8 +164,9 @@ describe("sharding over three replicas", () => {
     const before = await snapshot();
     await pushTarget("150");
     const by = await reconciledSince(before);
+    // Each by the owner hashing names. How many replicas that makes is left to the hashing: identities end
+    // in a random uuid, and all six spokes go to one replica in 1 run out of 243 (a CI run saw it).
     expectOneOwnerEach(by, identities);
-    expect(new Set([...by.values()].flat()).size, "more than one replica works").toBeGreaterThan(1);
   }, 900_000);
 
   it("a replica killed with SIGKILL: the survivors take its spokes within the lease duration, each CR still on one replica", async () => {
