@@ -5,6 +5,7 @@ import { ConfigError, loadServiceConfig, parseDuration } from "../service/config
 import { keepServingOnUncaughtErrors } from "../service/http-server.ts";
 import { processIdentity } from "../service/leader-election.ts";
 import { FleetService } from "../service/service.ts";
+import { deflateWithoutWebStreams } from "../source/index.ts";
 import { type Command, EXIT_USAGE, UsageError } from "./command.ts";
 
 export const runCommand: Command = {
@@ -56,6 +57,7 @@ Flags:
     }
     const log = createLogger(config.logLevel);
     keepServingOnUncaughtErrors(log);
+    deflateWithoutWebStreams();
     const service = new FleetService({
       config,
       hub: loadKubeConfig(values.kubeconfig as string | undefined),

@@ -1,4 +1,5 @@
 // The git source: what the service calls to follow the fleet repository and write status back to it.
+export { deflateWithoutWebStreams } from "./deflate.ts";
 export { type GitErrorKind, type GitOperation, GitSourceError } from "./errors.ts";
 export {
   type CommitAndPushRequest,
