@@ -121,6 +121,8 @@ export async function up(options: UpOptions): Promise<Sandbox> {
         binDir,
         c,
         options.light && c.info.name !== "hub" ? LIGHT_SPOKE_CONTROLLERS : undefined,
+        // Every cluster's controllers and kwok start at once: 21 of them take longer than 60 s on 2 cores.
+        60_000 + 3_000 * clusters.length,
       ),
     ),
   );
@@ -234,7 +236,8 @@ async function startNodeSide(
   stateDir: string,
   binDir: string,
   c: ClusterRuntime,
-  controllers?: readonly string[],
+  controllers: readonly string[] | undefined,
+  readyTimeoutMs: number,
 ): Promise<void> {
   const kubeconfig = c.info.adminKubeconfig;
   startProcess(
@@ -299,7 +302,7 @@ async function startNodeSide(
       const list = (await getJson(c.admin, "/api/v1/nodes")) as { items: NodeLike[] };
       return list.items.filter(isReadyNode).length >= FAKE_NODES;
     },
-    60_000,
+    readyTimeoutMs,
   );
 }
 
