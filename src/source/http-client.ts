@@ -60,6 +60,10 @@ export function createHttpClient({ ca, signal, fetchLimits }: HttpClientOptions)
         target.protocol === "https:"
           ? httpsRequest(target, { method, headers: outgoing, signal, ...(ca ? { ca } : {}) })
           : httpRequest(target, { method, headers: outgoing, signal });
+      // The source aborts every request when its operation ends, and Node emits that abort on a request still
+      // holding its socket, after the awaits below have let go of it: without a listener it is uncaught. Any
+      // error that matters reaches the caller through them, or through the body's iterator.
+      req.on("error", () => {});
       const responded = once(req, "response") as Promise<[IncomingMessage]>;
       responded.catch(() => {}); // rethrown by the await below; a write error must not leave it unhandled
       await pipeline(Readable.from(body ?? []), req);
