@@ -112,7 +112,7 @@ describe("desired vs live", () => {
   });
 
   it("the hash is sha256 of the canonical JSON, however long: live objects stamped by earlier versions stay up to date", () => {
-    // A schema deeper and longer than the hash's 16 KiB chunks, as a CRD's is.
+    // A schema 30 levels deep with a 40,000-character description, deeper and longer than a CRD's.
     let schema: Record<string, unknown> = { type: "string", description: "x".repeat(40_000) };
     for (let depth = 0; depth < 30; depth++)
       schema = { type: "object", properties: { [`field${depth}`]: schema, other: { type: "integer" } } };
