@@ -41,6 +41,7 @@ describe("fleet metrics", () => {
       drift: 2,
       requests: 12,
       reachable: true,
+      version: "1.21.2",
     });
     let lines = await samples(metrics);
     expect(lines).toContain(
@@ -56,6 +57,7 @@ describe("fleet metrics", () => {
     expect(lines).toContain(`knative_fleet_drift_corrections_total{${labels}} 2`);
     expect(lines).toContain('knative_fleet_spoke_reachable{cluster="fleet/spoke-1"} 1');
     expect(lines).toContain('knative_fleet_spoke_requests_total{cluster="fleet/spoke-1"} 12');
+    expect(lines).toContain(`knative_fleet_spoke_version_info{${labels},version="1.21.2"} 1`);
 
     metrics.reconcileFinished({
       kind: "KnativeServing",
@@ -66,6 +68,7 @@ describe("fleet metrics", () => {
       drift: 0,
       requests: 0,
       reachable: false,
+      version: "1.22.1",
     });
     metrics.reconcileFinished({
       kind: "KnativeEventing",
@@ -84,6 +87,10 @@ describe("fleet metrics", () => {
     expect(lines).toContain(`knative_fleet_drift_corrections_total{${labels}} 2`);
     expect(lines).toContain('knative_fleet_spoke_ready{kind="KnativeEventing",cluster="hub"} 1');
     expect(lines).toContain('knative_fleet_spoke_reachable{cluster="fleet/spoke-1"} 0');
+    // An upgrade replaces the version's series: one per component and cluster.
+    expect(lines.filter((l) => l.startsWith(`knative_fleet_spoke_version_info{${labels}`))).toEqual([
+      `knative_fleet_spoke_version_info{${labels},version="1.22.1"} 1`,
+    ]);
     // A pass that never tried to reach its cluster says nothing about it.
     expect(lines.filter((l) => l.startsWith('knative_fleet_spoke_reachable{cluster="hub"}'))).toEqual([]);
   });
