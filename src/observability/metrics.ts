@@ -22,6 +22,8 @@ export interface FleetMetrics {
     requests: number;
     /** Whether the cluster answered; undefined when the pass did not try to reach it. */
     reachable?: boolean | undefined;
+    /** The installed release (status.version: one of the image's releases, so a bounded set). */
+    version?: string | undefined;
   }): void;
   /** `error`: the failure's kind (GitErrorKind), absent on success. */
   gitFetchFinished(r: { durationMs: number; error?: string }): void;
@@ -94,6 +96,12 @@ export function createMetrics(): FleetMetrics {
     name: "knative_fleet_drift_corrections_total",
     help: "Objects on a cluster that had drifted from the desired state and were restored.",
     labelNames: ["kind", "cluster"] as const,
+    registers,
+  });
+  const spokeVersion = new Gauge({
+    name: "knative_fleet_spoke_version_info",
+    help: "1 for the Knative release installed on the cluster (status.version, one of the image's releases).",
+    labelNames: ["kind", "cluster", "version"] as const,
     registers,
   });
   const spokeReachable = new Gauge({
@@ -220,6 +228,7 @@ export function createMetrics(): FleetMetrics {
   // The label sets recorded per cluster, so a departure can remove exactly its series (Flux's Delete*).
   const kindsOf = new Map<string, Set<string>>();
   const providersOf = new Map<string, Set<string>>();
+  const versionOf = new Map<string, string>(); // by `kind cluster`, so an upgrade replaces the series
   const remember = (index: Map<string, Set<string>>, cluster: string, value: string) =>
     index.set(cluster, (index.get(cluster) ?? new Set()).add(value));
   const forgetResource = ({ kind, cluster }: { kind: string; cluster: string }) => {
@@ -228,6 +237,9 @@ export function createMetrics(): FleetMetrics {
     reconcileErrors.remove(labels);
     driftCorrections.remove(labels);
     spokeReady.remove(labels);
+    const version = versionOf.get(`${kind} ${cluster}`);
+    if (version !== undefined) spokeVersion.remove({ ...labels, version });
+    versionOf.delete(`${kind} ${cluster}`);
     kindsOf.get(cluster)?.delete(kind);
   };
 
@@ -245,7 +257,7 @@ export function createMetrics(): FleetMetrics {
       kindsOf.delete(cluster);
       providersOf.delete(cluster);
     },
-    reconcileFinished({ kind, cluster, durationMs, error, ready, drift, requests, reachable }) {
+    reconcileFinished({ kind, cluster, durationMs, error, ready, drift, requests, reachable, version }) {
       const labels = { kind, cluster };
       remember(kindsOf, cluster, kind);
       reconcileDuration.observe({ ...labels, result: error ? "error" : "success" }, seconds(durationMs));
@@ -254,6 +266,12 @@ export function createMetrics(): FleetMetrics {
       spokeReady.set(labels, ready ? 1 : 0);
       spokeRequests.inc({ cluster }, requests);
       if (reachable !== undefined) spokeReachable.set({ cluster }, reachable ? 1 : 0);
+      const before = versionOf.get(`${kind} ${cluster}`);
+      if (version !== undefined && version !== before) {
+        if (before !== undefined) spokeVersion.remove({ ...labels, version: before });
+        spokeVersion.set({ ...labels, version }, 1);
+        versionOf.set(`${kind} ${cluster}`, version);
+      }
     },
     gitFetchFinished({ durationMs, error }) {
       gitFetchDuration.observe(seconds(durationMs));

@@ -59,6 +59,8 @@ export interface ReconcileReport {
   requests: number;
   /** Whether the cluster answered; undefined when the pass did not try to reach it. */
   reachable?: boolean;
+  /** The release installed (status.version), once one is. */
+  version?: string;
   statusWritten: boolean;
   /** The CR's finalizer ran and released it: the CR is gone from the hub. */
   finalized: boolean;
@@ -200,6 +202,7 @@ export class KnativeController {
       writes: (outcome.apply?.writes ?? 0) + (statusWritten ? 1 : 0),
       requests: outcome.requests ?? 0,
       ...(outcome.reachable !== undefined && { reachable: outcome.reachable }),
+      ...(outcome.status.version !== undefined && { version: outcome.status.version }),
       statusWritten,
     });
     if (outcome.error) {
