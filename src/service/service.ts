@@ -391,7 +391,6 @@ export class FleetService {
   private async stopLeading(): Promise<void> {
     if (!this.leading) return;
     this.leading = false;
-    this.metrics.setLeader(false);
     await this.poller?.stop();
     this.placements?.stop();
     this.rollout?.stop();
@@ -408,6 +407,8 @@ export class FleetService {
     this.rollout = undefined;
     this.lastCommit = undefined;
     this.statusWriter = undefined;
+    // Last: a poll, sync or status commit still in flight above reports as the leader it was.
+    this.metrics.setLeader(false);
   }
 
   private async lostLeadership(): Promise<void> {
