@@ -256,9 +256,7 @@ export function outcomeOf(context: InstallContext, result: StepResult): Reconcil
     cluster: clusterLabel(resource.spec.clusterProfileRef),
     ...(context.applied ? { apply: context.applied } : {}),
     ...(context.reachable !== undefined ? { reachable: context.reachable } : {}),
-    ...(target && context.applied
-      ? { requests: totalRequests(target.client) - context.requestsBefore! }
-      : {}),
+    ...(target ? { requests: totalRequests(target.client) - context.requestsBefore! } : {}),
   };
   if (result.next === "wait") return { ...outcome, requeueAfterMs: result.afterMs };
   if (result.next === "fail" && result.retry) return { ...outcome, error: result.error };

@@ -127,6 +127,7 @@ describe("the reconcile steps", () => {
     await dispatcher.close();
     expect(outcome.error).toBeInstanceOf(Error);
     expect(outcome.reachable).toBe(false);
+    expect(outcome.requests, "the refused requests count too").toBeGreaterThan(0);
   });
 
   it("a failed install marks InstallSucceeded False with upstream's text and retries", async () => {
