@@ -116,16 +116,18 @@ export function buildFleetModel(files: readonly FleetFile[], options: ParseOptio
 }
 
 /**
- * Whether a failed file is taken for a broken rollout policy, which holds every change: a document of it
- * is, or looks like, one (`looksLikeRollout`); or, when no document says what it is (the file is in another
- * encoding, has a syntax error, is no regular file), its text read leniently looks like one, or its name
- * says `rollout`. A policy that cannot be read must hold changes as a paused one would.
+ * Whether a failed file is taken for a broken rollout policy, which holds every change: its name says
+ * `rollout`; or a document of it is, or looks like, one (`looksLikeRollout`); or, when no document says what
+ * it is (the file is in another encoding, has a syntax error, is no regular file), its text read leniently
+ * looks like one. A policy that cannot be read must hold changes as a paused one would; a file that only
+ * seems to be one holds them until it is fixed, with an error that names it.
  */
 function isMeantAsRollout(file: FleetFile, parsed: ParsedFleetFile): boolean {
+  if (pathLooksLikeRollout(file.path)) return true;
   const kinds = parsed.documents.flatMap((document) => document.meantKind ?? []);
   if (kinds.length > 0) return kinds.includes(ROLLOUT_KIND);
   const text = file.problem ? file.problem.lenientText : file.text;
-  return (text !== undefined && textLooksLikeRollout(text)) || pathLooksLikeRollout(file.path);
+  return text !== undefined && textLooksLikeRollout(text);
 }
 
 /**

@@ -1,4 +1,6 @@
+import type { KnativeKind } from "../api/knative.ts";
 import { SOURCE_PATH_ANNOTATION, SOURCE_REPOSITORY_ANNOTATION } from "../api/labels.ts";
+import type { ResourceIdentity } from "../fleet/parse.ts";
 import { type KubeObject, nameOf } from "../kube/object.ts";
 import { PLACEMENT_KIND_LABEL, PLACEMENT_LABEL, SOURCE_CLUSTER_ANNOTATION } from "./expand.ts";
 
@@ -53,7 +55,7 @@ export interface DepartureInput {
 
 export interface DepartureResult {
   /** The CRs kept this sync although no file declares them. */
-  held: HubCrKey[];
+  held: ResourceIdentity[];
   /** The departures within their grace period, for the status. */
   departures: Departure[];
   /** The state for the next sync. */
@@ -78,7 +80,7 @@ export const placementKey = (kind: string, namespace: string, name: string): str
   `${kind.toLowerCase()} ${namespace}/${name}`;
 
 export function planDepartures(input: DepartureInput): DepartureResult {
-  const held: HubCrKey[] = [];
+  const held: ResourceIdentity[] = [];
   const departures: Departure[] = [];
   const since = new Map<string, number>();
   let nextDue: number | undefined;
@@ -86,7 +88,12 @@ export function planDepartures(input: DepartureInput): DepartureResult {
     const placement = placementKeyOf(object);
     if (placement === undefined || object.metadata.deletionTimestamp) continue;
     if (object.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION] !== input.repository) continue;
-    const cr = { kind: object.kind, namespace: object.metadata.namespace ?? "", name: nameOf(object) };
+    // `live` is the mirror's list of KnativeServing and KnativeEventing CRs.
+    const cr = {
+      kind: object.kind as KnativeKind,
+      namespace: object.metadata.namespace ?? "",
+      name: nameOf(object),
+    };
     const key = crKey(cr);
     if (input.desired.has(key)) continue;
     const unreadable = input.failedPaths.has(object.metadata.annotations?.[SOURCE_PATH_ANNOTATION] ?? "");

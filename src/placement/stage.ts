@@ -153,11 +153,7 @@ export class PlacementStage {
         this.#departedSince = result.since;
         departures = result.departures;
         this.#scheduleDue(result.nextDue, now);
-        return result.held.map(({ kind, namespace, name }) => ({
-          kind: kind as ResourceIdentity["kind"],
-          namespace,
-          name,
-        }));
+        return result.held;
       },
       report: () => ({ selections: sync.selections, departures }),
     };

@@ -142,15 +142,24 @@ describe("a rollout policy that cannot be read holds every change", () => {
     expect(await actionsAfter(model)).toEqual(["waiting", "waiting"]);
   });
 
-  it("is no rollout policy when it says it is something else: a broken CR file, whatever its name", async () => {
-    for (const path of ["clusters/spoke-1/knative-serving.yaml", "clusters/rollout-canary-serving.yaml"]) {
-      const broken = crFile({ name: "c3-serving", cluster: "c3", version: "1.22" }, path);
-      const model = fleet("1.22", { path, text: broken.text.replace("version:", "versoin:") });
-      expect(model.files.find((f) => f.path === path)?.status).toBe("failed");
-      expect(model.rollout).toEqual({ failedPaths: [] });
-    }
-    const model = fleet("1.22", { path: "clusters/c3.yaml", text: "kind: KnativeServing\n  bad: [" });
+  it("a broken file named for a rollout policy holds, whatever it says it is", () => {
+    const path = "clusters/rollout-canary-serving.yaml";
+    const broken = crFile({ name: "c3-serving", cluster: "c3", version: "1.22" }, path);
+    const model = fleet("1.22", { path, text: broken.text.replace("version:", "versoin:") });
+    expect(model.rollout).toEqual({ failedPaths: [path] });
+  });
+
+  it("is no rollout policy when it says it is something else and its name does not say rollout", async () => {
+    const path = "clusters/spoke-3/knative-serving.yaml";
+    const broken = crFile({ name: "c3-serving", cluster: "c3", version: "1.22" }, path);
+    const model = fleet("1.22", { path, text: broken.text.replace("version:", "versoin:") });
+    expect(model.files.find((f) => f.path === path)?.status).toBe("failed");
     expect(model.rollout).toEqual({ failedPaths: [] });
+    expect(
+      fleet("1.22", { path: "clusters/c3.yaml", text: "kind: KnativeServing\n  bad: [" }).rollout,
+    ).toEqual({
+      failedPaths: [],
+    });
     expect(
       await actionsAfter(fleet("1.22", { path: "clusters/c3.yaml", text: 'kind: KnativeServing\nx: "' })),
     ).toEqual(["update", "update"]);
