@@ -2,19 +2,12 @@ import { describe, expect, it } from "vitest";
 import { formatDiagnostic } from "../../../src/fleet/diagnostic.ts";
 import { decodeFleetFile, type FleetFile, fileProblem } from "../../../src/fleet/file-text.ts";
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
-import { mirror } from "../../../src/mirror/mirror.ts";
-import { MirrorOptionsSchema } from "../../../src/mirror/plan.ts";
-import { EventRecorder } from "../../../src/observability/events.ts";
-import { silentLogger } from "../../../src/observability/log.ts";
-import { RolloutStage } from "../../../src/rollout/stage.ts";
-import { FakeKube } from "../../support/fake-kube.ts";
-import { crFile, crObject } from "../../support/fleet-files.ts";
-import { cluster, REPOSITORY } from "../rollout/support.ts";
+import { crFile } from "../../support/fleet-files.ts";
+import { gatedActions, hubAt, NS, rolloutStage, twoCrs } from "./rollout-hub.ts";
 
 // A policy that cannot be read is a policy that holds: whatever looks like a rollout policy by its path or
 // its content, and fails to decode, parse or validate, holds every change as a paused policy would.
 
-const NS = "knative-fleet";
 const POLICY = `apiVersion: fleet.knative.dev/v1alpha1
 kind: KnativeRollout
 metadata:
@@ -27,45 +20,15 @@ spec:
 `;
 const utf8 = (text: string) => new TextEncoder().encode(text);
 
-/** Two CRs, at `version`, and the policy file as given. */
-function fleet(version: string, policy: FleetFile | undefined): FleetModel {
-  const files = ["c1", "c2"].map((name) => crFile({ name: `${name}-serving`, cluster: name, version }));
-  return buildFleetModel(policy ? [...files, policy] : files, { defaultNamespace: NS });
-}
+/** The two CRs at `version`, and the policy file as given. */
+const fleet = (version: string, policy: FleetFile | undefined): FleetModel =>
+  buildFleetModel([...twoCrs(version), ...(policy ? [policy] : [])], { defaultNamespace: NS });
 
-/** Syncs `before` (no policy), then `after` through the rollout stage; what the mirror did with each CR. */
+/** What the rollout stage's gate does with the two CRs' changes from 1.21 to `after`'s. */
 async function actionsAfter(after: FleetModel): Promise<string[]> {
-  const kube = new FakeKube().serveKindsOf([
-    crObject({ name: "x", cluster: "c1" }),
-    crObject({ kind: "KnativeEventing", name: "y", cluster: "c1" }),
-    { apiVersion: "v1", kind: "Event", metadata: {} },
-  ]);
-  const stage = new RolloutStage({
-    hub: kube.client,
-    namespace: NS,
-    inventory: () => [cluster("c1"), cluster("c2")],
-    events: new EventRecorder({ client: kube.client, component: "test", log: silentLogger }),
-    log: silentLogger,
-    checkIntervalMs: 60_000,
-    onDue: () => {},
-  });
-  const sync = async (model: FleetModel, commit: string) => {
-    const prepared = await stage.prepare(model, commit);
-    const result = await mirror(kube.client, {
-      model,
-      source: { repository: REPOSITORY, branch: "main", commit },
-      sourceRead: true,
-      options: MirrorOptionsSchema.parse({}),
-      namespace: NS,
-      gate: prepared.gate,
-    });
-    await prepared.finish();
-    return result;
-  };
+  const stage = rolloutStage();
   try {
-    await sync(fleet("1.21", undefined), "a");
-    const result = await sync(after, "b");
-    return result.resources.map((r) => r.action);
+    return await gatedActions(stage, after, hubAt("1.21"));
   } finally {
     stage.stop();
   }
@@ -132,7 +95,7 @@ describe("a rollout policy that cannot be read holds every change", () => {
   it("a broken policy beside a valid one: nothing uses the valid one, every change waits", async () => {
     const model = buildFleetModel(
       [
-        ...["c1", "c2"].map((name) => crFile({ name: `${name}-serving`, cluster: name, version: "1.22" })),
+        ...twoCrs("1.22"),
         { path: "clusters/policy.yaml", text: POLICY },
         { path: "clusters/policy-2.yaml", text: POLICY.replace("KnativeRollout", "KnativeRolout") },
       ],

@@ -21,16 +21,11 @@ import {
   planApplies,
   planPrune,
 } from "../../../src/mirror/plan.ts";
-import { EventRecorder } from "../../../src/observability/events.ts";
-import { silentLogger } from "../../../src/observability/log.ts";
 import { PLACEMENT_LABEL } from "../../../src/placement/expand.ts";
 import type { Inventory } from "../../../src/placement/inventory.ts";
 import { matchesTerm } from "../../../src/placement/select.ts";
 import { expandForSync } from "../../../src/placement/stage.ts";
-import { RolloutStage } from "../../../src/rollout/stage.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
-import { FakeKube } from "../../support/fake-kube.ts";
-import { crFile, crObject } from "../../support/fleet-files.ts";
 import { seededRandom } from "../../support/seeded-random.ts";
 import { mirrorInput, REPOSITORY, sourceAt } from "../mirror/support.ts";
 import {
@@ -40,6 +35,7 @@ import {
   chooser,
   encodings,
   type FieldPath,
+  fileMutations,
   filesystemOddities,
   foreignBytes,
   type Mutation,
@@ -52,6 +48,7 @@ import {
   WRONG_VALUES,
   wrongTypes,
 } from "./mutations.ts";
+import { gatedActions, hubAt, rolloutStage, twoCrs } from "./rollout-hub.ts";
 
 // A seeded corpus of hostile and broken fleet repositories, generated at test time: one file of a good
 // fleet is mutated per case, and the invariants users rely on are checked for every case. The same seed
@@ -291,64 +288,22 @@ function baseHub(): KubeObject[] {
 }
 
 describe("mutation corpus", () => {
-  it("never crashes, names file:line for every rejected file, and never prunes a CR whose file still exists", () => {
+  it("never crashes, names file:line for every rejected file, and never prunes a CR whose file still exists", async () => {
     const hub = baseHub();
     const corpus = generateCorpus();
-    const counts = new Map<string, number>();
-    let crashes = 0;
-    let rejectedFiles = 0;
-    let withoutLocation = 0;
-    let prunesOfExistingFiles = 0;
-    const failures: string[] = [];
-    const started = performance.now();
+    const tally = new Tally();
     for (const [index, testCase] of corpus.entries()) {
-      counts.set(testCase.family, (counts.get(testCase.family) ?? 0) + 1);
-
-      try {
+      await tally.run(index, testCase, () => {
         const input = mirrorInput(testCase.files, NS, "2".repeat(40));
-        const { model } = input;
-        for (const file of model.files.filter((f) => f.status === "failed")) {
-          rejectedFiles++;
-          const located = model.diagnostics.some((d) => d.path === file.path && d.line >= 1 && d.column >= 1);
-          if (!located) {
-            withoutLocation++;
-            failures.push(
-              `case ${index} (${testCase.family}): ${JSON.stringify(file.path)} rejected without file:line`,
-            );
-          }
-        }
+        tally.checkModel(index, testCase, input.model);
         const prune = planPrune(input, hub, { applyFailures: 0, confirmedToken: undefined });
-        if (prune.state === "pruned") {
-          const byPath = new Map(model.files.map((file) => [file.path, file]));
-          for (const candidate of prune.candidates) {
-            const object = hub.find((o) => formatIdentity(identityOf(o)) === formatIdentity(candidate));
-            const file = byPath.get(object?.metadata.annotations?.[SOURCE_PATH_ANNOTATION] ?? "");
-            // A valid file that now declares another name renamed its CR; anything else is a wrong prune.
-            if (
-              file &&
-              (file.status === "failed" ||
-                file.declares.some((d) => formatIdentity(d) === formatIdentity(candidate)))
-            ) {
-              prunesOfExistingFiles++;
-              failures.push(`case ${index} (${testCase.family}): pruned ${formatIdentity(candidate)}`);
-            }
-          }
-        }
-      } catch (error) {
-        crashes++;
-        failures.push(`case ${index} (${testCase.family}): ${String(error).slice(0, 200)}`);
-      }
+        tally.checkPrune(index, testCase, input.model, hub, prune);
+      });
     }
-    const seconds = ((performance.now() - started) / 1000).toFixed(1);
-    const families = [...counts].map(([family, count]) => `${family} ${count}`).join(", ");
-    console.log(
-      `mutation corpus (seed ${SEED}): ${corpus.length} cases (${families}) in ${seconds} s; ` +
-        `${crashes} crashes, ${rejectedFiles} rejected files, ${withoutLocation} without file:line, ` +
-        `${prunesOfExistingFiles} prunes of a CR whose file still exists`,
-    );
-    expect(failures.slice(0, 20)).toEqual([]);
+    console.log(`mutation corpus (seed ${SEED}): ${tally.summary()}`);
+    expect(tally.failures.slice(0, 20)).toEqual([]);
     expect(corpus.length).toBeGreaterThanOrEqual(1000);
-    expect(rejectedFiles).toBeGreaterThan(800);
+    expect(tally.rejectedFiles).toBeGreaterThan(800);
   }, 120_000);
 });
 
@@ -452,19 +407,8 @@ function generatePlacementCorpus(): Case[] {
     return { family, file: { path: PLACEMENT_PATH, text: JSON.stringify(copy, null, 1) } };
   };
 
-  addAll(byteFlips(PLACEMENT_PATH, PLACEMENT, 150, random));
-  addAll(truncations(PLACEMENT_PATH, PLACEMENT, 80, random));
-  addAll([...encodings(PLACEMENT_PATH, PLACEMENT), ...foreignBytes(PLACEMENT_PATH)]);
-  addAll(filesystemOddities(PLACEMENT_PATH));
+  addAll(fileMutations(PLACEMENT_PATH, PLACEMENT, random, { flips: 150, truncations: 80, aliases: 20 }));
   addAll(syntaxErrors(PLACEMENT_PATH, PLACEMENT, 20, random));
-  const aliases = aliasTexts(PLACEMENT);
-  addAll(
-    Array.from({ length: 20 }, () => ({
-      family: "aliases",
-      file: { path: PLACEMENT_PATH, text: pick(aliases) },
-    })),
-  );
-  addAll(STRUCTURES.map((text) => ({ family: "structure", file: { path: PLACEMENT_PATH, text } })));
 
   // A wrong type for every field: the placement's own (each override's too), then the template's.
   const paths = schemaPaths(PlacementDocumentSchema);
@@ -600,10 +544,6 @@ spec:
   allAtOnce: false
 `;
 
-/** Two CRs at `version`: the hub holds them at 1.21, the fleet of every rollout case at 1.22. */
-const rolloutFleet = (version: string): FleetFile[] =>
-  ["c1", "c2"].map((name) => crFile({ name: `${name}-serving`, cluster: name, version }));
-
 /** Every single edit of a kind: each letter dropped, doubled, swapped with the next or replaced, and cases. */
 function kindTypos(kind: string, random: Chooser): string[] {
   const typos = new Set<string>();
@@ -621,29 +561,14 @@ function kindTypos(kind: string, random: Chooser): string[] {
 
 function generateRolloutCorpus(): Case[] {
   const random = chooser(seededRandom(SEED + 2));
-  const { pick } = random;
   const cases: Case[] = [];
   const addAll = (mutations: readonly Mutation[]) => {
-    for (const { family, file } of mutations) cases.push({ family, files: [...rolloutFleet("1.22"), file] });
+    for (const { family, file } of mutations) cases.push({ family, files: [...twoCrs("1.22"), file] });
   };
   // Where the name says `rollout` (as in fleet-example), every mutation; where it does not, those that
   // leave something of the policy's content to recognise it by.
-  addAll(byteFlips(ROLLOUT_PATH, ROLLOUT, 120, random));
-  addAll(truncations(ROLLOUT_PATH, ROLLOUT, 80, random));
-  addAll(filesystemOddities(ROLLOUT_PATH));
-  const aliases = aliasTexts(ROLLOUT);
-  addAll(
-    Array.from({ length: 20 }, () => ({
-      family: "aliases",
-      file: { path: ROLLOUT_PATH, text: pick(aliases) },
-    })),
-  );
-  addAll(STRUCTURES.map((text) => ({ family: "structure", file: { path: ROLLOUT_PATH, text } })));
-  addAll([
-    ...encodings(ROLLOUT_PATH, ROLLOUT),
-    ...foreignBytes(ROLLOUT_PATH),
-    ...encodings(POLICY_PATH, ROLLOUT),
-  ]);
+  addAll(fileMutations(ROLLOUT_PATH, ROLLOUT, random, { flips: 120, truncations: 80, aliases: 20 }));
+  addAll(encodings(POLICY_PATH, ROLLOUT));
 
   const document = yamlParse(ROLLOUT) as Record<string, unknown>;
   addAll(wrongTypes(POLICY_PATH, document, schemaPaths(RolloutDocumentSchema), random));
@@ -769,7 +694,7 @@ class Tally {
     }
   }
 
-  /** No CR pruned whose file still exists, unless that valid file renamed it. */
+  /** No CR pruned whose file still exists: a valid file that now declares another name renamed its CR. */
   checkPrune(
     index: number,
     testCase: Case,
@@ -921,30 +846,8 @@ describe("mutation corpus of placements and rollout policies", () => {
   }, 180_000);
 
   it("rollout policies: a policy that fails in any way releases no change", async () => {
-    const kube = new FakeKube().serveKindsOf([
-      crObject({ name: "x", cluster: "c1" }),
-      crObject({ kind: "KnativeEventing", name: "y", cluster: "c1" }),
-    ]);
-    const stage = new RolloutStage({
-      hub: kube.client,
-      namespace: NS,
-      inventory: () =>
-        ["c1", "c2"].map((name) => ({
-          namespace: "fleet-system",
-          name,
-          labels: { env: "prod" },
-          properties: new Map(),
-        })),
-      events: new EventRecorder({ client: kube.client, component: "test", log: silentLogger }),
-      log: silentLogger,
-      checkIntervalMs: 60_000,
-      onDue: () => {},
-    });
-    const hub = planApplies(
-      buildFleetModel(rolloutFleet("1.21"), { defaultNamespace: NS }).resources,
-      sourceAt("1".repeat(40)),
-      [],
-    ).flatMap((step) => ("object" in step ? [step.object] : []));
+    const stage = rolloutStage();
+    const hub = hubAt("1.21");
     const corpus = generateRolloutCorpus();
     const tally = new Tally();
     let brokenPolicies = 0;
@@ -956,10 +859,8 @@ describe("mutation corpus of placements and rollout policies", () => {
         const policyFile = testCase.files.at(-1)!.path;
         if (model.files.find((f) => f.path === policyFile)?.status !== "failed") return;
         brokenPolicies++;
-        const steps = planApplies(model.resources, sourceAt("2".repeat(40)), hub);
-        expect(steps.map((s) => s.action)).toEqual(["update", "update"]);
-        const gated = await (await stage.prepare(model, "2".repeat(40))).gate.applies(steps, hub);
-        const through = gated.filter((step) => step.action !== "waiting");
+        const gated = await gatedActions(stage, model, hub);
+        const through = gated.filter((action) => action !== "waiting");
         if (
           through.length > 0 ||
           model.rollout.policy !== undefined ||

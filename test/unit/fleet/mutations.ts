@@ -207,3 +207,28 @@ export function syntaxErrors(path: string, text: string, count: number, random: 
     return { family: "syntax errors", file: { path, text: lines.join("\n") } };
   });
 }
+
+/**
+ * The mutations every kind of file gets, whatever it holds: byte flips, truncation, other encodings and
+ * foreign bytes, what is no regular file, alias abuse and odd structures in its place.
+ */
+export function fileMutations(
+  path: string,
+  text: string,
+  random: Chooser,
+  counts: { flips: number; truncations: number; aliases: number },
+): Mutation[] {
+  const aliases = aliasTexts(text);
+  return [
+    ...byteFlips(path, text, counts.flips, random),
+    ...truncations(path, text, counts.truncations, random),
+    ...encodings(path, text),
+    ...foreignBytes(path),
+    ...filesystemOddities(path),
+    ...Array.from({ length: counts.aliases }, () => ({
+      family: "aliases",
+      file: { path, text: random.pick(aliases) },
+    })),
+    ...STRUCTURES.map((structure) => ({ family: "structure", file: { path, text: structure } })),
+  ];
+}

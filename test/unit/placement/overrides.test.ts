@@ -71,27 +71,32 @@ describe("override patches", () => {
     });
   });
 
-  it("the spec a combination makes is what is validated: two overrides valid alone that together break it", () => {
-    // Alone, each leaves a valid spec. In order, the first deletes security and the second then sets a
-    // securityGuard without its required \`enabled\`: the spec eu-1 would get, checked at expansion.
-    const text = placementFile(
+  /**
+   * Two overrides, each valid alone: the first (env=prod) deletes the template's security, the second
+   * (`second`) then sets a securityGuard without its required `enabled`.
+   */
+  const deletesThenSets = (second: string) =>
+    placementFile(
       "serving",
       ALL,
       `  overrides:
   - clusterSelector: { labelSelector: { matchLabels: { env: prod } } }
     patch: { security: null }
-  - clusters: [{ namespace: ${PROFILES}, name: eu-1 }]
+  - ${second}
     patch: { security: { securityGuard: {} } }
 `,
     ).replace(
       '      version: "1.22"\n',
       '      version: "1.22"\n      security: { securityGuard: { enabled: true } }\n',
     );
-    const parsed = model({ [PATH]: text });
+  const FIELD = "spec.overrides[1].patch.security.securityGuard.enabled";
+
+  it("the spec a combination makes is what is validated: two overrides valid alone that together break it", () => {
+    const parsed = model({ [PATH]: deletesThenSets(`clusters: [{ namespace: ${PROFILES}, name: eu-1 }]`) });
     expect(parsed.diagnostics).toEqual([]);
     const result = expandPlacements(parsed.placements, inventory(FLEET));
     expect(result.diagnostics.map(formatDiagnostic)).toEqual([
-      `${PATH}:19:26 spec.overrides[1].patch.security.securityGuard.enabled: on ${PROFILES}/eu-1, where overrides 0, 1 apply in this order: required field is missing`,
+      `${PATH}:19:26 ${FIELD}: on ${PROFILES}/eu-1, where overrides 0, 1 apply in this order: required field is missing`,
     ]);
     expect(result.resources).toEqual([]);
   });
@@ -100,24 +105,15 @@ describe("override patches", () => {
     const many = Array.from({ length: 50 }, (_, i) =>
       cluster(`c${String(i).padStart(2, "0")}`, { env: "prod" }),
     );
-    const text = placementFile(
-      "serving",
-      ALL,
-      `  overrides:
-  - clusterSelector: { labelSelector: { matchLabels: { env: prod } } }
-    patch: { security: null }
-  - clusterSelector: { labelSelector: { matchExpressions: [{ key: env, operator: Exists }] } }
-    patch: { security: { securityGuard: {} } }
-`,
-    ).replace(
-      '      version: "1.22"\n',
-      '      version: "1.22"\n      security: { securityGuard: { enabled: true } }\n',
-    );
-    const parsed = model({ [PATH]: text });
+    const parsed = model({
+      [PATH]: deletesThenSets(
+        "clusterSelector: { labelSelector: { matchExpressions: [{ key: env, operator: Exists }] } }",
+      ),
+    });
     expect(parsed.diagnostics).toEqual([]);
     const result = expandPlacements(parsed.placements, inventory(many));
     expect(result.diagnostics.map(formatDiagnostic)).toEqual([
-      `${PATH}:19:26 spec.overrides[1].patch.security.securityGuard.enabled: on ${PROFILES}/c00, ${PROFILES}/c01, ${PROFILES}/c02 and 47 more, where overrides 0, 1 apply in this order: required field is missing`,
+      `${PATH}:19:26 ${FIELD}: on ${PROFILES}/c00, ${PROFILES}/c01, ${PROFILES}/c02 and 47 more, where overrides 0, 1 apply in this order: required field is missing`,
     ]);
   });
 });
