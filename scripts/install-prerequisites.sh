@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# System tools the sandbox and tests use: git (with http-backend), openssl, and Go for building the
-# sandbox binaries. Installs what is missing from Debian's packages (needs root); Node 24 itself comes
+# System tools the sandbox and tests use: git (with http-backend), openssl, Prometheus and promtool (the
+# alert rules' tests), and Go for building the sandbox binaries. Installs what is missing from Debian's packages (needs root); Node 24 itself comes
 # from npm (the `node` devDependency).
 #   --image   also what scripts/build-image.sh needs: buildah, and mmdebstrap for the local Node base
 #   --node    also the sandbox's real node: containerd, runc, CNI plugins, a static busybox (the pause image
@@ -27,6 +27,19 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# Debian's prometheus package brings the server and promtool; without its recommends (node-exporter). Its
+# service is not wanted here: the tests start their own server on loopback.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  echo "install-prerequisites: installing prometheus" >&2
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-prerequisites: need root (or sudo) to apt-get install prometheus" >&2
+    exit 1
+  fi
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 fi
 # Every kube-apiserver, kubelet and containerd of the sandbox holds inotify instances; the kernel's default
 # of 128 per user runs out with a few sandboxes at once (then containerd's CRI fails to load: "too many

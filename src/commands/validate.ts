@@ -1,8 +1,10 @@
 import { stat } from "node:fs/promises";
 import { type Diagnostic, formatDiagnostic } from "../fleet/diagnostic.ts";
-import { buildFleetModel, type DesiredResource } from "../fleet/model.ts";
+import { boundedDiagnostics, buildFleetModel, type DesiredResource } from "../fleet/model.ts";
 import { readFleetDir } from "../fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
+import { withPlacements } from "../placement/combine.ts";
+import { expandPlacements } from "../placement/expand.ts";
 import { COMPONENT_OF_KIND, type Component, createKodataSource, resolveVersion } from "../render/index.ts";
 import { commandSettings } from "./access-settings.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, UsageError } from "./command.ts";
@@ -39,16 +41,17 @@ Flags:
       throw new UsageError(`--kodata ${kodata} is not a directory`);
 
     const files = await readFleetDir(dir, selection);
-    const model = buildFleetModel(files, { defaultNamespace: settings.defaultNamespace });
+    const parsed = buildFleetModel(files, { defaultNamespace: settings.defaultNamespace });
+    // Offline, a placement that reads the inventory is not expanded; one that lists its clusters is, so
+    // its conflicts and merged specs are checked here as the service checks them.
+    const unknown = { clusters: undefined, decisions: undefined };
+    const model = withPlacements(parsed, expandPlacements(parsed.placements, unknown));
     const versionErrors = kodata === undefined ? [] : await versionDiagnostics(model.resources, kodata);
     const errors = model.diagnostics.length + model.omittedDiagnostics + versionErrors.length;
-
-    for (const diagnostic of [...model.diagnostics, ...versionErrors]) {
-      ctx.stdout.write(`${formatDiagnostic(diagnostic)}\n`);
-    }
-    if (model.omittedDiagnostics > 0)
-      ctx.stdout.write(`… ${model.omittedDiagnostics} more errors left out\n`);
-    // A placement's clusters come from the hub's inventory: offline, only its format is checked.
+    // Within the model's bounds: a placement's CRs share its version, and so its version error.
+    const shown = boundedDiagnostics([...model.diagnostics, ...versionErrors]);
+    for (const diagnostic of shown) ctx.stdout.write(`${formatDiagnostic(diagnostic)}\n`);
+    if (errors > shown.length) ctx.stdout.write(`… ${errors - shown.length} more errors left out\n`);
     const placements = model.placements.length > 0 ? `${model.placements.length} placements, ` : "";
     ctx.stdout.write(
       `${files.length} files, ${model.resources.length} resources, ${placements}${errors} errors\n`,

@@ -6,19 +6,21 @@ import {
   KnativeServingSchema,
   KnativeServingSpecSchema,
 } from "../api/knative.ts";
-import { StringMapSchema } from "../api/kubernetes.ts";
-import { PRUNE_ANNOTATION, PRUNE_DISABLED } from "../api/labels.ts";
+import { ABANDON_CLEANUP_ANNOTATION, PRUNE_ANNOTATION, PRUNE_DISABLED } from "../api/labels.ts";
 
 // What a fleet file may say, which is stricter than what the API accepts: the API's metadata is loose
 // (objects read back carry uid, resourceVersion, ...), but in Git an unknown metadata field is a typo,
 // and `metadata.annotation:` silently dropping a prune opt-out is exactly the mistake to catch. Status is
-// written by the bot, never by hand.
+// written by the bot, never by hand. Every document kind (a CR, a placement and the CRs it expands into, a
+// rollout policy) takes its names and metadata from here, so one rule holds for all of them; and what the
+// hub's API server or the mirror would refuse at sync time is refused here, at the file and line, where
+// it blocks nothing but that file.
 
 const DNS_1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_1123_LABEL_MAX_LENGTH = 63;
 
 /** A DNS-1123 label: the strictest Kubernetes name rule, so a name is also valid as a label value. */
-const Dns1123LabelSchema = z
+export const Dns1123LabelSchema = z
   .string()
   .max(DNS_1123_LABEL_MAX_LENGTH, { error: `must be at most ${DNS_1123_LABEL_MAX_LENGTH} characters` })
   .regex(DNS_1123_LABEL, {
@@ -30,7 +32,7 @@ const DNS_1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*
 const DNS_1123_SUBDOMAIN_MAX_LENGTH = 253;
 
 /** A DNS-1123 subdomain: what Kubernetes accepts as the name of a ClusterProfile (or most objects). */
-const Dns1123SubdomainSchema = z
+export const Dns1123SubdomainSchema = z
   .string()
   .max(DNS_1123_SUBDOMAIN_MAX_LENGTH, {
     error: `must be at most ${DNS_1123_SUBDOMAIN_MAX_LENGTH} characters`,
@@ -41,16 +43,58 @@ const Dns1123SubdomainSchema = z
   });
 
 /**
- * Only names the hub could hold. The CRD itself stays as loose as upstream's (plain strings), so every CR
- * the upstream operator accepts is still accepted on the hub; the fleet file is where pull requests come
- * in, and where a free-text name would reach the plan comment and the status README.
+ * A ClusterProfile named by a fleet document (a CR's clusterProfileRef, a placement's list, an override's,
+ * a rollout wave's): only names the hub could hold. The CRD itself stays as loose as upstream's (plain
+ * strings), so every CR the upstream operator accepts is still accepted on the hub; the fleet file is where
+ * pull requests come in, and where a free-text name would reach the plan comment and the status README.
  */
-const FleetClusterProfileRefSchema = ClusterProfileRefSchema.extend({
-  name: Dns1123SubdomainSchema,
+export const ClusterRefSchema = z.strictObject({
   namespace: Dns1123LabelSchema,
+  name: Dns1123SubdomainSchema,
 });
 
-const FleetAnnotationsSchema = StringMapSchema.superRefine((annotations, ctx) => {
+const FleetClusterProfileRefSchema = ClusterProfileRefSchema.extend(ClusterRefSchema.shape);
+
+// A label or annotation key (a qualified name): an optional DNS-subdomain prefix and '/', then a name.
+const QUALIFIED_NAME = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+/** Why `key` is no label or annotation key the API server accepts; undefined when it is one. */
+export function labelKeyProblem(key: string): string | undefined {
+  const slash = key.lastIndexOf("/");
+  const prefix = slash === -1 ? undefined : key.slice(0, slash);
+  const name = slash === -1 ? key : key.slice(slash + 1);
+  if (prefix !== undefined && (prefix.length > 253 || !DNS_1123_SUBDOMAIN.test(prefix))) {
+    return `label key prefix "${prefix}" must be a DNS-1123 subdomain of at most 253 characters`;
+  }
+  if (name.length === 0 || name.length > 63 || !QUALIFIED_NAME.test(name)) {
+    return `label key name "${name}" must be 1-63 characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit`;
+  }
+  return undefined;
+}
+
+export const LabelKeySchema = z.string().superRefine((key, ctx) => {
+  const problem = labelKeyProblem(key);
+  if (problem) ctx.addIssue({ code: "custom", input: key, message: problem });
+});
+
+export const LabelValueSchema = z
+  .string()
+  .max(63, { error: "a label value is at most 63 characters" })
+  .regex(LABEL_VALUE, {
+    error:
+      "a label value is empty or letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+  });
+
+const LabelsSchema = z.record(LabelKeySchema, LabelValueSchema);
+
+/**
+ * The API server's limit on all of an object's annotations (keys and values), less room for the ones the
+ * mirror adds (source repository, path, commit, hash, cluster).
+ */
+export const MAX_ANNOTATIONS_BYTES = 256 * 1024 - 8 * 1024;
+
+const FleetAnnotationsSchema = z.record(LabelKeySchema, z.string()).superRefine((annotations, ctx) => {
   const prune = annotations[PRUNE_ANNOTATION];
   if (prune !== undefined && prune !== PRUNE_DISABLED) {
     ctx.addIssue({
@@ -60,13 +104,35 @@ const FleetAnnotationsSchema = StringMapSchema.superRefine((annotations, ctx) =>
       message: `must be "${PRUNE_DISABLED}"; remove the annotation to allow pruning`,
     });
   }
+  // The mirror refuses such a CR at every sync, which would block every prune of the fleet.
+  if (Object.hasOwn(annotations, ABANDON_CLEANUP_ANNOTATION)) {
+    ctx.addIssue({
+      code: "custom",
+      path: [ABANDON_CLEANUP_ANNOTATION],
+      input: annotations[ABANDON_CLEANUP_ANNOTATION],
+      message:
+        "cannot come from a fleet file (a push could make a removal leave the cluster as it is); a hub operator sets it on the hub CR",
+    });
+  }
+  const bytes = Object.entries(annotations).reduce(
+    (sum, [key, value]) => sum + Buffer.byteLength(key) + Buffer.byteLength(value),
+    0,
+  );
+  if (bytes > MAX_ANNOTATIONS_BYTES) {
+    ctx.addIssue({
+      code: "custom",
+      input: annotations,
+      message: `the annotations take ${bytes} bytes; at most ${MAX_ANNOTATIONS_BYTES} fit beside the ones knative-fleet adds`,
+    });
+  }
 });
 
-const FleetMetadataSchema = z.strictObject({
+/** The metadata of every fleet document: a CR's, a placement's (copied onto its CRs), a rollout policy's. */
+export const FleetMetadataSchema = z.strictObject({
   name: Dns1123LabelSchema,
   // Always present by the time the schema runs: parsing fills in the default namespace first.
   namespace: Dns1123LabelSchema,
-  labels: StringMapSchema.optional(),
+  labels: LabelsSchema.optional(),
   annotations: FleetAnnotationsSchema.optional(),
 });
 

@@ -3,6 +3,12 @@ import type { SourcePosition } from "./diagnostic.ts";
 /** Why a fleet path could not be read as a YAML file: it becomes that file's one diagnostic. */
 export interface FileProblem extends SourcePosition {
   message: string;
+  /**
+   * The start of the bytes decoded leniently (any encoding read as ASCII, CR as a line end), only to tell
+   * what the file was meant to be (a broken rollout policy holds every change); never parsed as desired
+   * state. Absent when there are no bytes (a symlink, a folder, a blob not fetched).
+   */
+  lenientText?: string;
 }
 
 /**
@@ -40,31 +46,57 @@ export function fileProblem(path: string, message: string): FleetFile {
  * silently different document (a file with CR-only line endings reads as one comment line: an empty file).
  */
 export function decodeFleetFile(path: string, bytes: Uint8Array): FleetFile {
+  const withText = (file: FleetFile): FleetFile =>
+    file.problem ? { ...file, problem: { ...file.problem, lenientText: lenientText(bytes) } } : file;
   if (bytes.length > MAX_FLEET_FILE_BYTES) {
-    return fileProblem(path, `the file is over the limit of ${MAX_FLEET_FILE_BYTES} bytes for a fleet file`);
+    return withText(
+      fileProblem(path, `the file is over the limit of ${MAX_FLEET_FILE_BYTES} bytes for a fleet file`),
+    );
   }
   const encoding = NON_UTF8_BOMS.find(({ bytes: bom }) => startsWith(bytes, bom));
-  if (encoding) return fileProblem(path, `the file is ${encoding.name} (byte order mark); save it as UTF-8`);
+  if (encoding) {
+    return withText(fileProblem(path, `the file is ${encoding.name} (byte order mark); save it as UTF-8`));
+  }
   const body = startsWith(bytes, UTF8_BOM) ? bytes.subarray(UTF8_BOM.length) : bytes;
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(body);
   } catch {
     const lossy = new TextDecoder("utf-8", { ignoreBOM: true }).decode(body);
-    return problemAt(path, lossy, lossy.indexOf("\uFFFD"), "the file is not UTF-8 text; save it as UTF-8");
+    return withText(
+      problemAt(path, lossy, lossy.indexOf("\uFFFD"), "the file is not UTF-8 text; save it as UTF-8"),
+    );
   }
   const loneCr = text.search(/\r(?!\n)/);
   if (loneCr >= 0) {
-    return problemAt(
-      path,
-      text,
-      loneCr,
-      "a line ends with a carriage return alone (CR, old Mac style), which YAML does not read as a line end; use LF or CRLF line endings",
+    return withText(
+      problemAt(
+        path,
+        text,
+        loneCr,
+        "a line ends with a carriage return alone (CR, old Mac style), which YAML does not read as a line end; use LF or CRLF line endings",
+      ),
     );
   }
   const nul = text.indexOf("\0");
-  if (nul >= 0) return problemAt(path, text, nul, "the file holds a NUL byte: it is binary, not YAML");
+  if (nul >= 0) {
+    return withText(problemAt(path, text, nul, "the file holds a NUL byte: it is binary, not YAML"));
+  }
   return { path, text };
+}
+
+/** How much of an undecodable file is read leniently: more than any rollout policy takes. */
+const LENIENT_PREFIX_BYTES = 64 * 1024;
+
+/**
+ * Bytes read as well as they go: NUL bytes dropped when they are a quarter or more of them (UTF-16 and
+ * UTF-32 text is mostly ASCII), invalid UTF-8 as U+FFFD, CR and CRLF as line ends.
+ */
+function lenientText(bytes: Uint8Array): string {
+  const head = bytes.subarray(0, LENIENT_PREFIX_BYTES);
+  const nuls = head.reduce((count, byte) => count + (byte === 0 ? 1 : 0), 0);
+  const body = nuls * 4 >= head.length ? head.filter((byte) => byte !== 0) : head;
+  return new TextDecoder("utf-8").decode(body).replace(/\r\n?/g, "\n");
 }
 
 /** More documents than any fleet file needs; the parser's time grows with them. */
@@ -115,7 +147,7 @@ function startsWith(bytes: Uint8Array, prefix: readonly number[]): boolean {
   return prefix.every((byte, index) => bytes[index] === byte);
 }
 
-/** What a file holds, for telling whether it changed: its text, or its problem. */
+/** What a file holds, for telling whether it changed: its text, or its problem (and what it seems to say). */
 export function fleetFileContent(file: FleetFile): string {
-  return file.problem ? `problem: ${file.problem.message}` : file.text;
+  return file.problem ? `problem: ${file.problem.message}\n${file.problem.lenientText ?? ""}` : file.text;
 }

@@ -1,4 +1,5 @@
 import { compareDiagnostics, compareStrings, type Diagnostic, type SourcePosition } from "./diagnostic.ts";
+import { pathLooksLikeRollout, textLooksLikeRollout } from "./document-kind.ts";
 import type { FleetResource } from "./document-schema.ts";
 import { type FleetFile, shapeProblem } from "./file-text.ts";
 import {
@@ -11,6 +12,7 @@ import {
 } from "./parse.ts";
 import type { DeclaredPlacement } from "./placement-document.ts";
 import type { DeclaredRollout } from "./rollout-document.ts";
+import { ROLLOUT_KIND } from "./rollout-schema.ts";
 
 /** A CR the fleet repository wants on the hub, with where it was declared. */
 export interface DesiredResource {
@@ -60,8 +62,10 @@ export interface FleetRolloutPolicy {
   /** The one valid KnativeRollout of the repository. */
   policy?: DeclaredRollout;
   /**
-   * Files holding a KnativeRollout that failed (invalid, or a second policy): changes are held rather than
-   * sent everywhere at once, which is what a broken policy would otherwise mean.
+   * Files that failed and hold or look like a rollout policy (`isMeantAsRollout`): an invalid policy, a
+   * second one, one with a misspelled kind, in another encoding or with a syntax error. While there is
+   * one, `policy` is absent and every change is held rather than sent everywhere at once, which is what a
+   * broken policy would otherwise mean.
    */
   failedPaths: string[];
 }
@@ -71,9 +75,8 @@ export interface FleetRolloutPolicy {
  * or two CRs of a kind for one cluster, is an error on every file involved and none of the copies is used.
  */
 export function buildFleetModel(files: readonly FleetFile[], options: ParseOptions): FleetModel {
-  const parsed = [...files]
-    .sort((a, b) => compareStrings(a.path, b.path))
-    .map((file) => readFile(file, options));
+  const sorted = [...files].sort((a, b) => compareStrings(a.path, b.path));
+  const parsed = sorted.map((file) => readFile(file, options));
   const declarations = parsed.flatMap((file) =>
     file.documents.flatMap((document) =>
       document.declaration ? [{ path: file.path, ...document.declaration }] : [],
@@ -87,19 +90,18 @@ export function buildFleetModel(files: readonly FleetFile[], options: ParseOptio
   ];
   const failedPaths = new Set(allDiagnostics.map((diagnostic) => diagnostic.path));
   const diagnostics = boundedDiagnostics(allDiagnostics);
-  const rolloutPaths = parsed
-    .filter((file) => file.documents.some((document) => document.isRollout))
+  const failedRollouts = parsed
+    .filter((file, index) => failedPaths.has(file.path) && isMeantAsRollout(sorted[index]!, file))
     .map((file) => file.path);
+  const policies = parsed.flatMap((file) => file.documents.flatMap((document) => document.rollout ?? []));
   return {
     resources: parsed.filter((file) => !failedPaths.has(file.path)).flatMap(desiredResources),
     placements: parsed
       .filter((file) => !failedPaths.has(file.path))
       .flatMap((file) => file.documents.flatMap((document) => document.placement ?? [])),
     rollout: {
-      ...(rolloutPaths.length === 1 && !failedPaths.has(rolloutPaths[0]!)
-        ? { policy: parsed.flatMap((file) => file.documents.flatMap((d) => d.rollout ?? []))[0]! }
-        : {}),
-      failedPaths: rolloutPaths.filter((path) => failedPaths.has(path)),
+      ...(failedRollouts.length === 0 && policies.length === 1 ? { policy: policies[0]! } : {}),
+      failedPaths: failedRollouts,
     },
     diagnostics,
     omittedDiagnostics: allDiagnostics.length - diagnostics.length,
@@ -111,6 +113,21 @@ export function buildFleetModel(files: readonly FleetFile[], options: ParseOptio
       ),
     })),
   };
+}
+
+/**
+ * Whether a failed file is taken for a broken rollout policy, which holds every change: its name says
+ * `rollout`; or a document of it is, or looks like, one (`looksLikeRollout`); or, when no document says what
+ * it is (the file is in another encoding, has a syntax error, is no regular file), its text read leniently
+ * looks like one. A policy that cannot be read must hold changes as a paused one would; a file that only
+ * seems to be one holds them until it is fixed, with an error that names it.
+ */
+function isMeantAsRollout(file: FleetFile, parsed: ParsedFleetFile): boolean {
+  if (pathLooksLikeRollout(file.path)) return true;
+  const kinds = parsed.documents.flatMap((document) => document.meantKind ?? []);
+  if (kinds.length > 0) return kinds.includes(ROLLOUT_KIND);
+  const text = file.problem ? file.problem.lenientText : file.text;
+  return text !== undefined && textLooksLikeRollout(text);
 }
 
 /**
@@ -136,11 +153,17 @@ function readFile(file: FleetFile, options: ParseOptions): ParsedFleetFile {
 export const MAX_DIAGNOSTICS_PER_FILE = 20;
 export const MAX_DIAGNOSTICS = 500;
 
-/** The first errors of each file, in order, up to the bounds. */
-function boundedDiagnostics(diagnostics: readonly Diagnostic[]): Diagnostic[] {
+/**
+ * The first errors of each file, in order, up to the bounds; an error found twice (the same file, place,
+ * field and text) is kept once.
+ */
+export function boundedDiagnostics(diagnostics: readonly Diagnostic[]): Diagnostic[] {
   const perFile = new Map<string, number>();
   const kept: Diagnostic[] = [];
+  let previous: Diagnostic | undefined;
   for (const diagnostic of [...diagnostics].sort(compareDiagnostics)) {
+    if (previous !== undefined && compareDiagnostics(previous, diagnostic) === 0) continue;
+    previous = diagnostic;
     const count = perFile.get(diagnostic.path) ?? 0;
     if (count >= MAX_DIAGNOSTICS_PER_FILE) continue;
     perFile.set(diagnostic.path, count + 1);
@@ -159,8 +182,8 @@ function desiredResources(file: ParsedFleetFile): DesiredResource[] {
 
 type LocatedDeclaration = Declaration & { path: string };
 
-/** Something only one document in the whole fleet may declare. */
-interface Claim {
+/** Something only one document in the whole fleet may declare (a CR's name, a cluster's kind of CR). */
+export interface Claim {
   key: string;
   /** What is claimed, as the message names it. */
   subject: string;
@@ -235,32 +258,40 @@ function duplicateRolloutDiagnostics(files: readonly ParsedFleetFile[]): Diagnos
   }));
 }
 
-/** How many rival declarations a conflict message names; the rest are counted. */
-const MAX_NAMED_RIVALS = 3;
+/** How many items a message names (rival declarations, clusters); the rest are counted. */
+const MAX_NAMED = 3;
+
+/** `a, b, c and 7 more`: a list in a message that stays short however long the list. */
+export function namedAndCounted<T>(items: readonly T[], describe: (item: T) => string): string {
+  const named = items.slice(0, MAX_NAMED).map(describe);
+  const more = items.length - named.length;
+  return more > 0 ? `${named.join(", ")} and ${more} more` : named.join(", ");
+}
 
 /**
  * One diagnostic per claim whose key another claim shares, at the claim (every file involved fails). The
  * message names a few of the others and counts the rest: N copies make N short lines, not N².
  */
-function conflictDiagnostics(
-  claims: readonly Claim[],
-  explain: (claim: Claim, others: string) => string,
-  describe: (claim: Claim) => string,
+export function conflictDiagnostics<C extends Claim>(
+  claims: readonly C[],
+  explain: (claim: C, others: string) => string,
+  describe: (claim: C) => string,
 ): Diagnostic[] {
   return [...Map.groupBy(claims, (claim) => claim.key).values()]
     .filter((group) => group.length > 1)
     .flatMap((group) =>
-      group.map((claim) => {
-        const others = group.filter((other) => other !== claim);
-        const named = others.slice(0, MAX_NAMED_RIVALS).map(describe);
-        const more = others.length - named.length;
-        return {
-          path: claim.path,
-          ...claim.position,
-          field: claim.field,
-          message: explain(claim, more > 0 ? `${named.join(", ")} and ${more} more` : named.join(", ")),
-        };
-      }),
+      group.map((claim) => ({
+        path: claim.path,
+        ...claim.position,
+        field: claim.field,
+        message: explain(
+          claim,
+          namedAndCounted(
+            group.filter((other) => other !== claim),
+            describe,
+          ),
+        ),
+      })),
     );
 }
 

@@ -1,9 +1,11 @@
 import { KNATIVE_KINDS, type KnativeKind, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
+import { looksLikeRollout, meantKind, misspelledKind } from "./document-kind.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
 import { type DeclaredPlacement, isPlacementDocument, parsePlacementDocument } from "./placement-document.ts";
+import { PLACEMENT_API_VERSION } from "./placement-schema.ts";
 import { type DeclaredRollout, parseRolloutDocument } from "./rollout-document.ts";
-import { isRolloutDocument } from "./rollout-schema.ts";
+import { ROLLOUT_API_VERSION, ROLLOUT_KIND } from "./rollout-schema.ts";
 import { validateAgainstSchema } from "./schema-diagnostics.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "./yaml-source.ts";
 
@@ -43,8 +45,13 @@ export interface ParsedDocument {
   resource?: FleetResource;
   /** The validated placement (src/placement), when the document is one. */
   placement?: DeclaredPlacement;
-  /** Whether the document is a rollout policy (KnativeRollout), valid or not. */
+  /** Whether the document is a rollout policy (kind KnativeRollout), valid or not. */
   isRollout?: boolean;
+  /**
+   * The fleet kind the document is meant as, also when misspelled (document-kind.ts): KnativeRollout for
+   * whatever looks like a rollout policy; absent when it names no fleet kind.
+   */
+  meantKind?: string;
   /** The validated rollout policy (src/rollout), when the document is one. */
   rollout?: DeclaredRollout;
 }
@@ -80,18 +87,23 @@ function parseDocument(
   options: ParseOptions,
 ): { document: ParsedDocument; diagnostics: Diagnostic[] } {
   const value = withDefaultNamespace(withoutNullFields(document.value), options.defaultNamespace);
+  const kind = isRecord(document.value) ? document.value.kind : undefined;
+  const meant = looksLikeRollout(document.value) ? ROLLOUT_KIND : meantKind(kind);
   const parsed: ParsedDocument = {
     index: document.index,
     position: document.position,
     declaration: readDeclaration(document, value),
+    ...(kind === ROLLOUT_KIND && { isRollout: true }),
+    ...(meant !== undefined && { meantKind: meant }),
   };
   // A broken document's syntax errors are already reported; its recovered value would only add noise.
-  if (isRolloutDocument(document.value)) parsed.isRollout = true;
   if (!document.wellFormed) return { document: parsed, diagnostics: [] };
   if (parsed.isRollout) {
-    const { rollout, diagnostics } = parseRolloutDocument(path, document);
+    const { rollout, diagnostics } = parseRolloutDocument(path, document, options.defaultNamespace);
     return { document: { ...parsed, ...(rollout ? { rollout } : {}) }, diagnostics };
   }
+  if (meant === ROLLOUT_KIND)
+    return { document: parsed, diagnostics: [rolloutKindError(path, document, kind)] };
   if (isPlacementDocument(document.value)) {
     const { placement, diagnostics } = parsePlacementDocument(path, document, options.defaultNamespace);
     return { document: { ...parsed, ...(placement ? { placement } : {}) }, diagnostics };
@@ -102,6 +114,18 @@ function parseDocument(
   return result.success
     ? { document: { ...parsed, resource: result.data }, diagnostics: [] }
     : { document: parsed, diagnostics: result.diagnostics };
+}
+
+/** A document that looks like a rollout policy but is not one by its kind: it holds every change. */
+function rolloutKindError(path: string, document: SourceDocument, kind: unknown): Diagnostic {
+  const holds = "as it looks like a rollout policy, every change waits until it validates";
+  const problem =
+    kind === undefined
+      ? `required field is missing; a rollout policy is kind ${ROLLOUT_KIND} (apiVersion ${ROLLOUT_API_VERSION}), and ${holds}`
+      : misspelledKind(kind) === ROLLOUT_KIND
+        ? `${JSON.stringify(kind)} is not a kind; did you mean ${ROLLOUT_KIND}? A rollout policy that does not validate holds every change`
+        : `${JSON.stringify(kind)} is not a kind of ${PLACEMENT_API_VERSION}, which holds KnativeServingPlacement, KnativeEventingPlacement and ${ROLLOUT_KIND}; ${holds}`;
+  return { path, ...locateField(document, ["kind"], "value"), field: "kind", message: problem };
 }
 
 /** Rejects anything but the operator kinds up front, with a message that says what a fleet file holds. */
@@ -117,10 +141,11 @@ function checkKind(path: string, document: SourceDocument, value: unknown): Diag
   }
   const { apiVersion, kind } = value;
   if (!isKnativeKind(kind)) {
+    const typo = misspelledKind(kind);
     const problem =
       kind === undefined
         ? "required field is missing"
-        : `${JSON.stringify(kind)} (apiVersion ${String(apiVersion)}) is not accepted`;
+        : `${JSON.stringify(kind)} (apiVersion ${String(apiVersion)}) is not accepted${typo ? ` (did you mean ${typo}?)` : ""}`;
     return at(["kind"], `${problem}; a fleet file holds ${ACCEPTED_KINDS}`);
   }
   if (apiVersion !== OPERATOR_API_VERSION) {

@@ -1,10 +1,5 @@
-import {
-  type Diagnostic,
-  type FieldPath,
-  formatFieldPath,
-  lowercaseFirst,
-  type SourcePosition,
-} from "./diagnostic.ts";
+import type { Diagnostic, FieldPath } from "./diagnostic.ts";
+import { formatFieldPath } from "./diagnostic.ts";
 import { mergePatch } from "./merge-patch.ts";
 import { isRecord, withDefaultNamespace, withoutNullFields } from "./parse.ts";
 import {
@@ -14,8 +9,8 @@ import {
   PlacementDocumentSchema,
   TEMPLATE_SPEC_SCHEMAS,
 } from "./placement-schema.ts";
-import { validateAgainstSchema } from "./schema-diagnostics.ts";
-import { locateField, type SourceDocument } from "./yaml-source.ts";
+import { safeParsePlainKeys, schemaProblems, validateAgainstSchema } from "./schema-diagnostics.ts";
+import { locateField, plainScalarSourceAt, type SourceDocument } from "./yaml-source.ts";
 
 /** A valid placement document of a fleet file, with where it was written. */
 export interface DeclaredPlacement {
@@ -23,8 +18,8 @@ export interface DeclaredPlacement {
   /** The fleet file, relative to the repository root. */
   path: string;
   documentIndex: number;
-  /** Where a field of the document is, for diagnostics found later (conflicts, merged specs). */
-  locate(field: FieldPath): SourcePosition;
+  /** The document's syntax tree, to place what is found later (conflicts, merged specs) at file:line. */
+  source: Pick<SourceDocument, "ast" | "lineCounter">;
 }
 
 /** Whether a decoded document is meant as a placement (so the fleet parser hands it over). */
@@ -35,8 +30,9 @@ export function isPlacementDocument(value: unknown): boolean {
 
 /**
  * Validates one placement document with the same schemas and diagnostics as a fleet file's CR: the
- * template's spec is a KnativeServing/KnativeEventing spec; each override is checked by merging it into
- * the template on its own, so a patch that breaks the spec is reported at the patch's line offline.
+ * template's spec is a KnativeServing/KnativeEventing spec; each override is checked merged into the
+ * template, the spec a cluster that only it matches gets, so a patch that breaks the spec is reported at
+ * the patch's line offline. (Expansion checks the combinations the inventory makes the same way.)
  */
 export function parsePlacementDocument(
   path: string,
@@ -74,59 +70,111 @@ export function parsePlacementDocument(
   }
   const result = validateAgainstSchema(path, document, value, PlacementDocumentSchema);
   if (!result.success) return { diagnostics: result.diagnostics };
-  const placement = result.data;
   const declared: DeclaredPlacement = {
-    placement,
+    placement: result.data,
     path,
     documentIndex: document.index,
-    locate: (field) => locateField(document, field, "key"),
+    source: document,
   };
-  const diagnostics = (placement.spec.overrides ?? []).flatMap((override, index) =>
-    mergedSpecDiagnostics(declared, override.patch, index).map((problem) =>
-      at(problem.field, problem.message, "value"),
+  const diagnostics = (result.data.spec.overrides ?? []).flatMap((_, index) =>
+    mergedSpec(declared, [index]).problems.map((problem) =>
+      at(
+        problem.field,
+        problem.inTemplate ? `${problem.message} (after override ${index})` : problem.message,
+        problem.anchor,
+      ),
     ),
   );
   return diagnostics.length > 0 ? { diagnostics } : { placement: declared, diagnostics };
 }
 
-/**
- * Validates the template merged with a patch; each problem is placed in the patch when the patch wrote
- * that field, else in the template.
- */
-export function mergedSpecDiagnostics(
-  declared: DeclaredPlacement,
-  patch: unknown,
-  overrideIndex: number,
-): { field: FieldPath; message: string }[] {
-  const { placement } = declared;
-  const merged = mergePatch(placement.spec.template.spec, patch);
-  const parsed = TEMPLATE_SPEC_SCHEMAS[placement.kind].safeParse(merged);
-  if (parsed.success) return [];
-  return parsed.error.issues.map((issue) => {
-    const issuePath = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0]!] : issue.path;
-    const inPatch = hasPath(patch, issuePath);
-    const field: FieldPath = inPatch
-      ? ["spec", "overrides", overrideIndex, "patch", ...issuePath]
-      : ["spec", "template", "spec", ...issuePath];
-    const message = issue.code === "unrecognized_keys" ? "unrecognized key" : lowercaseFirst(issue.message);
-    return { field, message: inPatch ? message : `${message} (after override ${overrideIndex})` };
-  });
+export interface MergedSpec {
+  /** The template's spec with the overrides applied (clusterProfileRef not included). */
+  spec: Record<string, unknown>;
+  /** What is wrong with it, each at the field of the document that wrote the value (see `sourceField`). */
+  problems: { field: FieldPath; anchor: "key" | "value"; message: string; inTemplate: boolean }[];
 }
 
-/** The template's nulls are dropped as the API server drops them; a patch's nulls are deletions. */
+/**
+ * The spec a cluster gets: the overrides at `indexes` applied one after the other onto the template, each
+ * an RFC 7386 merge patch (a null deletes, even a field the template set), validated with the CR's spec
+ * schema. The one computation of a placement's spec: the offline check, expansion and plan all use it.
+ */
+export function mergedSpec(declared: DeclaredPlacement, indexes: readonly number[]): MergedSpec {
+  const { placement, source } = declared;
+  const patches = indexes.map((index) => ({ index, patch: placement.spec.overrides![index]!.patch }));
+  const spec = patches.reduce<unknown>(
+    (merged, { patch }) => mergePatch(merged, patch),
+    placement.spec.template.spec,
+  ) as Record<string, unknown>;
+  const parsed = safeParsePlainKeys(TEMPLATE_SPEC_SCHEMAS[placement.kind], spec);
+  if (parsed.success) return { spec, problems: [] };
+  const fieldOf = (specPath: FieldPath) => sourceField(patches, spec, specPath);
+  const problems = parsed.issues.flatMap((issue) =>
+    schemaProblems(issue, spec, (specPath) => plainScalarSourceAt(source, fieldOf(specPath))).map(
+      (problem) => {
+        const field = fieldOf(problem.field);
+        return { ...problem, field, inTemplate: field[1] === "template" };
+      },
+    ),
+  );
+  return { spec, problems };
+}
+
+/**
+ * Where in the document a merged spec's field was written: the last source (the template, then each patch
+ * in the order applied) that set it, or replaced or deleted a part of the spec it is in. A field that is
+ * missing is placed where the object that lacks it was written.
+ */
+function sourceField(
+  patches: readonly { index: number; patch: unknown }[],
+  spec: unknown,
+  specPath: FieldPath,
+): FieldPath {
+  const target = specPath.length > 0 && !hasPath(spec, specPath) ? specPath.slice(0, -1) : specPath;
+  let field: FieldPath = ["spec", "template", "spec", ...specPath];
+  for (const { index, patch } of patches) {
+    if (determines(patch, target)) field = ["spec", "overrides", index, "patch", ...specPath];
+  }
+  return field;
+}
+
+/** Whether a merge patch sets the value at `path`, or replaces or deletes a part of the spec holding it. */
+function determines(patch: unknown, path: FieldPath): boolean {
+  let current = patch;
+  for (const [depth, segment] of path.entries()) {
+    if (typeof current !== "object" || current === null || !Object.hasOwn(current, segment)) return false;
+    current = (current as Record<PropertyKey, unknown>)[segment];
+    const replaces = typeof current !== "object" || current === null || Array.isArray(current);
+    if (depth < path.length - 1 && replaces) return true;
+  }
+  return true;
+}
+
+function hasPath(value: unknown, path: FieldPath): boolean {
+  let current = value;
+  for (const segment of path) {
+    if (typeof current !== "object" || current === null || !Object.hasOwn(current, segment)) return false;
+    current = (current as Record<PropertyKey, unknown>)[segment];
+  }
+  return true;
+}
+
+/**
+ * The template's nulls are dropped as the API server drops them; a patch's nulls are deletions. Anything
+ * but a list under `overrides` is left for the schema to refuse: dropped here, no override would apply.
+ */
 function prepare(value: unknown, defaultNamespace: string): unknown {
   if (!isRecord(value)) return value;
   const { spec, ...rest } = value;
-  const { overrides, ...specRest } = isRecord(spec) ? spec : { overrides: undefined };
-  const cleaned = withDefaultNamespace(
-    withoutNullFields(isRecord(spec) ? { ...rest, spec: specRest } : value),
-    defaultNamespace,
-  ) as Record<string, unknown>;
-  if (!Array.isArray(overrides)) return cleaned;
-  return {
-    ...cleaned,
-    spec: { ...(cleaned.spec as object), overrides: overrides.map(overrideWithoutNulls) },
+  if (!isRecord(spec) || !Array.isArray(spec.overrides)) {
+    return withDefaultNamespace(withoutNullFields(value), defaultNamespace);
+  }
+  const { overrides, ...specRest } = spec;
+  const cleaned = withDefaultNamespace(withoutNullFields({ ...rest, spec: specRest }), defaultNamespace) as {
+    spec: Record<string, unknown>;
   };
+  return { ...cleaned, spec: { ...cleaned.spec, overrides: overrides.map(overrideWithoutNulls) } };
 }
 
 /** An override's own fields lose their nulls; its patch keeps them. */
@@ -135,13 +183,4 @@ function overrideWithoutNulls(override: unknown): unknown {
   const { patch, ...rest } = override;
   const cleaned = withoutNullFields(rest) as Record<string, unknown>;
   return patch === undefined ? cleaned : { ...cleaned, patch };
-}
-
-function hasPath(value: unknown, path: readonly PropertyKey[]): boolean {
-  let current = value;
-  for (const segment of path) {
-    if (typeof current !== "object" || current === null || !Object.hasOwn(current, segment)) return false;
-    current = (current as Record<PropertyKey, unknown>)[segment];
-  }
-  return true;
 }

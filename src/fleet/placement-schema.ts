@@ -1,6 +1,13 @@
 import { z } from "zod";
 import { KnativeEventingSpecSchema, type KnativeKind, KnativeServingSpecSchema } from "../api/knative.ts";
-import { StringMapSchema } from "../api/kubernetes.ts";
+import {
+  ClusterRefSchema,
+  Dns1123LabelSchema,
+  Dns1123SubdomainSchema,
+  FleetMetadataSchema,
+  LabelKeySchema,
+  LabelValueSchema,
+} from "./document-schema.ts";
 
 // The placement file format: one template of a KnativeServing or KnativeEventing spec, the clusters it goes
 // to (ClusterProfile labels, status.properties, an explicit list, a PlacementDecision), and merge-patch
@@ -21,46 +28,6 @@ export const MAX_EXPRESSIONS = 64;
 export const MAX_VALUES = 256;
 export const MAX_LISTED_CLUSTERS = 1000;
 export const MAX_OVERRIDES = 100;
-
-const DNS_1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const Dns1123LabelSchema = z
-  .string()
-  .max(63, { error: "must be at most 63 characters" })
-  .regex(DNS_1123_LABEL, {
-    error:
-      "must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit",
-  });
-
-// A label key: an optional DNS-subdomain prefix and '/', then a name of at most 63 characters.
-const LABEL_NAME = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$/;
-const DNS_1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-
-export function labelKeyProblem(key: string): string | undefined {
-  const slash = key.lastIndexOf("/");
-  const prefix = slash === -1 ? undefined : key.slice(0, slash);
-  const name = slash === -1 ? key : key.slice(slash + 1);
-  if (prefix !== undefined && (prefix.length > 253 || !DNS_1123_SUBDOMAIN.test(prefix))) {
-    return `label key prefix "${prefix}" must be a DNS-1123 subdomain of at most 253 characters`;
-  }
-  if (name.length === 0 || name.length > 63 || !LABEL_NAME.test(name)) {
-    return `label key name "${name}" must be 1-63 characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit`;
-  }
-  return undefined;
-}
-
-const LabelKeySchema = z.string().superRefine((key, ctx) => {
-  const problem = labelKeyProblem(key);
-  if (problem) ctx.addIssue({ code: "custom", input: key, message: problem });
-});
-
-const LabelValueSchema = z
-  .string()
-  .max(63, { error: "a label value is at most 63 characters" })
-  .regex(LABEL_VALUE, {
-    error:
-      "a label value is empty or letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
-  });
 
 const SET_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist"] as const;
 /** Numeric comparisons for properties such as a node count; the value must be a decimal number. */
@@ -136,15 +103,10 @@ export const ClusterSelectorTermSchema = z
     error: "a term needs a labelSelector or a propertySelector; labelSelector: {} selects every cluster",
   });
 
-export const ClusterRefSchema = z.strictObject({
-  namespace: z.string().min(1).max(63),
-  name: z.string().min(1).max(253),
-});
-
 const PlacementDecisionRefSchema = z
   .strictObject({
     namespace: Dns1123LabelSchema,
-    name: z.string().min(1).max(253).optional(),
+    name: Dns1123SubdomainSchema.optional(),
     decisionKey: LabelValueSchema.min(1).optional(),
   })
   .refine((ref) => (ref.name === undefined) !== (ref.decisionKey === undefined), {
@@ -165,18 +127,11 @@ const OverrideSchema = z
     error: "an override applies to clusters (a list) or to a clusterSelector (one term), exactly one of them",
   });
 
-const PlacementMetadataSchema = z.strictObject({
-  name: Dns1123LabelSchema,
-  namespace: Dns1123LabelSchema,
-  labels: StringMapSchema.optional(),
-  annotations: StringMapSchema.optional(),
-});
-
 function placementSchema<K extends PlacementKind, S extends z.ZodObject>(kind: K, specSchema: S) {
   return z.strictObject({
     apiVersion: z.literal(PLACEMENT_API_VERSION),
     kind: z.literal(kind),
-    metadata: PlacementMetadataSchema,
+    metadata: FleetMetadataSchema,
     spec: z
       .strictObject({
         clusterSelectorTerms: z.array(ClusterSelectorTermSchema).min(1).max(MAX_TERMS).optional(),

@@ -1,5 +1,5 @@
 import type { Diagnostic, SourcePosition } from "./diagnostic.ts";
-import { isRecord, withoutNullFields } from "./parse.ts";
+import { isRecord, withDefaultNamespace, withoutNullFields } from "./parse.ts";
 import { type RolloutDocument, RolloutDocumentSchema } from "./rollout-schema.ts";
 import { validateAgainstSchema } from "./schema-diagnostics.ts";
 import type { SourceDocument } from "./yaml-source.ts";
@@ -16,8 +16,9 @@ export interface DeclaredRollout {
 export function parseRolloutDocument(
   path: string,
   document: SourceDocument,
+  defaultNamespace: string,
 ): { rollout?: DeclaredRollout; diagnostics: Diagnostic[] } {
-  const value = withoutNullFields(document.value);
+  const value = withDefaultNamespace(withoutNullFields(document.value), defaultNamespace);
   const result = validateAgainstSchema(path, document, isRecord(value) ? value : {}, RolloutDocumentSchema);
   if (!result.success) return { diagnostics: result.diagnostics };
   return { rollout: { rollout: result.data, path, position: document.position }, diagnostics: [] };

@@ -1,12 +1,7 @@
 import { z } from "zod";
-import { StringMapSchema } from "../api/kubernetes.ts";
+import { ClusterRefSchema, Dns1123LabelSchema, FleetMetadataSchema } from "./document-schema.ts";
 import { durationMs } from "./duration.ts";
-import {
-  ClusterRefSchema,
-  ClusterSelectorTermSchema,
-  MAX_LISTED_CLUSTERS,
-  MAX_TERMS,
-} from "./placement-schema.ts";
+import { ClusterSelectorTermSchema, MAX_LISTED_CLUSTERS, MAX_TERMS } from "./placement-schema.ts";
 
 // The rollout policy format (docs/rollout.md): ordered waves of clusters (a canary first), how many clusters
 // of a wave change at once, a soak after a wave is healthy, a time limit per wave, the windows waves may open
@@ -82,10 +77,7 @@ const WaveTimingSchema = {
 
 const WaveSchema = z
   .strictObject({
-    name: z
-      .string()
-      .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { error: "must be a DNS-1123 label" })
-      .max(63),
+    name: Dns1123LabelSchema,
     clusterProfiles: z.array(ClusterRefSchema).min(1).max(MAX_LISTED_CLUSTERS).optional(),
     clusterSelectorTerms: z.array(ClusterSelectorTermSchema).min(1).max(MAX_TERMS).optional(),
     ...WaveTimingSchema,
@@ -100,12 +92,7 @@ export const ON_FAILURE = ["Halt", "HaltAndRevert"] as const;
 export const RolloutDocumentSchema = z.strictObject({
   apiVersion: z.literal(ROLLOUT_API_VERSION),
   kind: z.literal(ROLLOUT_KIND),
-  metadata: z.strictObject({
-    name: z.string().min(1).max(253),
-    namespace: z.string().min(1).max(63).optional(),
-    labels: StringMapSchema.optional(),
-    annotations: StringMapSchema.optional(),
-  }),
+  metadata: FleetMetadataSchema,
   spec: z
     .strictObject({
       waves: z.array(WaveSchema).min(1).max(MAX_WAVES),
@@ -140,12 +127,3 @@ export type RolloutSpec = RolloutDocument["spec"];
 
 /** The implicit last wave: the clusters no wave selects (and CRs that install on the hub itself). */
 export const REMAINING_WAVE = "remaining";
-
-export function isRolloutDocument(value: unknown): boolean {
-  return (
-    typeof value === "object" &&
-    value !== null &&
-    !Array.isArray(value) &&
-    (value as { kind?: unknown }).kind === ROLLOUT_KIND
-  );
-}

@@ -36,6 +36,36 @@ export class KubeApiError extends Error {
 }
 
 export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError && err.status === 404;
+
+// Socket, DNS, TLS and timeout failures: the request never got an HTTP answer (undici wraps the cause).
+const UNANSWERED_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ETIMEDOUT",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+  "CERT_HAS_EXPIRED",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+/** Whether a request failed without an answer from the server: it is down or cannot be reached. */
+export function isUnanswered(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    if (e instanceof KubeApiError) return false;
+    if (UNANSWERED_CODES.has((e as NodeJS.ErrnoException).code ?? "")) return true;
+  }
+  return false;
+}
 export const isConflict = (err: unknown): boolean => err instanceof KubeApiError && err.status === 409;
 
 export interface RestResponse<T> {

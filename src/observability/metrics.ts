@@ -1,10 +1,12 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
 /**
- * The service's Prometheus metrics. Label values are bounded by what the operator configures: `kind` is
- * KnativeServing or KnativeEventing, `cluster` the ClusterProfile `namespace/name` (or "hub"), `provider`
- * an access provider's name, git error kinds a fixed set. A value taken from a CR's spec never becomes a
- * label, so no commit to the fleet repository can grow the series count.
+ * The service's Prometheus metrics (every name, label and meaning is in docs/monitoring.md, with the alert
+ * rules and the dashboard built on them). Label values are bounded by what the operator configures: `kind`
+ * is KnativeServing or KnativeEventing, `cluster` the ClusterProfile `namespace/name` (or "hub"),
+ * `provider` an access provider's name; the others (`result`, `reason`, `outcome`, `state`, `trigger`) are
+ * fixed sets. A value taken from a CR's spec or a Git file never becomes a label, so no commit to the fleet
+ * repository can grow the series count.
  */
 export interface FleetMetrics {
   /** A registry of its own (not prom-client's global one), with the default process and Node.js metrics. */
@@ -16,31 +18,51 @@ export interface FleetMetrics {
     error: boolean;
     ready: boolean;
     drift: number;
+    /** Requests the pass sent to the cluster. */
+    requests: number;
+    /** Whether the cluster answered; undefined when the pass did not try to reach it. */
+    reachable?: boolean | undefined;
+    /** The installed release (status.version: one of the image's releases, so a bounded set). */
+    version?: string | undefined;
   }): void;
   /** `error`: the failure's kind (GitErrorKind), absent on success. */
   gitFetchFinished(r: { durationMs: number; error?: string }): void;
+  /** One poll of the fleet repository ended: fetched and mirrored (or nothing to do), or failed. */
+  pollFinished(r: { failed: boolean }): void;
+  /** One commit mirrored into the hub, and why it was mirrored (a push, the inventory, the rollout). */
+  syncFinished(r: { durationMs: number; trigger: SyncTrigger }): void;
   execPluginFinished(r: { provider: string; cluster: string; durationMs: number; error: boolean }): void;
   /** A CR left its cluster (finalized): its series go, so a gone install is not reported forever. */
   forgetResource(r: { kind: string; cluster: string }): void;
-  /** A cluster left the inventory: every series that names it goes. */
+  /**
+   * Every series that names the cluster goes: it left the inventory, or (sharding) another replica owns it
+   * now, so two replicas never report one cluster differently.
+   */
   forgetCluster(cluster: string): void;
+  /** The prune of the last sync: what it deleted, or how many CRs wait and why. */
   pruned(r: { outcome: PruneOutcome; count: number }): void;
   statusCommitFinished(r: { outcome: StatusCommitOutcome }): void;
+  /** Leadership changed. A replica that stops leading drops the Git side's gauges: it no longer knows. */
   setLeader(isLeader: boolean): void;
-  /** The rollout's state after a sync (src/rollout): halted or not, the open wave's position. */
-  rolloutObserved(r: { phase: string }): void;
+  /** The rollout's state after a sync (src/rollout): halted or not, waves completed, CRs held back. */
+  rolloutObserved(r: { phase: string; waiting: number; wavesCompleted: number }): void;
+  /** This replica's view of the shards: live members, and how many clusters it reconciles. */
+  shardsObserved(r: { members: number; clusters: number }): void;
 }
 
 export type PruneOutcome = "pruned" | "held" | "skipped" | "none";
 export type StatusCommitOutcome = "pushed" | "unchanged" | "failed";
+export type SyncTrigger = "git" | "inventory" | "rollout";
 
-const PRUNE_OUTCOMES: readonly PruneOutcome[] = ["pruned", "held", "skipped", "none"];
 const STATUS_COMMIT_OUTCOMES: readonly StatusCommitOutcome[] = ["pushed", "unchanged", "failed"];
+const PENDING_PRUNE_STATES = ["held", "skipped"] as const;
 
 // A reconcile ranges from a no-op (tens of ms) to a first install that waits for CRDs and rollouts (minutes).
 const RECONCILE_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 // A shallow fetch of the fleet repository: sub-second when nothing changed, longer on a first clone.
 const GIT_FETCH_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+// A sync applies every changed CR to the hub: tens of ms for a few, seconds for thousands.
+const SYNC_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 // An exec plugin is a local process that usually answers from its own cache, or mints a token remotely.
 const EXEC_PLUGIN_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -76,6 +98,24 @@ export function createMetrics(): FleetMetrics {
     labelNames: ["kind", "cluster"] as const,
     registers,
   });
+  const spokeVersion = new Gauge({
+    name: "knative_fleet_spoke_version_info",
+    help: "1 for the Knative release installed on the cluster (status.version, one of the image's releases).",
+    labelNames: ["kind", "cluster", "version"] as const,
+    registers,
+  });
+  const spokeReachable = new Gauge({
+    name: "knative_fleet_spoke_reachable",
+    help: "1 when the cluster answered the last reconcile that tried to reach it, 0 when it could not be reached (connection, TLS or timeout).",
+    labelNames: ["cluster"] as const,
+    registers,
+  });
+  const spokeRequests = new Counter({
+    name: "knative_fleet_spoke_requests_total",
+    help: "API requests the reconciles sent to a cluster (reads and writes).",
+    labelNames: ["cluster"] as const,
+    registers,
+  });
   const gitFetchDuration = new Histogram({
     name: "knative_fleet_git_fetch_duration_seconds",
     help: "Time to fetch the fleet repository (asking for the head, and fetching when it moved), failed fetches included.",
@@ -84,8 +124,20 @@ export function createMetrics(): FleetMetrics {
   });
   const gitFetchErrors = new Counter({
     name: "knative_fleet_git_fetch_errors_total",
-    help: "Failed fetches of the fleet repository, by error kind (network, timeout, auth, ...).",
-    labelNames: ["kind"] as const,
+    help: "Failed fetches of the fleet repository, by reason (network, timeout, auth, ...).",
+    labelNames: ["reason"] as const,
+    registers,
+  });
+  const syncFailing = new Gauge({
+    name: "knative_fleet_sync_failing",
+    help: "1 while the last poll of the fleet repository failed (fetch, parse or mirror into the hub), else 0; leader only.",
+    registers,
+  });
+  const syncDuration = new Histogram({
+    name: "knative_fleet_sync_duration_seconds",
+    help: "Time to mirror one commit of the fleet repository into the hub (placements, rollout gate, apply, prune), by trigger.",
+    labelNames: ["trigger"] as const,
+    buckets: SYNC_BUCKETS,
     registers,
   });
   const execPluginDuration = new Histogram({
@@ -101,10 +153,15 @@ export function createMetrics(): FleetMetrics {
     labelNames: ["provider", "cluster"] as const,
     registers,
   });
-  const pruneTotal = new Counter({
-    name: "knative_fleet_prune_total",
-    help: "Hub CRs whose file left the fleet repository, by what the mirror did with them.",
-    labelNames: ["outcome"] as const,
+  const prunedTotal = new Counter({
+    name: "knative_fleet_pruned_total",
+    help: "Hub CRs deleted because their file left the fleet repository.",
+    registers,
+  });
+  const prunePending = new Gauge({
+    name: "knative_fleet_prune_pending",
+    help: "Hub CRs whose file left the fleet repository but that the last sync did not prune: held for a person's confirmation, or skipped by a safeguard.",
+    labelNames: ["state"] as const,
     registers,
   });
   const statusCommits = new Counter({
@@ -113,16 +170,16 @@ export function createMetrics(): FleetMetrics {
     labelNames: ["outcome"] as const,
     registers,
   });
-  const leader = new Gauge({
-    name: "knative_fleet_leader",
-    help: "1 while this replica holds the leader Lease and reconciles, else 0.",
+  const statusWriteFailing = new Gauge({
+    name: "knative_fleet_status_write_failing",
+    help: "1 while the last status write-back to the fleet repository failed, else 0; leader only.",
     registers,
   });
-
-  // Series with a fixed label set start at 0, so rate() and alerts see them before the first event.
-  for (const outcome of PRUNE_OUTCOMES) pruneTotal.inc({ outcome }, 0);
-  for (const outcome of STATUS_COMMIT_OUTCOMES) statusCommits.inc({ outcome }, 0);
-  leader.set(0);
+  const leader = new Gauge({
+    name: "knative_fleet_leader",
+    help: "1 while this replica holds the leader Lease (the Git side: sync, prune, rollout, status), else 0.",
+    registers,
+  });
   const rolloutHalted = new Gauge({
     name: "knative_fleet_rollout_halted",
     help: "1 while the rollout of the fleet repository's newest revision is halted (src/rollout); its status says where and why.",
@@ -133,12 +190,45 @@ export function createMetrics(): FleetMetrics {
     help: "Rollouts that halted (no wave label: wave names come from Git, and no commit may grow the series count).",
     registers,
   });
-  rolloutHalted.set(0);
+  const rolloutWaiting = new Gauge({
+    name: "knative_fleet_rollout_waiting_resources",
+    help: "Hub CRs that keep their last applied spec until their rollout wave opens, after the last sync.",
+    registers,
+  });
+  const rolloutWaves = new Gauge({
+    name: "knative_fleet_rollout_waves_completed",
+    help: "Waves the rollout of the newest revision has completed.",
+    registers,
+  });
+  const shardMembers = new Gauge({
+    name: "knative_fleet_shard_members",
+    help: "Live replicas sharing the reconcile, as this replica sees them (sharding.enabled).",
+    registers,
+  });
+  const shardClusters = new Gauge({
+    name: "knative_fleet_shard_clusters",
+    help: "Clusters whose CRs this replica reconciles now (sharding.enabled).",
+    registers,
+  });
+
+  // Series with a fixed label set start at 0, so rate() and alerts see them before the first event.
+  for (const outcome of STATUS_COMMIT_OUTCOMES) statusCommits.inc({ outcome }, 0);
+  for (const state of PENDING_PRUNE_STATES) prunePending.set({ state }, 0);
+  prunedTotal.inc(0);
+  rolloutHalts.inc(0);
+  const leaderOnly = [syncFailing, statusWriteFailing, rolloutHalted, rolloutWaiting, rolloutWaves];
+  const dropLeaderState = () => {
+    for (const gauge of leaderOnly) gauge.set(0);
+    for (const state of PENDING_PRUNE_STATES) prunePending.set({ state }, 0);
+  };
+  dropLeaderState();
+  leader.set(0);
   let wasHalted = false;
 
   // The label sets recorded per cluster, so a departure can remove exactly its series (Flux's Delete*).
   const kindsOf = new Map<string, Set<string>>();
   const providersOf = new Map<string, Set<string>>();
+  const versionOf = new Map<string, string>(); // by `kind cluster`, so an upgrade replaces the series
   const remember = (index: Map<string, Set<string>>, cluster: string, value: string) =>
     index.set(cluster, (index.get(cluster) ?? new Set()).add(value));
   const forgetResource = ({ kind, cluster }: { kind: string; cluster: string }) => {
@@ -147,6 +237,9 @@ export function createMetrics(): FleetMetrics {
     reconcileErrors.remove(labels);
     driftCorrections.remove(labels);
     spokeReady.remove(labels);
+    const version = versionOf.get(`${kind} ${cluster}`);
+    if (version !== undefined) spokeVersion.remove({ ...labels, version });
+    versionOf.delete(`${kind} ${cluster}`);
     kindsOf.get(cluster)?.delete(kind);
   };
 
@@ -159,20 +252,36 @@ export function createMetrics(): FleetMetrics {
         execPluginDuration.remove({ provider, cluster });
         execPluginErrors.remove({ provider, cluster });
       }
+      spokeReachable.remove({ cluster });
+      spokeRequests.remove({ cluster });
       kindsOf.delete(cluster);
       providersOf.delete(cluster);
     },
-    reconcileFinished({ kind, cluster, durationMs, error, ready, drift }) {
+    reconcileFinished({ kind, cluster, durationMs, error, ready, drift, requests, reachable, version }) {
       const labels = { kind, cluster };
       remember(kindsOf, cluster, kind);
       reconcileDuration.observe({ ...labels, result: error ? "error" : "success" }, seconds(durationMs));
       reconcileErrors.inc(labels, error ? 1 : 0);
       driftCorrections.inc(labels, drift);
       spokeReady.set(labels, ready ? 1 : 0);
+      spokeRequests.inc({ cluster }, requests);
+      if (reachable !== undefined) spokeReachable.set({ cluster }, reachable ? 1 : 0);
+      const before = versionOf.get(`${kind} ${cluster}`);
+      if (version !== undefined && version !== before) {
+        if (before !== undefined) spokeVersion.remove({ ...labels, version: before });
+        spokeVersion.set({ ...labels, version }, 1);
+        versionOf.set(`${kind} ${cluster}`, version);
+      }
     },
     gitFetchFinished({ durationMs, error }) {
       gitFetchDuration.observe(seconds(durationMs));
-      if (error !== undefined) gitFetchErrors.inc({ kind: error });
+      if (error !== undefined) gitFetchErrors.inc({ reason: error });
+    },
+    pollFinished({ failed }) {
+      syncFailing.set(failed ? 1 : 0);
+    },
+    syncFinished({ durationMs, trigger }) {
+      syncDuration.observe({ trigger }, seconds(durationMs));
     },
     execPluginFinished({ provider, cluster, durationMs, error }) {
       const labels = { provider, cluster };
@@ -180,20 +289,32 @@ export function createMetrics(): FleetMetrics {
       execPluginDuration.observe(labels, seconds(durationMs));
       execPluginErrors.inc(labels, error ? 1 : 0);
     },
-    rolloutObserved({ phase }) {
+    rolloutObserved({ phase, waiting, wavesCompleted }) {
       const halted = phase === "Halted";
       rolloutHalted.set(halted ? 1 : 0);
       if (halted && !wasHalted) rolloutHalts.inc();
       wasHalted = halted;
+      rolloutWaiting.set(waiting);
+      rolloutWaves.set(wavesCompleted);
     },
     pruned({ outcome, count }) {
-      pruneTotal.inc({ outcome }, count);
+      if (outcome === "pruned") prunedTotal.inc(count);
+      for (const state of PENDING_PRUNE_STATES) prunePending.set({ state }, outcome === state ? count : 0);
     },
     statusCommitFinished({ outcome }) {
       statusCommits.inc({ outcome });
+      statusWriteFailing.set(outcome === "failed" ? 1 : 0);
     },
     setLeader(isLeader) {
       leader.set(isLeader ? 1 : 0);
+      if (!isLeader) {
+        dropLeaderState();
+        wasHalted = false;
+      }
+    },
+    shardsObserved({ members, clusters }) {
+      shardMembers.set(members);
+      shardClusters.set(clusters);
     },
   };
 }

@@ -1,6 +1,13 @@
-import { compareDiagnostics, type Diagnostic } from "../fleet/diagnostic.ts";
-import type { DesiredResource, FleetModel } from "../fleet/model.ts";
-import { formatIdentity } from "../fleet/parse.ts";
+import type { Diagnostic } from "../fleet/diagnostic.ts";
+import {
+  boundedDiagnostics,
+  type Claim,
+  conflictDiagnostics,
+  type DesiredResource,
+  type FleetModel,
+} from "../fleet/model.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
 import { type Expansion, PLACEMENT_LABEL } from "./expand.ts";
 
 /**
@@ -8,31 +15,46 @@ import { type Expansion, PLACEMENT_LABEL } from "./expand.ts";
  * CRs of a kind (two placements, or a placement and a per-cluster file), or one CR name twice, are an error
  * on every file involved, and none of them is applied: whichever "won" would silently uninstall the other's
  * configuration the moment a label changed. Every failed file blocks pruning (mirror: invalid-files), so a
- * conflict never prunes anything either.
+ * conflict never prunes anything either. The conflicts are reported as the fleet model reports its own
+ * (model.ts `conflictDiagnostics`), within the same bounds.
  */
 export function withPlacements(model: FleetModel, expansion: Expansion): FleetModel {
   const sources = [
     ...model.resources.map((resource) => ({ resource, fromPlacement: false })),
     ...expansion.resources.map((resource) => ({ resource, fromPlacement: true })),
   ];
-  const conflicts = [
-    ...conflictDiagnostics(sources, (s) => clusterOf(s.resource), "cluster"),
-    ...conflictDiagnostics(sources, (s) => formatIdentity(identityOf(s.resource)), "name"),
-  ];
-  const diagnostics = [...model.diagnostics, ...expansion.diagnostics, ...conflicts].sort(compareDiagnostics);
-  const failed = new Set(diagnostics.map((diagnostic) => diagnostic.path));
-  const expandedByPath = Map.groupBy(expansion.resources, (resource) => resource.path);
+  const found = [...expansion.diagnostics, ...placementConflicts(sources)];
+  const failed = new Set([
+    ...model.files.filter((file) => file.status === "failed").map((file) => file.path),
+    ...found.map((diagnostic) => diagnostic.path),
+  ]);
+  const diagnostics = boundedDiagnostics([...model.diagnostics, ...found]);
+  // A placement file declares the CRs of the clusters it selects now, those it could not make included:
+  // a failed one keeps them at their last state, and a cluster it still selects has not left.
+  const selectedByPath = Map.groupBy(
+    expansion.selections.flatMap((selection) =>
+      (selection.clusters ?? []).map((cluster) => ({
+        path: selection.path,
+        identity: {
+          kind: PLACEMENT_KINDS[selection.kind],
+          namespace: selection.namespace,
+          name: cluster.crName,
+        } satisfies ResourceIdentity,
+      })),
+    ),
+    (selected) => selected.path,
+  );
   return {
     resources: sources.filter((s) => !failed.has(s.resource.path)).map((s) => s.resource),
     diagnostics,
-    omittedDiagnostics: model.omittedDiagnostics,
+    omittedDiagnostics:
+      model.omittedDiagnostics + model.diagnostics.length + found.length - diagnostics.length,
     placements: model.placements,
     rollout: model.rollout,
     files: model.files.map((file) => ({
       ...file,
       status: failed.has(file.path) ? "failed" : file.status,
-      // A placement file declares the CRs it expands to: a failed one keeps them at their last state.
-      declares: [...file.declares, ...(expandedByPath.get(file.path) ?? []).map(identityOf)],
+      declares: [...file.declares, ...(selectedByPath.get(file.path) ?? []).map((s) => s.identity)],
     })),
   };
 }
@@ -42,44 +64,54 @@ interface Source {
   fromPlacement: boolean;
 }
 
-/** One diagnostic per source whose key another source from a placement shares. */
-function conflictDiagnostics(
-  sources: readonly Source[],
-  keyOf: (source: Source) => string | undefined,
-  what: "cluster" | "name",
-): Diagnostic[] {
-  const groups = Map.groupBy(
-    sources.filter((s) => keyOf(s) !== undefined),
-    (s) => keyOf(s)!,
+type SourceClaim = Claim & { source: Source };
+
+/**
+ * Conflicts that involve a placement: one cluster given two CRs of a kind, one CR name made twice. Those
+ * among per-cluster files alone are the fleet model's to report (and already are).
+ */
+function placementConflicts(sources: readonly Source[]): Diagnostic[] {
+  const claim = (source: Source, key: string, field: string): SourceClaim => ({
+    key,
+    subject: key,
+    owner: identityOf(source.resource),
+    path: source.resource.path,
+    position: { line: source.resource.line, column: 1 },
+    field,
+    source,
+  });
+  const byCluster = sources.flatMap((source) => {
+    const cluster = clusterOf(source.resource);
+    return cluster === undefined ? [] : [claim(source, cluster, "spec.clusterProfileRef")];
+  });
+  const byName = sources.map((source) =>
+    claim(source, formatIdentity(identityOf(source.resource)), "metadata.name"),
   );
-  return (
-    [...groups.values()]
-      // Conflicts among per-cluster files alone are the fleet model's to report (and already are).
-      .filter((group) => group.length > 1 && group.some((s) => s.fromPlacement))
-      .flatMap((group) =>
-        group.map((source) => {
-          const others = group
-            .filter((other) => other !== source)
-            .map(describe)
-            .join(", ");
-          const { kind } = source.resource.resource;
-          const message =
-            what === "cluster"
-              ? `${describe(source)} installs ${kind} on ClusterProfile ${clusterRefOf(source.resource)}, as does ${others}; a cluster runs one ${kind}, so none of them is applied (exclude the cluster from the placement, for example with a NotIn expression)`
-              : `${describe(source)} and ${others} both make ${formatIdentity(identityOf(source.resource))}; none of them is applied`;
-          return {
-            path: source.resource.path,
-            line: source.resource.line,
-            column: 1,
-            field: what === "cluster" ? "spec.clusterProfileRef" : "metadata.name",
-            message,
-          };
-        }),
-      )
-  );
+  const describe = (other: SourceClaim) => describeSource(other.source);
+  return [
+    ...conflictDiagnostics(
+      involvingPlacements(byCluster),
+      (mine, others) => {
+        const { kind } = mine.source.resource.resource;
+        return `${describe(mine)} installs ${kind} on ClusterProfile ${clusterRefOf(mine.source.resource)}, as does ${others}; a cluster runs one ${kind}, so none of them is applied (exclude the cluster from the placement, for example with a NotIn expression)`;
+      },
+      describe,
+    ),
+    ...conflictDiagnostics(
+      involvingPlacements(byName),
+      (mine, others) =>
+        `${describe(mine)} and ${others} both make ${formatIdentity(mine.owner)}; none of them is applied`,
+      describe,
+    ),
+  ];
 }
 
-function describe({ resource, fromPlacement }: Source): string {
+function involvingPlacements(claims: readonly SourceClaim[]): SourceClaim[] {
+  const keys = new Set(claims.filter((c) => c.source.fromPlacement).map((c) => c.key));
+  return claims.filter((c) => keys.has(c.key));
+}
+
+function describeSource({ resource, fromPlacement }: Source): string {
   const where = `${resource.path}:${resource.line}`;
   return fromPlacement
     ? `placement ${resource.resource.metadata.labels?.[PLACEMENT_LABEL]} (${where})`
@@ -97,6 +129,6 @@ function clusterOf(desired: DesiredResource): string | undefined {
   return ref ? `${desired.resource.kind} ${ref}` : undefined;
 }
 
-function identityOf({ resource }: DesiredResource) {
+function identityOf({ resource }: DesiredResource): ResourceIdentity {
   return { kind: resource.kind, namespace: resource.metadata.namespace, name: resource.metadata.name };
 }

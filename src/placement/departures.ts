@@ -1,4 +1,6 @@
-import { SOURCE_REPOSITORY_ANNOTATION } from "../api/labels.ts";
+import type { KnativeKind } from "../api/knative.ts";
+import { SOURCE_PATH_ANNOTATION, SOURCE_REPOSITORY_ANNOTATION } from "../api/labels.ts";
+import type { ResourceIdentity } from "../fleet/parse.ts";
 import { type KubeObject, nameOf } from "../kube/object.ts";
 import { PLACEMENT_KIND_LABEL, PLACEMENT_LABEL, SOURCE_CLUSTER_ANNOTATION } from "./expand.ts";
 
@@ -30,12 +32,21 @@ export interface DepartureInput {
   live: readonly KubeObject[];
   /** The fleet repository: only its CRs are considered. */
   repository: string;
-  /** `kind namespace/name` of the CRs the fleet wants now. */
+  /**
+   * `kind namespace/name` of the CRs the fleet declares now: those it wants, and those of clusters a
+   * placement selects but cannot make a CR for now (a conflict, an override that breaks the spec). A
+   * cluster still selected has not left, whatever is wrong with its CR.
+   */
   desired: ReadonlySet<string>;
   /** `placementKind namespace/name` of the placements Git declares now, valid or pending. */
   placements: ReadonlySet<string>;
   /** Placements not expanded now (the hub could not tell what they select): every CR of theirs is kept. */
   pendingPlacements: ReadonlySet<string>;
+  /**
+   * Fleet files that failed: a CR whose source path is one of them is kept, with no clock running. A
+   * placement file that cannot be read says nothing about what it selects, as a pending one does not.
+   */
+  failedPaths: ReadonlySet<string>;
   now: number;
   gracePeriodMs: number;
   /** When each departed CR was first seen out, from the previous sync; entries no longer out are dropped. */
@@ -44,7 +55,7 @@ export interface DepartureInput {
 
 export interface DepartureResult {
   /** The CRs kept this sync although no file declares them. */
-  held: HubCrKey[];
+  held: ResourceIdentity[];
   /** The departures within their grace period, for the status. */
   departures: Departure[];
   /** The state for the next sync. */
@@ -69,7 +80,7 @@ export const placementKey = (kind: string, namespace: string, name: string): str
   `${kind.toLowerCase()} ${namespace}/${name}`;
 
 export function planDepartures(input: DepartureInput): DepartureResult {
-  const held: HubCrKey[] = [];
+  const held: ResourceIdentity[] = [];
   const departures: Departure[] = [];
   const since = new Map<string, number>();
   let nextDue: number | undefined;
@@ -77,11 +88,18 @@ export function planDepartures(input: DepartureInput): DepartureResult {
     const placement = placementKeyOf(object);
     if (placement === undefined || object.metadata.deletionTimestamp) continue;
     if (object.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION] !== input.repository) continue;
-    const cr = { kind: object.kind, namespace: object.metadata.namespace ?? "", name: nameOf(object) };
+    // `live` is the mirror's list of KnativeServing and KnativeEventing CRs.
+    const cr = {
+      kind: object.kind as KnativeKind,
+      namespace: object.metadata.namespace ?? "",
+      name: nameOf(object),
+    };
     const key = crKey(cr);
+    if (input.desired.has(key)) continue;
+    const unreadable = input.failedPaths.has(object.metadata.annotations?.[SOURCE_PATH_ANNOTATION] ?? "");
     // A placement deleted from Git is a deliberate change: its CRs go like a removed file's.
-    if (input.desired.has(key) || !input.placements.has(placement)) continue;
-    if (input.pendingPlacements.has(placement)) {
+    if (!unreadable && !input.placements.has(placement)) continue;
+    if (unreadable || input.pendingPlacements.has(placement)) {
       held.push(cr);
       continue;
     }

@@ -1,10 +1,10 @@
 import { OPERATOR_API_VERSION } from "../api/knative.ts";
 import { compareStrings, type Diagnostic, type FieldPath, formatFieldPath } from "../fleet/diagnostic.ts";
 import type { FleetResource } from "../fleet/document-schema.ts";
-import { mergePatch } from "../fleet/merge-patch.ts";
-import type { DesiredResource } from "../fleet/model.ts";
-import { type DeclaredPlacement, mergedSpecDiagnostics } from "../fleet/placement-document.ts";
+import { type DesiredResource, namedAndCounted } from "../fleet/model.ts";
+import { type DeclaredPlacement, type MergedSpec, mergedSpec } from "../fleet/placement-document.ts";
 import { PLACEMENT_KINDS, type PlacementDocument, type PlacementKind } from "../fleet/placement-schema.ts";
+import { locateField } from "../fleet/yaml-source.ts";
 import { clusterKey, type Inventory, type InventoryCluster } from "./inventory.ts";
 import { placementCrName } from "./naming.ts";
 import { matchesTerm } from "./select.ts";
@@ -30,7 +30,10 @@ export interface SelectedCluster {
   via: SelectionSource[];
   /** The overrides applied, by index, in the order applied. */
   overrides: number[];
-  /** The template's spec with those overrides merged in (clusterProfileRef not included). */
+  /**
+   * The template's spec with those overrides applied one after the other (clusterProfileRef not included).
+   * When it is invalid, a diagnostic says so and the placement makes no CR.
+   */
   spec: Record<string, unknown>;
 }
 
@@ -95,7 +98,7 @@ function expandOne(
   const { spec, metadata } = placement;
   const selection: PlacementSelection = {
     path,
-    line: declared.locate([]).line,
+    line: locateField(declared.source, [], "key").line,
     kind: placement.kind,
     namespace: metadata.namespace,
     name: metadata.name,
@@ -103,7 +106,7 @@ function expandOne(
   };
   const diagnostic = (field: FieldPath, message: string): Diagnostic => ({
     path,
-    ...declared.locate(field),
+    ...locateField(declared.source, field, "key"),
     field: formatFieldPath(field),
     message,
   });
@@ -160,43 +163,35 @@ function expandOne(
   const selected: SelectedCluster[] = [];
   const resources: DesiredResource[] = [];
   const diagnostics: Diagnostic[] = [];
-  const validated = new Map<string, string[]>(); // override combination -> problems
+  // One merge and one check per combination of overrides, however many clusters share it.
+  const combinations = new Map<string, { merged: MergedSpec; clusters: string[] }>();
   for (const [key, { ref, via }] of [...chosen].sort(([a], [b]) => compareStrings(a, b))) {
-    const cluster = context.clustersByKey.get(key);
-    const overrides = applicableOverrides(placement, ref, cluster);
-    const combination = overrides.join(",");
-    let problems = validated.get(combination);
-    const patch = overrides.reduce<unknown>(
-      (merged, index) => mergePatch(merged, spec.overrides![index]!.patch),
-      {},
-    );
-    if (problems === undefined) {
-      // Each override alone was checked when the file was read; together they may still clash.
-      problems =
-        overrides.length < 2
-          ? []
-          : mergedSpecDiagnostics(declared, patch, overrides.at(-1)!).map(
-              (p) => `${formatFieldPath(p.field)}: ${p.message} (overrides ${combination} together)`,
-            );
-      validated.set(combination, problems);
-    }
-    if (problems.length > 0) {
-      diagnostics.push(
-        ...problems.map((message) =>
-          diagnostic(["spec", "overrides", overrides.at(-1)!], `on ${key}: ${message}`),
-        ),
-      );
-      continue;
-    }
-    const mergedSpec = mergePatch(spec.template.spec, patch) as Record<string, unknown>;
+    const overrides = applicableOverrides(placement, ref, context.clustersByKey.get(key));
+    const combination = overrides.join(", ");
+    const known = combinations.get(combination);
+    const entry = known ?? { merged: mergedSpec(declared, overrides), clusters: [] };
+    combinations.set(combination, entry);
+    entry.clusters.push(key);
     const crName = placementCrName(metadata.name, ref);
-    selected.push({ ...ref, crName, via: [...via].sort(), overrides, spec: mergedSpec });
+    selected.push({ ...ref, crName, via: [...via].sort(), overrides, spec: entry.merged.spec });
+    if (entry.merged.problems.length > 0) continue;
     resources.push({
-      resource: placementCr(placement, ref, crName, mergedSpec),
+      resource: placementCr(placement, ref, crName, entry.merged.spec),
       path,
       documentIndex: declared.documentIndex,
       line: selection.line,
     });
+  }
+  for (const [combination, { merged, clusters }] of combinations) {
+    const where = `on ${namedAndCounted(clusters, (cluster) => cluster)}, where overrides ${combination} apply in this order`;
+    for (const problem of merged.problems) {
+      diagnostics.push({
+        path,
+        ...locateField(declared.source, problem.field, problem.anchor),
+        field: formatFieldPath(problem.field),
+        message: `${where}: ${problem.message}`,
+      });
+    }
   }
   // Two ClusterProfiles of one name in two namespaces would both get `<placement>-<name>`.
   const byName = Map.groupBy(selected, (cluster) => cluster.crName);

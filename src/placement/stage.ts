@@ -5,7 +5,14 @@ import { Informer, type InformerEvent } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { Logger } from "../observability/log.ts";
 import { withPlacements } from "./combine.ts";
-import { crKey, type Departure, placementKey, planDepartures } from "./departures.ts";
+import {
+  crKey,
+  type Departure,
+  type DepartureInput,
+  type DepartureResult,
+  placementKey,
+  planDepartures,
+} from "./departures.ts";
 import { type ExpandOptions, expandPlacements, type PlacementSelection } from "./expand.ts";
 import {
   type Inventory,
@@ -130,33 +137,15 @@ export class PlacementStage {
     const options: ExpandOptions = this.#options.allowedNamespaces
       ? { allowedNamespaces: this.#options.allowedNamespaces }
       : {};
-    const expansion = expandPlacements(model.placements, this.inventory(), options);
-    const combined = withPlacements(model, expansion);
-    const declared = new Set(
-      model.placements.map(({ placement: { kind, metadata } }) =>
-        placementKey(kind, metadata.namespace, metadata.name),
-      ),
-    );
-    const pending = new Set(
-      expansion.selections
-        .filter((selection) => selection.pending !== undefined)
-        .map((selection) => placementKey(selection.kind, selection.namespace, selection.name)),
-    );
+    const sync = expandForSync(model, this.inventory(), options);
     let departures: Departure[] = [];
     return {
-      model: combined,
+      model: sync.model,
       hold: (live) => {
         const now = this.#now();
-        const result = planDepartures({
+        const result = sync.departures({
           live,
           repository,
-          desired: new Set(
-            combined.resources.map(({ resource: { kind, metadata } }) =>
-              crKey({ kind, namespace: metadata.namespace, name: metadata.name }),
-            ),
-          ),
-          placements: declared,
-          pendingPlacements: pending,
           now,
           gracePeriodMs: this.#options.departureGracePeriodMs,
           previous: this.#departedSince,
@@ -164,13 +153,9 @@ export class PlacementStage {
         this.#departedSince = result.since;
         departures = result.departures;
         this.#scheduleDue(result.nextDue, now);
-        return result.held.map(({ kind, namespace, name }) => ({
-          kind: kind as ResourceIdentity["kind"],
-          namespace,
-          name,
-        }));
+        return result.held;
       },
-      report: () => ({ selections: expansion.selections, departures }),
+      report: () => ({ selections: sync.selections, departures }),
     };
   }
 
@@ -195,6 +180,44 @@ export class PlacementStage {
     this.#dueTimer = setTimeout(() => this.#changed(), Math.max(0, due - now) + 50);
     this.#dueTimer.unref();
   }
+}
+
+/** One sync's placements, expanded: the pure part of `PlacementStage.prepare`. */
+export interface PlacementSync {
+  /** The fleet model with every placement's CRs in it. */
+  model: FleetModel;
+  selections: PlacementSelection[];
+  /** Which live CRs of clusters out of their placement are kept, given the clock and the last departures. */
+  departures(
+    input: Pick<DepartureInput, "live" | "repository" | "now" | "gracePeriodMs" | "previous">,
+  ): DepartureResult;
+}
+
+export function expandForSync(
+  model: FleetModel,
+  inventory: Inventory,
+  options: ExpandOptions,
+): PlacementSync {
+  const expansion = expandPlacements(model.placements, inventory, options);
+  const combined = withPlacements(model, expansion);
+  const placementKeyOfSelection = (s: PlacementSelection) => placementKey(s.kind, s.namespace, s.name);
+  const declared = new Set(
+    combined.files.flatMap((file) => file.declares).map((identity) => crKey(identity)),
+  );
+  return {
+    model: combined,
+    selections: expansion.selections,
+    departures: (input) =>
+      planDepartures({
+        ...input,
+        desired: declared,
+        placements: new Set(expansion.selections.map(placementKeyOfSelection)),
+        pendingPlacements: new Set(
+          expansion.selections.filter((s) => s.pending !== undefined).map(placementKeyOfSelection),
+        ),
+        failedPaths: new Set(combined.files.filter((f) => f.status === "failed").map((f) => f.path)),
+      }),
+  };
 }
 
 /** Whether an event changes what selection reads: existence, labels, properties, or any decision. */

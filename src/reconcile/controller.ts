@@ -57,6 +57,10 @@ export interface ReconcileReport {
   writes: number;
   /** Requests to the target cluster (reads and writes). */
   requests: number;
+  /** Whether the cluster answered; undefined when the pass did not try to reach it. */
+  reachable?: boolean;
+  /** The release installed (status.version), once one is. */
+  version?: string;
   statusWritten: boolean;
   /** The CR's finalizer ran and released it: the CR is gone from the hub. */
   finalized: boolean;
@@ -197,6 +201,8 @@ export class KnativeController {
       drift: outcome.apply?.plan.drift.length ?? 0,
       writes: (outcome.apply?.writes ?? 0) + (statusWritten ? 1 : 0),
       requests: outcome.requests ?? 0,
+      ...(outcome.reachable !== undefined && { reachable: outcome.reachable }),
+      ...(outcome.status.version !== undefined && { version: outcome.status.version }),
       statusWritten,
     });
     if (outcome.error) {

@@ -9,6 +9,7 @@ import {
   markInstallSucceeded,
   markTargetNotResolved,
   markTargetResolved,
+  TargetClusterReason,
 } from "../api/conditions.ts";
 import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.ts";
 import { ABANDON_CLEANUP_ANNOTATION } from "../api/labels.ts";
@@ -21,6 +22,7 @@ import { removeInstall, sharingCr } from "../install/removal.ts";
 import type { RolloutWatches } from "../install/rollout-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, refOf } from "../kube/object.ts";
+import { isUnanswered } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
 import { checkVersionMigration, type Release, type ReleaseLoader, VersionError } from "../render/index.ts";
 
@@ -55,6 +57,8 @@ export interface ReconcileOutcome {
   /** Set when the reconcile failed and should be retried with backoff (after the status is written). */
   error?: Error;
   apply?: ApplyResult;
+  /** Whether the cluster answered; undefined when the pass stopped before trying to reach it. */
+  reachable?: boolean;
 }
 
 /** What a step decides: go on, stop here (settled or waiting for a spec change), re-check later, or fail. */
@@ -81,6 +85,8 @@ export interface InstallContext {
    */
   resolving: Promise<TargetResolution>;
   target?: Extract<TargetResolution, { ok: true }>;
+  /** Whether the cluster answered (for the metrics); unset until the pass tries to reach it. */
+  reachable?: boolean;
   requestsBefore?: number;
   desired?: KubeObject[];
   applied?: ApplyResult;
@@ -115,6 +121,8 @@ const checkMigration: Step = async (context) => {
 const resolveTarget: Step = async (context) => {
   const target = await context.resolving;
   if (!target.ok) {
+    // Only a failed connection says the cluster is unreachable; a missing ClusterProfile says nothing of it.
+    if (target.reason === TargetClusterReason.RemoteClientCreationFailed) context.reachable = false;
     context.conditions = markTargetNotResolved(
       context.conditions,
       target.reason,
@@ -125,6 +133,7 @@ const resolveTarget: Step = async (context) => {
   }
   context.conditions = markTargetResolved(context.conditions, context.now);
   context.target = target;
+  context.reachable = true;
   context.requestsBefore = totalRequests(target.client);
   return CONTINUE;
 };
@@ -148,6 +157,7 @@ const install: Step = async (context) => {
         context.log.warn({ err: String(err) }, "watching CRDs failed; polling until they are Established"),
     });
   } catch (err) {
+    if (isUnanswered(err)) context.reachable = false;
     context.conditions = markInstallFailed(context.conditions, errorOf(err).message, context.now);
     return { next: "fail", error: errorOf(err), retry: true };
   }
@@ -245,9 +255,8 @@ export function outcomeOf(context: InstallContext, result: StepResult): Reconcil
     },
     cluster: clusterLabel(resource.spec.clusterProfileRef),
     ...(context.applied ? { apply: context.applied } : {}),
-    ...(target && context.applied
-      ? { requests: totalRequests(target.client) - context.requestsBefore! }
-      : {}),
+    ...(context.reachable !== undefined ? { reachable: context.reachable } : {}),
+    ...(target ? { requests: totalRequests(target.client) - context.requestsBefore! } : {}),
   };
   if (result.next === "wait") return { ...outcome, requeueAfterMs: result.afterMs };
   if (result.next === "fail" && result.retry) return { ...outcome, error: result.error };

@@ -216,6 +216,7 @@ export class FleetService {
       schedule: config.pollSchedule,
       onSnapshot: (snapshot) => this.serialized(() => this.sync(snapshot)),
       onFetched: (fetch) => this.metrics.gitFetchFinished(fetch),
+      onPolled: (outcome) => this.metrics.pollFinished({ failed: outcome === "failed" }),
       onError: (err) => {
         const kind = err instanceof GitSourceError ? err.kind : "sync";
         log.warn(
@@ -304,16 +305,26 @@ export class FleetService {
         if (!controller) return;
         const lost = [...controller.clusters()].filter((cluster) => !membership.owns(cluster));
         await Promise.all(lost.map((cluster) => controller.clusterSettled(cluster)));
+        // Its new owner reports it now; a series left here would show the cluster as it was at the hand-off.
+        for (const cluster of lost) this.metrics.forgetCluster(cluster);
+        this.observeShards();
       },
       onWidened: (owned) => {
         const controller = this.engine?.controller;
         for (const cluster of controller?.clusters() ?? [])
           if (membership.owns(cluster) && !owned(cluster)) controller!.enqueueCluster(cluster);
+        this.observeShards();
       },
     });
     this.membership = membership;
     this.engine = await this.startReconcile();
     membership.start();
+  }
+
+  private observeShards(): void {
+    const membership = this.membership!;
+    const clusters = [...(this.engine?.controller.clusters() ?? [])].filter((c) => membership.owns(c));
+    this.metrics.shardsObserved({ members: membership.members.length, clusters: clusters.length });
   }
 
   private serialized(run: () => Promise<void>): Promise<void> {
@@ -340,6 +351,7 @@ export class FleetService {
     const { config, log } = this.options;
     const hub = this.hubClient!;
     const settings = fleetSettings(config);
+    const started = performance.now();
     const prepared = this.placements!.prepare(model, config.repository.url);
     const rollout = await this.rollout!.prepare(prepared.model, commit);
     const mirrored = await mirror(hub, {
@@ -352,7 +364,9 @@ export class FleetService {
       gate: rollout.gate,
     });
     const result = { ...mirrored, placements: prepared.report(), rollout: await rollout.finish() };
-    if (result.rollout) this.metrics.rolloutObserved(result.rollout);
+    this.metrics.syncFinished({ durationMs: performance.now() - started, trigger });
+    if (result.rollout)
+      this.metrics.rolloutObserved({ ...result.rollout, wavesCompleted: result.rollout.history.length });
     this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
     const counts: Record<string, number> = {};
     for (const r of result.resources) counts[r.action] = (counts[r.action] ?? 0) + 1;
@@ -377,7 +391,6 @@ export class FleetService {
   private async stopLeading(): Promise<void> {
     if (!this.leading) return;
     this.leading = false;
-    this.metrics.setLeader(false);
     await this.poller?.stop();
     this.placements?.stop();
     this.rollout?.stop();
@@ -394,6 +407,8 @@ export class FleetService {
     this.rollout = undefined;
     this.lastCommit = undefined;
     this.statusWriter = undefined;
+    // Last: a poll, sync or status commit still in flight above reports as the leader it was.
+    this.metrics.setLeader(false);
   }
 
   private async lostLeadership(): Promise<void> {

@@ -20,6 +20,8 @@ export interface PollerOptions {
   onError: (error: unknown) => void;
   /** Every fetch (the head asked for, and the fetch when it moved), how long it took, and its error kind. */
   onFetched?: (fetch: { durationMs: number; error?: GitErrorKind }) => void;
+  /** Every poll's outcome, once it ended (after `onError` for a failed one). */
+  onPolled?: (outcome: PollOutcome) => void;
 }
 
 /** What one poll did. */
@@ -80,9 +82,14 @@ export class Poller {
       });
       return this.queued;
     }
-    this.running = this.poll().finally(() => {
-      this.running = undefined;
-    });
+    this.running = this.poll()
+      .then((outcome) => {
+        this.options.onPolled?.(outcome);
+        return outcome;
+      })
+      .finally(() => {
+        this.running = undefined;
+      });
     return this.running;
   }
 

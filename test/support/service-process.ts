@@ -42,6 +42,8 @@ export interface ServiceProcessOptions {
 export class ServiceProcess {
   readonly pid: number;
   readonly logFile: string;
+  /** Port of /healthz, /readyz and /metrics on 127.0.0.1 (what a scrape config names). */
+  readonly metricsPort: number;
   /** Resolves when the process has exited, however it ended. */
   readonly exited: Promise<ServiceExit>;
   private readonly child: ChildProcess;
@@ -50,6 +52,7 @@ export class ServiceProcess {
 
   constructor(options: ServiceProcessOptions) {
     this.logFile = options.logFile;
+    this.metricsPort = options.metricsPort;
     this.base = `http://127.0.0.1:${options.metricsPort}`;
     const log = createWriteStream(options.logFile, { flags: "a" });
     const entry = options.entry ?? join(repoRoot, "src", "cli.ts");

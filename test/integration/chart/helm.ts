@@ -164,3 +164,24 @@ export function only<T extends KubeObject>(objects: readonly KubeObject[], kind:
 
 export const ofKind = <T extends KubeObject>(objects: readonly KubeObject[], kind: string): T[] =>
   objects.filter((o) => o.kind === kind) as T[];
+
+/** The chart's alert rules as a plain Prometheus rules file, rendered with the defaults and release knative-fleet. */
+export const PLAIN_RULES_FILE = "docs/monitoring/knative-fleet.rules.yaml";
+
+/** What PLAIN_RULES_FILE holds: `npm run generate:monitoring` writes it, a chart test keeps it in sync. */
+export function plainRulesFile(): string {
+  const objects = renderChart({
+    release: "knative-fleet",
+    namespace: "knative-fleet",
+    values: { alerts: { configMap: { enabled: true } } },
+  });
+  const configMap = only(objects, "ConfigMap", "knative-fleet-alerts") as KubeObject & {
+    data: Record<string, string>;
+  };
+  return (
+    "# Generated from charts/knative-fleet/templates/_alerts.tpl with the chart's default values (release\n" +
+    '# knative-fleet, so job="knative-fleet") by `npm run generate:monitoring`; do not edit. The chart renders the\n' +
+    "# same rules as a PrometheusRule (alerts.prometheusRule.enabled) or a ConfigMap (alerts.configMap.enabled).\n" +
+    configMap.data["knative-fleet.rules.yaml"]
+  );
+}

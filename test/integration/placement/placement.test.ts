@@ -220,6 +220,41 @@ describe("placements: one file for many clusters, following the inventory", () =
     expect(stdout).toContain("` fleet-system/spoke-3 ` → ` serving-spoke-3 ` (overrides 0)");
   });
 
+  it("an override null: the key is gone on the hub CR and the spoke's ConfigMap", async () => {
+    const example = await git.readFile(REPO, "main", PLACEMENT_PATH);
+    expect(example).toContain('enable-scale-to-zero: "true"');
+    // RFC 7386 applied onto the template: the null deletes what the template set, for spoke-1 only.
+    await git.pushChange(REPO, {
+      files: {
+        [PLACEMENT_PATH]: `${example}    - clusters:\n        - namespace: ${PROFILES}\n          name: spoke-1\n      patch:\n        config:\n          autoscaler: null\n`,
+      },
+      message: "spoke-1 runs the release's autoscaler defaults",
+    });
+    await service.syncNow();
+    const started = Date.now();
+    const cr = await waitUntil("serving-spoke-1 without config.autoscaler", async () => {
+      const object = await hubCr("KnativeServing", "serving-spoke-1");
+      const config = (object?.spec as { config?: Record<string, unknown> } | undefined)?.config;
+      return config && !("autoscaler" in config) ? object : undefined;
+    });
+    expect((cr!.spec as { config: Record<string, unknown> }).config).toEqual({
+      network: { "ingress-class": "kourier.ingress.networking.knative.dev" },
+      domain: { "spoke-1.example.com": "" },
+    });
+    await waitUntil(
+      "spoke-1's config-autoscaler without the template's key",
+      async () =>
+        !("enable-scale-to-zero" in (await configMap("spoke-1", "config-autoscaler"))) ? true : undefined,
+      120_000,
+    );
+    figures.overrideNullToSpokeMs = Date.now() - started;
+    // The other cluster keeps the template's autoscaler section with its own override.
+    expect((await hubCr("KnativeServing", "serving-spoke-3"))?.spec).toMatchObject({
+      config: { autoscaler: { "enable-scale-to-zero": "false" } },
+    });
+    expect((await configMap("spoke-3", "config-autoscaler"))["enable-scale-to-zero"]).toBe("false");
+  });
+
   it("relabelling ClusterProfiles adds a cluster at once and removes one after the grace period, with no Git change", async () => {
     const commitsBefore = (await git.log(REPO)).filter(
       (entry) => entry.authorName !== "knative-fleet",

@@ -16,7 +16,8 @@ import { dropHubCrs, isReady, servingFile } from "./support.ts";
 // Sharding over three real `knative-fleet run` processes and six spokes, with the production timings
 // (15 s member lease, 10 s renew deadline, 2 s retry period): each CR is reconciled by exactly one
 // replica (the one rendezvous hashing names), and when a replica is killed with SIGKILL (no release) the
-// survivors take its spokes once its Lease expired.
+// survivors take its spokes once its Lease expired; when one joins, the replicas that hand it clusters stop
+// reporting them.
 
 const sandbox = loadSandbox();
 const REPO = "sharding-fleet";
@@ -208,5 +209,63 @@ describe("sharding over three replicas", () => {
     const settledBefore = await snapshot();
     await pushTarget("175");
     expectOneOwnerEach(await reconciledSince(settledBefore), remaining);
+  }, 600_000);
+
+  it("a replica joins: the clusters it takes leave the old owner's /metrics, and the new owner reports them", async () => {
+    // Series of one cluster on a replica: every line of /metrics that names it.
+    const seriesOf = async (replica: ServiceProcess, spokeName: string) => {
+      const { body } = await replica.get("/metrics");
+      return body.split("\n").filter((line) => line.includes(`cluster="${clusterOf(spokeName)}"`));
+    };
+    const byPod = (identity: string) => live().find((r) => identity.startsWith(`${podNames.get(r)}_`))!;
+    const settledIdentities = await settledMembers(live().length, 60_000);
+    const ownersBefore = new Map(
+      SPOKES.map((s) => [s, byPod(ownerOf(settledIdentities, clusterOf(s))!)] as const),
+    );
+    for (const [s, owner] of ownersBefore) expect(await seriesOf(owner, s), s).not.toEqual([]);
+
+    // A joining replica takes about a third of the six clusters; none comes its way in 1 run out of 11
+    // (the identities end in a random uuid), and then another one joins.
+    let moved: string[] = [];
+    let identities: string[] = [];
+    for (let i = 4; moved.length === 0 && i <= 6; i++) {
+      const joining = startFleetProcess({
+        sandbox,
+        service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },
+        config: { logLevel: "info", workers: 2, sharding: { enabled: true } },
+        scratch,
+        name: `replica-${i}`,
+        env: { POD_NAME: `replica-${i}` },
+      });
+      replicas.push(joining);
+      podNames.set(joining, `replica-${i}`);
+      identities = await settledMembers(live().length, 60_000);
+      moved = SPOKES.filter((s) => byPod(ownerOf(identities, clusterOf(s))!) !== ownersBefore.get(s));
+    }
+    console.log(`sharding: ${moved.join(", ")} moved to a joining replica`);
+    expect(moved.length).toBeGreaterThan(0);
+    for (const s of moved) {
+      const from = ownersBefore.get(s)!;
+      const to = byPod(ownerOf(identities, clusterOf(s))!);
+      // The old owner forgets the cluster once its reconciles of it ended, before it acknowledges the view.
+      expect(await seriesOf(from, s), `${s} on ${podNames.get(from)}`).toEqual([]);
+      await waitUntil(
+        `${s} reported Ready by ${podNames.get(to)}`,
+        async () =>
+          (await to.metric("knative_fleet_spoke_ready", {
+            kind: "KnativeServing",
+            cluster: clusterOf(s),
+          })) === 1
+            ? true
+            : undefined,
+        60_000,
+      );
+    }
+    // Every cluster is reported by exactly one replica, its owner.
+    for (const s of SPOKES) {
+      const reporting = [];
+      for (const r of live()) if ((await seriesOf(r, s)).length > 0) reporting.push(podNames.get(r));
+      expect(reporting, s).toEqual([podNames.get(byPod(ownerOf(identities, clusterOf(s))!))]);
+    }
   }, 600_000);
 });

@@ -11,8 +11,9 @@ import { readFleetDir } from "../../../src/fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { planApplies, planPrune } from "../../../src/mirror/plan.ts";
+import { expandForSync } from "../../../src/placement/stage.ts";
 import { readFleetTree } from "../../../src/source/tree.ts";
-import { crFile, mirrorInput, sourceAt } from "../mirror/support.ts";
+import { crFile, mirrorInput, REPOSITORY, sourceAt } from "../mirror/support.ts";
 
 const NS = "fleet";
 const OPTIONS = { defaultNamespace: NS };
@@ -135,6 +136,72 @@ describe("paths that are no regular file", () => {
       ]);
       const prune = pruneOf(files, hub);
       expect(prune).toMatchObject({ state: "skipped", reason: "invalid-files" });
+    }
+  });
+
+  it("a placement file and a rollout policy that become unreadable keep their CRs and hold every change", async () => {
+    dir = await mkdtemp(join(tmpdir(), "knative-fleet-odd-placement-"));
+    await git("init", "--quiet", "--initial-branch=main");
+    const placement = `apiVersion: fleet.knative.dev/v1alpha1
+kind: KnativeServingPlacement
+metadata: {name: serving}
+spec:
+  clusterProfiles: [{namespace: fleet-system, name: spoke-1}, {namespace: fleet-system, name: spoke-2}]
+  template: {spec: {version: "1.22"}}
+`;
+    const policy = `apiVersion: fleet.knative.dev/v1alpha1
+kind: KnativeRollout
+metadata: {name: knative}
+spec:
+  waves: [{name: canary, clusterProfiles: [{namespace: fleet-system, name: spoke-1}]}]
+`;
+    const good = [
+      { path: "clusters/good.yaml", text: serving("good") },
+      { path: "clusters/placements/serving.yaml", text: placement },
+    ];
+    const inventory = { clusters: undefined, decisions: undefined };
+    const before = expandForSync(buildFleetModel(good, OPTIONS), inventory, {}).model;
+    const hub = planApplies(before.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
+      "object" in step ? [step.object] : [],
+    );
+    expect(hub.map((o) => o.metadata.name).sort()).toEqual(["good", "serving-spoke-1", "serving-spoke-2"]);
+
+    await mkdir(join(dir, "clusters/placements"), { recursive: true });
+    await writeFile(join(dir, "clusters/good.yaml"), serving("good"));
+    await writeFile(join(dir, "clusters/placements/serving.yaml"), placement.replaceAll("\n", "\r"));
+    // Saved by an editor in UTF-16, under a name that does not say what it is.
+    await writeFile(
+      join(dir, "clusters/policy.yaml"),
+      Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(policy, "utf16le")]),
+    );
+    await writeFile(join(dir, "target.yaml"), policy);
+    await symlink("../target.yaml", join(dir, "clusters/rollout.yaml"));
+    await git("add", "-A");
+    await git("commit", "--quiet", "-m", "odd placement and policy");
+    const commit = (await git("rev-parse", "HEAD")).stdout.trim();
+    const store = { fs, gitdir: join(dir, ".git"), cache: {} };
+    for (const files of [
+      await readFleetTree(store, commit, DEFAULT_FILE_SELECTION),
+      await readFleetDir(dir, DEFAULT_FILE_SELECTION),
+    ]) {
+      const sync = expandForSync(buildFleetModel(files, OPTIONS), inventory, {});
+      expect(sync.model.rollout).toEqual({ failedPaths: ["clusters/policy.yaml", "clusters/rollout.yaml"] });
+      const departures = sync.departures({
+        live: hub,
+        repository: REPOSITORY,
+        now: 0,
+        gracePeriodMs: 60_000,
+        previous: new Map(),
+      });
+      // Held, with no clock running: no departure to be pruned once a grace period is over.
+      expect(departures.held.map((h) => h.name).sort()).toEqual(["serving-spoke-1", "serving-spoke-2"]);
+      expect(departures.departures).toEqual([]);
+      const prune = planPrune({ ...mirrorInput(files, NS, "2".repeat(40)), model: sync.model }, hub, {
+        applyFailures: 0,
+        confirmedToken: undefined,
+        held: departures.held,
+      });
+      expect(prune).toMatchObject({ state: "none", candidates: [] });
     }
   });
 

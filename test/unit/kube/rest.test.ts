@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { KubeApiError, RestClient, retryAfterMs } from "../../../src/kube/rest.ts";
+import { isUnanswered, KubeApiError, RestClient, retryAfterMs } from "../../../src/kube/rest.ts";
 
 /** A loopback HTTP server answering each request with the next of `answers` (the last one repeats). */
 async function serve(answers: ((req: IncomingMessage, res: ServerResponse) => void)[]) {
@@ -97,5 +97,29 @@ describe("retryAfterMs", () => {
     expect(retryAfterMs(429, undefined)).toBeUndefined();
     expect(retryAfterMs(429, "Wed, 21 Oct 2026 07:28:00 GMT")).toBeUndefined();
     expect(retryAfterMs(404, "1")).toBeUndefined();
+  });
+});
+
+describe("isUnanswered", () => {
+  it("is true for a server that refuses the connection, false for any HTTP answer", async () => {
+    // A port that was free a moment ago: nothing listens there any more.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const dispatcher = new Agent();
+    cleanups.push(() => dispatcher.close());
+    const refused = new RestClient({
+      server: `http://127.0.0.1:${port}`,
+      connect: async () => ({ dispatcher, headers: {} }),
+    });
+    const err = await refused.request({ method: "GET", path: "/version" }).catch((e: unknown) => e);
+    expect(isUnanswered(err)).toBe(true);
+
+    const { client } = await serve([status(503, "ServiceUnavailable")]);
+    const answered = await client.request({ method: "GET", path: "/version" }).catch((e: unknown) => e);
+    expect(answered).toBeInstanceOf(KubeApiError);
+    expect(isUnanswered(answered)).toBe(false);
+    expect(isUnanswered(new Error("render failed"))).toBe(false);
   });
 });

@@ -63,12 +63,24 @@ const actions = (steps: readonly ApplyStep[]) => steps.map((step) => [step.name,
 describe("planApplies", () => {
   it("refuses fleet.knative.dev/abandon-cleanup from a fleet file: the hub CR keeps its last state", () => {
     const live = mirroredHub(["alpha"]);
-    const files = [
-      crFile("alpha", { namespace: NS, annotations: { "fleet.knative.dev/abandon-cleanup": "true" } }),
-      crFile("beta", { namespace: NS, annotations: { "fleet.knative.dev/abandon-cleanup": "true" } }),
-      crFile("gamma", { namespace: NS }),
-    ];
-    const steps = sync(mirrorInput(files, NS, COMMIT_2), live);
+    const files = ["alpha", "beta", "gamma"].map((name) => crFile(name, { namespace: NS }));
+    const input = mirrorInput(files, NS, COMMIT_2);
+    // Validation refuses the annotation at the file; the mirror's own check stands behind it.
+    const abandoning = input.model.resources.map((desired) =>
+      desired.resource.metadata.name === "gamma"
+        ? desired
+        : {
+            ...desired,
+            resource: {
+              ...desired.resource,
+              metadata: {
+                ...desired.resource.metadata,
+                annotations: { "fleet.knative.dev/abandon-cleanup": "true" },
+              },
+            },
+          },
+    );
+    const steps = planApplies(abandoning, input.source, live);
     expect(actions(steps)).toEqual([
       ["alpha", "refused"],
       ["beta", "refused"],

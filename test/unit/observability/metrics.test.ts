@@ -19,8 +19,9 @@ describe("fleet metrics", () => {
 
   it("starts the fixed-label series at 0 and the leader gauge at 0", async () => {
     const lines = await samples(createMetrics());
-    for (const outcome of ["pruned", "held", "skipped", "none"]) {
-      expect(lines).toContain(`knative_fleet_prune_total{outcome="${outcome}"} 0`);
+    expect(lines).toContain("knative_fleet_pruned_total 0");
+    for (const state of ["held", "skipped"]) {
+      expect(lines).toContain(`knative_fleet_prune_pending{state="${state}"} 0`);
     }
     for (const outcome of ["pushed", "unchanged", "failed"]) {
       expect(lines).toContain(`knative_fleet_status_commits_total{outcome="${outcome}"} 0`);
@@ -38,6 +39,9 @@ describe("fleet metrics", () => {
       error: false,
       ready: true,
       drift: 2,
+      requests: 12,
+      reachable: true,
+      version: "1.21.2",
     });
     let lines = await samples(metrics);
     expect(lines).toContain(
@@ -51,6 +55,9 @@ describe("fleet metrics", () => {
     expect(lines).toContain(`knative_fleet_reconcile_errors_total{${labels}} 0`);
     expect(lines).toContain(`knative_fleet_spoke_ready{${labels}} 1`);
     expect(lines).toContain(`knative_fleet_drift_corrections_total{${labels}} 2`);
+    expect(lines).toContain('knative_fleet_spoke_reachable{cluster="fleet/spoke-1"} 1');
+    expect(lines).toContain('knative_fleet_spoke_requests_total{cluster="fleet/spoke-1"} 12');
+    expect(lines).toContain(`knative_fleet_spoke_version_info{${labels},version="1.21.2"} 1`);
 
     metrics.reconcileFinished({
       kind: "KnativeServing",
@@ -59,6 +66,9 @@ describe("fleet metrics", () => {
       error: true,
       ready: false,
       drift: 0,
+      requests: 0,
+      reachable: false,
+      version: "1.22.1",
     });
     metrics.reconcileFinished({
       kind: "KnativeEventing",
@@ -67,6 +77,7 @@ describe("fleet metrics", () => {
       error: false,
       ready: true,
       drift: 0,
+      requests: 3,
     });
     lines = await samples(metrics);
     expect(lines).toContain(`knative_fleet_reconcile_duration_seconds_count{${labels},result="error"} 1`);
@@ -75,9 +86,16 @@ describe("fleet metrics", () => {
     expect(lines).toContain(`knative_fleet_spoke_ready{${labels}} 0`);
     expect(lines).toContain(`knative_fleet_drift_corrections_total{${labels}} 2`);
     expect(lines).toContain('knative_fleet_spoke_ready{kind="KnativeEventing",cluster="hub"} 1');
+    expect(lines).toContain('knative_fleet_spoke_reachable{cluster="fleet/spoke-1"} 0');
+    // An upgrade replaces the version's series: one per component and cluster.
+    expect(lines.filter((l) => l.startsWith(`knative_fleet_spoke_version_info{${labels}`))).toEqual([
+      `knative_fleet_spoke_version_info{${labels},version="1.22.1"} 1`,
+    ]);
+    // A pass that never tried to reach its cluster says nothing about it.
+    expect(lines.filter((l) => l.startsWith('knative_fleet_spoke_reachable{cluster="hub"}'))).toEqual([]);
   });
 
-  it("records git fetches: every duration, errors by kind", async () => {
+  it("records git fetches: every duration, errors by reason; the last poll's failure until one succeeds", async () => {
     const metrics = createMetrics();
     metrics.gitFetchFinished({ durationMs: 300 });
     metrics.gitFetchFinished({ durationMs: 30_000, error: "timeout" });
@@ -86,8 +104,13 @@ describe("fleet metrics", () => {
     const lines = await samples(metrics);
     expect(lines).toContain("knative_fleet_git_fetch_duration_seconds_count 4");
     expect(lines).toContain('knative_fleet_git_fetch_duration_seconds_bucket{le="0.5"} 2');
-    expect(lines).toContain('knative_fleet_git_fetch_errors_total{kind="timeout"} 2');
-    expect(lines).toContain('knative_fleet_git_fetch_errors_total{kind="auth"} 1');
+    expect(lines).toContain('knative_fleet_git_fetch_errors_total{reason="timeout"} 2');
+    expect(lines).toContain('knative_fleet_git_fetch_errors_total{reason="auth"} 1');
+    expect(lines).toContain("knative_fleet_sync_failing 0");
+    metrics.pollFinished({ failed: true });
+    expect(await samples(metrics)).toContain("knative_fleet_sync_failing 1");
+    metrics.pollFinished({ failed: false });
+    expect(await samples(metrics)).toContain("knative_fleet_sync_failing 0");
   });
 
   it("records exec plugin runs per provider and cluster", async () => {
@@ -101,25 +124,55 @@ describe("fleet metrics", () => {
     expect(lines).toContain(`knative_fleet_exec_plugin_errors_total{${labels}} 1`);
   });
 
-  it("counts pruned CRs by outcome, status commits by outcome, and flips the leader gauge", async () => {
+  it("counts pruned CRs, the pending prune of the last sync, status commits, and flips the leader gauge", async () => {
     const metrics = createMetrics();
     metrics.pruned({ outcome: "pruned", count: 3 });
     metrics.pruned({ outcome: "held", count: 40 });
+    metrics.pruned({ outcome: "held", count: 40 });
     metrics.statusCommitFinished({ outcome: "pushed" });
-    metrics.statusCommitFinished({ outcome: "unchanged" });
-    metrics.statusCommitFinished({ outcome: "unchanged" });
+    metrics.statusCommitFinished({ outcome: "failed" });
     metrics.setLeader(true);
     let lines = await samples(metrics);
-    expect(lines).toContain('knative_fleet_prune_total{outcome="pruned"} 3');
-    expect(lines).toContain('knative_fleet_prune_total{outcome="held"} 40');
-    expect(lines).toContain('knative_fleet_prune_total{outcome="skipped"} 0');
+    expect(lines).toContain("knative_fleet_pruned_total 3");
+    expect(lines).toContain('knative_fleet_prune_pending{state="held"} 40');
+    expect(lines).toContain('knative_fleet_prune_pending{state="skipped"} 0');
     expect(lines).toContain('knative_fleet_status_commits_total{outcome="pushed"} 1');
-    expect(lines).toContain('knative_fleet_status_commits_total{outcome="unchanged"} 2');
-    expect(lines).toContain('knative_fleet_status_commits_total{outcome="failed"} 0');
+    expect(lines).toContain('knative_fleet_status_commits_total{outcome="unchanged"} 0');
+    expect(lines).toContain('knative_fleet_status_commits_total{outcome="failed"} 1');
+    expect(lines).toContain("knative_fleet_status_write_failing 1");
     expect(lines).toContain("knative_fleet_leader 1");
+    metrics.pruned({ outcome: "skipped", count: 2 });
+    metrics.statusCommitFinished({ outcome: "unchanged" });
+    lines = await samples(metrics);
+    expect(lines).toContain('knative_fleet_prune_pending{state="held"} 0');
+    expect(lines).toContain('knative_fleet_prune_pending{state="skipped"} 2');
+    expect(lines).toContain("knative_fleet_status_write_failing 0");
+  });
+
+  it("a replica that stops leading drops the Git side's state: a standby reports no held prune or halt", async () => {
+    const metrics = createMetrics();
+    metrics.setLeader(true);
+    metrics.pruned({ outcome: "held", count: 5 });
+    metrics.rolloutObserved({ phase: "Halted", waiting: 3, wavesCompleted: 1 });
+    metrics.pollFinished({ failed: true });
+    metrics.statusCommitFinished({ outcome: "failed" });
+    let lines = await samples(metrics);
+    expect(lines).toContain("knative_fleet_rollout_halted 1");
+    expect(lines).toContain("knative_fleet_rollout_halts_total 1");
+    expect(lines).toContain("knative_fleet_rollout_waiting_resources 3");
+    expect(lines).toContain("knative_fleet_rollout_waves_completed 1");
     metrics.setLeader(false);
     lines = await samples(metrics);
-    expect(lines).toContain("knative_fleet_leader 0");
+    for (const line of [
+      "knative_fleet_leader 0",
+      'knative_fleet_prune_pending{state="held"} 0',
+      "knative_fleet_rollout_halted 0",
+      "knative_fleet_rollout_waiting_resources 0",
+      "knative_fleet_sync_failing 0",
+      "knative_fleet_status_write_failing 0",
+    ])
+      expect(lines).toContain(line);
+    expect(lines).toContain("knative_fleet_rollout_halts_total 1");
   });
 
   it("keeps two instances apart (each replica, or each test, has its own registry)", async () => {
@@ -133,7 +186,16 @@ describe("fleet metrics", () => {
   it("forgets a CR's series when it leaves its cluster, and every series of a cluster that leaves", async () => {
     const metrics = createMetrics();
     const reconcile = (kind: string, cluster: string) =>
-      metrics.reconcileFinished({ kind, cluster, durationMs: 10, error: false, ready: true, drift: 0 });
+      metrics.reconcileFinished({
+        kind,
+        cluster,
+        durationMs: 10,
+        error: false,
+        ready: true,
+        drift: 0,
+        requests: 4,
+        reachable: true,
+      });
     reconcile("KnativeServing", "fleet/spoke-1");
     reconcile("KnativeEventing", "fleet/spoke-1");
     reconcile("KnativeServing", "fleet/spoke-2");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { SOURCE_REPOSITORY_ANNOTATION } from "../../../src/api/labels.ts";
+import { SOURCE_PATH_ANNOTATION, SOURCE_REPOSITORY_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { type DepartureInput, placementKey, planDepartures } from "../../../src/placement/departures.ts";
 
@@ -25,6 +25,7 @@ const cr = (
         : {},
     annotations: {
       [SOURCE_REPOSITORY_ANNOTATION]: extra.repo ?? REPO,
+      [SOURCE_PATH_ANNOTATION]: "clusters/serving.yaml",
       "fleet.knative.dev/source-cluster": `fleet-system/${name}`,
     },
     ...(extra.deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
@@ -37,6 +38,7 @@ const input = (overrides: Partial<DepartureInput>): DepartureInput => ({
   desired: new Set(["KnativeServing knative-fleet/serving-a"]),
   placements: new Set([PLACEMENT]),
   pendingPlacements: new Set(),
+  failedPaths: new Set(),
   now: 1_000_000,
   gracePeriodMs: GRACE,
   previous: new Map(),
@@ -79,6 +81,14 @@ describe("a cluster that leaves a placement keeps its CR for the grace period", 
     const result = planDepartures(input({ desired: new Set(), pendingPlacements: new Set([PLACEMENT]) }));
     expect(result.held.map((h) => h.name)).toEqual(["serving-a", "serving-b"]);
     expect(result.since.size).toBe(0);
+  });
+
+  it("holds every CR of a placement file that cannot be read, even when no placement of that name is declared", () => {
+    const result = planDepartures(
+      input({ desired: new Set(), placements: new Set(), failedPaths: new Set(["clusters/serving.yaml"]) }),
+    );
+    expect(result.held.map((h) => h.name)).toEqual(["serving-a", "serving-b"]);
+    expect(result.departures).toEqual([]);
   });
 
   it("leaves alone what is not a departure: a deleted placement, another repository, per-cluster CRs, CRs being deleted", () => {

@@ -109,8 +109,8 @@ describe("placement files are validated offline with file:line:field", () => {
 `,
     );
     expect(errors(text)).toEqual([
-      `${PATH}:16:16 spec.overrides[0].patch.version: invalid input: expected string, received number`,
-      `${PATH}:19:38 spec.overrides[1].patch.high-availability.replicas: invalid input: expected number, received string`,
+      `${PATH}:16:16 spec.overrides[0].patch.version: expected string, got number: YAML 1.1 reads the unquoted 1.22 as a number; quote it ("1.22")`,
+      `${PATH}:19:38 spec.overrides[1].patch.high-availability.replicas: expected number, got string`,
     ]);
     const both = placementFile(
       "p",

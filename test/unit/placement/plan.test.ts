@@ -57,6 +57,20 @@ describe("plan: what each placement selects now and after the merge", () => {
     expect(text).toContain('"enable-scale-to-zero": "true"');
   });
 
+  it("shows the merged spec a null override makes: the template's field deleted", () => {
+    const inventory = readInventorySnapshot("snapshot.yaml", SNAPSHOT);
+    const head = `${allProd}  overrides:\n  - clusters: [{ namespace: fleet-system, name: us-1 }]\n    patch: { config: { autoscaler: null } }\n`;
+    const text = renderPlacementPlan(
+      planPlacements(model({ [PATH]: allProd }), model({ [PATH]: head }), { source: "snapshot", inventory }),
+    );
+    const us1 = text.slice(text.indexOf("` fleet-system/us-1 ` → "));
+    expect(us1).toContain('"config": {}');
+    expect(us1).not.toContain("autoscaler");
+    expect(text.slice(0, text.indexOf("` fleet-system/us-1 ` → "))).toContain(
+      '"enable-scale-to-zero": "true"',
+    );
+  });
+
   it("says that selection needs the hub when it has no inventory; listed clusters still show", () => {
     const listed = placementFile("l", "  clusterProfiles: [{ namespace: fleet-system, name: eu-1 }]");
     const plan = planPlacements(model({}), model({ [PATH]: allProd, "clusters/l.yaml": listed }), undefined);

@@ -1,9 +1,12 @@
+import { Agent } from "undici";
 import { describe, expect, it } from "vitest";
 import type { TargetResolver } from "../../../src/access/target.ts";
 import { ConditionType, findCondition } from "../../../src/api/conditions.ts";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
 import { RolloutWatches } from "../../../src/install/rollout-watch.ts";
+import { KubeClient } from "../../../src/kube/client.ts";
 import { Informer } from "../../../src/kube/informer.ts";
+import { RestClient } from "../../../src/kube/rest.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import {
   type EngineDeps,
@@ -100,6 +103,31 @@ describe("the reconcile steps", () => {
     });
     expect(outcome.error?.message).toBe("ClusterProfileNotFound: no such profile");
     expect(fake.requests()).toEqual({ reads: 0, writes: 0 });
+  });
+
+  it("says whether the cluster answered: a failed connection no, a missing ClusterProfile nothing", async () => {
+    const fake = await servingCluster();
+    const unresolved = (reason: "RemoteClientCreationFailed" | "ClusterProfileNotFound") =>
+      reconcileInstall(
+        serving(),
+        depsFor(fake, async () => ({ ok: false, reason, message: "x" })),
+      );
+    expect((await unresolved("RemoteClientCreationFailed")).reachable).toBe(false);
+    expect((await unresolved("ClusterProfileNotFound")).reachable).toBeUndefined();
+    expect((await reconcileInstall(serving(), depsFor(fake))).reachable).toBe(true);
+    // A cluster that went down after its client was made: port 9 on loopback refuses at once.
+    const dispatcher = new Agent();
+    const down = new KubeClient(
+      new RestClient({ server: "http://127.0.0.1:9", connect: async () => ({ dispatcher, headers: {} }) }),
+    );
+    const outcome = await reconcileInstall(
+      serving(),
+      depsFor(fake, async () => ({ ok: true, client: down, cluster: "fleet-system/spoke-1", local: false })),
+    );
+    await dispatcher.close();
+    expect(outcome.error).toBeInstanceOf(Error);
+    expect(outcome.reachable).toBe(false);
+    expect(outcome.requests, "the refused requests count too").toBeGreaterThan(0);
   });
 
   it("a failed install marks InstallSucceeded False with upstream's text and retries", async () => {
