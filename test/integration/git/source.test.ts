@@ -77,9 +77,7 @@ describe("GitSource against git http-backend", () => {
     );
     await execFileAsync("git", ["--git-dir", await gitdir(), "fsck", "--no-dangling"]);
     // A commit that is not on the branch is refused, by name.
-    await expect(source.snapshotAt(unrelated)).rejects.toThrow(
-      /is not in the history of branch "main"/,
-    );
+    await expect(source.snapshotAt(unrelated)).rejects.toThrow(/is not in the history of branch "main"/);
   });
 
   it("fetches what a person pushed: added, changed and deleted files", async () => {

@@ -122,7 +122,7 @@ interface GitContent {
 }
 
 /** The fleet, the hub and the gate, one sync at a time. */
-export class Sim {
+class Sim {
   now = T0;
   commitNumber = 0;
   commit = "c-0";
@@ -412,7 +412,10 @@ export class Sim {
         break;
       case "gitRevert": {
         const previous = this.history.at(-1);
-        if (previous) this.change(() => previous.forEach((id, c) => this.content.set(c, id)));
+        if (previous)
+          this.change(() => {
+            for (const [c, id] of previous) this.content.set(c, id);
+          });
         break;
       }
       case "relabel":
