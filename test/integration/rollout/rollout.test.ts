@@ -532,9 +532,10 @@ describe("progressive rollout on four spokes", () => {
 
   it("a rollout state written by anyone but knative-fleet is refused: every change waits, and says why", async () => {
     const has = (cr: KubeObject) => specOf(cr).config?.autoscaler?.["stable-window"] === "85s";
-    // Someone who may write ConfigMaps in the namespace marks a rollout complete, to skip the canary.
+    // Someone who may write ConfigMaps in the namespace backdates every CR's health, to skip the soaks.
     const configMap = (await hub.get("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP))!;
-    const forged = { ...JSON.parse((configMap.data as Record<string, string>).state!), phase: "Complete" };
+    const forged = JSON.parse((configMap.data as Record<string, string>).state!) as RolloutState;
+    for (const cr of Object.values(forged.crs)) if (cr.health) cr.health.since = "2000-01-01T00:00:00.000Z";
     await hub.mergePatch("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP, {
       data: { state: JSON.stringify(forged) },
     });
