@@ -19,4 +19,11 @@ export {
   type KodataSourceOptions,
   type ManifestSource,
 } from "./source.ts";
-export { checkVersionMigration, type MigrationEligibility, resolveVersion, VersionError } from "./version.ts";
+export {
+  checkVersionMigration,
+  type MigrationEligibility,
+  minorOf,
+  newestFirst,
+  resolveVersion,
+  VersionError,
+} from "./version.ts";
