@@ -26,6 +26,7 @@ import type { Logger } from "../observability/log.ts";
 import {
   checkKubernetesVersion,
   checkVersionMigration,
+  type KubernetesCompatibility,
   type Release,
   type ReleaseLoader,
   VersionError,
@@ -143,7 +144,7 @@ const resolveTarget: Step = async (context) => {
  */
 const checkKubernetes: Step = async (context) => {
   const { release, target } = context;
-  let check: ReturnType<typeof checkKubernetesVersion>;
+  let check: KubernetesCompatibility;
   try {
     check = checkKubernetesVersion(await target!.kubernetesVersion(), release!.version);
     if (!check.compatible) {
