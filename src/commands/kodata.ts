@@ -117,8 +117,8 @@ export async function describeKodata(location: KodataLocation): Promise<string[]
   const lines: string[] = [];
   const versions = new Map<Component, readonly string[]>();
   for (const component of COMPONENTS) {
-    versions.set(component, await source.componentVersions(component));
-    const listed = versions.get(component)!;
+    const listed = await source.componentVersions(component);
+    versions.set(component, listed);
     lines.push(`  ${component}: ${listed.length > 0 ? listed.join(", ") : "none"}`);
   }
   const minorsOf = (component: Component) => new Set(versions.get(component)!.map(minorOf));
