@@ -12,13 +12,14 @@
 #
 # Without a Docker engine, scripts/build-image.sh builds this file with buildah (and a local Node base).
 #
-# Release versions to bundle, space-separated. Each ingress version goes to ingress/<its major.minor>/.
-ARG SERVING_VERSIONS="1.21.3 1.22.1"
-ARG EVENTING_VERSIONS="1.21.4 1.22.2"
-ARG KOURIER_VERSIONS="1.21.1 1.22.1"
-ARG ISTIO_VERSIONS="1.21.4 1.22.1"
-ARG CONTOUR_VERSIONS="1.21.5 1.22.2"
-ARG GATEWAY_API_VERSIONS="1.21.1 1.22.1"
+# Release versions to bundle, space-separated; each ingress version goes to ingress/<its major.minor>/. Unset,
+# scripts/fetch-kodata.sh's defaults apply: the upstream operator's window, its one list.
+ARG SERVING_VERSIONS
+ARG EVENTING_VERSIONS
+ARG KOURIER_VERSIONS
+ARG ISTIO_VERSIONS
+ARG CONTOUR_VERSIONS
+ARG GATEWAY_API_VERSIONS
 ARG NODE_IMAGE=node:24-slim
 # Where the release manifests come from: "fetch" (their public release locations) or "local" (the build
 # context named kodata-dir, a directory already in the kodata layout).

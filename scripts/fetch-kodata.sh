@@ -5,12 +5,12 @@
 #   <out>/ingress/<major.minor>/<ingress>/*.yaml
 # Used by the image build (Dockerfile) and by the tests and demo when ../shared is not beside the checkout.
 # Usage: fetch-kodata.sh [OUT_DIR]   (versions from the *_VERSIONS environment variables, defaults below)
-: "${SERVING_VERSIONS:=1.21.3 1.22.1}"
-: "${EVENTING_VERSIONS:=1.21.4 1.22.2}"
-: "${KOURIER_VERSIONS:=1.21.1 1.22.1}"
-: "${ISTIO_VERSIONS:=1.21.4 1.22.1}"
-: "${CONTOUR_VERSIONS:=1.21.5 1.22.2}"
-: "${GATEWAY_API_VERSIONS:=1.21.1 1.22.1}"
+: "${SERVING_VERSIONS:=1.20.3 1.21.3 1.22.1 1.23.0}"
+: "${EVENTING_VERSIONS:=1.20.3 1.21.4 1.22.2 1.23.0}"
+: "${KOURIER_VERSIONS:=1.20.1 1.21.1 1.22.1 1.23.0}"
+: "${ISTIO_VERSIONS:=1.20.4 1.21.4 1.22.1 1.23.0}"
+: "${CONTOUR_VERSIONS:=1.20.4 1.21.5 1.22.2 1.23.0}"
+: "${GATEWAY_API_VERSIONS:=1.20.1 1.21.1 1.22.1 1.23.0}"
 set -eu
 out="${1:-/kodata}"
 # fetch URL FILE: one release asset, or the build fails (no partial kodata).

@@ -64,12 +64,7 @@ export class SpokeConnection {
     const started = performance.now();
     let kubernetesVersion: string | undefined;
     try {
-      const response = await this.rest.request<unknown>({
-        method: "GET",
-        path: "/version",
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      kubernetesVersion = gitVersionOf(response.body);
+      kubernetesVersion = await requestKubernetesVersion(this.rest, AbortSignal.timeout(timeoutMs));
     } catch (err) {
       if (err instanceof AccessError) throw err; // closed, or the plugin failed
       if (err instanceof KubeApiError && err.status === 401) {
@@ -98,8 +93,17 @@ export class SpokeConnection {
   }
 }
 
-function gitVersionOf(body: unknown): string | undefined {
-  const version = (body as { gitVersion?: unknown } | null)?.gitVersion;
+/** GET /version's gitVersion (undefined when the answer has none); errors are the request's. */
+export async function requestKubernetesVersion(
+  rest: RestClient,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
+  const response = await rest.request<unknown>({
+    method: "GET",
+    path: "/version",
+    ...(signal && { signal }),
+  });
+  const version = (response.body as { gitVersion?: unknown } | null)?.gitVersion;
   return typeof version === "string" ? version : undefined;
 }
 

@@ -1,8 +1,9 @@
 import type { TargetClusterReason } from "../api/conditions.ts";
 import type { ClusterProfileRef } from "../api/knative.ts";
 import { KubeClient } from "../kube/client.ts";
+import { KubeApiError } from "../kube/rest.ts";
 import type { ClusterAccess } from "./cluster-access.ts";
-import type { SpokeConnection } from "./spoke-connection.ts";
+import { requestKubernetesVersion, type SpokeConnection } from "./spoke-connection.ts";
 
 /** The cluster a CR installs onto, or why it cannot be reached. */
 export type TargetResolution =
@@ -11,6 +12,11 @@ export type TargetResolution =
       client: KubeClient /** "hub" or `namespace/name` of the ClusterProfile. */;
       cluster: string;
       local: boolean;
+      /**
+       * The cluster's Kubernetes version (GET /version's gitVersion), kept with the client: read once, again
+       * with `fresh`. Undefined when /version answers with an error status (a 403, say).
+       */
+      kubernetesVersion(options?: { fresh?: boolean }): Promise<string | undefined>;
     }
   | { ok: false; reason: TargetClusterReason; message: string };
 
@@ -22,6 +28,12 @@ export interface TargetResolver {
 export const clusterLabel = (ref: ClusterProfileRef | undefined): string =>
   ref ? `${ref.namespace}/${ref.name}` : "hub";
 
+/** A client and its cluster's Kubernetes version, read at most once unless asked afresh. */
+interface VersionedClient {
+  client: KubeClient;
+  version: Promise<string | undefined> | undefined;
+}
+
 /**
  * Targets: the hub itself for a CR without clusterProfileRef, else the spoke its ClusterProfile names,
  * through the access module (which caches one client per ClusterProfile and replaces it when the
@@ -32,7 +44,8 @@ export function createTargetResolver(
   access: ClusterAccess,
   options: { hubInstall: boolean } = { hubInstall: true },
 ): TargetResolver {
-  const clients = new WeakMap<SpokeConnection, KubeClient>();
+  const spokes = new WeakMap<SpokeConnection, VersionedClient>();
+  const local: VersionedClient = { client: hub, version: undefined };
   return {
     async resolve(ref) {
       if (!ref && !options.hubInstall) {
@@ -43,17 +56,48 @@ export function createTargetResolver(
             "installing on the hub itself is disabled (hubInstall.enabled=false); set spec.clusterProfileRef",
         };
       }
-      if (!ref) return { ok: true, client: hub, cluster: "hub", local: true };
+      if (!ref) return resolved(local, "hub", true);
       const result = await access.resolve(ref);
       if (!result.ok) return result;
-      const connection = result.spoke.connection;
-      let client = clients.get(connection);
-      if (!client) {
-        // Every request to a spoke goes through the access module's one transport (src/kube/transport.ts).
-        client = new KubeClient(connection.rest);
-        clients.set(connection, client);
+      const { connection, kubernetesVersion } = result.spoke;
+      let spoke = spokes.get(connection);
+      if (!spoke) {
+        // Every request to a spoke goes through the access module's one transport (src/kube/transport.ts);
+        // its first GET /version, made when the connection was checked, is the version until asked afresh.
+        spoke = { client: new KubeClient(connection.rest), version: Promise.resolve(kubernetesVersion) };
+        spokes.set(connection, spoke);
       }
-      return { ok: true, client, cluster: clusterLabel(ref), local: false };
+      return resolved(spoke, clusterLabel(ref), false);
     },
   };
+}
+
+function resolved(target: VersionedClient, cluster: string, local: boolean): TargetResolution {
+  return {
+    ok: true,
+    client: target.client,
+    cluster,
+    local,
+    kubernetesVersion({ fresh = false } = {}) {
+      if (fresh || target.version === undefined) {
+        const reading = readKubernetesVersion(target.client);
+        target.version = reading;
+        // A failed read (the cluster unreachable) is not kept: the next one asks again.
+        reading.catch(() => {
+          if (target.version === reading) target.version = undefined;
+        });
+      }
+      return target.version;
+    },
+  };
+}
+
+async function readKubernetesVersion(client: KubeClient): Promise<string | undefined> {
+  try {
+    return await requestKubernetesVersion(client.rest);
+  } catch (err) {
+    // The cluster answered, but not with its version: unknown, not a failure.
+    if (err instanceof KubeApiError) return undefined;
+    throw err;
+  }
 }

@@ -168,6 +168,30 @@ export const markInstallFailed = (conditions: Condition[], message: string, now:
     now,
   );
 
+/**
+ * InstallSucceeded's reason when the cluster's Kubernetes is older than the release needs: nothing was
+ * applied (knative-fleet's own, in the style of the TargetClusterResolved reasons).
+ */
+export const KUBERNETES_VERSION_UNSUPPORTED = "KubernetesVersionUnsupported";
+
+/** The cluster's Kubernetes is too old for the release (`detail` says which versions): nothing is applied. */
+export const markKubernetesVersionUnsupported = (
+  conditions: Condition[],
+  cluster: string,
+  detail: string,
+  now: Date,
+): Condition[] =>
+  markCondition(
+    conditions,
+    {
+      type: ConditionType.InstallSucceeded,
+      status: "False",
+      reason: KUBERNETES_VERSION_UNSUPPORTED,
+      message: `Cluster ${cluster}: ${detail}. Nothing is applied to it until it is upgraded.`,
+    },
+    now,
+  );
+
 /** InstallSucceeded True; DependenciesInstalled True unless something already reported on it. */
 export function markInstallSucceeded(conditions: Condition[], now: Date): Condition[] {
   const out = markCondition(conditions, { type: ConditionType.InstallSucceeded, status: "True" }, now);

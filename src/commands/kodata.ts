@@ -2,7 +2,16 @@ import { stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { COMPONENTS, createKodataSource, INGRESSES, type ManifestSource } from "../render/index.ts";
+import {
+  COMPONENTS,
+  type Component,
+  createKodataSource,
+  INGRESSES,
+  type ManifestSource,
+  minimumKubernetesVersion,
+  minorOf,
+  newestFirst,
+} from "../render/index.ts";
 import type { LocationPolicy } from "../render/location-policy.ts";
 import { type ParsedArgs, UsageError } from "./command.ts";
 
@@ -99,22 +108,35 @@ export function kodataSource(
   };
 }
 
-/** The releases a kodata directory holds, for `knative-fleet version`: one line per component and ingress minor. */
+/**
+ * The releases a kodata directory holds, for `knative-fleet version`: one line per component and ingress
+ * minor, then the Kubernetes each minor needs at least.
+ */
 export async function describeKodata(location: KodataLocation): Promise<string[]> {
   const source = createKodataSource({ dir: location.dir });
-  const serving = await source.componentVersions("knative-serving");
   const lines: string[] = [];
+  const versions = new Map<Component, readonly string[]>();
   for (const component of COMPONENTS) {
-    const versions = component === "knative-serving" ? serving : await source.componentVersions(component);
-    lines.push(`  ${component}: ${versions.length > 0 ? versions.join(", ") : "none"}`);
+    const listed = await source.componentVersions(component);
+    versions.set(component, listed);
+    lines.push(`  ${component}: ${listed.length > 0 ? listed.join(", ") : "none"}`);
   }
-  const minors = new Set(serving.map((version) => version.split(".").slice(0, 2).join(".")));
-  for (const minor of [...minors].sort()) {
+  const minorsOf = (component: Component) => new Set(versions.get(component)!.map(minorOf));
+  for (const minor of [...minorsOf("knative-serving")].sort(oldestFirst)) {
     const present: string[] = [];
     for (const ingress of INGRESSES) {
       if (await isDirectory(join(location.dir, "ingress", minor, ingress))) present.push(ingress);
     }
     lines.push(`  ingress ${minor}: ${present.length > 0 ? present.join(", ") : "none"}`);
   }
+  const minimums = [...new Set([...minorsOf("knative-serving"), ...minorsOf("knative-eventing")])]
+    .sort(oldestFirst)
+    .flatMap((minor) => {
+      const minimum = minimumKubernetesVersion(minor);
+      return minimum === undefined ? [] : [`${minor} ${minimum}`];
+    });
+  if (minimums.length > 0) lines.push(`  minimum Kubernetes: ${minimums.join(", ")}`);
   return lines;
 }
+
+const oldestFirst = (a: string, b: string) => newestFirst(b, a);

@@ -4,16 +4,19 @@ import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../
 import { createTargetResolver } from "../access/target.ts";
 import { buildFleetModel } from "../fleet/model.ts";
 import { clientFromKubeConfig, type KubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import type { KubeObject } from "../kube/object.ts";
 import type { Inventory } from "../placement/inventory.ts";
 import {
   type PlacementPlan,
   planPlacements,
   readHubInventory,
   readInventorySnapshot,
+  readSnapshotObjects,
   renderPlacementPlan,
 } from "../placement/plan.ts";
 import {
   buildPlan,
+  clusterKubernetesVersions,
   type FleetPlan,
   type LiveClusters,
   RevisionError,
@@ -96,29 +99,20 @@ Flags:
     let rollout: RolloutPlan | undefined;
     const { settings } = options;
     const kodata = kodataSource(options.kodata, settings.locations);
+    const hub = clusters && {
+      client: clusters.live.hub,
+      clusterProfileApiVersion: clusters.clusterProfileApiVersion,
+    };
     try {
       plan = await buildPlan(revisions, {
         releases: new ReleaseLoader(kodata.source),
         clusters: clusters?.live,
+        kubernetesVersions: clusterKubernetesVersions(await readClusterProfiles(options, hub)),
         defaultNamespace: settings.defaultNamespace,
         prune: settings.prune,
       });
-      placements = await placementPlan(
-        revisions,
-        options,
-        clusters && {
-          client: clusters.live.hub,
-          clusterProfileApiVersion: clusters.clusterProfileApiVersion,
-        },
-      );
-      rollout = await rolloutPlan(
-        revisions,
-        options,
-        clusters && {
-          client: clusters.live.hub,
-          clusterProfileApiVersion: clusters.clusterProfileApiVersion,
-        },
-      );
+      placements = await placementPlan(revisions, options, hub);
+      rollout = await rolloutPlan(revisions, options, hub);
     } catch (err) {
       if (!(err instanceof ClusterSetupError)) throw err;
       ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
@@ -204,20 +198,45 @@ async function placementPlan(
   return planPlacements(base, head, from, expand);
 }
 
+/** The --cluster-profiles snapshot, read by `parse`; an unreadable or invalid one is a usage error. */
+async function readSnapshot<T>(path: string, parse: (path: string, text: string) => T): Promise<T> {
+  const text = await readFile(path, "utf8").catch((err: Error) => {
+    throw new ClusterSetupError(`--cluster-profiles: ${err.message}`);
+  });
+  try {
+    return parse(path, text);
+  } catch (err) {
+    throw new ClusterSetupError((err as Error).message);
+  }
+}
+
+/**
+ * The ClusterProfiles the plan reads each cluster's Kubernetes version from: the snapshot file, the hub's
+ * (none when the hub does not list them), or none.
+ */
+async function readClusterProfiles(
+  options: PlanCommandOptions,
+  hub: { client: LiveClusters["hub"]; clusterProfileApiVersion: string } | undefined,
+): Promise<KubeObject[]> {
+  if (options.clusterProfiles !== undefined)
+    return readSnapshot(options.clusterProfiles, readSnapshotObjects);
+  if (hub === undefined) return [];
+  const profiles = await hub.client
+    .list(hub.clusterProfileApiVersion, "ClusterProfile")
+    .catch(() => undefined);
+  return profiles?.items ?? [];
+}
+
 /** The ClusterProfiles (and PlacementDecisions) selection reads: a snapshot file, the hub, or none. */
 async function readInventory(
   options: PlanCommandOptions,
   hub: { client: LiveClusters["hub"]; clusterProfileApiVersion: string } | undefined,
 ): Promise<{ source: "hub" | "snapshot"; inventory: Inventory } | undefined> {
   if (options.clusterProfiles !== undefined) {
-    const text = await readFile(options.clusterProfiles, "utf8").catch((err: Error) => {
-      throw new ClusterSetupError(`--cluster-profiles: ${err.message}`);
-    });
-    try {
-      return { source: "snapshot", inventory: readInventorySnapshot(options.clusterProfiles, text) };
-    } catch (err) {
-      throw new ClusterSetupError((err as Error).message);
-    }
+    return {
+      source: "snapshot",
+      inventory: await readSnapshot(options.clusterProfiles, readInventorySnapshot),
+    };
   }
   if (hub !== undefined) {
     return { source: "hub", inventory: await readHubInventory(hub.client, hub.clusterProfileApiVersion) };

@@ -92,6 +92,22 @@ export function planPlacements(
  * prints). Anything else is an error naming the document.
  */
 export function readInventorySnapshot(path: string, text: string): Inventory {
+  const objects = readSnapshotObjects(path, text);
+  const clusters = [];
+  const decisions = [];
+  for (const object of objects) {
+    const { kind } = object;
+    if (kind === "ClusterProfile") clusters.push(inventoryClusterOf(object));
+    else decisions.push(inventoryDecisionOf(object));
+  }
+  return {
+    clusters: clusters.filter((cluster) => cluster !== undefined),
+    decisions: decisions.filter((decision) => decision !== undefined),
+  };
+}
+
+/** The ClusterProfiles and PlacementDecisions of a snapshot, as objects; the same errors. */
+export function readSnapshotObjects(path: string, text: string): KubeObject[] {
   const objects: KubeObject[] = [];
   parseAllDocuments(text).forEach((document, index) => {
     if (document.errors.length > 0) {
@@ -113,17 +129,7 @@ export function readInventorySnapshot(path: string, text: string): Inventory {
       objects.push({ ...item, apiVersion: item.apiVersion, kind, metadata: item.metadata });
     }
   });
-  const clusters = [];
-  const decisions = [];
-  for (const object of objects) {
-    const { kind } = object;
-    if (kind === "ClusterProfile") clusters.push(inventoryClusterOf(object));
-    else decisions.push(inventoryDecisionOf(object));
-  }
-  return {
-    clusters: clusters.filter((cluster) => cluster !== undefined),
-    decisions: decisions.filter((decision) => decision !== undefined),
-  };
+  return objects;
 }
 
 /** The hub's inventory, read once (a plan has no watch). */

@@ -1,8 +1,14 @@
 import { clusterLabel } from "../access/target.ts";
+import { KUBERNETES_VERSION_UNSUPPORTED } from "../api/conditions.ts";
 import type { KnativeResource } from "../api/knative.ts";
 import { installNamespace, sameClusterProfile } from "../install/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
-import { checkVersionMigration, type Release, VersionError } from "../render/index.ts";
+import {
+  checkKubernetesVersion,
+  checkVersionMigration,
+  type Release,
+  VersionError,
+} from "../render/index.ts";
 import { maskText } from "./mask.ts";
 import type { Finding } from "./report.ts";
 
@@ -30,6 +36,34 @@ export function versionJump(
     message:
       `${installed} -> ${release.version}: ${eligibility.message} The hub controller refuses it ` +
       "(VersionMigrationEligible=False) and changes nothing on the cluster; upgrade one minor at a time.",
+  };
+}
+
+/**
+ * Each cluster's Kubernetes version as its ClusterProfile reports it (status.version.kubernetes), by
+ * `namespace/name`: what the plan knows of a cluster's Kubernetes without reaching it.
+ */
+export function clusterKubernetesVersions(profiles: readonly KubeObject[]): Map<string, string> {
+  const versions = new Map<string, string>();
+  for (const { kind, metadata, status } of profiles) {
+    const version = (status as { version?: { kubernetes?: unknown } } | undefined)?.version?.kubernetes;
+    if (kind === "ClusterProfile" && typeof version === "string") {
+      versions.set(clusterLabel({ namespace: metadata.namespace ?? "", name: metadata.name ?? "" }), version);
+    }
+  }
+  return versions;
+}
+
+/** The cluster's Kubernetes is older than the release needs: the hub controller applies nothing to it. */
+export function kubernetesTooOld(kubernetes: string | undefined, release: Release): Finding | undefined {
+  const check = checkKubernetesVersion(kubernetes, release.version);
+  if (check.compatible) return undefined;
+  return {
+    severity: "error",
+    code: "kubernetes-version",
+    message:
+      `${check.message}, by the cluster's ClusterProfile (status.version.kubernetes). The hub controller ` +
+      `applies nothing to it (InstallSucceeded=False, ${KUBERNETES_VERSION_UNSUPPORTED}) until it is upgraded.`,
   };
 }
 

@@ -1,5 +1,6 @@
 // The plan stage: what merging a fleet change does to every cluster, read-only, for review before the merge.
 export type { ChangedFile, ResourceAction } from "./changes.ts";
+export { clusterKubernetesVersions } from "./checks.ts";
 export type { LiveClusters } from "./cluster-view.ts";
 export type { FieldChange } from "./diff.ts";
 export { PLAN_MARKER, renderMarkdown } from "./markdown.ts";

@@ -13,7 +13,7 @@ import { type KubeObject, type ObjectRef, objectKey, refKey, refOf } from "../ku
 import type { MirrorOptions, PruneReport } from "../mirror/plan.ts";
 import type { Release, ReleaseLoader } from "../render/index.ts";
 import { assessPrune, changedFiles, type ResourceChange, resourceChanges } from "./changes.ts";
-import { clusterChange, ingressChange, renderFailure, versionJump } from "./checks.ts";
+import { clusterChange, ingressChange, kubernetesTooOld, renderFailure, versionJump } from "./checks.ts";
 import { type ClusterView, type LiveClusters, liveView, offlineView } from "./cluster-view.ts";
 import { diffObjects } from "./diff.ts";
 import { maskText } from "./mask.ts";
@@ -32,6 +32,8 @@ export interface PlanOptions {
   releases: ReleaseLoader;
   /** The hub and spokes to read; without them the plan is offline. */
   clusters?: LiveClusters;
+  /** Each cluster's Kubernetes version, by `namespace/name`, as its ClusterProfile reports it. */
+  kubernetesVersions?: ReadonlyMap<string, string>;
   /** CRs planned at once, and dry runs sent at once per CR. */
   concurrency?: number;
   /** The service's settings (`--config`): the namespace of a CR that names none, the prune safeguards. */
@@ -137,6 +139,9 @@ async function planApplied(
   const version = { from: view.installedVersion, to: release.version };
   const jump = versionJump(head, view.installedVersion, release);
   if (jump) return { ...plan, ...viewed, version, findings: [...viewed.findings, jump] };
+  const ref = head.spec.clusterProfileRef;
+  const tooOld = ref && kubernetesTooOld(context.options.kubernetesVersions?.get(clusterLabel(ref)), release);
+  if (tooOld) return { ...plan, ...viewed, version, findings: [...viewed.findings, tooOld] };
 
   // An adopted install (older upstream layout) is planned where it is.
   if (view.adopted) rendered = renderInstall(head, release, view.namespace);

@@ -16,6 +16,8 @@ export type FindingCode =
   | "version-unknown"
   /** more than one minor from the installed version: the hub controller refuses it */
   | "version-jump"
+  /** the cluster's Kubernetes (its ClusterProfile's) is older than the release needs: nothing is applied */
+  | "kubernetes-version"
   /** the Serving ingress (or ingress-class) changes: traffic moves to another ingress */
   | "ingress-change"
   /** spec.clusterProfileRef cannot change on an existing CR: the hub refuses the update */

@@ -7,6 +7,7 @@ import {
   markDeploymentsNotReady,
   markInstallFailed,
   markInstallSucceeded,
+  markKubernetesVersionUnsupported,
   markTargetNotResolved,
   markTargetResolved,
   TargetClusterReason,
@@ -24,7 +25,14 @@ import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, refOf } from "../kube/object.ts";
 import { isUnanswered } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
-import { checkVersionMigration, type Release, type ReleaseLoader, VersionError } from "../render/index.ts";
+import {
+  checkKubernetesVersion,
+  checkVersionMigration,
+  type KubernetesCompatibility,
+  type Release,
+  type ReleaseLoader,
+  VersionError,
+} from "../render/index.ts";
 
 // The reconcile of one CR as upstream's stages (pkg/reconciler/common/stages.go): a named list of steps
 // over one context, each returning what happens next, and one place (`outcomeOf`) that turns that into
@@ -139,6 +147,36 @@ const resolveTarget: Step = async (context) => {
 };
 
 /**
+ * The cluster runs at least the Kubernetes the release needs (the check every Knative process makes at start);
+ * below it nothing is applied, and the CR is retried with backoff until the cluster is upgraded. The version
+ * is the one kept with the client; a refusal reads it again first, so an upgrade since is seen at once.
+ */
+const checkKubernetes: Step = async (context) => {
+  const { release, target } = context;
+  let check: KubernetesCompatibility;
+  try {
+    check = checkKubernetesVersion(await target!.kubernetesVersion(), release!.version);
+    if (!check.compatible) {
+      check = checkKubernetesVersion(await target!.kubernetesVersion({ fresh: true }), release!.version);
+    }
+  } catch (err) {
+    const error = new Error(
+      `cannot read the Kubernetes version of ${target!.cluster}: ${errorOf(err).message}`,
+    );
+    context.conditions = markInstallFailed(context.conditions, error.message, context.now);
+    return { next: "fail", error, retry: true };
+  }
+  if (check.compatible) return CONTINUE;
+  context.conditions = markKubernetesVersionUnsupported(
+    context.conditions,
+    target!.cluster,
+    check.message,
+    context.now,
+  );
+  return { next: "fail", error: new Error(`${target!.cluster}: ${check.message}`), retry: true };
+};
+
+/**
  * Render and apply where the install is (an install of the older upstream layout is adopted in place, see
  * install/layout.ts): nothing is written when the cluster already matches.
  */
@@ -195,11 +233,12 @@ const checkDeployments: Step = async (context) => {
   return { next: "settle" };
 };
 
-/** The steps, in upstream's order. */
+/** The steps, in upstream's order; checkKubernetes is knative-fleet's own (upstream checks only its own cluster). */
 export const STEPS: readonly (readonly [string, Step])[] = [
   ["loadRelease", loadRelease],
   ["checkMigration", checkMigration],
   ["resolveTarget", resolveTarget],
+  ["checkKubernetes", checkKubernetes],
   ["install", install],
   ["checkDeployments", checkDeployments],
 ];

@@ -1,5 +1,10 @@
 // The render stage: Knative release manifests in, the desired objects of one CR out.
 
+export {
+  checkKubernetesVersion,
+  type KubernetesCompatibility,
+  minimumKubernetesVersion,
+} from "./kubernetes-version.ts";
 export type { Manifest, Transformer } from "./manifest.ts";
 export { ManifestParseError, parseManifests, RenderError } from "./manifest.ts";
 export { COMPONENT_OF_KIND, type Release, ReleaseLoader, selectedIngresses } from "./release.ts";
@@ -14,4 +19,11 @@ export {
   type KodataSourceOptions,
   type ManifestSource,
 } from "./source.ts";
-export { checkVersionMigration, type MigrationEligibility, resolveVersion, VersionError } from "./version.ts";
+export {
+  checkVersionMigration,
+  type MigrationEligibility,
+  minorOf,
+  newestFirst,
+  resolveVersion,
+  VersionError,
+} from "./version.ts";

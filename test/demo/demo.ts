@@ -87,7 +87,7 @@ async function main(): Promise<void> {
         "  name: spoke-2-serving",
         "  namespace: knative-fleet",
         "spec:",
-        '  version: "1.22"',
+        '  version: "1.23"',
         "  clusterProfileRef:",
         "    name: spoke-2",
         "    namespace: fleet-system",
@@ -98,7 +98,7 @@ async function main(): Promise<void> {
       ].join("\n"),
     },
   });
-  say("pushed: clusters/spoke-2/knative-serving.yaml (Serving 1.22 on spoke-2)");
+  say("pushed: clusters/spoke-2/knative-serving.yaml (Serving 1.23, the newest release, on spoke-2)");
   const cr = await ready("KnativeServing", "spoke-2-serving");
   say(
     `spoke-2 Serving Ready (version ${(cr.status as { version?: string }).version}) ${((Date.now() - pushed) / 1000).toFixed(1)}s after the push`,

@@ -43,6 +43,12 @@ async function listen(server: Server, port = 0): Promise<number> {
   return (server.address() as AddressInfo).port;
 }
 
+/** What a proxy answers by itself: text, or a JSON body. */
+export interface ProxyAnswer {
+  status: number;
+  body: string | object;
+}
+
 /**
  * Like OCM cluster-proxy's user server: HTTPS on loopback, `/<cluster>/<path>` goes to that cluster's API
  * server as `<path>`, headers (the Authorization the hub sends) passed through. `routes` maps cluster names to
@@ -53,8 +59,11 @@ export async function startClusterProxy(options: {
   cert: string;
   routes: Record<string, string>;
   upstreamCa: string;
-  /** Requests answered 403 instead of forwarded, as a proxy that refuses long-lived streams (watches). */
-  refuse?: (method: string, url: string) => boolean;
+  /**
+   * Requests the proxy answers itself instead of forwarding them: a proxy that refuses long-lived streams
+   * (watches) with a 403, a stand-in for what a spoke reports (its /version).
+   */
+  answer?: (method: string, path: string) => ProxyAnswer | undefined;
 }): Promise<LoopbackProxy> {
   const handled: string[] = [];
   const server = createHttpsServer({ key: options.key, cert: options.cert }, (req, res) => {
@@ -65,11 +74,16 @@ export async function startClusterProxy(options: {
       return;
     }
     handled.push(`${req.method} ${req.url}`);
-    if (options.refuse?.(req.method ?? "", req.url ?? "")) {
-      res.writeHead(403, { "content-type": "text/plain" }).end("refused by the proxy\n");
+    const path = `/${rest.join("/")}`;
+    const own = options.answer?.(req.method ?? "", path);
+    if (own !== undefined) {
+      const json = typeof own.body !== "string";
+      res
+        .writeHead(own.status, { "content-type": json ? "application/json" : "text/plain" })
+        .end(json ? JSON.stringify(own.body) : own.body);
       return;
     }
-    const target = new URL(`/${rest.join("/")}`, upstream);
+    const target = new URL(path, upstream);
     const send = target.protocol === "https:" ? httpsRequest : httpRequest;
     const forwarded = send(
       target,

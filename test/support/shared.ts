@@ -13,6 +13,12 @@ const OPERATOR_CRD_URL = (kind: string) =>
   `https://raw.githubusercontent.com/knative/operator/main/config/crd/bases/operator.knative.dev_${kind}.yaml`;
 
 /**
+ * The folder of the shared data that holds the Knative releases: the four minors of the upstream operator's
+ * window (Serving and Eventing 1.20 to 1.23, ingress 1.20 to 1.23) in its kodata layout.
+ */
+const RELEASES_FOLDER = "knative-releases-all";
+
+/**
  * The shared test data (real Knative release manifests in the operator's kodata layout, the ClusterProfile
  * CRD, the upstream operator CRDs for reference). Read in place, never copied into the repository:
  * KNATIVE_FLEET_SHARED, else `../shared` beside the checkout, else downloaded once from the public release
@@ -21,25 +27,26 @@ const OPERATOR_CRD_URL = (kind: string) =>
 export function sharedDir(): string {
   const explicit = process.env.KNATIVE_FLEET_SHARED;
   if (explicit) {
-    if (!existsSync(join(explicit, "knative-releases"))) {
-      throw new Error(`KNATIVE_FLEET_SHARED=${explicit} has no knative-releases/ folder`);
+    if (!existsSync(join(explicit, RELEASES_FOLDER))) {
+      throw new Error(`KNATIVE_FLEET_SHARED=${explicit} has no ${RELEASES_FOLDER}/ folder`);
     }
     return explicit;
   }
   const beside = join(repoRoot, "..", "shared");
-  return existsSync(join(beside, "knative-releases")) ? beside : downloadedShared();
+  return existsSync(join(beside, RELEASES_FOLDER)) ? beside : downloadedShared();
 }
 
 function downloadedShared(): string {
   const dir = join(process.env.KNATIVE_FLEET_CACHE ?? join(homedir(), ".cache", "knative-fleet"), "shared");
   const complete = join(dir, ".complete");
-  if (existsSync(complete)) return dir;
+  // A download made before the window grew holds another folder: fetched again.
+  if (existsSync(complete) && existsSync(join(dir, RELEASES_FOLDER))) return dir;
   process.stderr.write(
     `knative-fleet: ../shared is not beside the checkout; downloading the Knative releases and CRDs from their ` +
       `public release locations into ${dir} (once)\n`,
   );
   try {
-    execFileSync("sh", [join(repoRoot, "scripts", "fetch-kodata.sh"), join(dir, "knative-releases")], {
+    execFileSync("sh", [join(repoRoot, "scripts", "fetch-kodata.sh"), join(dir, RELEASES_FOLDER)], {
       stdio: "inherit",
     });
     const download = (url: string, file: string) => {
@@ -59,13 +66,13 @@ function downloadedShared(): string {
     throw new Error(
       `the shared test data is missing: no ../shared beside the checkout, KNATIVE_FLEET_SHARED is unset, and the ` +
         `download from the public release locations failed (${(err as Error).message}). Put the project's shared/ ` +
-        "folder beside the repository, or set KNATIVE_FLEET_SHARED to a folder with knative-releases/ (the " +
+        `folder beside the repository, or set KNATIVE_FLEET_SHARED to a folder with ${RELEASES_FOLDER}/ (the ` +
         "operator's kodata layout), crds/ and reference/knative-operator-crds/.",
     );
   }
 }
 
-export const knativeReleasesDir = (): string => join(sharedDir(), "knative-releases");
+export const knativeReleasesDir = (): string => join(sharedDir(), RELEASES_FOLDER);
 export const clusterProfileCrdPath = (): string =>
   join(sharedDir(), "crds", "multicluster.x-k8s.io_clusterprofiles.yaml");
 export const upstreamOperatorCrdsDir = (): string => join(sharedDir(), "reference", "knative-operator-crds");

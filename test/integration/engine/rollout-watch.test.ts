@@ -83,7 +83,10 @@ describe("readiness while an install rolls out", () => {
       cert: testdata("server.crt"),
       routes: { [spoke2.name]: spoke2.server },
       upstreamCa: Buffer.from(spoke2.caData, "base64").toString("utf8"),
-      refuse: (method, url) => method === "GET" && /[?&]watch=/.test(url),
+      answer: (method, path) =>
+        method === "GET" && /[?&]watch=/.test(path)
+          ? { status: 403, body: "refused by the proxy\n" }
+          : undefined,
     });
     await copyClusterProfile(
       hub,

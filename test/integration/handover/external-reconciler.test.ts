@@ -104,7 +104,7 @@ describe("external-reconciler mode: the real upstream operator reconciles, knati
     }
     upstream = await startUpstream(sandbox);
     git = await startGitServer();
-    await git.createRepo(REPO, files("1.21"));
+    await git.createRepo(REPO, files("1.22"));
     const config = loadServiceConfig(writeServiceConfig({ repositoryUrl: git.url(REPO), namespace: NS }));
     service = await startServiceOnSandbox(
       sandbox,
@@ -139,7 +139,7 @@ describe("external-reconciler mode: the real upstream operator reconciles, knati
     const released = Object.entries(held.crs).flatMap(([key, cr]) => (cr.released ? [key] : []));
     expect(released).toEqual([`KnativeServing ${NS}/serving-${SPOKES[0]}`]);
     expect(await hubCr(SPOKES[1]!)).toBeUndefined();
-    const { applied, healthy } = await follow("1.21", started);
+    const { applied, healthy } = await follow("1.22", started);
     figures.install = { applied, healthy };
     expect(applied[SPOKES[1]!]!).toBeGreaterThanOrEqual(healthy[SPOKES[0]!]! + SOAK_S * 1000 - 1500);
     // Upstream, not knative-fleet, reconciled them: its log says so, and it logged no error.
@@ -149,18 +149,18 @@ describe("external-reconciler mode: the real upstream operator reconciles, knati
   });
 
   it("a version bump waits on upstream's Ready for the current generation of the canary", async () => {
-    await git.pushChange(REPO, { files: files("1.22"), message: "Knative 1.22" });
+    await git.pushChange(REPO, { files: files("1.23"), message: "Knative 1.23" });
     const started = Date.now();
     const note = await waitUntil(
       "spoke-2 marked as waiting",
       async () => (await hubCr(SPOKES[1]!))?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION],
     );
     expect(note).toMatch(/waits for its wave, remaining$/);
-    const { applied, healthy } = await follow("1.22", started);
+    const { applied, healthy } = await follow("1.23", started);
     figures.bump = { applied, healthy };
     expect(applied[SPOKES[1]!]!).toBeGreaterThanOrEqual(healthy[SPOKES[0]!]! + SOAK_S * 1000 - 1500);
     const status = (await hubCr(SPOKES[0]!))?.status as { version?: string };
-    expect(status.version).toMatch(/^1\.22\./);
+    expect(status.version).toBe("1.23.0");
     expect(upstream!.errors()).toEqual([]);
   });
 });

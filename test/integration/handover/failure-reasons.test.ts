@@ -21,7 +21,7 @@ const cr = (name: string, cluster: string): KubeObject => ({
   apiVersion: OPERATOR_API_VERSION,
   kind: "KnativeServing",
   metadata: { name, namespace: hubNs },
-  spec: { version: "1.22", clusterProfileRef: { name: cluster, namespace: profileNs } },
+  spec: { version: "1.23", clusterProfileRef: { name: cluster, namespace: profileNs } },
 });
 
 type Case = "no provider file" | "missing ClusterProfile" | "unhealthy ClusterProfile";

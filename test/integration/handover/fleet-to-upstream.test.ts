@@ -20,10 +20,11 @@ import {
   waitConditions,
 } from "../../support/upstream-operator.ts";
 
-// Hand-over 2: knative-fleet installs Serving 1.21 (Kourier, plus one additional manifest) and Eventing 1.21;
-// it is stopped; the real upstream operator takes the same CRs over, then upgrades them to 1.22 with the
-// additional manifest dropped. Upstream must reach Ready with no error in its log, and on the upgrade remove
-// what the 1.21 install had and 1.22 does not (it finds that through the status.manifests knative-fleet wrote).
+// Hand-over 2: knative-fleet installs Serving 1.22 (Kourier, plus one additional manifest) and Eventing 1.22;
+// it is stopped; the real upstream operator takes the same CRs over, then upgrades them to 1.23, the newest
+// release it ships, with the additional manifest dropped. Upstream must reach Ready with no error in its log,
+// and on the upgrade remove what the 1.22 install had and 1.23 does not (it finds that through the
+// status.manifests knative-fleet wrote).
 //
 // The hub CRs live in knative-serving / knative-eventing: this upstream commit installs into the hub CR's
 // namespace on the spoke, so only there does it find the install knative-fleet made (the canonical layout).
@@ -44,7 +45,7 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
   const obsoleteManifest = `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${OBSOLETE}\n  namespace: knative-serving\ndata:\n  a: "1"\n`;
   let manifestServer: Server | undefined;
   let serving: ReturnType<typeof hubCr>;
-  const eventing = hubCr(sandbox, "KnativeEventing", "knative-eventing", spoke2.name, { version: "1.21" });
+  const eventing = hubCr(sandbox, "KnativeEventing", "knative-eventing", spoke2.name, { version: "1.22" });
 
   beforeAll(async () => {
     manifestServer = createServer((req, res) => {
@@ -54,7 +55,7 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
     await new Promise<void>((resolve) => manifestServer!.listen(0, "127.0.0.1", resolve));
     const prefix = `http://127.0.0.1:${(manifestServer.address() as AddressInfo).port}/`;
     serving = hubCr(sandbox, "KnativeServing", "knative-serving", spoke1.name, {
-      version: "1.21",
+      version: "1.22",
       ...KOURIER,
       additionalManifests: [{ URL: `${prefix}obsolete.yaml` }],
     });
@@ -113,13 +114,13 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
     expect(upstream.errors()).toEqual([]);
   });
 
-  it("on its next upgrade (1.21 -> 1.22) upstream removes what the old install had and the new one does not", async () => {
+  it("on its next upgrade (1.22 -> 1.23) upstream removes what the old install had and the new one does not", async () => {
     const started = Date.now();
     await hub.mergePatch(OPERATOR_API_VERSION, "KnativeServing", "knative-serving", "serving", {
-      spec: { version: "1.22", additionalManifests: null },
+      spec: { version: "1.23", additionalManifests: null },
     });
     await hub.mergePatch(OPERATOR_API_VERSION, "KnativeEventing", "knative-eventing", "eventing", {
-      spec: { version: "1.22" },
+      spec: { version: "1.23" },
     });
     const versionIs = async (kind: string, namespace: string, name: string, version: string) => {
       const { conditions } = await waitConditions(hub, kind, namespace, name, { Ready: "True" });
@@ -127,8 +128,8 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
       return (live?.status as { version?: string } | undefined)?.version === version ? conditions : undefined;
     };
     for (const [kind, namespace, name, version] of [
-      ["KnativeServing", "knative-serving", "serving", "1.22.1"],
-      ["KnativeEventing", "knative-eventing", "eventing", "1.22.2"],
+      ["KnativeServing", "knative-serving", "serving", "1.23.0"],
+      ["KnativeEventing", "knative-eventing", "eventing", "1.23.0"],
     ] as const) {
       const deadline = Date.now() + 180_000;
       while (!(await versionIs(kind, namespace, name, version))) {
@@ -146,7 +147,7 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
     const live = await hub.get(OPERATOR_API_VERSION, "KnativeServing", "knative-serving", "serving");
     expect(
       (live?.status as { manifests?: string[] } | undefined)?.manifests?.some((m) =>
-        m.endsWith("/knative-serving/1.22.1"),
+        m.endsWith("/knative-serving/1.23.0"),
       ),
     ).toBe(true);
     expect(upstream?.errors()).toEqual([]);

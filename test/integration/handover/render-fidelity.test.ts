@@ -18,9 +18,10 @@ import {
   waitConditions,
 } from "../../support/upstream-operator.ts";
 
-// Render fidelity: the real upstream operator installs a KnativeServing (1.22 + Kourier) and a KnativeEventing
-// (1.22) on two spokes; every object it applied (its last-applied-configuration annotation records exactly
-// what it sent) must be what src/render produces for the same CR, object by object, and the other way round.
+// Render fidelity: the real upstream operator installs a KnativeServing (1.23 + Kourier) and a KnativeEventing
+// (1.23), the newest release it ships, on two spokes; every object it applied (its
+// last-applied-configuration annotation records exactly what it sent) must be what src/render produces for
+// the same CR, object by object, and the other way round.
 //
 // Compared with Kubernetes' own equality of what was sent: a zero value equals an absent field (Go's
 // omitempty re-encodes upstream's objects), quantities by value, lists keyed by `name` (env, ports) by key.
@@ -38,8 +39,8 @@ const sandbox = loadSandbox();
 const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof sandbox.spokes)[0]];
 const hubNs = "handover-render";
 
-const servingCr = hubCr(sandbox, "KnativeServing", hubNs, spoke1.name, { version: "1.22", ...KOURIER });
-const eventingCr = hubCr(sandbox, "KnativeEventing", hubNs, spoke2.name, { version: "1.22" });
+const servingCr = hubCr(sandbox, "KnativeServing", hubNs, spoke1.name, { version: "1.23", ...KOURIER });
+const eventingCr = hubCr(sandbox, "KnativeEventing", hubNs, spoke2.name, { version: "1.23" });
 
 /** `object` without the fields ignored above, and with name-keyed lists as maps, for comparison. */
 function comparable(object: KubeObject): unknown {
@@ -124,7 +125,7 @@ describe("render fidelity against the real upstream operator", () => {
     [servingCr, () => adminClient(spoke1)],
     [eventingCr, () => adminClient(spoke2)],
   ] as const) {
-    it(`${cr.kind} 1.22: every object upstream applied is the one src/render produces, and no other`, async () => {
+    it(`${cr.kind} 1.23: every object upstream applied is the one src/render produces, and no other`, async () => {
       const spoke = spokeOf();
       const resource = cr as unknown as KnativeResource;
       // This upstream commit installs into the hub CR's namespace on the spoke: render for that namespace.

@@ -28,17 +28,18 @@ import {
 import { waitUntil } from "../../support/wait.ts";
 
 // Hand-over 1: the real upstream operator (knative/operator b4f2c2549cd0, which installs into the hub CR's
-// namespace on the spoke) installs Serving 1.22 with Kourier and Eventing 1.22 from hub CRs in `team-a`; it is
-// stopped; knative-fleet takes the same CRs over. Bound: Ready within 60 s of knative-fleet starting (the
-// Deployments are already Available, so it is one apply pass and one health check); the figures are printed.
+// namespace on the spoke) installs Serving 1.23 with Kourier and Eventing 1.23, the newest it ships, from hub
+// CRs in `team-a`; it is stopped; knative-fleet takes the same CRs over. Bound: Ready within 60 s of
+// knative-fleet starting (the Deployments are already Available, so it is one apply pass and one health
+// check); the figures are printed.
 
 const sandbox = loadSandbox();
 const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof sandbox.spokes)[0]];
 const hubNs = "team-a";
 const TAKE_OVER_BOUND_MS = 60_000;
 
-const serving = hubCr(sandbox, "KnativeServing", hubNs, spoke1.name, { version: "1.22", ...KOURIER });
-const eventing = hubCr(sandbox, "KnativeEventing", hubNs, spoke2.name, { version: "1.22" });
+const serving = hubCr(sandbox, "KnativeServing", hubNs, spoke1.name, { version: "1.23", ...KOURIER });
+const eventing = hubCr(sandbox, "KnativeEventing", hubNs, spoke2.name, { version: "1.23" });
 
 describe("hand-over from the upstream operator to knative-fleet", () => {
   let hub: KubeClient;
@@ -177,8 +178,8 @@ describe("hand-over from the upstream operator to knative-fleet", () => {
     // The post-install Jobs upstream created are the ones kept: same template, no replacement needed.
     const jobs = (await spokeOne.list("batch/v1", "Job", { namespace: hubNs })).items;
     expect(jobs.map((j) => j.metadata.name).sort()).toEqual([
-      "cleanup-serving-serving-1.22.1",
-      "storage-version-migration-serving-serving-1.22.1",
+      "cleanup-serving-serving-1.23.0",
+      "storage-version-migration-serving-serving-1.23.0",
     ]);
   });
 
@@ -199,7 +200,7 @@ describe("hand-over from the upstream operator to knative-fleet", () => {
     const namespace = await spokeOne.get("v1", "Namespace", undefined, hubNs);
     expect(namespace?.metadata.labels).toMatchObject({
       "app.kubernetes.io/name": "knative-serving",
-      "app.kubernetes.io/version": "1.22.1",
+      "app.kubernetes.io/version": "1.23.0",
       "networking.knative.dev/ingress-provider": "kourier",
     });
   });
@@ -208,7 +209,7 @@ describe("hand-over from the upstream operator to knative-fleet", () => {
     const live = await hub.get(OPERATOR_API_VERSION, "KnativeServing", hubNs, "serving");
     const manifests = (live?.status as { manifests?: string[] } | undefined)?.manifests ?? [];
     expect(manifests).toHaveLength(2);
-    expect(manifests[0]).toMatch(/\/knative-serving\/1\.22\.1$/);
-    expect(manifests[1]).toMatch(/\/ingress\/1\.22\/kourier$/);
+    expect(manifests[0]).toMatch(/\/knative-serving\/1\.23\.0$/);
+    expect(manifests[1]).toMatch(/\/ingress\/1\.23\/kourier$/);
   });
 });

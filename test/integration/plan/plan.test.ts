@@ -1,5 +1,4 @@
 import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { buildFleetModel } from "../../../src/fleet/model.ts";
@@ -210,13 +209,39 @@ describe("knative-fleet plan against the sandbox", () => {
   });
 
   it("a jump of more than one minor from the version the hub reports installed is an error", async () => {
-    const manifests = { manifests: [{ URL: join(knativeReleasesDir(), "knative-eventing", "1.22.2") }] };
-    await repo.commit("jump", { [EVENTING]: eventing("1.23.0", manifests) });
+    await repo.commit("jump", { [EVENTING]: eventing("1.23") });
     const { code, plan } = await planJson("--repo", repo.dir, "--base", "main", "--head", "jump", ...live);
     expect(code).toBe(1);
     const jumped = resourceOf(plan, "plan-eventing");
     expect(jumped).toMatchObject({ source: "live", version: { from: "1.21.4", to: "1.23.0" } });
     expect(jumped.findings).toEqual([expect.objectContaining({ code: "version-jump", severity: "error" })]);
+  });
+
+  it("a cluster whose ClusterProfile on the hub reports a Kubernetes older than head's release needs is an error", async () => {
+    const profile = {
+      apiVersion: "multicluster.x-k8s.io/v1alpha1",
+      kind: "ClusterProfile",
+      metadata: { name: spoke2.name, namespace: sandbox.clusterProfileNamespace },
+    };
+    await hub.apply(
+      { ...profile, status: { version: { kubernetes: "v1.33.2" } } },
+      { subresource: "status" },
+    );
+    try {
+      await repo.commit("older", { [EVENTING]: eventing("1.22") });
+      const { code, plan } = await planJson("--repo", repo.dir, "--base", "main", "--head", "older", ...live);
+      expect(code).toBe(1);
+      const refused = resourceOf(plan, "plan-eventing");
+      expect(refused).toMatchObject({ source: "live", version: { from: "1.21.4", to: "1.22.2" } });
+      expect(refused.findings).toEqual([
+        expect.objectContaining({ code: "kubernetes-version", severity: "error" }),
+      ]);
+      expect(refused.findings[0]!.message).toContain("Kubernetes v1.33.2 is older than v1.34.0");
+      expect(refused.objects).toEqual({ created: [], changed: [], deleted: [] });
+    } finally {
+      // The field goes with its only manager's apply.
+      await hub.apply({ ...profile, status: {} }, { subresource: "status" });
+    }
   });
 
   it("times a plan of every spoke, live and offline", async () => {

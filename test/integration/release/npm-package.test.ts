@@ -109,7 +109,10 @@ describe("the npm package", () => {
     expect(flag.stdout).toMatch(
       new RegExp(`^knative-fleet ${version.replaceAll(".", "\\.")} \\(Node\\.js v24\\.`),
     );
-    expect(flag.stdout).toContain("knative-serving: 1.22.1, 1.21.3");
+    expect(flag.stdout).toContain("knative-serving: 1.23.0, 1.22.1, 1.21.3, 1.20.3");
+    expect(flag.stdout).toContain(
+      "minimum Kubernetes: 1.20 v1.32.0, 1.21 v1.33.0, 1.22 v1.34.0, 1.23 v1.34.0",
+    );
     expect(await cli(["version"], { KO_DATA_PATH: knativeReleasesDir() })).toEqual(flag);
   });
 

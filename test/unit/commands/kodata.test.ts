@@ -102,10 +102,13 @@ describe("release manifests for the CLI", { timeout: 60_000 }, () => {
     expect(process.version).toMatch(/^v24\./);
     expect(rest).toEqual([
       `Knative releases in ${knativeReleasesDir()} (KO_DATA_PATH):`,
-      "  knative-serving: 1.22.1, 1.21.3",
-      "  knative-eventing: 1.22.2, 1.21.4",
+      "  knative-serving: 1.23.0, 1.22.1, 1.21.3, 1.20.3",
+      "  knative-eventing: 1.23.0, 1.22.2, 1.21.4, 1.20.3",
+      "  ingress 1.20: istio, contour, kourier, gateway-api",
       "  ingress 1.21: istio, contour, kourier, gateway-api",
       "  ingress 1.22: istio, contour, kourier, gateway-api",
+      "  ingress 1.23: istio, contour, kourier, gateway-api",
+      "  minimum Kubernetes: 1.20 v1.32.0, 1.21 v1.33.0, 1.22 v1.34.0, 1.23 v1.34.0",
     ]);
     delete process.env.KO_DATA_PATH;
     expect((await runCli("version")).stdout).toContain(
@@ -121,14 +124,14 @@ describe("release manifests for the CLI", { timeout: 60_000 }, () => {
     const compiled = await runCli("compile-kodata", "--kodata", kodata);
     expect(compiled.code).toBe(0);
     const lines = compiled.stdout.trimEnd().split("\n");
-    expect(lines).toHaveLength(12); // 2 Serving, 2 Eventing, 4 ingresses x 2 minors
+    expect(lines).toHaveLength(24); // 4 Serving, 4 Eventing, 4 ingresses x 4 minors
     expect(lines.every((line) => / \d+ bytes compiled$/.test(line))).toBe(true);
-    expect(readdirSync(join(kodata, ".compiled"))).toHaveLength(12);
+    expect(readdirSync(join(kodata, ".compiled"))).toHaveLength(24);
     const yaml = createKodataSource({ dir: knativeReleasesDir() });
     const fromCompiled = createKodataSource({ dir: kodata });
     for (const [component, version] of [
-      ["knative-serving", "1.22.1"],
-      ["knative-eventing", "1.21.4"],
+      ["knative-serving", "1.23.0"],
+      ["knative-eventing", "1.20.3"],
     ] as const) {
       const files = await readManifestFiles(join(kodata, component, version));
       expect(await readCompiled(kodata, files), `${component} ${version} compiled`).toBeDefined();
@@ -136,8 +139,8 @@ describe("release manifests for the CLI", { timeout: 60_000 }, () => {
         await yaml.componentManifests(component, version),
       );
     }
-    expect(await fromCompiled.ingressManifests("kourier", "1.22")).toEqual(
-      await yaml.ingressManifests("kourier", "1.22"),
+    expect(await fromCompiled.ingressManifests("kourier", "1.23")).toEqual(
+      await yaml.ingressManifests("kourier", "1.23"),
     );
     rmSync(kodata, { recursive: true, force: true });
     const none = await runCli("compile-kodata");

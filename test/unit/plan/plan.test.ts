@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
@@ -147,9 +147,64 @@ describe("plan, offline", SLOW, () => {
     expect(renderMarkdown(plan)).toContain("uninstalls KnativeEventing once a person confirms");
   });
 
+  it("each upgrade of the window, one minor at a time: the versions, the new Jobs and the old ones pruned", async () => {
+    for (const [from, to, fromRelease, toRelease] of [
+      ["1.20", "1.21", "1.20.3", "1.21.3"],
+      ["1.21", "1.22", "1.21.3", "1.22.1"],
+      ["1.22", "1.23", "1.22.1", "1.23.0"],
+    ] as const) {
+      const repo = await fleetRepo();
+      await repo.commit("main", { [SERVING]: serving(KOURIER, from) });
+      await repo.commit("change", { [SERVING]: serving(KOURIER, to) });
+      const step = resourceOf(await planOf(repo), "spoke-1-serving");
+      expect(step).toMatchObject({
+        action: "update",
+        version: { from: fromRelease, to: toRelease },
+        findings: [],
+      });
+      expect(names(step.objects.created, "Job")).toEqual(
+        expect.arrayContaining([`storage-version-migration-serving-serving-${toRelease}`]),
+      );
+      expect(names(step.objects.deleted, "Job")).toEqual(
+        expect.arrayContaining([`storage-version-migration-serving-serving-${fromRelease}`]),
+      );
+      expect(
+        step.objects.deleted.filter((ref) => ref.kind !== "Job"),
+        `${from} -> ${to}`,
+      ).toEqual([]);
+    }
+  });
+
+  it("a cluster whose ClusterProfile reports a Kubernetes older than the release needs: an error, nothing planned", async () => {
+    const repo = await repoWith({ [SERVING]: serving(KOURIER, "1.22"), [EVENTING]: eventing("1.22") });
+    const revisions = await readRevisions(repo.dir, { base: "main", head: "change" }, DEFAULT_FILE_SELECTION);
+    const plan = await buildPlan(revisions, {
+      releases,
+      kubernetesVersions: new Map([
+        ["fleet-system/spoke-1", "v1.33.4"], // 1.22 needs v1.34.0
+        ["fleet-system/spoke-2", "v1.34.0"],
+      ]),
+    });
+    const refused = resourceOf(plan, "spoke-1-serving");
+    expect(refused.version).toEqual({ from: "1.21.3", to: "1.22.1" });
+    expect(refused.findings).toEqual([
+      {
+        severity: "error",
+        code: "kubernetes-version",
+        message:
+          "Kubernetes v1.33.4 is older than v1.34.0, the oldest Kubernetes Knative 1.22.1 runs on " +
+          "(knative.dev/pkg's minimum version check), by the cluster's ClusterProfile " +
+          "(status.version.kubernetes). The hub controller applies nothing to it (InstallSucceeded=False, " +
+          "KubernetesVersionUnsupported) until it is upgraded.",
+      },
+    ]);
+    expect(refused.objects).toEqual({ created: [], changed: [], deleted: [] });
+    expect(resourceOf(plan, "spoke-2-eventing").findings).toEqual([]);
+    expect(plan.errors).toBe(1);
+  });
+
   it("a jump of more than one minor is an error, and nothing is planned on the cluster", async () => {
-    const manifests = { manifests: [{ URL: join(knativeReleasesDir(), "knative-eventing", "1.22.2") }] };
-    const plan = await planOf(await repoWith({ [EVENTING]: eventing("1.23.0", manifests) }));
+    const plan = await planOf(await repoWith({ [EVENTING]: eventing("1.23") }));
     const jumped = resourceOf(plan, "spoke-2-eventing");
     expect(jumped.version).toEqual({ from: "1.21.4", to: "1.23.0" });
     expect(jumped.findings).toEqual([expect.objectContaining({ severity: "error", code: "version-jump" })]);
@@ -162,7 +217,9 @@ describe("plan, offline", SLOW, () => {
     const plan = await planOf(await repoWith({ [EVENTING]: eventing("1.30") }));
     const finding = resourceOf(plan, "spoke-2-eventing").findings[0];
     expect(finding).toMatchObject({ severity: "error", code: "version-unknown" });
-    expect(finding?.message).toContain("1.22.2, 1.21.4");
+    expect(finding?.message).toBe(
+      "Knative Eventing 1.30 is not available (available: 1.23.0, 1.22.2, 1.21.4, 1.20.3)",
+    );
   });
 
   it("an ingress change is a warning", async () => {
@@ -232,6 +289,28 @@ describe("knative-fleet plan (the command)", SLOW, () => {
     const output = join(repo.dir, "plan.md");
     expect(await runPlan(...refs, "--output", output)).toEqual({ code: 0, stdout: "", stderr: "" });
     expect(await readFile(output, "utf8")).toBe(renderMarkdown(plan));
+  });
+
+  it("offline, --cluster-profiles gives each cluster's Kubernetes: one too old for head's release fails the plan", async () => {
+    const repo = await repoWith({ [SERVING]: serving(KOURIER, "1.22"), [EVENTING]: eventing("1.22") });
+    const profile = (name: string, kubernetes: string) =>
+      `- { apiVersion: multicluster.x-k8s.io/v1alpha1, kind: ClusterProfile, metadata: { name: ${name}, ` +
+      `namespace: fleet-system }, spec: { clusterManager: { name: m } }, status: { version: { kubernetes: ${kubernetes} } } }`;
+    const snapshot = join(repo.dir, "inventory.yaml");
+    await writeFile(
+      snapshot,
+      `apiVersion: v1\nkind: List\nitems:\n${profile("spoke-1", "v1.35.4")}\n${profile("spoke-2", "v1.33.9")}\n`,
+    );
+    const refs = ["--repo", repo.dir, "--base", "main", "--head", "change", "--cluster-profiles", snapshot];
+    const { code, plan } = await planJson(...refs);
+    expect(code).toBe(1);
+    expect(resourceOf(plan, "spoke-1-serving").findings).toEqual([]);
+    expect(resourceOf(plan, "spoke-2-eventing").findings).toEqual([
+      expect.objectContaining({ code: "kubernetes-version" }),
+    ]);
+    expect((await runPlan(...refs)).stdout).toContain(
+      "Kubernetes v1.33.9 is older than v1.34.0, the oldest Kubernetes Knative 1.22.2 runs on",
+    );
   });
 
   it("exits 1 on an invalid file and prints the diagnostics exactly as validate does", async () => {

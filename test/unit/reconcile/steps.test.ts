@@ -31,14 +31,31 @@ const serving = (status?: KnativeResource["status"], version = "1.21"): KnativeR
     ...(status ? { status } : {}),
   });
 
+/**
+ * A spoke whose Kubernetes version is `kept` (what the client read when it connected) until read afresh,
+ * which answers `current`; the fresh reads are counted.
+ */
+function spokeRunning(fake: FakeKube, kept: string, current = kept) {
+  const spoke = { freshReads: 0, resolve: undefined as unknown as TargetResolver["resolve"] };
+  spoke.resolve = async () => ({
+    ok: true,
+    client: fake.client,
+    cluster: "fleet-system/spoke-1",
+    local: false,
+    kubernetesVersion: async (options) => {
+      if (!options?.fresh) return kept;
+      spoke.freshReads++;
+      return current;
+    },
+  });
+  return spoke;
+}
+
 function depsFor(fake: FakeKube, resolve?: TargetResolver["resolve"]): EngineDeps {
   return {
     releases,
-    targets: {
-      resolve:
-        resolve ??
-        (async () => ({ ok: true, client: fake.client, cluster: "fleet-system/spoke-1", local: false })),
-    },
+    // The sandbox's spokes run Kubernetes 1.35, newer than every release of the window needs.
+    targets: { resolve: resolve ?? spokeRunning(fake, "v1.35.4").resolve },
     pollIntervalMs: POLL_MS,
     applyConcurrency: 4,
     now: () => new Date("2026-01-01T00:00:00Z"),
@@ -53,11 +70,12 @@ async function servingCluster(): Promise<FakeKube> {
 }
 
 describe("the reconcile steps", () => {
-  it("are upstream's stages, in order", () => {
+  it("are upstream's stages, in order, with the cluster's Kubernetes checked before anything is applied", () => {
     expect(STEPS.map(([name]) => name)).toEqual([
       "loadRelease",
       "checkMigration",
       "resolveTarget",
+      "checkKubernetes",
       "install",
       "checkDeployments",
     ]);
@@ -122,12 +140,105 @@ describe("the reconcile steps", () => {
     );
     const outcome = await reconcileInstall(
       serving(),
-      depsFor(fake, async () => ({ ok: true, client: down, cluster: "fleet-system/spoke-1", local: false })),
+      depsFor(fake, async () => ({
+        ok: true,
+        client: down,
+        cluster: "fleet-system/spoke-1",
+        local: false,
+        kubernetesVersion: async () => "v1.35.0",
+      })),
     );
     await dispatcher.close();
     expect(outcome.error).toBeInstanceOf(Error);
     expect(outcome.reachable).toBe(false);
     expect(outcome.requests, "the refused requests count too").toBeGreaterThan(0);
+  });
+
+  it("a cluster older than the release's minimum Kubernetes gets nothing; InstallSucceeded names both versions; retried", async () => {
+    const fake = await servingCluster();
+    // Knative 1.21 needs Kubernetes v1.33.0; the cluster runs a GKE build of 1.32.
+    const spoke = spokeRunning(fake, "v1.32.9-gke.1200000");
+    const outcome = await reconcileInstall(serving(), depsFor(fake, spoke.resolve));
+    expect(findCondition(outcome.status.conditions, ConditionType.InstallSucceeded)).toMatchObject({
+      status: "False",
+      reason: "KubernetesVersionUnsupported",
+      message:
+        "Cluster fleet-system/spoke-1: Kubernetes v1.32.9-gke.1200000 is older than v1.33.0, the oldest " +
+        "Kubernetes Knative 1.21.3 runs on (knative.dev/pkg's minimum version check). Nothing is applied to " +
+        "it until it is upgraded.",
+    });
+    expect(findCondition(outcome.status.conditions, ConditionType.TargetClusterResolved)?.status).toBe(
+      "True",
+    );
+    expect(findCondition(outcome.status.conditions, ConditionType.Ready)).toMatchObject({
+      status: "False",
+      reason: "KubernetesVersionUnsupported",
+    });
+    expect(outcome.error?.message).toContain("older than v1.33.0");
+    expect(outcome.requeueAfterMs).toBeUndefined();
+    expect(fake.requests()).toEqual({ reads: 0, writes: 0 });
+    expect(spoke.freshReads).toBe(1); // the kept version was checked again before refusing
+  });
+
+  it("the version kept with the client decides a compatible cluster; a refusal's fresh read sees an upgrade", async () => {
+    const fake = await servingCluster();
+    const current = spokeRunning(fake, "v1.33.0");
+    const installing = await reconcileInstall(serving(), depsFor(fake, current.resolve));
+    expect(findCondition(installing.status.conditions, ConditionType.InstallSucceeded)?.status).toBe("True");
+    expect(current.freshReads).toBe(0);
+
+    const upgraded = spokeRunning(fake, "v1.32.4", "v1.33.1");
+    const after = await reconcileInstall(serving(installing.status), depsFor(fake, upgraded.resolve));
+    expect(findCondition(after.status.conditions, ConditionType.InstallSucceeded)?.status).toBe("True");
+    expect(upgraded.freshReads).toBe(1);
+  });
+
+  it("an upgrade whose release needs a newer Kubernetes leaves the installed release as it is", async () => {
+    const fake = await servingCluster();
+    const deps = depsFor(fake, spokeRunning(fake, "v1.33.7").resolve);
+    await reconcileInstall(serving(), deps);
+    fake.makeDeploymentsAvailable();
+    const ready = await reconcileInstall(serving(), deps);
+    expect(ready.status.version).toBe("1.21.3");
+
+    fake.resetCounts();
+    // 1.22 needs Kubernetes v1.34.0.
+    const refused = await reconcileInstall(serving(ready.status, "1.22"), deps);
+    expect(findCondition(refused.status.conditions, ConditionType.InstallSucceeded)).toMatchObject({
+      status: "False",
+      reason: "KubernetesVersionUnsupported",
+    });
+    expect(findCondition(refused.status.conditions, ConditionType.InstallSucceeded)?.message).toContain(
+      "Kubernetes v1.33.7 is older than v1.34.0, the oldest Kubernetes Knative 1.22.1 runs on",
+    );
+    expect(fake.requests()).toEqual({ reads: 0, writes: 0 });
+    expect(refused.status.version).toBe("1.21.3");
+    expect(findCondition(refused.status.conditions, ConditionType.VersionMigrationEligible)?.status).toBe(
+      "True",
+    );
+  });
+
+  it("a cluster whose version cannot be read afresh is retried, with nothing applied", async () => {
+    const fake = await servingCluster();
+    const resolve: TargetResolver["resolve"] = async () => ({
+      ok: true,
+      client: fake.client,
+      cluster: "fleet-system/spoke-1",
+      local: false,
+      kubernetesVersion: async (options) => {
+        if (options?.fresh) throw new Error("connect ECONNREFUSED 127.0.0.1:6443");
+        return "v1.30.0";
+      },
+    });
+    const outcome = await reconcileInstall(serving(), depsFor(fake, resolve));
+    expect(findCondition(outcome.status.conditions, ConditionType.InstallSucceeded)).toMatchObject({
+      status: "False",
+      reason: "Error",
+      message:
+        "Install failed with message: cannot read the Kubernetes version of fleet-system/spoke-1: connect ECONNREFUSED 127.0.0.1:6443",
+    });
+    expect(outcome.error).toBeInstanceOf(Error);
+    expect(fake.requests()).toEqual({ reads: 0, writes: 0 });
   });
 
   it("a failed install marks InstallSucceeded False with upstream's text and retries", async () => {

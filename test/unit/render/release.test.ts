@@ -9,10 +9,35 @@ const providers = (manifests: readonly { metadata: { labels?: Record<string, str
   new Set(manifests.map((manifest) => manifest.metadata.labels?.["networking.knative.dev/ingress-provider"]));
 
 describe("ReleaseLoader", () => {
-  it("loads the newest Serving with Istio when nothing is asked for", async () => {
+  it("loads the newest Serving, 1.23.0, with Istio when nothing is asked for; latest is the same", async () => {
     const release = await releases.load(knativeServing());
-    expect(release).toMatchObject({ component: "knative-serving", version: "1.22.1", ingresses: ["istio"] });
+    expect(release).toMatchObject({ component: "knative-serving", version: "1.23.0", ingresses: ["istio"] });
     expect(providers(release.manifests)).toEqual(new Set([undefined, "istio"]));
+    expect((await releases.load(knativeEventing({ version: "latest" }))).version).toBe("1.23.0");
+  });
+
+  it("loads every minor of the window, 1.20 to 1.23, with its own minor's ingress", async () => {
+    for (const [minor, serving, eventing] of [
+      ["1.20", "1.20.3", "1.20.3"],
+      ["1.21", "1.21.3", "1.21.4"],
+      ["1.22", "1.22.1", "1.22.2"],
+      ["1.23", "1.23.0", "1.23.0"],
+    ] as const) {
+      const release = await releases.load(
+        knativeServing({ version: minor, ingress: { kourier: { enabled: true } } }),
+      );
+      expect(release.version).toBe(serving);
+      const versions = new Set(
+        release.manifests.map((m) => m.metadata.labels?.["app.kubernetes.io/version"]),
+      );
+      // Serving's own objects are at its patch, Kourier's at the same minor (its own patch).
+      expect(versions.has(serving)).toBe(true);
+      expect(
+        [...versions].every((v) => v === undefined || v.startsWith(`${minor}.`)),
+        minor,
+      ).toBe(true);
+      expect((await releases.load(knativeEventing({ version: minor }))).version).toBe(eventing);
+    }
   });
 
   it("includes only the enabled ingress, of the release's minor", async () => {
@@ -49,8 +74,11 @@ describe("ReleaseLoader", () => {
   });
 
   it("refuses a version the source does not ship", async () => {
-    await expect(releases.load(knativeServing({ version: "1.23.0" }))).rejects.toThrow(
-      new VersionError("Knative Serving 1.23.0 is not available (available: 1.22.1, 1.21.3)"),
+    await expect(releases.load(knativeServing({ version: "1.24.0" }))).rejects.toThrow(
+      new VersionError("Knative Serving 1.24.0 is not available (available: 1.23.0, 1.22.1, 1.21.3, 1.20.3)"),
+    );
+    await expect(releases.load(knativeEventing({ version: "1.19" }))).rejects.toThrow(
+      new VersionError("Knative Eventing 1.19 is not available (available: 1.23.0, 1.22.2, 1.21.4, 1.20.3)"),
     );
   });
 

@@ -16,8 +16,19 @@ describe("the kodata directory source", () => {
   const source = createKodataSource({ dir: knativeReleasesDir() });
 
   it("lists the shipped versions newest first", async () => {
-    expect(await source.componentVersions("knative-serving")).toEqual(["1.22.1", "1.21.3"]);
-    expect(await source.componentVersions("knative-eventing")).toEqual(["1.22.2", "1.21.4"]);
+    // The upstream operator's window, 1.20 to 1.23.
+    expect(await source.componentVersions("knative-serving")).toEqual([
+      "1.23.0",
+      "1.22.1",
+      "1.21.3",
+      "1.20.3",
+    ]);
+    expect(await source.componentVersions("knative-eventing")).toEqual([
+      "1.23.0",
+      "1.22.2",
+      "1.21.4",
+      "1.20.3",
+    ]);
   });
 
   it("reads a release's files in file-name order", async () => {
@@ -33,7 +44,7 @@ describe("the kodata directory source", () => {
     expect(kourier?.find((manifest) => manifest.kind === "Deployment")?.metadata.labels).toMatchObject({
       "app.kubernetes.io/version": expect.stringMatching(/^1\.21\./),
     });
-    expect(await source.ingressManifests("kourier", "1.23")).toBeUndefined();
+    expect(await source.ingressManifests("kourier", "1.24")).toBeUndefined();
   });
 });
 
