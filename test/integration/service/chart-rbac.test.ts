@@ -217,8 +217,8 @@ describe("the chart's RBAC", () => {
       namespace: fleetNamespace,
     });
     expect(held.prune.state).toBe("held");
-    const record = await hub.get("v1", "ConfigMap", fleetNamespace, PRUNE_CONFIRMATION_CONFIGMAP);
-    expect(JSON.parse((record?.data as Record<string, string>).held!)).toMatchObject({
+    const record = (await hub.get("v1", "ConfigMap", fleetNamespace, PRUNE_CONFIRMATION_CONFIGMAP))!;
+    expect(JSON.parse((record.data as Record<string, string>).held!)).toMatchObject({
       candidates: [`KnativeServing ${fleetNamespace}/gone`],
     });
   });
