@@ -196,7 +196,9 @@ export class RolloutStage {
     const finish = async (): Promise<RolloutReport> => {
       await this.#markWaiting(live, waiting, commit);
       if (outcome === undefined) {
-        if (opened?.kind === "refused") clearTimeout(this.#timer);
+        // A broken policy waits for Git; a refused state for a person to delete it, and the key or the
+        // inventory for the hub: those are looked at again, as nothing else would bring a sync.
+        this.#schedule(spec !== undefined);
         return {
           phase: spec === undefined ? "Invalid" : opened?.kind === "refused" ? "Refused" : "Waiting",
           paused,
@@ -215,7 +217,7 @@ export class RolloutStage {
         );
       }
       // A deletion that waits for a later wave's CRs to go needs no commit to go on: look again.
-      this.#schedule(state, paused || deletionsWait);
+      this.#schedule(state.phase === "Progressing" || paused || deletionsWait);
       return {
         phase: state.phase,
         commit: state.commit,
@@ -435,12 +437,12 @@ export class RolloutStage {
   }
 
   /**
-   * While a rollout is under way, paused or has deletions waiting, look again after the check interval; a
-   * halted one waits for Git.
+   * While a rollout is under way, paused, has deletions waiting or cannot be decided (a refused state), look
+   * again after the check interval; a halted or complete one waits for Git.
    */
-  #schedule(state: RolloutState, waits: boolean): void {
+  #schedule(again: boolean): void {
     clearTimeout(this.#timer);
-    if (this.#stopped || (state.phase !== "Progressing" && !waits)) return;
+    if (this.#stopped || !again) return;
     this.#timer = setTimeout(() => {
       if (!this.#stopped) this.#options.onDue();
     }, this.#options.checkIntervalMs);

@@ -195,7 +195,8 @@ describe("the rollout stage on a hub", () => {
   });
 
   it("seals the state under a key it keeps in a Secret, and refuses a state it did not write", async () => {
-    const { kube, stage, sync } = setup();
+    let due = 0;
+    const { kube, stage, sync } = setup(() => due++);
     const policy = { ...POLICY, soak: "0s" };
     await sync(
       fleetModel(["c1", "c2"], policy, () => "1.21"),
@@ -229,6 +230,10 @@ describe("the rollout stage on a hub", () => {
       "b",
     );
     expect(refusals()).toHaveLength(1); // one Event per refused content, not one a sync
+    // Refused, it looks again after the check interval: nothing else would notice the ConfigMap deleted.
+    due = 0;
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(due).toBeGreaterThan(0);
 
     // Deleting the ConfigMap starts the rollout state over, canary first.
     kube.remove("ConfigMap", ROLLOUT_STATE_CONFIGMAP);
