@@ -98,6 +98,9 @@ const events = new EventRecorder({ client: counted.client, component: "bench-rol
 const stage = new RolloutStage({
   hub: counted.client,
   namespace: NS,
+  source: { repository: REPOSITORY, branch: "main" },
+  // Nothing fails in this benchmark, so nothing is reverted and no earlier commit is read.
+  modelAt: (commit) => Promise.reject(new Error(`bench-rollout keeps no commit ${commit}`)),
   inventory: () =>
     clusters.map((name) => ({ namespace: "fleet-system", name, labels: {}, properties: new Map() })),
   events,

@@ -56,6 +56,8 @@ export const FINALIZERS = {
 export const ROLLOUT_WAITING_ANNOTATION = `${FLEET}rollout-waiting`;
 /** `true` on the rollout state ConfigMap pauses the rollout from the hub (no wave opens, no CR changes). */
 export const ROLLOUT_PAUSED_ANNOTATION = `${FLEET}rollout-paused`;
+/** On the rollout state ConfigMap, set by knative-fleet: why it refuses the state (not written by it). */
+export const ROLLOUT_REFUSED_ANNOTATION = `${FLEET}rollout-refused`;
 
 // --- On the prune-confirmation ConfigMap in knative-fleet's hub namespace ---
 

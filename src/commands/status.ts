@@ -10,6 +10,9 @@ import {
 } from "../api/knative.ts";
 import {
   ABANDON_CLEANUP_ANNOTATION,
+  CONFIRM_PRUNE_ANNOTATION,
+  PRUNE_CONFIRMATION_CONFIGMAP,
+  ROLLOUT_REFUSED_ANNOTATION,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
@@ -18,13 +21,12 @@ import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
-import { identityOf } from "../mirror/plan.ts";
+import { HELD_PRUNE_KEY, type HeldPrune, HeldPruneSchema, identityOf } from "../mirror/plan.ts";
 import {
   describeRollout,
+  peekRolloutState,
   ROLLOUT_STATE_CONFIGMAP,
-  ROLLOUT_STATE_KEY,
   type RolloutState,
-  readRolloutState,
 } from "../rollout/state.ts";
 import { compareRows } from "../status/summary.ts";
 import { type Command, type CommandContext, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
@@ -38,10 +40,12 @@ export const statusCommand: Command = {
 Lists every KnativeServing and KnativeEventing CR on the hub, one row each: its target cluster, Ready, the
 installed version, what holds it back (the first condition that is not True), whether the controller has
 caught up with its spec, the fleet file and commit it came from, and whether it is being deleted.
-With a rollout policy, a last line says where the newest revision's rollout is, and for a halt which
+With a rollout policy, a line says where the current rollout is, and for a halt which
 wave, CR and cluster halted it and why (docs/rollout.md).
+With a prune held for a person's confirmation (more than maxPruneFraction of the CRs), a line names
+the CRs and gives the command that confirms it.
 Exit code 0 when every CR is Ready, 1 when any is not (or is stale, or being deleted, or the rollout is
-halted), 2 when the hub cannot be read.
+halted or its state refused, or a prune waits for confirmation), 2 when the hub cannot be read.
 
 Flags:
   --kubeconfig FILE     hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)
@@ -73,25 +77,74 @@ Flags:
       return fail(ctx, hubErrorText(hub.rest.server, err));
     }
     const rows = statusRows(objects);
-    const rollout = await readRollout(
-      hub,
-      (args.values.namespace as string | undefined) ?? DEFAULT_NAMESPACE,
-    );
+    const fleetNamespace = (args.values.namespace as string | undefined) ?? DEFAULT_NAMESPACE;
+    const [rollout, heldPrune] = await Promise.all([
+      readRollout(hub, fleetNamespace),
+      readHeldPrune(hub, fleetNamespace),
+    ]);
     ctx.stdout.write(
       output === "json"
         ? renderJson(rows)
-        : `${renderStatusTable(rows)}${rollout ? `${describeRollout(rollout)}\n` : ""}`,
+        : `${renderStatusTable(rows)}${rollout ? describeRolloutLine(rollout) : ""}${
+            heldPrune ? describeHeldPrune(heldPrune, fleetNamespace) : ""
+          }`,
     );
-    return rows.every(isSettled) && rollout?.phase !== "Halted" ? EXIT_OK : EXIT_FINDINGS;
+    const settled =
+      rows.every(isSettled) &&
+      rollout?.state?.phase !== "Halted" &&
+      rollout?.refused === undefined &&
+      heldPrune === undefined;
+    return settled ? EXIT_OK : EXIT_FINDINGS;
   },
 };
 
-/** The rollout's state on the hub, when the fleet has a rollout policy (and the caller may read it). */
-async function readRollout(hub: KubeClient, namespace: string): Promise<RolloutState | undefined> {
+/**
+ * The rollout's state on the hub, when the fleet has a rollout policy (and the caller may read it), or why
+ * knative-fleet refuses the state it found there (it says so on the ConfigMap; this command holds no key).
+ */
+async function readRollout(
+  hub: KubeClient,
+  namespace: string,
+): Promise<{ state?: RolloutState; refused?: string } | undefined> {
   const configMap = await hub
     .get("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP)
     .catch(() => undefined);
-  return readRolloutState((configMap?.data as Record<string, string> | undefined)?.[ROLLOUT_STATE_KEY]);
+  if (configMap === undefined) return undefined;
+  const refused = configMap.metadata.annotations?.[ROLLOUT_REFUSED_ANNOTATION];
+  if (refused !== undefined) return { refused };
+  const state = peekRolloutState(configMap.data as Record<string, unknown> | undefined);
+  return state && { state };
+}
+
+function describeRolloutLine(rollout: { state?: RolloutState; refused?: string }): string {
+  if (rollout.refused !== undefined) {
+    return `Rollout: REFUSED: knative-fleet refuses its state ConfigMap ${ROLLOUT_STATE_CONFIGMAP} (${rollout.refused}); every change waits until it is deleted\n`;
+  }
+  return `${describeRollout(rollout.state!)}\n`;
+}
+
+/** The prune that waits for a person's confirmation, as the service recorded it on the hub. */
+async function readHeldPrune(hub: KubeClient, namespace: string): Promise<HeldPrune | undefined> {
+  const configMap = await hub
+    .get("v1", "ConfigMap", namespace, PRUNE_CONFIRMATION_CONFIGMAP)
+    .catch(() => undefined);
+  const text = (configMap?.data as Record<string, string> | undefined)?.[HELD_PRUNE_KEY];
+  if (text === undefined) return undefined;
+  try {
+    const held = HeldPruneSchema.safeParse(JSON.parse(text));
+    return held.success ? held.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function describeHeldPrune(held: HeldPrune, namespace: string): string {
+  const more = held.count - held.candidates.length;
+  return [
+    `Prune HELD: ${held.message}: ${held.candidates.join(", ")}${more > 0 ? ` and ${more} more` : ""}.`,
+    `  To delete them: kubectl -n ${namespace} annotate configmap ${PRUNE_CONFIRMATION_CONFIGMAP} --overwrite ${CONFIRM_PRUNE_ANNOTATION}=${held.token}`,
+    "",
+  ].join("\n");
 }
 
 function fail(ctx: CommandContext, message: string): number {

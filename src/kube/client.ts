@@ -100,17 +100,24 @@ export class KubeClient {
     return { items, resourceVersion: res.body.metadata.resourceVersion };
   }
 
-  /** Server-side apply (field manager knative-fleet, conflicts forced: we are the source of truth). */
+  /**
+   * Server-side apply (field manager knative-fleet, conflicts forced: we are the source of truth). With
+   * `force: false` a field another manager owns is a 409 conflict instead.
+   */
   async apply(
     object: KubeObject,
-    options: { dryRun?: boolean; subresource?: "status" } = {},
+    options: { dryRun?: boolean; subresource?: "status"; force?: boolean } = {},
   ): Promise<KubeObject> {
     const { apiVersion, kind, metadata } = object;
     const base = await this.path(apiVersion, kind, metadata.namespace, metadata.name);
     const res = await this.rest.request<KubeObject>({
       method: "PATCH",
       path: options.subresource ? `${base}/${options.subresource}` : base,
-      query: { fieldManager: FIELD_MANAGER, force: true, dryRun: options.dryRun ? "All" : undefined },
+      query: {
+        fieldManager: FIELD_MANAGER,
+        force: options.force ?? true,
+        dryRun: options.dryRun ? "All" : undefined,
+      },
       body: object,
       contentType: "application/apply-patch+yaml",
     });

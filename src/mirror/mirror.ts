@@ -5,6 +5,8 @@ import type { FileResult } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import {
+  HELD_PRUNE_KEY,
+  heldPruneRecord,
   type MirrorInput,
   type MirrorSource,
   type PruneReport,
@@ -31,13 +33,15 @@ export interface MirrorResult {
  * refuses is reported on its own; only a failure to read the hub fails the sync.
  */
 export async function mirror(hub: KubeClient, input: MirrorInput): Promise<MirrorResult> {
-  const [live, confirmedToken] = await Promise.all([
+  const [live, confirmation] = await Promise.all([
     listHubResources(hub),
-    readPruneConfirmation(hub, input.namespace),
+    hub.get("v1", "ConfigMap", input.namespace, PRUNE_CONFIRMATION_CONFIGMAP),
   ]);
+  const confirmedToken = confirmation?.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION];
   const resources: ResourceOutcome[] = [];
   const planned = planApplies(input.model.resources, input.source, live);
-  for (const step of input.gate ? await input.gate.applies(planned, live) : planned) {
+  const held = input.hold?.(live) ?? [];
+  for (const step of input.gate ? await input.gate.applies(planned, live, held) : planned) {
     if (step.action === "create" || step.action === "update") {
       const { object, ...outcome } = step;
       resources.push({ ...outcome, ...(await attempt(() => hub.apply(object))) });
@@ -46,13 +50,13 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
     }
   }
   const applyFailures = resources.filter((outcome) => outcome.error !== undefined).length;
-  const held = input.hold?.(live) ?? [];
   const prunePlan = planPrune(input, live, { applyFailures, confirmedToken, held });
   const ordered =
     input.gate && prunePlan.state === "pruned"
       ? { ...prunePlan, candidates: input.gate.prunes(prunePlan.candidates, live) }
       : prunePlan;
   const prune = ordered.state === "pruned" ? await deleteCandidates(hub, ordered) : ordered;
+  await recordHeldPrune(hub, input.namespace, prune, confirmation);
   return {
     source: input.source,
     resources,
@@ -68,10 +72,25 @@ export async function listHubResources(hub: KubeClient): Promise<KubeObject[]> {
   return lists.flatMap((list) => list.items);
 }
 
-/** The confirm-prune annotation of the prune-confirmation ConfigMap, if a person set one. */
-async function readPruneConfirmation(hub: KubeClient, namespace: string): Promise<string | undefined> {
-  const configMap = await hub.get("v1", "ConfigMap", namespace, PRUNE_CONFIRMATION_CONFIGMAP);
-  return configMap?.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION];
+/**
+ * A held prune is written on the prune-confirmation ConfigMap (data key `held`), where a person confirms it
+ * and `knative-fleet status` reads it; removed once nothing is held. Written only when it changes.
+ */
+async function recordHeldPrune(
+  hub: KubeClient,
+  namespace: string,
+  prune: PruneReport,
+  configMap: KubeObject | undefined,
+): Promise<void> {
+  const held = heldPruneRecord(prune);
+  const have = (configMap?.data as Record<string, string> | undefined)?.[HELD_PRUNE_KEY];
+  if (held === have || (held === undefined && configMap === undefined)) return;
+  await hub.apply({
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: PRUNE_CONFIRMATION_CONFIGMAP, namespace },
+    data: held === undefined ? {} : { [HELD_PRUNE_KEY]: held },
+  });
 }
 
 /** Deletes the candidates; the hub controller's finalizer then uninstalls each from its cluster. */

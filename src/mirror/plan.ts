@@ -67,7 +67,11 @@ export interface MirrorGate {
    * The steps to take: a held create or update becomes `waiting`; a revert may be added as an update.
    * Asynchronous so the gate can record what it lets through before any of it is written (write-ahead).
    */
-  applies(steps: readonly ApplyStep[], live: readonly KubeObject[]): Promise<ApplyStep[]>;
+  applies(
+    steps: readonly ApplyStep[],
+    live: readonly KubeObject[],
+    held: readonly ResourceIdentity[],
+  ): Promise<ApplyStep[]>;
   /** The prune's candidates, those that wait for their wave (deletions go in reverse) marked `waiting`. */
   prunes(candidates: readonly PruneCandidate[], live: readonly KubeObject[]): PruneCandidate[];
 }
@@ -133,6 +137,11 @@ export interface PruneReport {
   retained: PruneCandidate[];
   /** When held: the confirm-prune annotation value, in that namespace, that releases exactly this prune. */
   confirmation?: { namespace: string; token: string };
+}
+
+/** The hub CR a desired CR becomes, with the commit it is written from. */
+export function mirroredObject(desired: DesiredResource, source: MirrorSource): KubeObject {
+  return withCommit(hubObject(desired, source), source.commit);
 }
 
 /** The hub CR a desired CR becomes, with everything but the commit: a new commit alone is no change. */
@@ -285,6 +294,32 @@ export function planPrune(
 export function pruneToken(candidates: readonly ResourceIdentity[]): string {
   const identities = candidates.map(formatIdentity).sort(compareStrings).join("\n");
   return createHash("sha256").update(identities).digest("hex").slice(0, 16);
+}
+
+/** The prune-confirmation ConfigMap's data key that says which prune waits for a person. */
+export const HELD_PRUNE_KEY = "held";
+
+/** A held prune as people (and `knative-fleet status`) read it; the candidates named are bounded. */
+export const HeldPruneSchema = z.object({
+  token: z.string(),
+  message: z.string(),
+  count: z.number(),
+  candidates: z.array(z.string()),
+});
+export type HeldPrune = z.infer<typeof HeldPruneSchema>;
+
+const MAX_HELD_NAMED = 20;
+
+/** The text of the held-prune record of a prune report; undefined when nothing waits for a person. */
+export function heldPruneRecord(prune: PruneReport): string | undefined {
+  if (prune.state !== "held" || prune.confirmation === undefined) return undefined;
+  const record: HeldPrune = {
+    token: prune.confirmation.token,
+    message: prune.message ?? "",
+    count: prune.candidates.length,
+    candidates: prune.candidates.slice(0, MAX_HELD_NAMED).map(formatIdentity),
+  };
+  return JSON.stringify(record);
 }
 
 export function identityOf(object: KubeObject): ResourceIdentity {

@@ -1,34 +1,54 @@
+import { randomBytes } from "node:crypto";
 import { OPERATOR_API_VERSION } from "../api/knative.ts";
-import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../api/labels.ts";
+import {
+  ROLLOUT_PAUSED_ANNOTATION,
+  ROLLOUT_REFUSED_ANNOTATION,
+  ROLLOUT_WAITING_ANNOTATION,
+} from "../api/labels.ts";
 import type { FleetModel } from "../fleet/model.ts";
-import { formatIdentity } from "../fleet/parse.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
-import { type ApplyStep, identityOf, type MirrorGate, type PruneCandidate } from "../mirror/plan.ts";
+import {
+  type ApplyStep,
+  identityOf,
+  type MirrorGate,
+  type MirrorSource,
+  type PruneCandidate,
+} from "../mirror/plan.ts";
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
-import { type GateOutcome, gateApplies, gatePrunes, revisionOf } from "./gate.ts";
+import { type GateOutcome, gateApplies, gatePrunes, type RolloutEvent } from "./gate.ts";
+import { type RevertResult, revertStep, withReverts } from "./revert.ts";
 import {
   type Halt,
+  historyOf,
+  type OpenedState,
+  openState,
+  ROLLOUT_KEY_SECRET,
+  ROLLOUT_KEY_SECRET_KEY,
   ROLLOUT_STATE_CONFIGMAP,
-  ROLLOUT_STATE_KEY,
   type RolloutState,
-  readRolloutState,
+  sealState,
+  stateBinding,
 } from "./state.ts";
 
 /** What the rollout did in one sync, for the log, the status summary and the metrics. */
 export interface RolloutReport {
-  /** `Invalid`: the policy failed validation; `Waiting`: the inventory is not read yet. Every change waits. */
-  phase: RolloutState["phase"] | "Invalid" | "Waiting";
-  revision?: string;
+  /**
+   * `Invalid`: the policy cannot be read; `Waiting`: the inventory or the state's key is not there yet;
+   * `Refused`: the stored state was not written by this knative-fleet. Every change waits in all three.
+   */
+  phase: RolloutState["phase"] | "Invalid" | "Waiting" | "Refused";
+  /** The commit the rollout started at. */
   commit?: string;
   wave?: string;
   paused: boolean;
   halt?: Halt;
   /** How many CRs keep their last applied spec this sync. */
   waiting: number;
-  history: RolloutState["history"];
+  history: ReturnType<typeof historyOf>;
   message?: string;
 }
 
@@ -40,10 +60,17 @@ export interface PreparedRollout {
 
 export interface RolloutStageOptions {
   hub: KubeClient;
-  /** knative-fleet's hub namespace: the state ConfigMap's. */
+  /** knative-fleet's hub namespace: the state ConfigMap's and its key Secret's. */
   namespace: string;
+  /** Where the fleet comes from: the state is bound to it, and reverts are re-read from it. */
+  source: Pick<MirrorSource, "repository" | "branch">;
   /** The ClusterProfiles as the placement stage's watch holds them; undefined until listed. */
   inventory(): readonly InventoryCluster[] | undefined;
+  /**
+   * The fleet model of an earlier commit, placements expanded against the inventory as it is now: where a
+   * revert reads the content it puts back (the state keeps only its digest).
+   */
+  modelAt(commit: string): Promise<FleetModel>;
   events: EventRecorder;
   log: Logger;
   /** How often the last commit is synced again while a wave is open or waits (soak, health, windows). */
@@ -54,14 +81,20 @@ export interface RolloutStageOptions {
 }
 
 /**
- * The service's edge of the rollout: reads the state and the hub pause from the hub before a sync, gives the
- * mirror the gate, and afterwards stores the state (one write, only when it changed), marks the CRs that
- * wait (an annotation, set or cleared only when it changes, with an Event) and schedules the next check.
+ * The service's edge of the rollout: reads the state, its key and the hub pause before a sync, gives the
+ * mirror the gate, re-reads from Git what a revert puts back, and stores the state (one write, only when it
+ * changed, before the mirror writes what it lets through); afterwards marks the CRs that wait (an
+ * annotation, set or cleared only when it changes, with an Event) and schedules the next check.
  */
 export class RolloutStage {
   readonly #options: RolloutStageOptions;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
+  #key: Uint8Array | undefined;
+  /** The state text this leader last stored: a different one read back was written by someone else. */
+  #written: string | undefined;
+  /** The refused state text last reported, so a refusal is one Event, not one a sync. */
+  #refusedText: string | undefined;
 
   constructor(options: RolloutStageOptions) {
     this.#options = options;
@@ -97,56 +130,58 @@ export class RolloutStage {
     }
     const { hub, namespace } = this.#options;
     const configMap = await hub.get("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP);
-    const stored = readRolloutState(
-      (configMap?.data as Record<string, string> | undefined)?.[ROLLOUT_STATE_KEY],
-    );
     const hubPaused = configMap?.metadata.annotations?.[ROLLOUT_PAUSED_ANNOTATION] === "true";
     const now = (this.#options.now ?? (() => new Date()))();
     const clusters = this.#options.inventory();
+    const spec = policy?.rollout.spec;
+    const paused = hubPaused || spec?.paused === true;
+    const opened = spec && clusters ? await this.#open(configMap) : undefined;
     const holdAll =
-      policy === undefined
-        ? `the rollout policy (${failedPaths.join(", ")}) failed validation; changes wait until it is fixed`
+      spec === undefined
+        ? `the rollout policy (${failedPaths.join(", ")}) cannot be read; changes wait until it is fixed`
         : clusters === undefined
           ? "the ClusterProfile inventory is not read yet; changes wait for it"
-          : undefined;
+          : opened?.kind === "error"
+            ? `the rollout state's key cannot be read (${opened.reason}); changes wait for it`
+            : opened?.kind === "refused"
+              ? `the rollout state ConfigMap ${namespace}/${ROLLOUT_STATE_CONFIGMAP} is refused: ${opened.reason}. Every change waits; delete the ConfigMap to start the rollout state over`
+              : undefined;
+    const frozen = model.files.filter((file) => file.status === "failed").flatMap((file) => file.declares);
 
     let outcome: GateOutcome | undefined;
     let live: readonly KubeObject[] = [];
     let waiting = new Map<string, string>();
     let deletionsWait = false;
-    const spec = policy?.rollout.spec;
-    const paused = hubPaused || spec?.paused === true;
-    const gateSteps = (steps: readonly ApplyStep[]): ApplyStep[] => {
-      if (holdAll !== undefined || spec === undefined)
-        return steps.map((step) => waitingStep(step, holdAll ?? ""));
-      outcome = gateApplies(
-        {
-          spec,
-          hubPaused,
-          revision: revisionOf(model.resources),
-          commit,
-          clusters: clusters!,
-          state: stored,
-          now,
-        },
-        steps,
-        live,
-      );
-      return outcome.steps;
-    };
+    const revertEvents: RolloutEvent[] = [];
     const gate: MirrorGate = {
-      applies: async (steps, hubLive) => {
+      applies: async (steps, hubLive, held) => {
         live = hubLive;
-        const gated = gateSteps(steps);
+        if (holdAll !== undefined || opened?.kind !== "ready") {
+          const gated = steps.map((step) => waitingStep(step, holdAll ?? ""));
+          waiting = waitingOf(gated);
+          return gated;
+        }
+        outcome = gateApplies(
+          {
+            spec: spec!,
+            hubPaused,
+            commit,
+            clusters: clusters!,
+            state: opened.state,
+            frozen,
+            held,
+            now,
+          },
+          steps,
+          hubLive,
+        );
+        const reverts = await this.#reverts(outcome, revertEvents);
         // Write-ahead: the state names every CR let through before the mirror writes it, so a leader that
         // dies between the two leaves a successor that knows the wave is open and what it changed.
-        if (outcome && JSON.stringify(outcome.state) !== JSON.stringify(stored))
-          await this.#store(outcome.state);
-        waiting = new Map(
-          gated.flatMap((step): [string, string][] =>
-            step.action === "waiting" ? [[formatIdentity(step), step.reason]] : [],
-          ),
-        );
+        const text = JSON.stringify(outcome.state);
+        if (text !== opened.text) await this.#store(outcome.state, text);
+        const gated = withReverts(outcome.steps, reverts);
+        waiting = waitingOf(gated);
         return gated;
       },
       prunes: (candidates, hubLive) => {
@@ -161,8 +196,11 @@ export class RolloutStage {
     const finish = async (): Promise<RolloutReport> => {
       await this.#markWaiting(live, waiting, commit);
       if (outcome === undefined) {
+        // A broken policy waits for Git; a refused state for a person to delete it, and the key or the
+        // inventory for the hub: those are looked at again, as nothing else would bring a sync.
+        this.#schedule(spec !== undefined);
         return {
-          phase: spec === undefined ? "Invalid" : "Waiting",
+          phase: spec === undefined ? "Invalid" : opened?.kind === "refused" ? "Refused" : "Waiting",
           paused,
           waiting: waiting.size,
           history: [],
@@ -170,7 +208,7 @@ export class RolloutStage {
         };
       }
       const { state } = outcome;
-      for (const event of outcome.events) {
+      for (const event of [...outcome.events, ...revertEvents]) {
         void this.#options.events.record(
           this.#involved(event.resource),
           event.type,
@@ -179,28 +217,173 @@ export class RolloutStage {
         );
       }
       // A deletion that waits for a later wave's CRs to go needs no commit to go on: look again.
-      this.#schedule(state, paused || deletionsWait);
+      this.#schedule(state.phase === "Progressing" || paused || deletionsWait);
       return {
         phase: state.phase,
-        revision: state.revision,
         commit: state.commit,
         ...(outcome.openWave ? { wave: outcome.openWave } : {}),
         paused,
         ...(state.halt ? { halt: state.halt } : {}),
         waiting: waiting.size,
-        history: state.history,
+        history: historyOf(state),
       };
     };
     return { gate, finish };
   }
 
-  async #store(state: RolloutState): Promise<void> {
-    await this.#options.hub.apply({
+  /** The stored state, checked against the key; a refusal is recorded once per refused content. */
+  async #open(
+    configMap: KubeObject | undefined,
+  ): Promise<
+    | { kind: "ready"; state: RolloutState | undefined; text: string | undefined }
+    | { kind: "refused"; reason: string }
+    | { kind: "error"; reason: string }
+  > {
+    let key: Uint8Array;
+    try {
+      key = await this.#stateKey();
+    } catch (err) {
+      return { kind: "error", reason: err instanceof Error ? err.message : String(err) };
+    }
+    const data = configMap?.data as Record<string, unknown> | undefined;
+    const { namespace, source } = this.#options;
+    let opened: OpenedState = openState(data, key, stateBinding(namespace, source.repository));
+    const text = opened.kind === "valid" ? opened.text : undefined;
+    if (opened.kind === "valid" && this.#written !== undefined && text !== this.#written) {
+      opened = {
+        kind: "refused",
+        reason: "it changed since this leader wrote it (an older state put back?)",
+      };
+    }
+    await this.#markRefused(configMap, opened.kind === "refused" ? opened.reason : undefined);
+    if (opened.kind === "refused") {
+      const seen = JSON.stringify(data ?? null);
+      if (this.#refusedText !== seen) {
+        this.#refusedText = seen;
+        this.#options.log.error(
+          { reason: opened.reason },
+          "the rollout state is refused; every change waits",
+        );
+        void this.#options.events.record(
+          this.#stateObject(),
+          "Warning",
+          "RolloutStateRefused",
+          `the rollout state is refused: ${opened.reason}; every change waits until the ConfigMap is deleted`,
+        );
+      }
+      return opened;
+    }
+    this.#refusedText = undefined;
+    // From here on this leader vouches for the state: a different text read back was written by someone else.
+    if (opened.kind === "valid") this.#written = text;
+    if (opened.kind === "none" && opened.legacy) {
+      this.#options.log.info(
+        "the rollout state was written by an older knative-fleet; the rollout starts over",
+      );
+    }
+    return { kind: "ready", state: opened.kind === "valid" ? opened.state : undefined, text };
+  }
+
+  /**
+   * Says on the state ConfigMap why it is refused (for `knative-fleet status`, which holds no key), and
+   * takes that back once the state is accepted. Written only when it changes.
+   */
+  async #markRefused(configMap: KubeObject | undefined, reason: string | undefined): Promise<void> {
+    const have = configMap?.metadata.annotations?.[ROLLOUT_REFUSED_ANNOTATION];
+    if (configMap === undefined || have === reason) return;
+    const { hub, namespace, log } = this.#options;
+    await hub
+      .mergePatch("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP, {
+        metadata: { annotations: { [ROLLOUT_REFUSED_ANNOTATION]: reason ?? null } },
+      })
+      .catch((err: unknown) => log.warn({ err: String(err) }, "cannot mark the rollout state as refused"));
+  }
+
+  /** The HMAC key from its Secret, made (32 random bytes) when there is none. */
+  async #stateKey(): Promise<Uint8Array> {
+    if (this.#key) return this.#key;
+    const { hub, namespace } = this.#options;
+    const read = async () => {
+      const secret = await hub.get("v1", "Secret", namespace, ROLLOUT_KEY_SECRET);
+      const encoded = (secret?.data as Record<string, string> | undefined)?.[ROLLOUT_KEY_SECRET_KEY];
+      return encoded === undefined ? undefined : Buffer.from(encoded, "base64");
+    };
+    let key = await read();
+    if (key === undefined) {
+      // Not forced: a key another writer owns is a conflict, never overwritten (it would void the state).
+      await hub.apply(
+        {
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: { name: ROLLOUT_KEY_SECRET, namespace },
+          type: "Opaque",
+          data: { [ROLLOUT_KEY_SECRET_KEY]: randomBytes(32).toString("base64") },
+        },
+        { force: false },
+      );
+      key = await read();
+    }
+    if (key === undefined || key.length < 16) {
+      throw new Error(`Secret ${namespace}/${ROLLOUT_KEY_SECRET} has no key of at least 16 bytes`);
+    }
+    this.#key = key;
+    return key;
+  }
+
+  /**
+   * The updates that put CRs back on their baseline: the content is read from Git at the baseline's commit
+   * (placements expanded against today's inventory) and must hash to the baseline's digest; what cannot be
+   * re-derived is reported once and left as it is.
+   */
+  async #reverts(outcome: GateOutcome, events: RolloutEvent[]): Promise<ApplyStep[]> {
+    const models = new Map<string, Promise<FleetModel>>();
+    const steps: ApplyStep[] = [];
+    for (const request of outcome.reverts) {
+      const { to, resource, cluster } = request;
+      const key = formatIdentity(resource);
+      let result: RevertResult;
+      try {
+        if (!models.has(to.commit)) models.set(to.commit, this.#options.modelAt(to.commit));
+        result = revertStep(request, await models.get(to.commit)!, this.#options.source);
+      } catch (err) {
+        result = {
+          failure: `commit ${to.commit.slice(0, 12)} cannot be read (${String(err)})`,
+          lasting: false,
+        };
+      }
+      if ("failure" in result) {
+        if (result.lasting) outcome.state.crs[key]!.revertFailed = to.hash;
+        events.push({
+          resource,
+          type: "Warning",
+          reason: "RolloutRevertFailed",
+          message: `${key} on ${cluster} cannot go back to ${to.commit.slice(0, 12)}: ${result.failure}`,
+        });
+        continue;
+      }
+      events.push({
+        resource,
+        type: "Warning",
+        reason: "RolloutReverted",
+        message: `${outcome.state.halt ? `halted in wave ${outcome.state.halt.wave}; ` : ""}${key} on ${cluster} goes back to ${to.commit.slice(0, 12)}, the content of the last completed rollout`,
+      });
+      steps.push(result.step);
+    }
+    return steps;
+  }
+
+  async #store(state: RolloutState, text: string): Promise<void> {
+    const { hub, namespace, source } = this.#options;
+    const key = await this.#stateKey();
+    const data = sealState(state, key, stateBinding(namespace, source.repository));
+    this.#written = undefined; // unknown until the write is known to have landed
+    await hub.apply({
       apiVersion: "v1",
       kind: "ConfigMap",
-      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: this.#options.namespace },
-      data: { [ROLLOUT_STATE_KEY]: JSON.stringify(state) },
+      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace },
+      data,
     });
+    this.#written = text;
   }
 
   /**
@@ -210,51 +393,56 @@ export class RolloutStage {
   async #markWaiting(live: readonly KubeObject[], waiting: ReadonlyMap<string, string>, commit: string) {
     for (const object of live) {
       if (object.metadata.deletionTimestamp) continue;
-      const want = waiting.get(key(object));
+      const identity = identityOf(object);
+      const key = formatIdentity(identity);
+      const want = waiting.get(key);
       const have = object.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION];
       if (want === have) continue;
-      const { kind, namespace, name } = identityOf(object);
       try {
-        await this.#options.hub.mergePatch(OPERATOR_API_VERSION, kind, namespace, name, {
-          metadata: { annotations: { [ROLLOUT_WAITING_ANNOTATION]: want ?? null } },
-        });
+        await this.#options.hub.mergePatch(
+          OPERATOR_API_VERSION,
+          identity.kind,
+          identity.namespace,
+          identity.name,
+          {
+            metadata: { annotations: { [ROLLOUT_WAITING_ANNOTATION]: want ?? null } },
+          },
+        );
         if (want !== undefined) {
           void this.#options.events.record(
-            this.#involved(key(object)),
+            this.#involved(identity),
             "Normal",
             "RolloutWaiting",
             `keeps its last applied spec; ${want} (head ${commit.slice(0, 12)})`,
           );
         }
       } catch (err) {
-        this.#options.log.warn({ resource: key(object), err: String(err) }, "cannot mark a waiting CR");
+        this.#options.log.warn({ resource: key, err: String(err) }, "cannot mark a waiting CR");
       }
     }
   }
 
-  #involved(resource: string): InvolvedObject {
-    const match = /^(\S+) ([^/]+)\/(.+)$/.exec(resource);
-    if (!match) {
-      return {
-        apiVersion: "v1",
-        kind: "ConfigMap",
-        metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: this.#options.namespace },
-      };
-    }
+  #involved(resource: ResourceIdentity | undefined): InvolvedObject {
+    if (resource === undefined) return this.#stateObject();
+    const { kind, namespace, name } = resource;
+    return { apiVersion: OPERATOR_API_VERSION, kind, metadata: { namespace, name } };
+  }
+
+  #stateObject(): InvolvedObject {
     return {
-      apiVersion: OPERATOR_API_VERSION,
-      kind: match[1]!,
-      metadata: { namespace: match[2]!, name: match[3]! },
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: this.#options.namespace },
     };
   }
 
   /**
-   * While a rollout is under way, paused or has deletions waiting, look again after the check interval; a
-   * halted one waits for Git.
+   * While a rollout is under way, paused, has deletions waiting or cannot be decided (a refused state), look
+   * again after the check interval; a halted or complete one waits for Git.
    */
-  #schedule(state: RolloutState, waits: boolean): void {
+  #schedule(again: boolean): void {
     clearTimeout(this.#timer);
-    if (this.#stopped || (state.phase !== "Progressing" && !waits)) return;
+    if (this.#stopped || !again) return;
     this.#timer = setTimeout(() => {
       if (!this.#stopped) this.#options.onDue();
     }, this.#options.checkIntervalMs);
@@ -262,7 +450,13 @@ export class RolloutStage {
   }
 }
 
-const key = (object: KubeObject): string => formatIdentity(identityOf(object));
+function waitingOf(steps: readonly ApplyStep[]): Map<string, string> {
+  return new Map(
+    steps.flatMap((step): [string, string][] =>
+      step.action === "waiting" ? [[formatIdentity(step), step.reason]] : [],
+    ),
+  );
+}
 
 function waitingStep(step: ApplyStep, reason: string): ApplyStep {
   if (step.action !== "create" && step.action !== "update") return step;

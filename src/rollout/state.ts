@@ -1,82 +1,185 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 
 // The rollout's state, kept on the hub (a ConfigMap in knative-fleet's namespace) so a new leader carries on
-// where the last one stopped: which revision rolls out, the open wave, when each CR was let through, why it
-// halted, and per CR the last content that was healthy on its cluster (what halt-and-revert goes back to).
+// where the last one stopped. It holds progress per CR, by content digest (the desired hash the mirror writes
+// on every hub CR): the content Git wants, the content of the last completed rollout (what halt-and-revert
+// goes back to, re-read from Git at its commit), what was let through and when, and since when it has been
+// healthy. It never holds CR content: nothing in it is ever applied as it is. It is sealed with an HMAC
+// under a key only the reconciler holds (a Secret), so a state written by anyone else is refused.
 
 export const ROLLOUT_STATE_CONFIGMAP = "knative-fleet-rollout";
+/** The ConfigMap's data keys: the state (JSON) and its HMAC. */
 export const ROLLOUT_STATE_KEY = "state";
+export const ROLLOUT_STATE_MAC_KEY = "mac";
+/** The Secret (same namespace) holding the HMAC key; knative-fleet creates it when it is missing. */
+export const ROLLOUT_KEY_SECRET = "knative-fleet-rollout-key";
+export const ROLLOUT_KEY_SECRET_KEY = "key";
 
-const HubContentSchema = z.object({
-  labels: z.record(z.string(), z.string()).optional(),
-  annotations: z.record(z.string(), z.string()).optional(),
-  spec: z.record(z.string(), z.unknown()),
+const HashSchema = z.string().regex(/^[0-9a-f]{1,64}$/);
+/** A commit id, or "" for a hub CR that carries none (written by an older version, or by hand). */
+const CommitSchema = z.string().regex(/^[0-9A-Za-z._-]{0,64}$/);
+const TimeSchema = z.iso.datetime();
+
+/** A content of one CR (its desired hash) and the commit it is read from. */
+const ContentSchema = z.strictObject({ hash: HashSchema, commit: CommitSchema });
+export type Content = z.infer<typeof ContentSchema>;
+
+export const CrStateSchema = z.strictObject({
+  /**
+   * The content Git last wanted for the CR and the first commit that wanted it. Kept while the CR's file
+   * fails validation, so a broken file holds the CR's change instead of hiding it.
+   */
+  target: ContentSchema.optional(),
+  /** The CR's cluster as last seen (its wave), for a CR a failed file holds before it was ever created. */
+  cluster: z.strictObject({ namespace: z.string().max(63), name: z.string().max(253) }).optional(),
+  /**
+   * The content the CR had, healthy, when the last rollout completed: what HaltAndRevert puts it back on (the
+   * hub CR is re-derived from Git at that commit and must hash to the same digest). Kept while the CR exists.
+   */
+  baseline: ContentSchema.optional(),
+  /** The content let through in the current rollout, and when. */
+  released: z.strictObject({ hash: HashSchema, at: TimeSchema }).optional(),
+  /** The CR's health on the content it has (`hash`), unbroken since `since`. */
+  health: z.strictObject({ hash: HashSchema, healthy: z.boolean(), since: TimeSchema }).optional(),
+  /** A revert to this baseline digest could not be made (reported once, not at every sync). */
+  revertFailed: HashSchema.optional(),
 });
-export type HubContent = z.infer<typeof HubContentSchema>;
+export type CrState = z.infer<typeof CrStateSchema>;
 
-export const LastHealthySchema = z.object({
-  /** The commit the content came from. */
-  commit: z.string(),
-  /** Its desired-hash annotation: whether the hub CR holds it now. */
-  hash: z.string(),
-  content: HubContentSchema,
-});
-export type LastHealthy = z.infer<typeof LastHealthySchema>;
-
-export const HaltSchema = z.object({
+export const HaltSchema = z.strictObject({
   wave: z.string(),
   waveIndex: z.number().int().min(0),
   /** The first CR that failed, as `Kind namespace/name`, and its cluster. */
   resource: z.string(),
   cluster: z.string(),
+  /** The content that failed on it: the halt holds until Git wants another content for that CR. */
+  hash: HashSchema,
+  /** The head commit at the halt: only a newer commit can lift it. */
+  commit: CommitSchema,
   /** The first failing reason: the CR's blocking condition. */
   reason: z.string(),
-  at: z.string(),
+  at: TimeSchema,
 });
 export type Halt = z.infer<typeof HaltSchema>;
 
-export const RolloutStateSchema = z.object({
-  /** The digest of every desired CR: a new commit that changes no CR is the same revision. */
-  revision: z.string(),
-  /** The first commit seen with this content. */
-  commit: z.string(),
-  startedAt: z.string(),
+export const WaveTimesSchema = z.strictObject({
+  opened: TimeSchema.optional(),
+  completed: TimeSchema.optional(),
+});
+
+export const RolloutStateSchema = z.strictObject({
+  schema: z.literal(2),
+  /** `Complete`: every CR is on the content Git wants and was healthy for its wave's soak. */
   phase: z.enum(["Progressing", "Complete", "Halted"]),
-  /** The open (or next to open) wave. */
-  wave: z.number().int().min(0),
-  /** The name of that wave, for people reading the state. */
+  /** The commit the current (or last) rollout started at, and when: the first to change a CR after a completion. */
+  commit: CommitSchema,
+  startedAt: TimeSchema,
+  /** The first wave that is not done (open, or next to open), for people reading the state. */
   waveName: z.string().optional(),
-  waveOpenedAt: z.string().optional(),
-  /** When every CR let through in the open wave was last seen healthy without a break: the soak's start. */
-  healthySince: z.string().optional(),
-  /** The CRs let through for this revision, and when. */
-  released: z.record(z.string(), z.string()),
+  /** The current rollout's waves: when each first let a CR through and when it was done. */
+  waves: z.record(z.string(), WaveTimesSchema),
   halt: HaltSchema.optional(),
-  lastHealthy: z.record(z.string(), LastHealthySchema),
-  /** Timestamps of the waves, for people: when each opened and completed. */
-  history: z.array(z.object({ wave: z.string(), opened: z.string().optional(), completed: z.string() })),
+  /** Per hub CR, by `Kind namespace/name`. */
+  crs: z.record(z.string(), CrStateSchema),
 });
 export type RolloutState = z.infer<typeof RolloutStateSchema>;
 
-/** The stored state, or undefined when there is none or it cannot be read (the rollout starts over, safely). */
-export function readRolloutState(text: string | undefined): RolloutState | undefined {
-  if (text === undefined) return undefined;
+/** Binds a sealed state to where it lives and to the repository it rolls out, so it cannot be moved. */
+export const stateBinding = (namespace: string, repository: string): string =>
+  `${namespace}/${ROLLOUT_STATE_CONFIGMAP}\n${repository}`;
+
+function mac(key: Uint8Array, binding: string, text: string): string {
+  return createHmac("sha256", key).update(binding).update("\n").update(text).digest("hex");
+}
+
+/** The ConfigMap data that stores `state`. */
+export function sealState(state: RolloutState, key: Uint8Array, binding: string): Record<string, string> {
+  const text = JSON.stringify(state);
+  return { [ROLLOUT_STATE_KEY]: text, [ROLLOUT_STATE_MAC_KEY]: mac(key, binding, text) };
+}
+
+/**
+ * What the stored data says: no state (none stored, or one written by an older version of knative-fleet,
+ * which the rollout starts over from, safely); a state whose HMAC checks out; or a refusal, with why, for
+ * data this reconciler did not write. A refused state is never obeyed.
+ */
+export type OpenedState =
+  | { kind: "none"; legacy?: boolean }
+  | { kind: "valid"; state: RolloutState; text: string }
+  | { kind: "refused"; reason: string };
+
+export function openState(
+  data: Readonly<Record<string, unknown>> | undefined,
+  key: Uint8Array,
+  binding: string,
+): OpenedState {
+  const text = data?.[ROLLOUT_STATE_KEY];
+  const sealedMac = data?.[ROLLOUT_STATE_MAC_KEY];
+  if (text === undefined && sealedMac === undefined) return { kind: "none" };
+  if (typeof text !== "string") return { kind: "refused", reason: "it holds no state text" };
+  if (sealedMac === undefined && isLegacy(text)) return { kind: "none", legacy: true };
+  if (typeof sealedMac !== "string" || !sameMac(sealedMac, mac(key, binding, text))) {
+    return {
+      kind: "refused",
+      reason: "its HMAC does not match: it was not written by this knative-fleet for this repository",
+    };
+  }
+  const parsed = parseJson(text);
+  const state = RolloutStateSchema.safeParse(parsed);
+  // A valid HMAC over an unreadable state: written by a version of knative-fleet this one cannot read.
+  if (!state.success) return { kind: "none", legacy: true };
+  return { kind: "valid", state: state.data, text };
+}
+
+/** The state of knative-fleet before it was sealed: a JSON object with no schema number. */
+function isLegacy(text: string): boolean {
+  const parsed = parseJson(text);
+  return typeof parsed === "object" && parsed !== null && !("schema" in parsed) && "revision" in parsed;
+}
+
+function parseJson(text: string): unknown {
   try {
-    const parsed = RolloutStateSchema.safeParse(JSON.parse(text));
-    return parsed.success ? parsed.data : undefined;
+    return JSON.parse(text);
   } catch {
     return undefined;
   }
 }
 
-/** One line for `knative-fleet status`: the revision, where it is, and for a halt where and why. */
+function sameMac(a: string, b: string): boolean {
+  const left = Buffer.from(a, "utf8");
+  const right = Buffer.from(b, "utf8");
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/**
+ * The state as `knative-fleet status` shows it, read without the key (the CLI has none): the same JSON, not
+ * checked. Undefined when there is none or it cannot be read.
+ */
+export function peekRolloutState(
+  data: Readonly<Record<string, unknown>> | undefined,
+): RolloutState | undefined {
+  const text = data?.[ROLLOUT_STATE_KEY];
+  if (typeof text !== "string") return undefined;
+  const parsed = RolloutStateSchema.safeParse(parseJson(text));
+  return parsed.success ? parsed.data : undefined;
+}
+
+/** The completed waves of the state's rollout, in the order they were done. */
+export function historyOf(state: RolloutState): { wave: string; opened?: string; completed: string }[] {
+  return Object.entries(state.waves)
+    .flatMap(([wave, times]) => (times.completed ? [{ wave, ...times, completed: times.completed }] : []))
+    .sort((a, b) => a.completed.localeCompare(b.completed));
+}
+
+/** One line for `knative-fleet status`: the rollout, where it is, and for a halt where and why. */
 export function describeRollout(state: RolloutState): string {
-  const revision = `revision ${state.commit.slice(0, 12)}`;
+  const rollout = `rollout of ${state.commit.slice(0, 12)}`;
   if (state.phase === "Halted" && state.halt) {
     const { wave, resource, cluster, reason } = state.halt;
-    return `Rollout: ${revision} HALTED in wave ${wave}: ${resource} on ${cluster}: ${reason}`;
+    return `Rollout: ${rollout} HALTED in wave ${wave}: ${resource} on ${cluster}: ${reason}`;
   }
-  if (state.phase === "Complete") return `Rollout: ${revision} has reached every wave`;
-  const wave = state.waveName ?? `#${state.wave + 1}`;
-  return `Rollout: ${revision} in progress, wave ${wave}${state.waveOpenedAt ? "" : " (waiting to open)"}`;
+  if (state.phase === "Complete") return `Rollout: ${rollout} has reached every wave`;
+  const opened = state.waveName !== undefined && state.waves[state.waveName]?.opened !== undefined;
+  return `Rollout: ${rollout} in progress, wave ${state.waveName ?? "?"}${opened ? "" : " (waiting to open)"}`;
 }

@@ -202,7 +202,12 @@ export class FleetService {
     this.rollout = new RolloutStage({
       hub,
       namespace: config.defaultNamespace,
+      source: { repository: config.repository.url, branch: config.repository.branch },
       inventory: () => placements.inventory().clusters,
+      modelAt: async (commit) => {
+        const snapshot = await source.snapshotAt(commit);
+        return placements.prepare(this.fleetModel(snapshot), config.repository.url).model;
+      },
       events: this.events!,
       log: log.child({ component: "rollout" }),
       checkIntervalMs: parseDuration(config.rollout.checkInterval),
@@ -335,10 +340,14 @@ export class FleetService {
 
   /** One commit of the fleet repository into the hub. */
   private async sync(snapshot: Snapshot): Promise<void> {
-    const settings = fleetSettings(this.options.config);
-    const model = buildFleetModel(snapshot.files, { defaultNamespace: settings.defaultNamespace });
+    const model = this.fleetModel(snapshot);
     this.lastCommit = { model, commit: snapshot.commit };
     await this.mirrorCommit(model, snapshot.commit, "git");
+  }
+
+  private fleetModel(snapshot: Snapshot): FleetModel {
+    const { defaultNamespace } = fleetSettings(this.options.config);
+    return buildFleetModel(snapshot.files, { defaultNamespace });
   }
 
   /** Mirrors a commit's model, its placements expanded against the inventory as it is now. */

@@ -13,6 +13,10 @@ import type { GitSourceSpec } from "./spec.ts";
 import { readFleetTree } from "./tree.ts";
 import { type FileChanges, type ObjectStore, writeTreeWithChanges } from "./tree-edit.ts";
 
+/** How far back an earlier commit is looked for, and in steps of how many commits. */
+const HISTORY_STEP = 50;
+const MAX_HISTORY = 1000;
+
 /** The fleet files of one commit. Only a successful read produces one: a failure throws, never "empty". */
 export interface Snapshot {
   commit: string;
@@ -108,6 +112,36 @@ export class GitSource {
   /** Reads the fleet files of a commit that is in the cache. */
   async snapshot(commit: string): Promise<Snapshot> {
     return this.exclusive(() => this.readSnapshot(commit));
+  }
+
+  /**
+   * Reads the fleet files of an earlier commit of the branch (what a rollout revert goes back to): from the
+   * cache when it holds the commit, else the shallow history is deepened, a step at a time, until it does.
+   */
+  async snapshotAt(commit: string): Promise<Snapshot> {
+    return this.exclusive(() =>
+      this.recovering(async () => {
+        let boundary = await this.shallowBoundary();
+        for (let depth = HISTORY_STEP; !(await this.hasCommit(commit)); depth += HISTORY_STEP) {
+          const whole = boundary === "";
+          if (whole || depth > MAX_HISTORY) {
+            const where = whole ? "in the history" : `among the last ${MAX_HISTORY} commits`;
+            throw gitError(
+              "not-found",
+              "fetch",
+              this.spec.url,
+              `commit ${commit} is not ${where} of branch "${this.spec.branch}"`,
+            );
+          }
+          await this.local("fetch", () => this.prepareCache());
+          await this.fetchHistory(this.spec.branch, depth);
+          const deeper = await this.shallowBoundary();
+          // The same boundary after a deeper fetch: the branch has no older commits.
+          boundary = deeper === boundary ? "" : deeper;
+        }
+        return this.readSnapshot(commit);
+      }),
+    );
   }
 
   /** Fetches the source branch and reads its fleet files. */
@@ -227,6 +261,35 @@ export class GitSource {
   }
 
   private async shallowFetch(branch: string): Promise<string> {
+    const fetchHead = await this.fetchHistory(branch, 1);
+    if (!fetchHead) throw this.missingBranch("fetch", branch);
+    // The local branch is what the next fetch offers as "have": a head the cache already holds (our own
+    // pushed status commit) then costs no objects. A moved head costs its whole tree, as isomorphic-git
+    // speaks protocol v1, where `deepen` ignores haves; that keeps each fetch bounded by one tree, whatever
+    // the history (a force push included), the trade Flux makes too.
+    await this.local("fetch", () =>
+      git.writeRef({ ...this.store, ref: `refs/heads/${branch}`, value: fetchHead, force: true }),
+    );
+    return fetchHead;
+  }
+
+  /** The shallow clone's boundary commits (the `shallow` file); "" when the history is whole. */
+  private async shallowBoundary(): Promise<string> {
+    return readFile(join(this.gitdir, "shallow"), "utf8").catch(() => "");
+  }
+
+  private async hasCommit(commit: string): Promise<boolean> {
+    try {
+      await git.readCommit({ ...this.store, oid: commit });
+      return true;
+    } catch (error) {
+      if ((error as { code?: string }).code === "NotFoundError") return false;
+      throw classifyGitError(error, "read", this.spec.url);
+    }
+  }
+
+  /** The branch's last `depth` commits, with their trees; the head it fetched, or undefined without one. */
+  private async fetchHistory(branch: string, depth: number): Promise<string | undefined> {
     // Blobs over the fleet file limit could only ever become "file too large" problems: the server keeps
     // them (a 150 MiB asset in the repository costs nothing), and readFleetTree reports a fleet file it left out.
     const limits: FetchLimits = {
@@ -242,19 +305,11 @@ export class GitSource {
         url: this.spec.url,
         ref: branch,
         singleBranch: true,
-        depth: 1,
+        depth,
         tags: false,
       }),
     );
-    if (!fetchHead) throw this.missingBranch("fetch", branch);
-    // The local branch is what the next fetch offers as "have": a head the cache already holds (our own
-    // pushed status commit) then costs no objects. A moved head costs its whole tree, as isomorphic-git
-    // speaks protocol v1, where `deepen` ignores haves; that keeps each fetch bounded by one tree, whatever
-    // the history (a force push included), the trade Flux makes too.
-    await this.local("fetch", () =>
-      git.writeRef({ ...this.store, ref: `refs/heads/${branch}`, value: fetchHead, force: true }),
-    );
-    return fetchHead;
+    return fetchHead ?? undefined;
   }
 
   private async prepareCache(): Promise<void> {

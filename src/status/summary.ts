@@ -265,17 +265,19 @@ function resourcesTable(rows: readonly ResourceRow[]): string {
 function rolloutSection(rollout: RolloutSummary | undefined): string {
   if (rollout === undefined) return "";
   const text = markdownText;
-  const revision = rollout.commit ? `Revision ${text(rollout.commit.slice(0, 7))}` : "The newest revision";
+  const revision = rollout.commit ? `The rollout of ${text(rollout.commit.slice(0, 7))}` : "The rollout";
   const { halt } = rollout;
   const state =
     rollout.phase === "Halted" && halt
-      ? `**halted** in wave ${text(halt.wave)}: ${text(halt.resource)} on ${text(halt.cluster)}: ${text(halt.reason)}. ` +
-        "Later waves keep their last applied spec; a newer commit supersedes this one."
+      ? `is **halted** in wave ${text(halt.wave)}: ${text(halt.resource)} on ${text(halt.cluster)}: ${text(halt.reason)}. ` +
+        `No other CR gets new content until a commit changes ${text(halt.resource)} (a fix, or a revert of the change).`
       : rollout.phase === "Progressing"
-        ? `rolling out: wave ${text(rollout.wave ?? "")} is open.`
+        ? `is under way: wave ${text(rollout.wave ?? "")} is open.`
         : rollout.phase === "Complete"
           ? "has reached every wave."
-          : `waits: ${text(rollout.message ?? "")}`;
+          : rollout.phase === "Refused"
+            ? `is **refused**: ${text(rollout.message ?? "")}`
+            : `waits: ${text(rollout.message ?? "")}`;
   return [
     "## Rollout",
     `${revision} ${state}${rollout.paused ? " The rollout is **paused**." : ""}`,

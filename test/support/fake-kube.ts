@@ -36,6 +36,7 @@ class FakeRest extends RestClient {
     });
     this.serve("v1", "Namespace");
     this.serve("v1", "ConfigMap");
+    this.serve("v1", "Secret");
   }
 
   serve(apiVersion: string, kind: string): void {
@@ -154,6 +155,22 @@ export class FakeKube {
 
   find(kind: string, name: string): KubeObject | undefined {
     return this.objects().find((o) => o.kind === kind && o.metadata.name === name);
+  }
+
+  /** Stores an object as it is, as someone else's write would. */
+  put(object: KubeObject): void {
+    const { apiVersion, kind, metadata } = object;
+    this.rest.store.set(
+      `${groupOf(apiVersion)}/${kind}/${metadata.namespace ?? ""}/${metadata.name}`,
+      object,
+    );
+  }
+
+  /** Removes an object without a request (and without the garbage collector). */
+  remove(kind: string, name: string): void {
+    for (const [key, object] of this.rest.store) {
+      if (object.kind === kind && object.metadata.name === name) this.rest.store.delete(key);
+    }
   }
 
   /** Every Deployment reports Available for its current generation, as a healthy cluster does. */

@@ -47,6 +47,39 @@ describe("GitSource against git http-backend", () => {
     await execFileAsync("git", ["--git-dir", cache, "fsck", "--no-dangling"]);
   });
 
+  it("reads an earlier commit of the branch it never fetched, deepening the shallow history (a rollout revert)", async () => {
+    const server = await gitServerForTest();
+    const first = await server.createRepo("fleet", fleetFiles);
+    for (let i = 0; i < 55; i++) {
+      await server.pushChange("fleet", {
+        files: { "clusters/prod.yaml": `name: prod\nrev: ${i}\n` },
+        message: `rev ${i}`,
+      });
+    }
+    const unrelated = await server.pushChange("fleet", {
+      files: { "clusters/dev.yaml": "name: dev\n" },
+      message: "Dev only",
+      branch: "dev",
+    });
+    // A fresh cache (a restarted pod): only the head, at depth 1.
+    const { source, gitdir } = await sourceForTest(server.url("fleet"));
+    await source.sync();
+    await expect(git.readCommit({ fs, gitdir: await gitdir(), oid: first })).rejects.toThrow();
+
+    const earlier = await source.snapshotAt(first);
+    expect(earlier.commit).toBe(first);
+    expect(earlier.files.find((f) => f.path === "clusters/prod.yaml")?.text).toBe(
+      fleetFiles["clusters/prod.yaml"],
+    );
+    // The next poll still reads the head, and the cache stays sound for real git.
+    expect((await source.sync()).files.find((f) => f.path === "clusters/prod.yaml")?.text).toContain(
+      "rev: 59",
+    );
+    await execFileAsync("git", ["--git-dir", await gitdir(), "fsck", "--no-dangling"]);
+    // A commit that is not on the branch is refused, by name.
+    await expect(source.snapshotAt(unrelated)).rejects.toThrow(/is not in the history of branch "main"/);
+  });
+
   it("fetches what a person pushed: added, changed and deleted files", async () => {
     const server = await gitServerForTest();
     await server.createRepo("fleet", fleetFiles);

@@ -5,7 +5,7 @@ import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { healthOf } from "../../../src/rollout/gate.ts";
-import { ROLLOUT_STATE_CONFIGMAP, ROLLOUT_STATE_KEY, readRolloutState } from "../../../src/rollout/state.ts";
+import { peekRolloutState, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
 import type { FleetService } from "../../../src/service/service.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
@@ -131,14 +131,13 @@ describe("external-reconciler mode: the real upstream operator reconciles, knati
   it("the first install goes canary first, the rest after upstream reports the canary healthy and the soak", async () => {
     const started = Date.now();
     const held = await waitUntil("spoke-2's CR held", async () => {
-      const state = readRolloutState(
-        ((await hub.get("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP))?.data as Record<string, string>)?.[
-          ROLLOUT_STATE_KEY
-        ],
+      const state = peekRolloutState(
+        (await hub.get("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP))?.data as Record<string, unknown>,
       );
       return state?.waveName === "canary" ? state : undefined;
     });
-    expect(Object.keys(held.released)).toEqual([`KnativeServing ${NS}/serving-${SPOKES[0]}`]);
+    const released = Object.entries(held.crs).flatMap(([key, cr]) => (cr.released ? [key] : []));
+    expect(released).toEqual([`KnativeServing ${NS}/serving-${SPOKES[0]}`]);
     expect(await hubCr(SPOKES[1]!)).toBeUndefined();
     const { applied, healthy } = await follow("1.22", started);
     figures.install = { applied, healthy };

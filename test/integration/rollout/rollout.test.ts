@@ -9,10 +9,10 @@ import type { KubeClient } from "../../../src/kube/client.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
 import { healthOf } from "../../../src/rollout/gate.ts";
 import {
+  historyOf,
+  peekRolloutState,
   ROLLOUT_STATE_CONFIGMAP,
-  ROLLOUT_STATE_KEY,
   type RolloutState,
-  readRolloutState,
 } from "../../../src/rollout/state.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
 import { runCli } from "../../support/cli.ts";
@@ -97,22 +97,24 @@ describe("progressive rollout on four spokes", () => {
     };
   const state = async (): Promise<RolloutState | undefined> => {
     const configMap = await hub.get("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP);
-    return readRolloutState((configMap?.data as Record<string, string> | undefined)?.[ROLLOUT_STATE_KEY]);
+    return peekRolloutState(configMap?.data as Record<string, unknown> | undefined);
   };
   /**
-   * Waits for the rollout of a new revision (other than `previous`) to reach `phase`. The revision is the
-   * content of the CRs, and the commit it names is the head the first sync saw it at: the person's commit,
-   * or a status commit the bot pushed on top of it in the same poll.
+   * Waits for the rollout named by another commit than `previous` to reach `phase`. A rollout is named by the
+   * last commit that changed a CR's content: the person's commit, or a status commit the bot pushed on top of
+   * it in the same poll.
    */
   const rolloutOf = (previous: string | undefined, phase: RolloutState["phase"], timeoutMs = 60_000) =>
     waitUntil(
-      `a new revision ${phase}`,
+      `a new rollout ${phase}`,
       async () => {
         const current = await state();
-        return current?.phase === phase && current.revision !== previous ? current : undefined;
+        return current?.phase === phase && current.commit !== previous ? current : undefined;
       },
       timeoutMs,
     );
+  const released = (current: RolloutState | undefined, spoke: string) =>
+    current?.crs[`KnativeServing ${NS}/serving-${spoke}`]?.released;
   const healthyWith = async (spoke: string, holds: (cr: KubeObject) => boolean) => {
     const cr = await hubCr(spoke);
     return cr !== undefined && holds(cr) && healthOf(cr).healthy ? cr : undefined;
@@ -217,14 +219,20 @@ describe("progressive rollout on four spokes", () => {
     expect(await state()).toBeUndefined();
   });
 
-  it("adding a policy changes no CR", async () => {
+  it("adding a policy changes no CR: the fleet as it is becomes the first baseline, wave by wave", async () => {
     const generations = await Promise.all(SPOKES.map(async (s) => (await hubCr(s))?.metadata.generation));
     await push({ "clusters/rollout.yaml": policy() }, "rollout policy");
-    const complete = await waitUntil("the rollout state", async () => {
-      const current = await state();
-      return current?.phase === "Complete" ? current : undefined;
-    });
-    expect(complete.history).toEqual([]);
+    const complete = await waitUntil(
+      "the rollout state",
+      async () => {
+        const current = await state();
+        return current?.phase === "Complete" ? current : undefined;
+      },
+      120_000,
+    );
+    for (const spoke of SPOKES) {
+      expect(complete.crs[`KnativeServing ${NS}/serving-${spoke}`]?.baseline, spoke).toBeDefined();
+    }
     expect(await Promise.all(SPOKES.map(async (s) => (await hubCr(s))?.metadata.generation))).toEqual(
       generations,
     );
@@ -268,7 +276,7 @@ describe("progressive rollout on four spokes", () => {
   });
 
   it("a version bump goes canary, early, then the rest one at a time, each after the last one's soak", async () => {
-    const previous = (await state())?.revision;
+    const previous = (await state())?.commit;
     await push(crFiles("1.22"), "Knative 1.22");
     const started = Date.now();
     // While the canary is open, a later wave's CR keeps its spec and says what it waits for.
@@ -276,7 +284,7 @@ describe("progressive rollout on four spokes", () => {
       const cr = await hubCr("spoke-4");
       return cr?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION];
     });
-    expect(held).toMatch(/^revision [0-9a-f]{12} waits for its wave, remaining$/);
+    expect(held).toMatch(/^rollout of [0-9a-f]{12} waits for its wave, remaining$/);
     expect(specOf(await hubCr("spoke-4")).version).toBe("1.21");
     const { applied, healthy } = await followRollout((cr) => specOf(cr).version === "1.22", started, 600_000);
     figures.versionBump = { applied, healthy };
@@ -287,17 +295,31 @@ describe("progressive rollout on four spokes", () => {
     // maxUnavailable 1: the second of the remaining wave goes once the first is healthy.
     expect(applied[second!]!).toBeGreaterThanOrEqual(healthy[first!]! - 1000);
     const done = await rolloutOf(previous, "Complete");
-    figures.versionBumpWaves = done.history;
-    expect(done.history.map((h) => h.wave)).toEqual(["canary", "early", "remaining"]);
+    figures.versionBumpWaves = historyOf(done);
+    expect(historyOf(done).map((h) => h.wave)).toEqual(["canary", "early", "remaining"]);
     for (const spoke of SPOKES) {
       expect((await hubCr(spoke))?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION]).toBeUndefined();
     }
   });
 
-  it("a change that never becomes healthy halts in the canary and leaves the other waves untouched", async () => {
-    const previous = (await state())?.revision;
+  it("a change that never becomes healthy halts in the canary, a relabel meanwhile releases nothing", async () => {
+    const previous = (await state())?.commit;
     await push(crFiles("1.22", { workloads: BAD_WORKLOADS }), "activator on a node that does not exist");
     const started = Date.now();
+    // While the canary is failing, spoke-3 joins the early wave: an inventory change, no commit. It neither
+    // skips the canary nor counts as a new release.
+    await waitUntil("the canary has the bad change", async () =>
+      specOf(await hubCr("spoke-1")).workloads ? true : undefined,
+    );
+    await hub.mergePatch(
+      "multicluster.x-k8s.io/v1alpha1",
+      "ClusterProfile",
+      CLUSTER_PROFILE_NAMESPACE,
+      "spoke-3",
+      {
+        metadata: { labels: { [RING_LABEL]: "early" } },
+      },
+    );
     const halted = await rolloutOf(previous, "Halted", (TIME_LIMIT_S + 60) * 1000);
     figures.haltedAfterMs = Date.now() - started;
     expect(halted.halt).toMatchObject({
@@ -331,19 +353,31 @@ describe("progressive rollout on four spokes", () => {
     const cli = await runCli("status", "--kubeconfig", sandbox.hub.adminKubeconfig, "-n", NS);
     expect(cli.code).toBe(1);
     expect(cli.stdout).toContain(
-      `Rollout: revision ${halted.commit.slice(0, 12)} HALTED in wave canary: KnativeServing ${NS}/serving-spoke-1 on ${CLUSTER_PROFILE_NAMESPACE}/spoke-1: DeploymentsAvailable=False`,
+      `Rollout: rollout of ${halted.commit.slice(0, 12)} HALTED in wave canary: KnativeServing ${NS}/serving-spoke-1 on ${CLUSTER_PROFILE_NAMESPACE}/spoke-1: DeploymentsAvailable=False`,
+    );
+    // Nothing went past the canary, the relabelled spoke-3 included, at any time.
+    for (const spoke of ["spoke-2", "spoke-3", "spoke-4"])
+      expect(released(await state(), spoke), spoke).toBeUndefined();
+    await hub.mergePatch(
+      "multicluster.x-k8s.io/v1alpha1",
+      "ClusterProfile",
+      CLUSTER_PROFILE_NAMESPACE,
+      "spoke-3",
+      {
+        metadata: { labels: { [RING_LABEL]: null } },
+      },
     );
     // This halt's Event (an earlier run's may still be listed: Events live for an hour).
     const haltEvent = events.items.find(
       (e) =>
         e.reason === "RolloutHalted" &&
         (e.involvedObject as { name: string }).name === "serving-spoke-1" &&
-        String(e.message).startsWith(`revision ${halted.commit.slice(0, 12)} halted in wave canary`),
+        String(e.message).startsWith(`rollout of ${halted.commit.slice(0, 12)} halted in wave canary`),
     );
     expect(haltEvent?.type).toBe("Warning");
   });
 
-  it("halt-and-revert puts the canary back on its last healthy revision", async () => {
+  it("halt-and-revert puts the canary back on the content of the last completed rollout", async () => {
     const lastGood = (await hubCr("spoke-2"))?.metadata.annotations?.["fleet.knative.dev/source-commit"];
     await push({ "clusters/rollout.yaml": policy({ onFailure: "HaltAndRevert" }) }, "revert on failure");
     const started = Date.now();
@@ -359,7 +393,7 @@ describe("progressive rollout on four spokes", () => {
 
   it("a newer commit supersedes the halted one and goes through every wave", async () => {
     const fixed = { config: { autoscaler: { "stable-window": "70s" } } };
-    const previous = (await state())?.revision;
+    const previous = (await state())?.commit;
     await push(crFiles("1.22", fixed), "fix: no node selector; longer stable window");
     const started = Date.now();
     const { applied, healthy } = await followRollout(
@@ -374,6 +408,48 @@ describe("progressive rollout on four spokes", () => {
     expect(done.halt).toBeUndefined();
     await waitUntil("the halt metric cleared", async () =>
       (await service.metric("knative_fleet_rollout_halted")) === 0 ? true : undefined,
+    );
+  });
+
+  it("a commit with a broken file keeps the revert target: the fix carrying a bad change halts and goes back", async () => {
+    const fixed = { config: { autoscaler: { "stable-window": "70s" } } };
+    const lastGood = (await hubCr("spoke-1"))?.metadata.annotations?.["fleet.knative.dev/source-commit"];
+    // spoke-1's file fails validation for a while: its CR keeps its state, and its baseline stays.
+    await push(
+      { "clusters/serving-spoke-1.yaml": "kind: KnativeServing\nmetadata: {name: serving-spoke-1\n" },
+      "oops",
+    );
+    await waitUntil("the broken file reported", async () => {
+      const text = await git.readFile(REPO, "main", "status/README.md").catch(() => "");
+      return text.includes("## Validation errors") && text.includes("serving-spoke-1.yaml")
+        ? true
+        : undefined;
+    });
+    const previous = (await state())?.commit;
+    await push(crFiles("1.22", { ...fixed, workloads: BAD_WORKLOADS }), "fix the file, and a bad change");
+    const halted = await rolloutOf(previous, "Halted", (TIME_LIMIT_S + 60) * 1000);
+    expect(halted.halt?.resource).toBe(`KnativeServing ${NS}/serving-spoke-1`);
+    const reverted = await waitUntil(
+      "the canary back on the last completed rollout's content",
+      () => healthyWith("spoke-1", (cr) => specOf(cr).workloads === undefined),
+      180_000,
+    );
+    expect(reverted.metadata.annotations?.["fleet.knative.dev/source-commit"]).toBe(lastGood);
+    const events = await hub.list("v1", "Event", { namespace: NS });
+    expect(
+      events.items.some(
+        (e) =>
+          e.reason === "RolloutReverted" && (e.involvedObject as { name: string }).name === "serving-spoke-1",
+      ),
+    ).toBe(true);
+    for (const spoke of ["spoke-2", "spoke-3", "spoke-4"])
+      expect(specOf(await hubCr(spoke)).workloads, spoke).toBeUndefined();
+    // Back to what every spoke has: the halt is lifted, and nothing is left to roll out.
+    await push(crFiles("1.22", fixed), "drop the bad change");
+    await waitUntil(
+      "rollout complete",
+      async () => ((await state())?.phase === "Complete" ? true : undefined),
+      120_000,
     );
   });
 
@@ -418,7 +494,7 @@ describe("progressive rollout on four spokes", () => {
       "the canary marked as paused",
       async () => (await hubCr("spoke-1"))?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION],
     );
-    expect(note).toContain("the rollout is paused");
+    expect(note).toMatch(/is paused$/);
     await hub.mergePatch("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP, {
       metadata: { annotations: { [ROLLOUT_PAUSED_ANNOTATION]: "true" } },
     });
@@ -437,7 +513,8 @@ describe("progressive rollout on four spokes", () => {
     });
     service.kill("SIGKILL");
     await service.exited;
-    const releasedBefore = (await state())?.released;
+    const canaryOpened = (await state())?.waves.canary?.opened;
+    expect(canaryOpened).toBeDefined();
     figures.killedAtMs = Date.now() - started;
     service = startService("leader-2");
     const { applied, healthy } = await followRollout(has, started, 600_000);
@@ -446,12 +523,49 @@ describe("progressive rollout on four spokes", () => {
       const current = await state();
       return current?.phase === "Complete" ? current : undefined;
     });
-    // Nothing re-applied: the canary's spec was written once (its generation), and its release kept its time.
+    // Nothing re-applied: the canary's spec was written once (its generation), and its wave kept its time.
     expect((await hubCr("spoke-1"))?.metadata.generation).toBe(canary.metadata.generation);
-    const canaryKey = `KnativeServing ${NS}/serving-spoke-1`;
-    expect(after?.released[canaryKey]).toBe(releasedBefore?.[canaryKey]);
-    expect(after?.history.map((h) => h.wave)).toEqual(["canary", "early", "remaining"]);
-    figures.afterLeaderKillWaves = after?.history;
+    expect(after?.waves.canary?.opened).toBe(canaryOpened);
+    expect(historyOf(after!).map((h) => h.wave)).toEqual(["canary", "early", "remaining"]);
+    figures.afterLeaderKillWaves = historyOf(after!);
+  });
+
+  it("a rollout state written by anyone but knative-fleet is refused: every change waits, and says why", async () => {
+    const has = (cr: KubeObject) => specOf(cr).config?.autoscaler?.["stable-window"] === "85s";
+    // Someone who may write ConfigMaps in the namespace backdates every CR's health, to skip the soaks.
+    const configMap = (await hub.get("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP))!;
+    const forged = JSON.parse((configMap.data as Record<string, string>).state!) as RolloutState;
+    for (const cr of Object.values(forged.crs)) if (cr.health) cr.health.since = "2000-01-01T00:00:00.000Z";
+    await hub.mergePatch("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP, {
+      data: { state: JSON.stringify(forged) },
+    });
+    await push(
+      crFiles("1.22", { config: { autoscaler: { "stable-window": "85s" } } }),
+      "a change during the forgery",
+    );
+    const note = await waitUntil(
+      "the canary marked as waiting for the refused state",
+      async () => (await hubCr("spoke-1"))?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION],
+    );
+    expect(note).toContain("is refused: its HMAC does not match");
+    const refused = await waitUntil("a RolloutStateRefused Event", async () =>
+      (await hub.list("v1", "Event", { namespace: NS })).items.find(
+        (e) => e.reason === "RolloutStateRefused",
+      ),
+    );
+    expect(refused.type).toBe("Warning");
+    const cli = await runCli("status", "--kubeconfig", sandbox.hub.adminKubeconfig, "-n", NS);
+    expect(cli.code).toBe(1);
+    expect(cli.stdout).toContain(
+      "Rollout: REFUSED: knative-fleet refuses its state ConfigMap knative-fleet-rollout",
+    );
+    for (const spoke of SPOKES) expect(has((await hubCr(spoke))!), spoke).toBe(false);
+    // A person deletes it: the rollout state starts over, canary first.
+    await hub.delete("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP);
+    const started = Date.now();
+    const { applied } = await followRollout(has, started, 600_000);
+    figures.afterForgery = applied;
+    expect(applied["spoke-1"]!).toBeLessThan(applied["spoke-2"]!);
   });
 
   it("deletions follow the waves in reverse: the remaining wave's CR is gone before the canary's is deleted", async () => {

@@ -3,14 +3,27 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
+import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import {
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  PRUNE_CONFIRMATION_CONFIGMAP,
+  SOURCE_REPOSITORY_ANNOTATION,
+} from "../../../src/api/labels.ts";
+import { buildFleetModel } from "../../../src/fleet/model.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { nameOf } from "../../../src/kube/object.ts";
+import { mirror } from "../../../src/mirror/mirror.ts";
+import { MirrorOptionsSchema, planApplies } from "../../../src/mirror/plan.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
+import { RolloutStage } from "../../../src/rollout/stage.ts";
+import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { LeaderElector } from "../../../src/service/leader-election.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { adminClient, ensureNamespace } from "../../support/hub.ts";
+import { crFile } from "../../support/fleet-files.ts";
+import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { type KubeObject, only, renderChart } from "../chart/helm.ts";
 
@@ -36,6 +49,12 @@ const config = parse(
     .data["config.yaml"]!,
 ) as { leaderElection: { enabled: boolean; leaseName: string; namespace: string } };
 const workDir = mkdtempSync(join(tmpdir(), "knative-fleet-rbac-"));
+const ROLLOUT_POLICY = stringify({
+  apiVersion: "fleet.knative.dev/v1alpha1",
+  kind: "KnativeRollout",
+  metadata: { name: "knative" },
+  spec: { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] },
+});
 let serviceAccount: KubeClient;
 
 beforeAll(async () => {
@@ -134,5 +153,73 @@ describe("the chart's RBAC", () => {
     } finally {
       await hub.delete("v1", "Namespace", undefined, other);
     }
+  });
+
+  it("lets the ServiceAccount keep the rollout's sealed state and its key, and record a held prune", async () => {
+    const fleetNamespace = only(rendered, "Role", `${release}-knative-fleet-prune-confirmation`).metadata
+      .namespace!;
+    await installFleetCrds(hub);
+    const crs = { apiVersion: OPERATOR_API_VERSION, kind: "KnativeServing" };
+    const stage = new RolloutStage({
+      hub: serviceAccount,
+      namespace: fleetNamespace,
+      source: { repository: "https://git.example/fleet.git", branch: "main" },
+      inventory: () => [{ namespace: "fleet-system", name: "c1", labels: {}, properties: new Map() }],
+      modelAt: (commit) => Promise.reject(new Error(`no commit ${commit}`)),
+      events: new EventRecorder({ client: serviceAccount, component: "knative-fleet", log: silentLogger }),
+      log: silentLogger,
+      checkIntervalMs: 60_000,
+      onDue: () => {},
+    });
+    const model = buildFleetModel(
+      [
+        crFile({ name: "c1-serving", cluster: "c1", namespace: fleetNamespace }),
+        { path: "rollout.yaml", text: ROLLOUT_POLICY },
+      ],
+      { defaultNamespace: fleetNamespace },
+    );
+    const steps = planApplies(
+      model.resources,
+      { repository: "https://git.example/fleet.git", branch: "main", commit: "a1" },
+      [],
+    );
+    const gated = await (await stage.prepare(model, "a1")).gate.applies(steps, [], []);
+    stage.stop();
+    expect(gated.map((step) => [step.action, step.reason])).toEqual([["create", undefined]]);
+    const sealed = await hub.get("v1", "ConfigMap", fleetNamespace, ROLLOUT_STATE_CONFIGMAP);
+    expect(Object.keys((sealed?.data as object) ?? {}).sort()).toEqual(["mac", "state"]);
+    expect(await hub.get("v1", "Secret", fleetNamespace, ROLLOUT_KEY_SECRET)).toBeDefined();
+    // No other Secret, and no other ConfigMap, of the namespace.
+    await expect(serviceAccount.list("v1", "Secret", { namespace: fleetNamespace })).rejects.toMatchObject({
+      status: 403,
+    });
+    await expect(serviceAccount.get("v1", "ConfigMap", fleetNamespace, "other")).rejects.toMatchObject({
+      status: 403,
+    });
+    // The held prune's record on the prune-confirmation ConfigMap, through the mirror's own write.
+    await hub.apply({
+      ...crs,
+      metadata: {
+        name: "gone",
+        namespace: fleetNamespace,
+        labels: { [MANAGED_BY_LABEL]: MANAGED_BY },
+        annotations: { [SOURCE_REPOSITORY_ANNOTATION]: "https://git.example/fleet.git" },
+      },
+      spec: {},
+    });
+    const held = await mirror(serviceAccount, {
+      model: buildFleetModel([crFile({ name: "kept", cluster: "c1", namespace: fleetNamespace })], {
+        defaultNamespace: fleetNamespace,
+      }),
+      source: { repository: "https://git.example/fleet.git", branch: "main", commit: "a2" },
+      sourceRead: true,
+      options: MirrorOptionsSchema.parse({ maxPruneFraction: 0 }),
+      namespace: fleetNamespace,
+    });
+    expect(held.prune.state).toBe("held");
+    const record = (await hub.get("v1", "ConfigMap", fleetNamespace, PRUNE_CONFIRMATION_CONFIGMAP))!;
+    expect(JSON.parse((record.data as Record<string, string>).held!)).toMatchObject({
+      candidates: [`KnativeServing ${fleetNamespace}/gone`],
+    });
   });
 });

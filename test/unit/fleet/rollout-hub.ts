@@ -35,6 +35,8 @@ export function rolloutStage(): RolloutStage {
   return new RolloutStage({
     hub: kube.client,
     namespace: NS,
+    source: { repository: sourceAt("").repository, branch: "main" },
+    modelAt: (commit) => Promise.reject(new Error(`no commit ${commit} in this test`)),
     inventory: () =>
       ["c1", "c2"].map((name) => ({
         namespace: "fleet-system",
@@ -52,6 +54,6 @@ export function rolloutStage(): RolloutStage {
 /** What the stage's gate does with each CR of `model` the mirror would write to `hub`. */
 export async function gatedActions(stage: RolloutStage, model: FleetModel, hub: readonly KubeObject[]) {
   const steps = planApplies(model.resources, sourceAt("2".repeat(40)), hub);
-  const gated = await (await stage.prepare(model, "2".repeat(40))).gate.applies(steps, hub);
+  const gated = await (await stage.prepare(model, "2".repeat(40))).gate.applies(steps, hub, []);
   return gated.map((step) => step.action);
 }

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { formatIdentity } from "../../../src/fleet/parse.ts";
 import type { PruneCandidate } from "../../../src/mirror/plan.ts";
-import { gatePrunes, healthOf, revisionOf } from "../../../src/rollout/gate.ts";
-import { readRolloutState } from "../../../src/rollout/state.ts";
+import { gatePrunes, healthOf } from "../../../src/rollout/gate.ts";
+import { historyOf } from "../../../src/rollout/state.ts";
 import { cluster, FakeHub, fleetModel } from "./support.ts";
 
 const CLUSTERS = ["c1", "c2", "c3", "c4"];
@@ -71,7 +71,7 @@ describe("the rollout gate", () => {
       ["c4-serving", 210],
     ]);
     expect(hub.state?.phase).toBe("Complete");
-    expect(hub.state?.history.map((h) => h.wave)).toEqual(["canary", "ring-b", "remaining"]);
+    expect(historyOf(hub.state!).map((h) => h.wave)).toEqual(["canary", "ring-b", "remaining"]);
     expect(CLUSTERS.map((c) => hub.version(`${c}-serving`))).toEqual(["1.22", "1.22", "1.22", "1.22"]);
   });
 
@@ -90,7 +90,7 @@ describe("the rollout gate", () => {
       ["c4-serving", "waiting"],
     ]);
     expect(outcome.waiting.get("KnativeServing knative-fleet/c2-serving")).toBe(
-      "revision commit-b waits for its wave, ring-b",
+      "rollout of commit-b waits for its wave, ring-b",
     );
     expect(outcome.openWave).toBe("canary");
   });
@@ -113,7 +113,7 @@ describe("the rollout gate", () => {
     const later = hub.sync(bad, "commit-bad-status-writeback", at(end + 7200), INVENTORY);
     expect(hub.applied).toEqual([]);
     expect(later.waiting.get("KnativeServing knative-fleet/c4-serving")).toMatch(
-      /^revision commit-bad halted in wave canary: KnativeServing knative-fleet\/c1-serving on fleet-system\/c1: DeploymentsAvailable=False/,
+      /^rollout of commit-bad halted in wave canary: KnativeServing knative-fleet\/c1-serving on fleet-system\/c1: DeploymentsAvailable=False/,
     );
   });
 
@@ -164,22 +164,13 @@ describe("the rollout gate", () => {
     expect(hub.state?.halt).toBeUndefined();
   });
 
-  it("a commit that changes no CR (the status write-back's) is the same revision", () => {
-    const a = fleetModel(CLUSTERS, POLICY, () => "1.22");
-    const b = fleetModel(CLUSTERS, POLICY, () => "1.22");
-    expect(revisionOf(a.resources)).toBe(revisionOf(b.resources));
-    expect(revisionOf(fleetModel(CLUSTERS, POLICY, () => "1.23").resources)).not.toBe(
-      revisionOf(a.resources),
-    );
-  });
-
   it("holds while paused, in the file or on the hub, and goes on when resumed", () => {
     const { hub, end } = installed("1.21");
     const paused = fleetModel(CLUSTERS, { ...POLICY, paused: true }, () => "1.22");
     const outcome = hub.sync(paused, "commit-b", at(end), INVENTORY);
     expect(outcome.steps.filter((s) => s.action === "update")).toEqual([]);
     expect(outcome.waiting.get("KnativeServing knative-fleet/c1-serving")).toBe(
-      "revision commit-b waits for its wave, canary: the rollout is paused",
+      "rollout of commit-b is paused",
     );
     hub.hubPaused = true;
     const resumedInFile = fleetModel(CLUSTERS, POLICY, () => "1.22");
@@ -205,7 +196,7 @@ describe("the rollout gate", () => {
     const model = fleetModel(CLUSTERS, windowed, () => "1.22");
     const before = hub.sync(model, "commit-b", at(end), INVENTORY);
     expect(before.waiting.get("KnativeServing knative-fleet/c1-serving")).toBe(
-      "revision commit-b waits for its wave, canary: outside the rollout windows",
+      "rollout of commit-b waits for its wave, canary: outside the rollout windows",
     );
     const { applied } = run(hub, model, "commit-b", 480);
     // canary opens at 11:08; ring-b opens at 11:09:30 after the soak; c3 goes out in the open wave at
@@ -228,7 +219,17 @@ describe("the rollout gate", () => {
       INVENTORY,
     );
     expect(outcome.steps.map((s) => s.action)).toEqual(["update", "update", "update", "update"]);
-    expect(outcome.state.phase).toBe("Complete");
+    expect(outcome.waiting.size).toBe(0);
+    // Done when every CR is healthy on it: no soak, no waves.
+    for (const c of CLUSTERS) hub.report(`${c}-serving`, true);
+    expect(
+      hub.sync(
+        fleetModel(CLUSTERS, { ...POLICY, allAtOnce: true }, () => "1.22"),
+        "fix",
+        at(end + 1),
+        INVENTORY,
+      ).state.phase,
+    ).toBe("Complete");
   });
 
   it("percent maxUnavailable lets that share of a wave change at once", () => {
@@ -257,10 +258,133 @@ describe("the rollout gate", () => {
     mid.sync(model, "commit-b", at(end + 30), INVENTORY);
     first.objects.clear();
     for (const [key, object] of mid.objects) first.objects.set(key, object);
-    first.state = readRolloutState(JSON.stringify(mid.state));
+    first.state = mid.state;
     first.applied = [];
     const { applied } = run(first, model, "commit-b", end + 60);
     expect(applied.map(([cr]) => cr)).toEqual(["c2-serving", "c3-serving", "c4-serving"]);
+  });
+
+  it("a relabel during a bad canary neither skips the canary nor lets the change past it", () => {
+    const { hub, end } = installed("1.21");
+    const bad = fleetModel(CLUSTERS, POLICY, () => "1.22");
+    hub.sync(bad, "commit-bad", at(end), INVENTORY); // the canary gets it, and never turns healthy
+    hub.report("c1-serving", false);
+    // c4 joins ring-b: an inventory change, no commit. Nothing is released beyond the canary, at once or later.
+    const relabelled = [...INVENTORY.slice(0, 3), cluster("c4", { ring: "b" })];
+    for (let t = end + 5; t < end + 400; t += 30) hub.sync(bad, "commit-bad", at(t), relabelled);
+    expect(["c2", "c3", "c4"].map((c) => hub.version(`${c}-serving`))).toEqual(["1.21", "1.21", "1.21"]);
+    expect(hub.state?.halt).toMatchObject({
+      wave: "canary",
+      resource: "KnativeServing knative-fleet/c1-serving",
+    });
+  });
+
+  it("a relabel during a good rollout keeps the canary's soak", () => {
+    const { hub, end } = installed("1.21");
+    const good = fleetModel(CLUSTERS, POLICY, () => "1.22");
+    hub.sync(good, "commit-b", at(end), INVENTORY);
+    hub.report("c1-serving", true);
+    hub.sync(good, "commit-b", at(end + 10), INVENTORY); // healthy from here: the soak (1m) starts
+    const relabelled = [...INVENTORY.slice(0, 3), cluster("c4", { ring: "b" })];
+    hub.applied = [];
+    hub.sync(good, "commit-b", at(end + 20), relabelled);
+    hub.sync(good, "commit-b", at(end + 65), relabelled);
+    expect(hub.applied).toEqual([]);
+    hub.sync(good, "commit-b", at(end + 71), relabelled);
+    expect(hub.applied).toEqual(["KnativeServing knative-fleet/c2-serving"]);
+  });
+
+  it("halt-and-revert puts back every CR that got the change, in every wave, not only the halted one", () => {
+    const policy = { ...POLICY, onFailure: "HaltAndRevert" };
+    const hub = new FakeHub();
+    const { end } = run(
+      hub,
+      fleetModel(CLUSTERS, policy, () => "1.21"),
+      "commit-a",
+      0,
+    );
+    // Healthy in the canary, failing in ring-b: the halt is in ring-b.
+    run(
+      hub,
+      fleetModel(CLUSTERS, policy, () => "1.22"),
+      "commit-bad",
+      end,
+      (cr) => cr !== "c2-serving",
+    );
+    expect(hub.state?.halt?.wave).toBe("ring-b");
+    expect(CLUSTERS.map((c) => hub.version(`${c}-serving`))).toEqual(["1.21", "1.21", "1.21", "1.21"]);
+  });
+
+  it("a commit with a broken file keeps the revert target: the next bad change is still reverted", () => {
+    const policy = { ...POLICY, onFailure: "HaltAndRevert" };
+    const hub = new FakeHub();
+    const { end } = run(
+      hub,
+      fleetModel(CLUSTERS, policy, () => "1.21"),
+      "commit-a",
+      0,
+    );
+    // c1's file fails validation for a while: its CR keeps its state, and what it last ran healthy is kept.
+    const broken = fleetModel(CLUSTERS, policy, (c) => (c === "c1" ? null : "1.21"));
+    expect(broken.files.find((f) => f.path.includes("c1"))?.status).toBe("failed");
+    run(hub, broken, "commit-broken", end);
+    expect(hub.state?.crs["KnativeServing knative-fleet/c1-serving"]?.baseline?.commit).toBe("commit-a");
+    // The fix comes with a bad change: it halts in the canary and goes back to commit-a.
+    run(
+      hub,
+      fleetModel(CLUSTERS, policy, () => "1.22"),
+      "commit-bad",
+      end + 600,
+      (cr) => cr !== "c1-serving",
+    );
+    expect(hub.state?.phase).toBe("Halted");
+    expect(hub.version("c1-serving")).toBe("1.21");
+    expect(
+      hub.objects.get("KnativeServing knative-fleet/c1-serving")?.metadata.annotations?.[
+        "fleet.knative.dev/source-commit"
+      ],
+    ).toBe("commit-a");
+  });
+
+  it("a broken file of a CR in flight does not open the next wave", () => {
+    const { hub, end } = installed("1.21");
+    hub.sync(
+      fleetModel(CLUSTERS, POLICY, () => "1.22"),
+      "commit-b",
+      at(end),
+      INVENTORY,
+    );
+    // The canary has the change (not healthy yet) when its file breaks: the next wave waits for it.
+    const brokenCanary = fleetModel(CLUSTERS, POLICY, (c) => (c === "c1" ? null : "1.22"));
+    hub.applied = [];
+    for (let t = end + 30; t < end + 600; t += 30) hub.sync(brokenCanary, "commit-c", at(t), INVENTORY);
+    expect(hub.applied).toEqual([]);
+  });
+
+  it("Git going back to the last completed content goes out at once, in every wave", () => {
+    const { hub, end } = installed("1.21");
+    const halted = run(
+      hub,
+      fleetModel(CLUSTERS, POLICY, () => "1.22"),
+      "commit-bad",
+      end,
+      (cr) => cr !== "c1-serving",
+    );
+    expect(hub.state?.phase).toBe("Halted");
+    // `git revert`: the canary goes back now (no wave, no soak), and the halt is lifted.
+    const outcome = hub.sync(
+      fleetModel(CLUSTERS, POLICY, () => "1.21"),
+      "commit-revert",
+      at(halted.end + 30),
+      INVENTORY,
+    );
+    expect(outcome.steps.map((s) => [s.name, s.action])).toEqual([
+      ["c1-serving", "update"],
+      ["c2-serving", "unchanged"],
+      ["c3-serving", "unchanged"],
+      ["c4-serving", "unchanged"],
+    ]);
+    expect(outcome.state.halt).toBeUndefined();
   });
 
   it("reads health as Ready=True on the current generation with DeploymentsAvailable=True", () => {

@@ -5,29 +5,35 @@ import { MirrorOptionsSchema } from "../../../src/mirror/plan.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
-import { ROLLOUT_STATE_CONFIGMAP, readRolloutState } from "../../../src/rollout/state.ts";
+import {
+  peekRolloutState,
+  ROLLOUT_KEY_SECRET,
+  ROLLOUT_STATE_CONFIGMAP,
+  type RolloutState,
+} from "../../../src/rollout/state.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
 import { crObject } from "../../support/fleet-files.ts";
 import { cluster, fleetModel, REPOSITORY } from "./support.ts";
 
 const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
 
-function setup(onDue: () => void = () => {}) {
-  const kube = new FakeKube().serveKindsOf([
-    crObject({ name: "x", cluster: "c1" }),
-    crObject({ kind: "KnativeEventing", name: "y", cluster: "c1" }),
-    { apiVersion: "v1", kind: "Event", metadata: {} },
-  ]);
-  const stage = new RolloutStage({
-    hub: kube.client,
-    namespace: "knative-fleet",
-    inventory: () => [cluster("c1"), cluster("c2")],
-    events: new EventRecorder({ client: kube.client, component: "test", log: silentLogger }),
-    log: silentLogger,
-    checkIntervalMs: 20,
-    onDue,
-  });
+function setup(onDue: () => void = () => {}, kube = hubWithKnativeKinds()) {
+  const models = new Map<string, ReturnType<typeof fleetModel>>();
+  const newStage = () =>
+    new RolloutStage({
+      hub: kube.client,
+      namespace: "knative-fleet",
+      source: { repository: REPOSITORY, branch: "main" },
+      inventory: () => [cluster("c1"), cluster("c2"), cluster("c3"), cluster("c4")],
+      modelAt: async (commit) => models.get(commit) ?? Promise.reject(new Error(`no commit ${commit}`)),
+      events: new EventRecorder({ client: kube.client, component: "test", log: silentLogger }),
+      log: silentLogger,
+      checkIntervalMs: 20,
+      onDue,
+    });
+  let stage = newStage();
   const sync = async (model: ReturnType<typeof fleetModel>, commit: string) => {
+    models.set(commit, model);
     const prepared = await stage.prepare(model, commit);
     const result = await mirror(kube.client, {
       model,
@@ -39,8 +45,41 @@ function setup(onDue: () => void = () => {}) {
     });
     return { result, report: await prepared.finish() };
   };
-  return { kube, stage, sync };
+  /** A new leader: nothing in memory but what it reads from the hub. */
+  const restart = () => {
+    stage.stop();
+    stage = newStage();
+  };
+  return {
+    kube,
+    get stage() {
+      return stage;
+    },
+    sync,
+    restart,
+    /** What Git gives back for a commit (a revert's source). */
+    models,
+  };
 }
+
+function hubWithKnativeKinds() {
+  return new FakeKube().serveKindsOf([
+    crObject({ name: "x", cluster: "c1" }),
+    crObject({ kind: "KnativeEventing", name: "y", cluster: "c1" }),
+    { apiVersion: "v1", kind: "Event", metadata: {} },
+  ]);
+}
+
+const stored = (kube: FakeKube): RolloutState | undefined =>
+  peekRolloutState(kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)?.data as Record<string, unknown>);
+
+const healthy = (kube: FakeKube, name: string) => {
+  const cr = kube.find("KnativeServing", name)!;
+  cr.status = {
+    observedGeneration: cr.metadata.generation ?? 1,
+    conditions: ["DeploymentsAvailable", "Ready"].map((type) => ({ type, status: "True" })),
+  };
+};
 
 describe("the rollout stage on a hub", () => {
   it("without a policy, sends what the mirror would and makes no request of its own", async () => {
@@ -68,10 +107,7 @@ describe("the rollout stage on a hub", () => {
       kube.find("KnativeServing", "c2-serving")?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION];
     // The first install goes canary first: c2 is not created yet.
     expect(kube.find("KnativeServing", "c2-serving")).toBeUndefined();
-    const state = readRolloutState(
-      (kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data as Record<string, string>).state,
-    );
-    expect(state).toMatchObject({ phase: "Progressing", waveName: "canary", commit: "a" });
+    expect(stored(kube)).toMatchObject({ phase: "Progressing", waveName: "canary", commit: "a" });
     // The policy goes: everything at once, and no note is left behind.
     await sync(
       fleetModel(["c1", "c2"], undefined, () => "1.21"),
@@ -97,14 +133,12 @@ describe("the rollout stage on a hub", () => {
         },
       ],
       [],
+      [],
     );
-    expect(gated.map((s) => s.action)).toEqual(["create"]);
+    expect(gated.map((s) => [s.action, s.reason])).toEqual([["create", undefined]]);
     // Nothing is written yet, but the state already names the CR as let through.
     expect(kube.find("KnativeServing", "c1-serving")).toBeUndefined();
-    const stored = readRolloutState(
-      (kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data as Record<string, string>).state,
-    );
-    expect(Object.keys(stored!.released)).toEqual(["KnativeServing knative-fleet/c1-serving"]);
+    expect(stored(kube)?.crs["KnativeServing knative-fleet/c1-serving"]?.released).toBeDefined();
     stage.stop();
   });
 
@@ -115,14 +149,7 @@ describe("the rollout stage on a hub", () => {
     const all = fleetModel(["c1", "c2", "c3", "c4"], policy, () => "1.21");
     // Install: canary c1 first, then the remaining c2, c3 and c4 once c1 reports healthy.
     await sync(all, "a");
-    const healthy = (name: string) => {
-      const cr = kube.find("KnativeServing", name)!;
-      cr.status = {
-        observedGeneration: cr.metadata.generation ?? 1,
-        conditions: ["DeploymentsAvailable", "Ready"].map((type) => ({ type, status: "True" })),
-      };
-    };
-    healthy("c1-serving");
+    healthy(kube, "c1-serving");
     await sync(all, "a");
     expect(kube.find("KnativeServing", "c4-serving")).toBeDefined();
     // c1 (canary) and c4 (remaining) leave: c4 first; c1 waits, and the stage asks to be called again.
@@ -162,8 +189,205 @@ describe("the rollout stage on a hub", () => {
     const cr = kube.find("KnativeServing", "c1-serving")!;
     expect((cr.spec as { version: string }).version).toBe("1.21");
     expect(cr.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION]).toBe(
-      "the rollout policy (rollout.yaml) failed validation; changes wait until it is fixed",
+      "the rollout policy (rollout.yaml) cannot be read; changes wait until it is fixed",
     );
+    stage.stop();
+  });
+
+  it("seals the state under a key it keeps in a Secret, and refuses a state it did not write", async () => {
+    let due = 0;
+    const { kube, stage, sync } = setup(() => due++);
+    const policy = { ...POLICY, soak: "0s" };
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    const secret = kube.find("Secret", ROLLOUT_KEY_SECRET);
+    expect(Buffer.from((secret!.data as { key: string }).key, "base64")).toHaveLength(32);
+    const configMap = kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!;
+    expect(Object.keys(configMap.data as object).sort()).toEqual(["mac", "state"]);
+
+    // Someone who may write ConfigMaps marks the rollout complete: the HMAC no longer matches.
+    const data = configMap.data as Record<string, string>;
+    const forged = { ...JSON.parse(data.state!), phase: "Complete" };
+    data.state = JSON.stringify(forged);
+    const { report, result } = await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    expect(report?.phase).toBe("Refused");
+    expect(report?.message).toMatch(/HMAC does not match/);
+    expect(result.resources.map((r) => r.action)).toEqual(["waiting", "waiting"]);
+    // Not overwritten: the forged state stays for people to look at, and every change waits.
+    expect(
+      JSON.parse((kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data as Record<string, string>).state!),
+    ).toEqual(forged);
+    const refusals = () =>
+      kube.objects().filter((o) => o.kind === "Event" && o.reason === "RolloutStateRefused");
+    expect(refusals()).toHaveLength(1);
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    expect(refusals()).toHaveLength(1); // one Event per refused content, not one a sync
+    // Refused, it looks again after the check interval: nothing else would notice the ConfigMap deleted.
+    due = 0;
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(due).toBeGreaterThan(0);
+
+    // Deleting the ConfigMap starts the rollout state over, canary first.
+    kube.remove("ConfigMap", ROLLOUT_STATE_CONFIGMAP);
+    const after = await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    expect(after.result.resources.map((r) => [r.name, r.action])).toEqual([
+      ["c1-serving", "update"],
+      ["c2-serving", "waiting"],
+    ]);
+    stage.stop();
+  });
+
+  it("refuses an older state of its own put back while it leads, but a new leader trusts a sealed one", async () => {
+    const { kube, sync, restart, stage } = setup();
+    const policy = { ...POLICY, soak: "0s" };
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    const earlier = structuredClone(kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data);
+    healthy(kube, "c1-serving");
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    // A replay of the leader's own earlier (validly sealed) state.
+    kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data = earlier;
+    const { report } = await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    expect(report?.phase).toBe("Refused");
+    expect(report?.message).toMatch(/changed since this leader wrote it/);
+    restart();
+    expect(
+      (
+        await sync(
+          fleetModel(["c1", "c2"], policy, () => "1.21"),
+          "a",
+        )
+      ).report?.phase,
+    ).not.toBe("Refused");
+    stage.stop();
+  });
+
+  it("starts over from a state an older knative-fleet wrote (no HMAC), canary first", async () => {
+    const kube = hubWithKnativeKinds();
+    kube.put({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: "knative-fleet" },
+      data: { state: JSON.stringify({ revision: "abc", phase: "Complete", released: {}, lastHealthy: {} }) },
+    });
+    const { sync, stage } = setup(() => {}, kube);
+    const { report, result } = await sync(
+      fleetModel(["c1", "c2"], POLICY, () => "1.21"),
+      "a",
+    );
+    expect(report?.phase).toBe("Progressing");
+    expect(result.resources.map((r) => r.action)).toEqual(["create", "waiting"]);
+    stage.stop();
+  });
+
+  it("reverts from Git: the baseline's commit is read again and must give the same digest", async () => {
+    const { kube, sync, stage } = setup();
+    const policy = { ...POLICY, soak: "0s", timeLimit: "0s", onFailure: "HaltAndRevert" };
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    healthy(kube, "c1-serving");
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    healthy(kube, "c2-serving");
+    expect(
+      (
+        await sync(
+          fleetModel(["c1", "c2"], policy, () => "1.21"),
+          "a",
+        )
+      ).report?.phase,
+    ).toBe("Complete");
+    // A change the canary never runs: it halts (time limit 0s) and the canary goes back to commit a.
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const { report, result } = await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    expect(report?.phase).toBe("Halted");
+    expect(result.resources.find((r) => r.name === "c1-serving")).toMatchObject({
+      action: "update",
+      reason: "reverted to a, the last completed rollout's content on fleet-system/c1",
+    });
+    const c1 = kube.find("KnativeServing", "c1-serving")!;
+    expect((c1.spec as { version: string }).version).toBe("1.21");
+    expect(c1.metadata.annotations?.["fleet.knative.dev/source-commit"]).toBe("a");
+    stage.stop();
+  });
+
+  it("does not revert to content it cannot re-derive, and says so once", async () => {
+    const { kube, sync, stage, models } = setup();
+    const policy = { ...POLICY, soak: "0s", timeLimit: "0s", onFailure: "HaltAndRevert" };
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    healthy(kube, "c1-serving");
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    healthy(kube, "c2-serving");
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    // Commit a now reads differently (as a placement's override would after a relabel).
+    models.set(
+      "a",
+      fleetModel(["c1", "c2"], policy, () => "1.20"),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const failures = () =>
+      kube.objects().filter((o) => o.kind === "Event" && o.reason === "RolloutRevertFailed");
+    const { result } = await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    expect(result.resources.find((r) => r.name === "c1-serving")?.action).toBe("unchanged");
+    expect((kube.find("KnativeServing", "c1-serving")!.spec as { version: string }).version).toBe("1.22");
+    await new Promise((resolve) => setTimeout(resolve, 20)); // Events are recorded in the background
+    expect(failures().map((e) => e.message)).toEqual([
+      expect.stringMatching(
+        /cannot go back to a: what commit a gives it today differs from what was healthy/,
+      ),
+    ]);
+    await sync(
+      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(failures()).toHaveLength(1);
     stage.stop();
   });
 });

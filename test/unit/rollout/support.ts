@@ -1,12 +1,13 @@
 import { stringify } from "yaml";
 import type { FleetFile } from "../../../src/fleet/model.ts";
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
-import { formatIdentity } from "../../../src/fleet/parse.ts";
+import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/parse.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { type ApplyStep, planApplies } from "../../../src/mirror/plan.ts";
 import type { InventoryCluster } from "../../../src/placement/inventory.ts";
-import { type GateInput, type GateOutcome, gateApplies, revisionOf } from "../../../src/rollout/gate.ts";
-import type { RolloutState } from "../../../src/rollout/state.ts";
+import { type GateInput, type GateOutcome, gateApplies } from "../../../src/rollout/gate.ts";
+import { revertStep, withReverts } from "../../../src/rollout/revert.ts";
+import { type RolloutState, RolloutStateSchema } from "../../../src/rollout/state.ts";
 import { crFile } from "../../support/fleet-files.ts";
 
 export const REPOSITORY = "https://git.example/platform/fleet.git";
@@ -27,14 +28,20 @@ export const cluster = (name: string, labels: Record<string, string> = {}): Inve
   properties: new Map(),
 });
 
-/** The fleet of the tests: one KnativeServing per cluster, `<cluster>-serving`, all at `version`. */
+/**
+ * The fleet of the tests: one KnativeServing per cluster, `<cluster>-serving`, all at `version`; a cluster
+ * whose version is `null` has a file that fails validation.
+ */
 export function fleetModel(
   clusters: readonly string[],
   rollout: Record<string, unknown> | undefined,
-  version: (cluster: string) => string | Record<string, unknown>,
+  version: (cluster: string) => string | Record<string, unknown> | null,
 ): FleetModel {
   const files: FleetFile[] = clusters.map((name) => {
     const wanted = version(name);
+    if (wanted === null) {
+      return crFile({ name: `${name}-serving`, cluster: name, spec: { version: 1.22 } as never });
+    }
     return crFile({
       name: `${name}-serving`,
       cluster: name,
@@ -47,10 +54,12 @@ export function fleetModel(
 
 /**
  * A hub that holds CRs like the API server does (generation bumps on a spec change) and whose controller
- * makes a CR healthy, or not, as the test says.
+ * makes a CR healthy, or not, as the test says. It keeps every commit's model, as Git would give it back to
+ * a revert.
  */
 export class FakeHub {
   readonly objects = new Map<string, KubeObject>();
+  readonly commits = new Map<string, FleetModel>();
   state: RolloutState | undefined;
   hubPaused = false;
   applied: string[] = [];
@@ -59,27 +68,39 @@ export class FakeHub {
     return [...this.objects.values()];
   }
 
-  /** One sync: plan, gate, apply what the gate lets through. */
-  sync(model: FleetModel, commit: string, now: Date, clusters: readonly InventoryCluster[]): GateOutcome {
-    const steps = planApplies(
-      model.resources,
-      { repository: REPOSITORY, branch: "main", commit },
-      this.live(),
-    );
+  /** One sync: plan, gate, re-derive reverts from the commits seen, apply what the gate lets through. */
+  sync(
+    model: FleetModel,
+    commit: string,
+    now: Date,
+    clusters: readonly InventoryCluster[],
+    held: readonly ResourceIdentity[] = [],
+  ): GateOutcome {
+    this.commits.set(commit, model);
+    const source = { repository: REPOSITORY, branch: "main", commit };
+    const steps = planApplies(model.resources, source, this.live());
     const input: GateInput = {
       spec: model.rollout.policy!.rollout.spec,
       hubPaused: this.hubPaused,
-      revision: revisionOf(model.resources),
       commit,
       clusters,
       state: this.state,
+      frozen: model.files.filter((f) => f.status === "failed").flatMap((f) => f.declares),
+      held,
       now,
     };
     const outcome = gateApplies(input, steps, this.live());
-    for (const step of outcome.steps)
+    const reverts = outcome.reverts.flatMap((request) => {
+      const result = revertStep(request, this.commits.get(request.to.commit) ?? model, source);
+      if ("step" in result) return [result.step];
+      if (result.lasting) outcome.state.crs[formatIdentity(request.resource)]!.revertFailed = request.to.hash;
+      return [];
+    });
+    for (const step of withReverts(outcome.steps, reverts))
       if (step.action === "create" || step.action === "update") this.write(step);
-    this.state = outcome.state;
-    return outcome;
+    // What a new leader would read back: the stored JSON.
+    this.state = RolloutStateSchema.parse(JSON.parse(JSON.stringify(outcome.state)));
+    return { ...outcome, steps: withReverts(outcome.steps, reverts) };
   }
 
   write(step: ApplyStep & { object: KubeObject }): void {

@@ -22,7 +22,7 @@ const mirror = (rollout: RolloutReport): MirrorResult & { rollout: RolloutReport
       name: "b",
       path: "clusters/b.yaml",
       action: "waiting",
-      reason: "revision 0123456789ab halted in wave canary: x",
+      reason: "rollout of 0123456789ab halted in wave canary: x",
     },
   ],
   prune: { state: "none", candidates: [], retained: [] },
@@ -33,7 +33,6 @@ const mirror = (rollout: RolloutReport): MirrorResult & { rollout: RolloutReport
 
 const HALTED: RolloutReport = {
   phase: "Halted",
-  revision: "r1",
   commit: COMMIT,
   paused: false,
   halt: {
@@ -41,6 +40,8 @@ const HALTED: RolloutReport = {
     waveIndex: 0,
     resource: "KnativeServing knative-fleet/a",
     cluster: "fleet-system/c1",
+    hash: "0a1b2c",
+    commit: COMMIT,
     reason: "DeploymentsAvailable=False (NotReady: Waiting on deployments: activator)",
     at: "2026-01-01T00:00:00.000Z",
   },
@@ -52,12 +53,12 @@ describe("the status file's Rollout section", () => {
   it("says which revision halted, where, and the first failing reason; lists what waits", () => {
     const [readme, data] = renderStatusSummary({ resources: [], mirror: mirror(HALTED) });
     expect(readme!.content).toContain(
-      "## Rollout\n\nRevision 0123456 **halted** in wave canary: KnativeServing knative-fleet/a on fleet-system/c1: " +
-        "DeploymentsAvailable=False (NotReady: Waiting on deployments: activator). Later waves keep their last " +
-        "applied spec; a newer commit supersedes this one.",
+      "## Rollout\n\nThe rollout of 0123456 is **halted** in wave canary: KnativeServing knative-fleet/a on fleet-system/c1: " +
+        "DeploymentsAvailable=False (NotReady: Waiting on deployments: activator). No other CR gets new content " +
+        "until a commit changes KnativeServing knative-fleet/a (a fix, or a revert of the change).",
     );
     expect(readme!.content).toContain(
-      "| KnativeServing knative-fleet/b | revision 0123456789ab halted in wave canary: x |",
+      "| KnativeServing knative-fleet/b | rollout of 0123456789ab halted in wave canary: x |",
     );
     // No timestamp: the same state renders the same file, so it makes no new status commit.
     expect(parse(data!.content).rollout).toEqual({
@@ -73,7 +74,7 @@ describe("the status file's Rollout section", () => {
       waiting: [
         {
           resource: "KnativeServing knative-fleet/b",
-          reason: "revision 0123456789ab halted in wave canary: x",
+          reason: "rollout of 0123456789ab halted in wave canary: x",
         },
       ],
     });
