@@ -1,7 +1,8 @@
 import { parseArgs } from "node:util";
 import { clustersCommand } from "./clusters.ts";
-import { type Command, type CommandContext, EXIT_USAGE, UsageError } from "./command.ts";
+import { type Command, type CommandContext, EXIT_ERROR, UsageError } from "./command.ts";
 import { compileKodataCommand } from "./compile-kodata.ts";
+import { completionCommand } from "./completion.ts";
 import { planCommand } from "./plan.ts";
 import { runCommand } from "./run.ts";
 import { statusCommand } from "./status.ts";
@@ -16,6 +17,7 @@ export const commands: readonly Command[] = [
   statusCommand,
   versionCommand,
   compileKodataCommand,
+  completionCommand(() => commands),
 ];
 
 function mainHelp(): string {
@@ -29,7 +31,7 @@ function mainHelp(): string {
     "Commands:",
     ...lines,
     "",
-    "Run 'knative-fleet <command> --help' for a command's flags; 'knative-fleet --version' for the version.",
+    "Run 'knative-fleet <command> --help' for a command's flags; 'knative-fleet -v' for the version.",
     "",
   ].join("\n");
 }
@@ -37,15 +39,15 @@ function mainHelp(): string {
 /** Runs the CLI with argv (without node and script) and returns the exit code. */
 export async function main(argv: string[], ctx: CommandContext): Promise<number> {
   const [given, ...rest] = argv;
-  const name = given === "--version" ? versionCommand.name : given;
+  const name = given === "--version" || given === "-v" ? versionCommand.name : given;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     ctx.stdout.write(mainHelp());
-    return name === undefined ? EXIT_USAGE : 0;
+    return name === undefined ? EXIT_ERROR : 0;
   }
   const command = commands.find((c) => c.name === name);
   if (!command) {
     ctx.stderr.write(`knative-fleet: unknown command "${name}"\n\n${mainHelp()}`);
-    return EXIT_USAGE;
+    return EXIT_ERROR;
   }
   if (rest.includes("--help") || rest.includes("-h")) {
     ctx.stdout.write(`${command.usage.trimEnd()}\n`);
@@ -65,9 +67,13 @@ export async function main(argv: string[], ctx: CommandContext): Promise<number>
       ctx.stderr.write(
         `knative-fleet ${name}: ${(err as Error).message}\nRun 'knative-fleet ${name} --help'.\n`,
       );
-      return EXIT_USAGE;
+      return EXIT_ERROR;
     }
-    throw err;
+    // Not a finding (exit 1) but a failure to do the job: exit 2, with the stack that says where.
+    ctx.stderr.write(
+      `knative-fleet ${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    return EXIT_ERROR;
   }
 }
 
