@@ -12,7 +12,10 @@ describe("the Node.js version knative-fleet needs", () => {
     const { engines } = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as {
       engines: { node: string };
     };
-    const lowest = engines.node.split("||")[0]!.trim().replace(/^[\^>=~]+/, "");
+    const lowest = engines.node
+      .split("||")[0]!
+      .trim()
+      .replace(/^[\^>=~]+/, "");
     expect(minimum).toBeDefined();
     expect(lowest).toBe(minimum);
   });
