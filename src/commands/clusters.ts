@@ -20,10 +20,11 @@ import {
 export const clustersCommand: Command = {
   name: "clusters",
   summary: "List ClusterProfiles with health, access provider, server, version and round-trip time",
-  usage: `Usage: knative-fleet clusters [flags]
+  usage: `Usage: knative-fleet clusters [flags] [NAME...]
 
 Tries every ClusterProfile the way the reconciler does (access provider plugin, then the spoke's /version)
-and shows what it found, or why the cluster cannot be reached; -o wide adds each spoke's server.
+and shows what it found, or why the cluster cannot be reached; -o wide adds each spoke's server. With NAMEs,
+only the ClusterProfiles of those names.
 Exit code 0 when every cluster can be reached, 1 when any cannot, 2 when the hub cannot be read
 (docs/cli.md#exit-codes).
 
@@ -43,7 +44,7 @@ ${HUB_FLAGS_HELP}
     ...OUTPUT_OPTION,
   },
   outputFormats: LISTING_FORMATS,
-  allowPositionals: false,
+  allowPositionals: true,
   async run(args, ctx) {
     const output = outputFormat(args.values.output, LISTING_FORMATS);
     const settings = accessSettings(args.values.config as string | undefined);
@@ -61,6 +62,7 @@ ${HUB_FLAGS_HELP}
         hub,
         providers,
         namespace: args.values.namespace as string | undefined,
+        names: args.positionals,
         allowedNamespaces: settings.namespaces,
         policy: settings.policy,
       });
