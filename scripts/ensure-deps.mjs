@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Installs the npm dependencies when they are missing or older than package-lock.json, so the README's
-// commands work on a fresh clone. It runs before `npm run demo|test|sandbox`, possibly on the machine's
+// Installs the npm dependencies when they are missing or older than the lock file, so the README's
+// commands work on a fresh clone. It runs before `npm run cli|demo|sandbox|pack`, possibly on the machine's
 // older Node, hence plain JavaScript. The Node 24 binary itself arrives as the `node` devDependency.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -22,7 +22,8 @@ if (!want || want !== have || !existsSync(nodeBinary)) {
   // not serve and a lock written behind one therefore lacks.
   const args = ["install", "--no-audit", "--no-fund"];
   console.error("knative-fleet: installing npm dependencies (npm install from package-lock.json)");
-  execFileSync("npm", args, { cwd: root, stdio: "inherit" });
+  // Its output goes to stderr: stdout is the caller's (`npm run -s cli -- status -o json`, `npm pack --json`).
+  execFileSync("npm", args, { cwd: root, stdio: ["ignore", 2, 2] });
   const hash = createHash("sha256").update(readFileSync(lock)).digest("hex");
   writeFileSync(stamp, `${hash}\n`);
 }

@@ -11,6 +11,9 @@ need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
 need git git
 need openssl openssl
 need npm npm
+# The shells whose completion scripts `knative-fleet completion` writes (test/unit/cli/completion.test.ts).
+need zsh zsh
+need fish fish
 for arg in "$@"; do
   case "$arg" in
     --image) need buildah buildah; need mmdebstrap mmdebstrap ;;

@@ -1,78 +1,22 @@
 #!/usr/bin/env node
-import { parseArgs } from "node:util";
-import { clustersCommand } from "./commands/clusters.ts";
-import { type Command, type CommandContext, EXIT_USAGE, UsageError } from "./commands/command.ts";
-import { compileKodataCommand } from "./commands/compile-kodata.ts";
-import { planCommand } from "./commands/plan.ts";
-import { runCommand } from "./commands/run.ts";
-import { statusCommand } from "./commands/status.ts";
-import { validateCommand } from "./commands/validate.ts";
-import { versionCommand } from "./commands/version.ts";
+// The entry of `knative-fleet` (package.json bin). It checks the Node.js version before anything else loads:
+// on an older Node a dependency dies at import with a stack trace that names no version (undici on Node 20).
+// So this file is plain syntax that old Node parses, and it loads the CLI only after the check.
+// MINIMUM_NODE is the lowest version package.json `engines` allows (test/unit/cli/node-version.test.ts).
 
-export const commands: readonly Command[] = [
-  runCommand,
-  validateCommand,
-  planCommand,
-  clustersCommand,
-  statusCommand,
-  versionCommand,
-  compileKodataCommand,
-];
+const MINIMUM_NODE = "22.19.0";
 
-function mainHelp(): string {
-  const width = Math.max(...commands.map((c) => c.name.length));
-  const lines = commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`);
-  return [
-    "knative-fleet: keeps Knative Serving and Eventing on a fleet of clusters in step with one Git repository",
-    "",
-    "Usage: knative-fleet <command> [flags]",
-    "",
-    "Commands:",
-    ...lines,
-    "",
-    "Run 'knative-fleet <command> --help' for a command's flags; 'knative-fleet --version' for the version.",
-    "",
-  ].join("\n");
+function isOlder(version: string, minimum: string): boolean {
+  const have = version.split(".").map(Number);
+  const need = minimum.split(".").map(Number);
+  for (let i = 0; i < need.length; i++) {
+    if (have[i] !== need[i]) return (have[i] || 0) < (need[i] || 0);
+  }
+  return false;
 }
 
-/** Runs the CLI with argv (without node and script) and returns the exit code. */
-export async function main(argv: string[], ctx: CommandContext): Promise<number> {
-  const [given, ...rest] = argv;
-  const name = given === "--version" ? versionCommand.name : given;
-  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    ctx.stdout.write(mainHelp());
-    return name === undefined ? EXIT_USAGE : 0;
-  }
-  const command = commands.find((c) => c.name === name);
-  if (!command) {
-    ctx.stderr.write(`knative-fleet: unknown command "${name}"\n\n${mainHelp()}`);
-    return EXIT_USAGE;
-  }
-  if (rest.includes("--help") || rest.includes("-h")) {
-    ctx.stdout.write(`${command.usage.trimEnd()}\n`);
-    return 0;
-  }
-  try {
-    const parsed = parseArgs({
-      args: rest,
-      options: command.options,
-      allowPositionals: command.allowPositionals,
-      strict: true,
-    });
-    return await command.run(parsed, ctx);
-  } catch (err) {
-    const code = (err as { code?: string }).code ?? "";
-    if (err instanceof UsageError || code.startsWith("ERR_PARSE_ARGS")) {
-      ctx.stderr.write(
-        `knative-fleet ${name}: ${(err as Error).message}\nRun 'knative-fleet ${name} --help'.\n`,
-      );
-      return EXIT_USAGE;
-    }
-    throw err;
-  }
+if (isOlder(process.versions.node, MINIMUM_NODE)) {
+  process.stderr.write(`knative-fleet needs Node.js >= ${MINIMUM_NODE}; this is ${process.version}\n`);
+  process.exit(1);
 }
-
-if (import.meta.main) {
-  const code = await main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr });
-  process.exitCode = code;
-}
+import("./commands/main.ts").then((cli) => cli.runFromProcess());

@@ -2,6 +2,7 @@ import type { Logger } from "pino";
 import { ClusterProfileSchema, CONTROL_PLANE_HEALTHY } from "../api/clusterprofile.ts";
 import type { TargetClusterReason } from "../api/conditions.ts";
 import type { KubeClient } from "../kube/client.ts";
+import { type KubeObject, nameOf } from "../kube/object.ts";
 import { ClusterAccess } from "./cluster-access.ts";
 import { clusterProfileResource } from "./clusterprofile-version.ts";
 import { AccessError } from "./errors.ts";
@@ -33,6 +34,8 @@ export interface SurveyOptions {
   providers: ProviderConfigState;
   /** Only ClusterProfiles in this namespace (-n). */
   namespace?: string;
+  /** Only the ClusterProfiles of these names; all when empty or unset. */
+  names?: readonly string[];
   /** The namespaces the reconcile may target (listed when no namespace is given); all when unset. */
   allowedNamespaces?: readonly string[];
   policy?: AccessPolicy;
@@ -56,8 +59,10 @@ export async function surveyClusters(options: SurveyOptions): Promise<ClusterRep
   const lists = await Promise.all(
     (scopes ?? [undefined]).map((ns) => hub.list(`${group}/${version}`, "ClusterProfile", { namespace: ns })),
   );
+  const named = (object: KubeObject) => !options.names?.length || options.names.includes(nameOf(object));
   const objects = lists
     .flatMap((list) => list.items)
+    .filter(named)
     .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
 
   const access = new ClusterAccess({

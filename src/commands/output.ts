@@ -1,17 +1,25 @@
+import { stringify } from "yaml";
 import { UsageError } from "./command.ts";
 
-// The two output formats of the commands that list things (clusters, status): an aligned table for people,
-// the same rows as JSON for tools.
+// -o/--output, as kubectl users type it: the format of what a command prints. The commands that list things
+// (clusters, status) print an aligned table for people (wide: with more columns), or the same rows as JSON
+// or YAML for tools.
 
-export const OUTPUT_FORMATS = ["table", "json"] as const;
-export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+export const LISTING_FORMATS = ["table", "wide", "json", "yaml"] as const;
+export type ListingFormat = (typeof LISTING_FORMATS)[number];
 
-/** The `--output` flag's value; table when unset. */
-export function outputFormat(value: unknown): OutputFormat {
-  const format = value ?? "table";
-  if (!OUTPUT_FORMATS.includes(format as OutputFormat))
-    throw new UsageError(`--output must be ${OUTPUT_FORMATS.join(" or ")}, not "${String(format)}"`);
-  return format as OutputFormat;
+/** The -o/--output option, the same in every command that has one. */
+export const OUTPUT_OPTION = { output: { type: "string", short: "o" } } as const;
+
+/** The `-o/--output` flag's value, one of `formats`; the first of them when unset. `hint` follows a refusal. */
+export function outputFormat<F extends string>(value: unknown, formats: readonly F[], hint?: string): F {
+  const format = value ?? formats[0];
+  if (!formats.includes(format as F)) {
+    throw new UsageError(
+      `-o/--output is the output format, ${formats.join(", ")}, not "${String(format)}"${hint ? ` (${hint})` : ""}`,
+    );
+  }
+  return format as F;
 }
 
 /**
@@ -28,4 +36,31 @@ export function renderTable(header: readonly string[], rows: readonly (readonly 
   return `${[header, ...rows].map(line).join("\n")}\n`;
 }
 
+/** A table's columns, some only in `-o wide`. */
+export interface Column<T> {
+  header: string;
+  cell(row: T): string;
+  wide?: true;
+}
+
+/** The table of `rows` for -o table (the columns not marked wide) or -o wide (all of them). */
+export function renderColumns<T>(columns: readonly Column<T>[], rows: readonly T[], wide: boolean): string {
+  const shown = columns.filter((column) => wide || !column.wide);
+  return renderTable(
+    shown.map((column) => column.header),
+    rows.map((row) => shown.map((column) => column.cell(row))),
+  );
+}
+
 export const renderJson = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`;
+
+/** YAML of the same value JSON output gives (undefined fields left out, as JSON leaves them). */
+export const renderYaml = (value: unknown): string =>
+  stringify(JSON.parse(JSON.stringify(value)), { lineWidth: 0 });
+
+/** Rows as -o json or yaml print them; undefined for the table formats. */
+export function renderData(format: ListingFormat, rows: unknown): string | undefined {
+  if (format === "json") return renderJson(rows);
+  if (format === "yaml") return renderYaml(rows);
+  return undefined;
+}

@@ -3,7 +3,7 @@ import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
 import { createTargetResolver } from "../access/target.ts";
 import { buildFleetModel } from "../fleet/model.ts";
-import { clientFromKubeConfig, type KubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { Inventory } from "../placement/inventory.ts";
 import {
@@ -28,11 +28,13 @@ import { ReleaseLoader } from "../render/index.ts";
 import { planRollout, type RolloutPlan, renderRolloutPlan } from "../rollout/plan.ts";
 import type { AccessSettings, FleetSettings } from "../service/config.ts";
 import { commandSettings } from "./access-settings.ts";
-import { type Command, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, type ParsedArgs, UsageError } from "./command.ts";
+import { type Command, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, type ParsedArgs, UsageError } from "./command.ts";
+import { HUB_OPTIONS, hubClient } from "./hub.ts";
 import { findKodata, type KodataLocation, kodataSource, missingKodataMessage } from "./kodata.ts";
+import { OUTPUT_OPTION, outputFormat } from "./output.ts";
 
-const FORMATS = ["markdown", "json"] as const;
-type Format = (typeof FORMATS)[number];
+const PLAN_FORMATS = ["markdown", "json"] as const;
+type PlanFormat = (typeof PLAN_FORMATS)[number];
 
 export const planCommand: Command = {
   name: "plan",
@@ -41,7 +43,7 @@ export const planCommand: Command = {
 
 For every CR that merging head into base adds, changes or removes: its cluster, the objects created,
 changed (field by field) and deleted, head's validation errors, version and ingress checks, and what a
-removed file uninstalls. Offline (no --kubeconfig), each CR's rendered base is compared with its rendered
+removed file uninstalls. Offline (no --kubeconfig or --context), each CR's rendered base is compared with its rendered
 head; live, each cluster is read and changes come from server-side dry runs. Nothing is written anywhere.
 Secret data and credential-like values are masked. Same commits, same cluster state: same output.
 
@@ -58,6 +60,8 @@ Flags:
                                         directory the service uses (default: $KO_DATA_PATH, else the
                                         fetched cache; only needed when a changed CR is rendered)
   --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
+  --context NAME                        the kubeconfig context of the hub (live plan; default: the
+                                        current context of --kubeconfig, else of $KUBECONFIG/~/.kube/config)
   --clusterprofile-provider-file FILE   access-provider config, to reach the spokes (needs --kubeconfig)
   --config FILE                         the service's config file: file selection, default namespace, prune
                                         safeguards, manifest locations, the ClusterProfile namespaces CRs
@@ -66,21 +70,22 @@ Flags:
                                         locations outside kodata are then refused)
   --cluster-profiles FILE               offline: ClusterProfiles and PlacementDecisions (a kubectl -o yaml
                                         list) that placements select from; live, the hub's are read
-  --format markdown|json                output format (default markdown)
-  --output FILE                         write to FILE instead of stdout
+  -o, --output markdown|json            output format (default markdown)
+  --output-file FILE                    write to FILE instead of stdout
   -h, --help                            show this help`,
   options: {
     repo: { type: "string" },
     base: { type: "string" },
     head: { type: "string" },
     kodata: { type: "string" },
-    kubeconfig: { type: "string" },
+    ...HUB_OPTIONS,
     "clusterprofile-provider-file": { type: "string" },
     config: { type: "string" },
     "cluster-profiles": { type: "string" },
-    format: { type: "string" },
-    output: { type: "string" },
+    ...OUTPUT_OPTION,
+    "output-file": { type: "string" },
   },
+  outputFormats: PLAN_FORMATS,
   allowPositionals: false,
   async run(args, ctx) {
     const options = await parseOptions(args);
@@ -88,11 +93,11 @@ Flags:
     let clusters: Awaited<ReturnType<typeof connect>>;
     try {
       revisions = await readRevisions(options.repo, options, options.settings.selection);
-      clusters = await connect(options.kubeconfig, options.providerFile, options.settings.access);
+      clusters = await connect(options.hub, options.providerFile, options.settings.access);
     } catch (err) {
       if (!(err instanceof RevisionError || err instanceof ClusterSetupError)) throw err;
       ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
-      return EXIT_USAGE;
+      return EXIT_ERROR;
     }
     let plan: FleetPlan;
     let placements: PlacementPlan;
@@ -116,20 +121,20 @@ Flags:
     } catch (err) {
       if (!(err instanceof ClusterSetupError)) throw err;
       ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
-      return EXIT_USAGE;
+      return EXIT_ERROR;
     } finally {
       await clusters?.access.close();
     }
     if (kodata.used()) {
       ctx.stderr.write(`knative-fleet plan: ${missingKodataMessage()}\n`);
-      return EXIT_USAGE;
+      return EXIT_ERROR;
     }
     const text =
       options.format === "json"
         ? `${JSON.stringify({ ...plan, placements, ...(rollout ? { rollout } : {}) }, null, 2)}\n`
         : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}${rollout ? `\n${renderRolloutPlan(rollout)}\n` : ""}`;
-    if (options.output === undefined) ctx.stdout.write(text);
-    else await writeFile(options.output, text);
+    if (options.outputFile === undefined) ctx.stdout.write(text);
+    else await writeFile(options.outputFile, text);
     const code = exitCode(plan);
     return code === EXIT_OK && placements.diagnostics.length > 0 ? EXIT_FINDINGS : code;
   },
@@ -140,31 +145,30 @@ interface PlanCommandOptions {
   base: string;
   head: string;
   kodata: KodataLocation | undefined;
-  kubeconfig?: string;
+  /** The hub, for a live plan (--kubeconfig or --context); undefined for an offline one. */
+  hub?: KubeClient;
   providerFile?: string;
   clusterProfiles?: string;
-  format: Format;
-  output?: string;
+  format: PlanFormat;
+  outputFile?: string;
   settings: FleetSettings;
 }
 
-async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions> {
+async function parseOptions(args: ParsedArgs): Promise<PlanCommandOptions> {
+  const { values } = args;
   const text = (name: string) => (typeof values[name] === "string" ? (values[name] as string) : undefined);
   const required = (name: string) => {
     const value = text(name);
     if (value === undefined || value === "") throw new UsageError(`--${name} is required`);
     return value;
   };
-  const format = text("format") ?? "markdown";
-  if (!(FORMATS as readonly string[]).includes(format)) {
-    throw new UsageError(`--format must be markdown or json, not "${format}"`);
-  }
+  const format = outputFormat(values.output, PLAN_FORMATS, "--output-file FILE writes to a file");
   const kodata = await findKodata(text("kodata"));
-  const kubeconfig = text("kubeconfig");
+  const live = text("kubeconfig") !== undefined || text("context") !== undefined;
   const providerFile = text("clusterprofile-provider-file");
-  if (providerFile !== undefined && kubeconfig === undefined) {
+  if (providerFile !== undefined && !live) {
     throw new UsageError(
-      "--clusterprofile-provider-file needs --kubeconfig: the ClusterProfiles are on the hub",
+      "--clusterprofile-provider-file needs --kubeconfig (or --context): the ClusterProfiles are on the hub",
     );
   }
   return {
@@ -173,11 +177,11 @@ async function parseOptions({ values }: ParsedArgs): Promise<PlanCommandOptions>
     base: required("base"),
     head: required("head"),
     kodata,
-    kubeconfig,
+    hub: live ? hubClient(args) : undefined,
     providerFile,
     clusterProfiles: text("cluster-profiles"),
-    format: format as Format,
-    output: text("output"),
+    format,
+    outputFile: text("output-file"),
   };
 }
 
@@ -262,20 +266,17 @@ class ClusterSetupError extends Error {}
 
 /** The hub and the spokes behind it, for a live plan; undefined for an offline one. */
 async function connect(
-  kubeconfig: string | undefined,
+  hub: KubeClient | undefined,
   providerFile: string | undefined,
   settings: AccessSettings,
 ): Promise<{ live: LiveClusters; access: ClusterAccess; clusterProfileApiVersion: string } | undefined> {
-  if (kubeconfig === undefined) return undefined;
+  if (hub === undefined) return undefined;
   let providers: ProviderConfigState;
-  let hubConfig: KubeConfig;
   try {
-    hubConfig = loadKubeConfig(kubeconfig);
     providers = await loadProviderConfig(providerFile);
   } catch (err) {
     throw new ClusterSetupError((err as Error).message);
   }
-  const hub = clientFromKubeConfig(hubConfig);
   // One-shot: no ClusterProfile watch, every spoke is resolved by reading its ClusterProfile once. Without
   // a provider file every spoke resolves to MulticlusterDisabled, which the plan reports per spoke.
   const access = new ClusterAccess({
@@ -295,6 +296,6 @@ async function connect(
 /** 2 when a cluster could not be read (the plan is partly offline), 1 for errors, else 0. */
 function exitCode(plan: FleetPlan): number {
   const findings = plan.clusters.flatMap((cluster) => cluster.resources.flatMap((r) => r.findings));
-  if (findings.some((finding) => finding.code === "cluster-unreachable")) return EXIT_USAGE;
+  if (findings.some((finding) => finding.code === "cluster-unreachable")) return EXIT_ERROR;
   return plan.errors > 0 ? EXIT_FINDINGS : EXIT_OK;
 }

@@ -1,4 +1,3 @@
-import { loadKubeConfig } from "../kube/kubeconfig.ts";
 import { createLogger } from "../observability/log.ts";
 import { effectivePollInterval } from "../reconcile/engine.ts";
 import { ConfigError, loadServiceConfig, parseDuration } from "../service/config.ts";
@@ -6,7 +5,8 @@ import { keepServingOnUncaughtErrors } from "../service/http-server.ts";
 import { processIdentity } from "../service/leader-election.ts";
 import { FleetService } from "../service/service.ts";
 import { deflateWithoutWebStreams } from "../source/index.ts";
-import { type Command, EXIT_USAGE, UsageError } from "./command.ts";
+import { type Command, EXIT_ERROR, UsageError } from "./command.ts";
+import { HUB_FLAGS_HELP, HUB_OPTIONS, hubKubeConfig } from "./hub.ts";
 
 export const runCommand: Command = {
   name: "run",
@@ -18,7 +18,7 @@ Stops cleanly on SIGTERM/SIGINT.
 
 Flags:
   --config FILE                         service config file (YAML; keys in charts/knative-fleet/README.md)
-  --kubeconfig FILE                     hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+${HUB_FLAGS_HELP}
   --clusterprofile-provider-file FILE   access-provider config (cluster-inventory-api pkg/access JSON);
                                         without it multicluster is off
   --remote-deployments-poll-interval D  requeue interval while spoke Deployments become Available, where
@@ -28,13 +28,14 @@ Flags:
   -h, --help                            show this help`,
   options: {
     config: { type: "string" },
-    kubeconfig: { type: "string" },
+    ...HUB_OPTIONS,
     "clusterprofile-provider-file": { type: "string" },
     "remote-deployments-poll-interval": { type: "string" },
     kodata: { type: "string" },
   },
   allowPositionals: false,
-  async run({ values }, ctx) {
+  async run(args, ctx) {
+    const { values } = args;
     const configPath = values.config as string | undefined;
     if (!configPath) throw new UsageError("--config is required");
     const kodataDir = (values.kodata as string | undefined) ?? process.env.KO_DATA_PATH;
@@ -51,7 +52,7 @@ Flags:
     } catch (err) {
       if (err instanceof ConfigError) {
         ctx.stderr.write(`knative-fleet run: ${err.message}\n`);
-        return EXIT_USAGE;
+        return EXIT_ERROR;
       }
       throw err;
     }
@@ -60,7 +61,7 @@ Flags:
     deflateWithoutWebStreams();
     const service = new FleetService({
       config,
-      hub: loadKubeConfig(values.kubeconfig as string | undefined),
+      hub: hubKubeConfig(args),
       providerFile: values["clusterprofile-provider-file"] as string | undefined,
       kodataDir,
       pollIntervalMs,

@@ -18,7 +18,7 @@ import {
 } from "../api/labels.ts";
 import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { clientFromKubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import { Informer } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
 import { HELD_PRUNE_KEY, type HeldPrune, HeldPruneSchema, identityOf } from "../mirror/plan.ts";
@@ -29,8 +29,17 @@ import {
   type RolloutState,
 } from "../rollout/state.ts";
 import { compareRows } from "../status/summary.ts";
-import { type Command, type CommandContext, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE } from "./command.ts";
-import { outputFormat, renderJson, renderTable } from "./output.ts";
+import { type Command, type CommandContext, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "./command.ts";
+import { HUB_FLAGS_HELP, HUB_OPTIONS, hubClient } from "./hub.ts";
+import {
+  type Column,
+  LISTING_FORMATS,
+  type ListingFormat,
+  OUTPUT_OPTION,
+  outputFormat,
+  renderColumns,
+  renderData,
+} from "./output.ts";
 
 export const statusCommand: Command = {
   name: "status",
@@ -38,65 +47,148 @@ export const statusCommand: Command = {
   usage: `Usage: knative-fleet status [flags]
 
 Lists every KnativeServing and KnativeEventing CR on the hub, one row each: its target cluster, Ready, the
-installed version, what holds it back (the first condition that is not True), whether the controller has
-caught up with its spec, the fleet file and commit it came from, and whether it is being deleted.
-With a rollout policy, a line says where the current rollout is, and for a halt which
-wave, CR and cluster halted it and why (docs/rollout.md).
-With a prune held for a person's confirmation (more than maxPruneFraction of the CRs), a line names
-the CRs and gives the command that confirms it.
+installed version and what holds it back (the first condition that is not True); -o wide adds whether the
+controller has caught up with its spec and the fleet file and commit it came from. A CR being deleted says so.
+With a rollout policy, a line says where the current rollout is, and for a halt which wave, CR and cluster
+halted it and why (docs/rollout.md). With a prune held for a person's confirmation (more than
+maxPruneFraction of the CRs), a line names the CRs and gives the command that confirms it.
+With -w, it prints the listing again whenever a CR changes, until interrupted (Ctrl-C).
 Exit code 0 when every CR is Ready, 1 when any is not (or is stale, or being deleted, or the rollout is
-halted or its state refused, or a prune waits for confirmation), 2 when the hub cannot be read.
+halted or its state refused, or a prune waits for confirmation), 2 when the hub cannot be read
+(docs/cli.md#exit-codes).
 
 Flags:
-  --kubeconfig FILE     hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)
-  -n, --namespace NS    only CRs in NS (default: all namespaces)
-  --output table|json   output format (default table)
-  -h, --help            show this help`,
+${HUB_FLAGS_HELP}
+  -n, --namespace NS                    only CRs in NS (default: all namespaces)
+  -o, --output table|wide|json|yaml     output format (default table)
+  -w, --watch                           print the listing again on every change
+  -h, --help                            show this help`,
   options: {
-    kubeconfig: { type: "string" },
+    ...HUB_OPTIONS,
     namespace: { type: "string", short: "n" },
-    output: { type: "string" },
+    ...OUTPUT_OPTION,
+    watch: { type: "boolean", short: "w" },
   },
+  outputFormats: LISTING_FORMATS,
   allowPositionals: false,
   async run(args, ctx) {
-    const output = outputFormat(args.values.output);
-    const kubeconfig = args.values.kubeconfig as string | undefined;
-    let hub: KubeClient;
-    try {
-      hub = clientFromKubeConfig(loadKubeConfig(kubeconfig));
-    } catch (err) {
-      return fail(
-        ctx,
-        `cannot load the hub kubeconfig${kubeconfig ? ` ${kubeconfig}` : ""}: ${(err as Error).message}`,
-      );
-    }
+    const output = outputFormat(args.values.output, LISTING_FORMATS);
+    const hub = hubClient(args);
+    const namespace = args.values.namespace as string | undefined;
     let objects: KubeObject[];
     try {
-      objects = await listKnativeResources(hub, args.values.namespace as string | undefined);
+      objects = await listKnativeResources(hub, namespace);
     } catch (err) {
-      return fail(ctx, hubErrorText(hub.rest.server, err));
+      ctx.stderr.write(`knative-fleet status: ${hubErrorText(hub.rest.server, err)}\n`);
+      return EXIT_ERROR;
     }
-    const rows = statusRows(objects);
-    const fleetNamespace = (args.values.namespace as string | undefined) ?? DEFAULT_NAMESPACE;
-    const [rollout, heldPrune] = await Promise.all([
-      readRollout(hub, fleetNamespace),
-      readHeldPrune(hub, fleetNamespace),
-    ]);
-    ctx.stdout.write(
-      output === "json"
-        ? renderJson(rows)
-        : `${renderStatusTable(rows)}${rollout ? describeRolloutLine(rollout) : ""}${
-            heldPrune ? describeHeldPrune(heldPrune, fleetNamespace) : ""
-          }`,
-    );
-    const settled =
-      rows.every(isSettled) &&
-      rollout?.state?.phase !== "Halted" &&
-      rollout?.refused === undefined &&
-      heldPrune === undefined;
-    return settled ? EXIT_OK : EXIT_FINDINGS;
+    const listing = await readListing(hub, namespace, objects);
+    ctx.stdout.write(renderListing(listing, output));
+    if (args.values.watch !== true) return listingExitCode(listing);
+    return watchListing(hub, namespace, output, listing, ctx);
   },
 };
+
+/** What one `status` prints: the CRs' rows, the rollout's state and a prune that waits for a person. */
+interface Listing {
+  rows: StatusRow[];
+  rollout: { state?: RolloutState; refused?: string } | undefined;
+  heldPrune: HeldPrune | undefined;
+  /** knative-fleet's namespace, where the rollout state and the prune confirmation live. */
+  fleetNamespace: string;
+}
+
+async function readListing(
+  hub: KubeClient,
+  namespace: string | undefined,
+  objects: readonly KubeObject[],
+): Promise<Listing> {
+  const fleetNamespace = namespace ?? DEFAULT_NAMESPACE;
+  const [rollout, heldPrune] = await Promise.all([
+    readRollout(hub, fleetNamespace),
+    readHeldPrune(hub, fleetNamespace),
+  ]);
+  return { rows: statusRows(objects), rollout, heldPrune, fleetNamespace };
+}
+
+function renderListing({ rows, rollout, heldPrune, fleetNamespace }: Listing, output: ListingFormat): string {
+  return (
+    renderData(output, rows) ??
+    `${renderStatusTable(rows, output === "wide")}${rollout ? describeRolloutLine(rollout) : ""}${
+      heldPrune ? describeHeldPrune(heldPrune, fleetNamespace) : ""
+    }`
+  );
+}
+
+const listingExitCode = ({ rows, rollout, heldPrune }: Listing): number =>
+  rows.every(isSettled) &&
+  rollout?.state?.phase !== "Halted" &&
+  rollout?.refused === undefined &&
+  heldPrune === undefined
+    ? EXIT_OK
+    : EXIT_FINDINGS;
+
+/**
+ * -w: the CRs watched (one informer per kind), the listing printed again whenever what it shows changed,
+ * until the context's signal (or Ctrl-C/SIGTERM) ends it. Returns the exit code of the last listing.
+ */
+async function watchListing(
+  hub: KubeClient,
+  namespace: string | undefined,
+  output: ListingFormat,
+  first: Listing,
+  ctx: CommandContext,
+): Promise<number> {
+  const signal = ctx.signal ?? interruption();
+  let listing = first;
+  let printed = renderListing(first, output);
+  const informers = KNATIVE_KINDS.map(
+    (kind) => new Informer(hub, OPERATOR_API_VERSION, kind, () => {}, namespace),
+  );
+  let synced = false;
+  let pending = false;
+  const flush = async () => {
+    pending = false;
+    listing = await readListing(
+      hub,
+      namespace,
+      informers.flatMap((informer) => informer.list()),
+    );
+    const text = renderListing(listing, output);
+    if (text === printed) return;
+    printed = text;
+    ctx.stdout.write(`${output === "yaml" ? "---\n" : "\n"}${text}`);
+  };
+  const changed = () => {
+    if (!synced || pending) return;
+    pending = true;
+    setImmediate(() => void flush());
+  };
+  for (const informer of informers) {
+    informer.on(changed);
+    informer.start();
+  }
+  await Promise.race([Promise.all(informers.map((informer) => informer.hasSynced())), aborted(signal)]);
+  synced = true;
+  changed();
+  await aborted(signal);
+  for (const informer of informers) informer.stop();
+  return listingExitCode(listing);
+}
+
+/** A signal that Ctrl-C or SIGTERM aborts, so a watch ends with its exit code rather than a kill. */
+function interruption(): AbortSignal {
+  const controller = new AbortController();
+  const stop = () => controller.abort();
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  return controller.signal;
+}
+
+const aborted = (signal: AbortSignal): Promise<void> =>
+  signal.aborted
+    ? Promise.resolve()
+    : new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 
 /**
  * The rollout's state on the hub, when the fleet has a rollout policy (and the caller may read it), or why
@@ -145,11 +237,6 @@ function describeHeldPrune(held: HeldPrune, namespace: string): string {
     `  To delete them: kubectl -n ${namespace} annotate configmap ${PRUNE_CONFIRMATION_CONFIGMAP} --overwrite ${CONFIRM_PRUNE_ANNOTATION}=${held.token}`,
     "",
   ].join("\n");
-}
-
-function fail(ctx: CommandContext, message: string): number {
-  ctx.stderr.write(`knative-fleet status: ${message}\n`);
-  return EXIT_USAGE;
 }
 
 async function listKnativeResources(hub: KubeClient, namespace: string | undefined): Promise<KubeObject[]> {
@@ -249,25 +336,25 @@ function deletion(
   };
 }
 
+const STATUS_COLUMNS: readonly Column<StatusRow>[] = [
+  { header: "CLUSTER", cell: (row) => row.cluster },
+  { header: "KIND", cell: (row) => row.kind },
+  { header: "CR", cell: (row) => `${row.namespace}/${row.name}` },
+  { header: "READY", cell: (row) => row.ready },
+  { header: "VERSION", cell: (row) => row.version ?? "-" },
+  { header: "GENERATION", cell: generationCell, wide: true },
+  { header: "SOURCE", cell: sourceCell, wide: true },
+  { header: "STATUS", cell: statusCell },
+];
+
 /**
- * The table `knative-fleet status` prints, the explanation last (it is long), then, for each CR whose
- * deletion is stuck on a cluster that cannot be reached, the command that releases it.
+ * The table `knative-fleet status` prints (with `wide`, -o wide's extra columns), the explanation last (it is
+ * long), then, for each CR whose deletion is stuck on a cluster that cannot be reached, the command that
+ * releases it.
  */
-export function renderStatusTable(rows: readonly StatusRow[]): string {
+export function renderStatusTable(rows: readonly StatusRow[], wide = false): string {
   if (rows.length === 0) return "No KnativeServing or KnativeEventing CRs found.\n";
-  const table = renderTable(
-    ["CLUSTER", "KIND", "CR", "READY", "VERSION", "GENERATION", "SOURCE", "STATUS"],
-    rows.map((row) => [
-      row.cluster,
-      row.kind,
-      `${row.namespace}/${row.name}`,
-      row.ready,
-      row.version ?? "-",
-      generationCell(row),
-      sourceCell(row),
-      statusCell(row),
-    ]),
-  );
+  const table = renderColumns(STATUS_COLUMNS, rows, wide);
   const hints = rows.flatMap((row) =>
     row.deleting?.abandonCommand
       ? [

@@ -212,12 +212,21 @@ const withoutUndefined = <T extends object>(value: T): T =>
 
 /**
  * Loads the hub's kubeconfig: an explicit file, else $KUBECONFIG / ~/.kube/config, else in-cluster
- * (client-go's loadFromDefault order).
+ * (client-go's loadFromDefault order); `context` replaces its current context, as kubectl's --context does.
  */
-export function loadKubeConfig(file?: string): KubeConfig {
+export function loadKubeConfig(file?: string, context?: string): KubeConfig {
   const kc = new KubeConfig();
   if (file) kc.loadFromFile(file);
   else kc.loadFromDefault();
+  if (context) {
+    if (!kc.getContextObject(context)) {
+      const known = kc.contexts.map((c) => c.name).join(", ") || "none";
+      throw new Error(
+        `context "${context}" is not in the kubeconfig${file ? ` ${file}` : ""} (contexts: ${known})`,
+      );
+    }
+    kc.currentContext = context;
+  }
   if (!kc.getCurrentCluster())
     throw new Error(`no current cluster in the kubeconfig${file ? ` ${file}` : ""}`);
   return kc;

@@ -8,7 +8,7 @@ import type { ClusterPlan, Finding, FleetPlan, ObjectChange, PlanSource, Resourc
 /** The first line of every plan comment: how CI finds its own comment to update instead of adding one. */
 export const PLAN_MARKER = "<!-- knative-fleet-plan -->";
 
-/** Field lines shown per object; `--format json` has them all. */
+/** Field lines shown per object; `-o json` has them all. */
 const MAX_FIELDS_PER_OBJECT = 25;
 /** Values longer than this are cut (ConfigMap examples run to kilobytes). */
 const MAX_VALUE_LENGTH = 120;
@@ -225,7 +225,7 @@ function changedSection(changes: readonly ObjectChange[]): string {
     const { fields } = group[0]!;
     const lines = fields.slice(0, MAX_FIELDS_PER_OBJECT).flatMap(fieldLines);
     if (fields.length > MAX_FIELDS_PER_OBJECT) {
-      lines.push(`# … ${fields.length - MAX_FIELDS_PER_OBJECT} more fields: --format json has them all`);
+      lines.push(`# … ${fields.length - MAX_FIELDS_PER_OBJECT} more fields: -o json has them all`);
     }
     if (fields.length === 0)
       lines.push("# no field changes: only knative-fleet's desired-hash and field ownership");

@@ -5,7 +5,7 @@ import type { PruneReport } from "../mirror/plan.ts";
 import type { ChangedFile, ResourceAction } from "./changes.ts";
 import type { FieldChange } from "./diff.ts";
 
-// The plan as data: what `--format json` prints and the Markdown is rendered from. Everything is sorted
+// The plan as data: what `-o json` prints and the Markdown is rendered from. Everything is sorted
 // and nothing depends on the clock, so the same commits (and cluster state) give the same plan.
 
 /** `live`: read from the cluster, changes from a server-side dry run; `offline`: rendered base vs head. */

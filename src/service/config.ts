@@ -1,13 +1,14 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseDocument } from "yaml";
 import { z } from "zod";
 import { type AccessPolicy, AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
 import { DEFAULT_CLUSTER_PROFILE_NAMESPACE, namespaceAllowlist, TenancySchema } from "../access/tenancy.ts";
-import { formatFieldPath } from "../fleet/diagnostic.ts";
+import { type Diagnostic, formatDiagnostic } from "../fleet/diagnostic.ts";
 import { durationMs } from "../fleet/duration.ts";
 import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
+import { validateAgainstSchema } from "../fleet/schema-diagnostics.ts";
 import { DEFAULT_FILE_SELECTION, type FileSelection } from "../fleet/select.ts";
+import { parseYamlFile } from "../fleet/yaml-source.ts";
 import { type MirrorOptions, MirrorOptionsSchema } from "../mirror/plan.ts";
 import {
   DEFAULT_LOCATION_POLICY,
@@ -175,7 +176,10 @@ export const DEFAULT_FLEET_SETTINGS: Readonly<FleetSettings> = {
   reconciler: "knative-fleet",
 };
 
-/** Reads and validates the config file; errors name the file, line and field. */
+/**
+ * Reads and validates the config file; each error names the file, line, column and key as fleet-file errors
+ * do (`config.yaml:3:3 repository.urll: unrecognized key`), from the same parser and schema diagnostics.
+ */
 export function loadServiceConfig(path: string): ServiceConfig {
   let text: string;
   try {
@@ -183,23 +187,25 @@ export function loadServiceConfig(path: string): ServiceConfig {
   } catch (err) {
     throw new ConfigError(`cannot read the config file ${path}: ${(err as Error).message}`);
   }
-  const doc = parseDocument(text);
-  if (doc.errors.length > 0) {
-    const e = doc.errors[0]!;
-    throw new ConfigError(`${path}:${e.linePos?.[0]?.line ?? 1}: ${e.message}`);
+  const { documents, diagnostics } = parseYamlFile(path, text);
+  if (diagnostics.length > 0) throw invalidConfig(diagnostics);
+  if (documents.length > 1) {
+    const [, second] = documents;
+    throw invalidConfig([
+      { path, ...second!.position, field: "", message: "a config file is one YAML document" },
+    ]);
   }
-  const parsed = ServiceConfigSchema.safeParse(doc.toJS() ?? {});
+  const [document] = documents;
+  if (document === undefined) {
+    throw invalidConfig([{ path, line: 1, column: 1, field: "", message: "the config file is empty" }]);
+  }
+  const parsed = validateAgainstSchema(path, document, document.value ?? {}, ServiceConfigSchema);
   if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.map((issue) => {
-    const node = doc.getIn(issue.path as (string | number)[], true) as
-      | { range?: [number, number] }
-      | undefined;
-    const offset = node?.range?.[0];
-    const line = offset === undefined ? undefined : text.slice(0, offset).split("\n").length;
-    return `${path}${line ? `:${line}` : ""} ${formatFieldPath(issue.path)}: ${issue.message}`;
-  });
-  throw new ConfigError(`invalid config:\n  ${issues.join("\n  ")}`);
+  throw invalidConfig(parsed.diagnostics);
 }
+
+const invalidConfig = (diagnostics: readonly Diagnostic[]): ConfigError =>
+  new ConfigError(`invalid config:\n  ${diagnostics.map(formatDiagnostic).join("\n  ")}`);
 
 /** A Go duration ("10s", "1m30s", "500ms") in milliseconds. */
 export function parseDuration(text: string): number {

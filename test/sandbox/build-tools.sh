@@ -98,6 +98,13 @@ kubelet() {
   build kubelet "$KUBERNETES_VERSION" "$src/kubernetes-$KUBERNETES_VERSION" k8s.io/kubernetes/cmd/kubelet "$(kubernetes_ldflags)"
 }
 
+# kubectl, for the doc test that runs the guides' commands against the sandbox hub: same module and stamp.
+kubectl() {
+  [ -x "$bin/kubectl-$KUBERNETES_VERSION" ] && return 0
+  kubernetes_module
+  build kubectl "$KUBERNETES_VERSION" "$src/kubernetes-$KUBERNETES_VERSION" k8s.io/kubernetes/cmd/kubectl "$(kubernetes_ldflags)"
+}
+
 etcd() {
   [ -x "$bin/etcd-$ETCD_VERSION" ] && return 0
   local dir="$src/etcd-$ETCD_VERSION"
@@ -157,7 +164,7 @@ kubeconfig_secretreader() {
 
 all=(etcd kubernetes kwok secretreader kubeconfig_secretreader helm)
 # Built only when named.
-extra=(kubelet)
+extra=(kubelet kubectl)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 total=$SECONDS

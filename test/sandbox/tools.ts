@@ -13,14 +13,19 @@ export type ToolName =
   | "kwok"
   | "secretreader"
   | "kubeconfig-secretreader"
-  | "helm";
+  | "helm"
+  | "kubectl";
 
 /**
  * Builds (first time, or after a version bump) the sandbox's binaries from Go modules and returns the
- * cache directory that holds them. Progress and timings go to stderr.
+ * cache directory that holds them; `names` builds only those (kubelet and kubectl are built only when named).
+ * Progress and timings go to stderr.
  */
-export function ensureTools(): string {
-  const out = execFileSync("bash", [buildScript], { stdio: ["ignore", "pipe", "inherit"], encoding: "utf8" });
+export function ensureTools(...names: string[]): string {
+  const out = execFileSync("bash", [buildScript, ...names], {
+    stdio: ["ignore", "pipe", "inherit"],
+    encoding: "utf8",
+  });
   const lines = out.trim().split("\n");
   return lines[lines.length - 1]!;
 }

@@ -1,4 +1,4 @@
-import { main } from "../../src/cli.ts";
+import { main } from "../../src/commands/main.ts";
 
 export interface CliRun {
   code: number;

@@ -89,7 +89,9 @@ describe("knative-fleet clusters", () => {
 
   it("prints a table, and exits 1 with the reason when a cluster cannot be reached", async () => {
     const config = ["--config", serviceConfigAllowing(NAMESPACE)];
-    const allReachable = await clusters(...withProviders, ...config, "-n", NAMESPACE);
+    const narrow = await clusters(...withProviders, ...config, "-n", NAMESPACE);
+    expect(narrow.stdout).toMatch(/^NAMESPACE\s+NAME\s+HEALTHY\s+PROVIDER\s+VERSION\s+RTT\s+STATUS\n/);
+    const allReachable = await clusters(...withProviders, ...config, "-n", NAMESPACE, "-o", "wide");
     expect(allReachable.code).toBe(0);
     expect(allReachable.stdout).toMatch(
       /^NAMESPACE\s+NAME\s+HEALTHY\s+PROVIDER\s+SERVER\s+VERSION\s+RTT\s+STATUS\n/,

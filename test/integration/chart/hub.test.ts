@@ -262,7 +262,7 @@ describe("the chart on the sandbox hub", () => {
     const notes = result.stdout.slice(result.stdout.indexOf("NOTES:"));
     expect(notes).toContain(`reconciling ${REPOSITORY_URL}`);
     expect(notes).toContain(
-      "knative-fleet clusters --clusterprofile-provider-file /etc/cluster-inventory/config.json",
+      "knative-fleet clusters --config /etc/knative-fleet/config.yaml --clusterprofile-provider-file /etc/cluster-inventory/config.json",
     );
     expect(notes).toContain("kind: KnativeServing");
     expect(notes).toContain("kubectl get knativeservings,knativeeventings --all-namespaces");

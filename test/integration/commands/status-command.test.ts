@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import { main } from "../../../src/commands/main.ts";
 import type { StatusRow } from "../../../src/commands/status.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { nameOf } from "../../../src/kube/object.ts";
@@ -161,8 +163,11 @@ describe("knative-fleet status", () => {
     ]);
   });
 
-  it("prints the same as a table", async () => {
-    const { code, stdout, stderr } = await status("-n", NAMESPACE);
+  it("prints the same as a table (-o wide: with generations and source)", async () => {
+    const narrow = await status("-n", NAMESPACE);
+    expect(narrow.stdout.split("\n")[0]).toMatch(/^CLUSTER\s+KIND\s+CR\s+READY\s+VERSION\s+STATUS$/);
+    expect(narrow.stdout).toContain("InstallFailed: apply eventing-core: webhook refused");
+    const { code, stdout, stderr } = await status("-n", NAMESPACE, "-o", "wide");
     expect(code).toBe(1);
     expect(stderr).toBe("");
     const [header, ...lines] = stdout.trimEnd().split("\n");
@@ -195,7 +200,9 @@ describe("knative-fleet status", () => {
       observedGeneration: 1,
       stale: true,
     });
-    expect((await status("-n", NAMESPACE)).stdout).toMatch(/eventing\s+True\s+1\.22\.0\s+1\/2 stale\s/);
+    expect((await status("-n", NAMESPACE, "-o", "wide")).stdout).toMatch(
+      /eventing\s+True\s+1\.22\.0\s+1\/2 stale\s/,
+    );
 
     await writeStatus(eventing, { version: "1.22.0", conditions: allTrue("Ready", ...DEPENDENCIES) });
     expect((await status("-n", NAMESPACE)).code).toBe(0);
@@ -239,6 +246,52 @@ describe("knative-fleet status", () => {
     const { stdout } = await status("-n", NAMESPACE);
     expect(stdout).toContain(`Deleting (finalizer ${FINALIZER} pending); ClusterProfileNotReady: spoke down`);
     expect(stdout).toContain(`\n  ${command}\n`);
+  });
+
+  it("-o yaml prints the rows -o json prints", async () => {
+    const json = await statusJson("-n", NAMESPACE);
+    const yaml = await status("-n", NAMESPACE, "-o", "yaml");
+    expect(yaml.code).toBe(json.code);
+    expect(parse(yaml.stdout)).toEqual(json.rows);
+  });
+
+  it("-w prints the listing again when a CR changes, and exits with the last listing's code", async () => {
+    const stop = new AbortController();
+    const printed: string[] = [];
+    const sink = {
+      write: (chunk: unknown) => printed.push(String(chunk)) > 0,
+    } as unknown as NodeJS.WritableStream;
+    const watching = main(["status", "--kubeconfig", sandbox.hub.adminKubeconfig, "-n", NAMESPACE, "-w"], {
+      stdout: sink,
+      stderr: sink,
+      signal: stop.signal,
+    });
+    await waitUntil("the first listing", async () =>
+      printed.join("").includes("eventing") ? true : undefined,
+    );
+    const first = printed.join("");
+    await writeStatus(eventing, {
+      version: "1.22.0",
+      conditions: [
+        ...allTrue(
+          "DependenciesInstalled",
+          "DeploymentsAvailable",
+          "TargetClusterResolved",
+          "VersionMigrationEligible",
+        ),
+        { type: "InstallSucceeded", status: "False", reason: "InstallFailed", message: "watched change" },
+        { type: "Ready", status: "False", reason: "InstallFailed", message: "watched change" },
+      ],
+    });
+    const again = await waitUntil("the listing printed again", async () => {
+      const text = printed.join("").slice(first.length);
+      return text.includes("InstallFailed: watched change") ? text : undefined;
+    });
+    // The whole listing again, after a blank line: the header and every CR, not only the changed one.
+    expect(again).toMatch(/^\nCLUSTER\s+KIND/);
+    expect(again).toContain("serving");
+    stop.abort();
+    expect(await watching).toBe(1);
   });
 
   it("lists every namespace without -n", async () => {

@@ -1,79 +1,141 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { homedir, tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadSandbox } from "../../sandbox/index.ts";
 import { crText } from "../../support/fleet-files.ts";
+import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
 import { createFleetRepo, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
 
 const execFileAsync = promisify(execFile);
 
-// The CLI as npm users get it: `npm pack` (prepack builds dist/), then `npm i -g` of the tarball into a
-// temporary prefix, run with Node 24 on PATH and nothing of the repository.
-describe("the npm package", () => {
-  let work: string;
-  let bin: string;
-  let fleet: FleetRepo;
-  let files: string[];
-  // Node 24 (the `node` devDependency) first on PATH, as on a user's machine that has it installed.
-  const path = (...dirs: string[]) =>
-    [...dirs, dirname(process.execPath), process.env.PATH ?? ""].join(delimiter);
+// The routes the README documents, each from a fresh clone (the checkout's files as git has them: no
+// node_modules, no dist) on a machine with one Node.js and npm: `npm pack`, the global install of the tarball,
+// `npm run cli`. Then the installed CLI on every supported Node line (npm's `node@N` packages, installed
+// once into a cache outside the repository), and the one-line refusal on an older line.
 
-  beforeAll(async () => {
-    work = await mkdtemp(join(tmpdir(), "knative-fleet-npm-"));
-    const env = { ...process.env, PATH: path() };
-    const packed = await execFileAsync("npm", ["pack", "--json", "--pack-destination", work], {
-      cwd: repoRoot,
-      env,
-      maxBuffer: 16 << 20,
-    });
-    const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
-    files = info.files.map((file) => file.path);
-    // From the npm cache the repository's own install filled: no registry round trip for what it holds.
+const SUPPORTED_LINES = ["22", "24", "26"] as const;
+const OLDER_LINE = "20";
+/** The oldest supported line: what a user with the least Node we promise to work with has. */
+const USER_LINE = SUPPORTED_LINES[0];
+
+const sandbox = loadSandbox();
+
+/** The bin directory of Node.js `line` (its newest release), installed from npm into the cache once. */
+async function nodeLine(line: string): Promise<string> {
+  const cache = process.env.KNATIVE_FLEET_CACHE ?? join(homedir(), ".cache", "knative-fleet");
+  const dir = join(cache, "node", line);
+  const bin = join(dir, "node_modules", ".bin");
+  const installed = await stat(join(bin, "node")).then(
+    () => true,
+    () => false,
+  );
+  if (!installed) {
+    await mkdir(dir, { recursive: true });
     await execFileAsync(
       "npm",
       [
         "install",
-        "--global",
         "--prefix",
-        join(work, "prefix"),
-        "--prefer-offline",
+        dir,
+        "--no-save",
+        "--no-package-lock",
         "--no-audit",
         "--no-fund",
-        join(work, info.filename),
+        `node@${line}`,
       ],
-      { env, maxBuffer: 16 << 20 },
+      { maxBuffer: 16 << 20 },
     );
-    bin = join(work, "prefix", "bin");
+  }
+  return bin;
+}
+
+/** What a fresh clone of the checkout holds: the files git tracks (and new ones it does not ignore). */
+async function cleanClone(into: string): Promise<void> {
+  const { stdout } = await execFileAsync(
+    "git",
+    ["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+    { cwd: repoRoot, maxBuffer: 16 << 20 },
+  );
+  for (const file of stdout.split("\0").filter((f) => f !== "")) {
+    const exists = await stat(join(repoRoot, file)).then(
+      (s) => s.isFile(),
+      () => false,
+    );
+    if (!exists) continue; // deleted in the working tree
+    await mkdir(dirname(join(into, file)), { recursive: true });
+    await copyFile(join(repoRoot, file), join(into, file));
+  }
+}
+
+describe("the npm package, from a fresh clone", () => {
+  let work: string;
+  const bins: Record<string, string> = {};
+  let packClone: string;
+  let cliClone: string;
+  let tarball: string;
+  let files: string[];
+  let prefix: string;
+  let fleet: FleetRepo;
+  let cliRun: Promise<{ stdout: string }>;
+  /** PATH with `dirs` first, then what a user's shell has (never the repository's node_modules/.bin). */
+  const path = (...dirs: string[]) =>
+    [...dirs, ...(process.env.PATH ?? "").split(delimiter).filter((d) => !d.includes("node_modules"))].join(
+      delimiter,
+    );
+  /** npm with Node `line` on PATH, as a user with that Node has it; the npm cache the repository filled. */
+  const npm = (line: string, args: string[], cwd: string) =>
+    execFileAsync("npm", args, {
+      cwd,
+      env: { ...process.env, PATH: path(bins[line]!), npm_config_prefer_offline: "true" },
+      maxBuffer: 32 << 20,
+    });
+
+  beforeAll(async () => {
+    work = await mkdtemp(join(tmpdir(), "knative-fleet-npm-"));
+    packClone = join(work, "pack-clone");
+    cliClone = join(work, "cli-clone");
+    prefix = join(work, "prefix");
+    const lines = [...SUPPORTED_LINES, OLDER_LINE];
+    const located = await Promise.all(lines.map(nodeLine));
+    lines.forEach((line, i) => {
+      bins[line] = located[i]!;
+    });
+    await Promise.all([cleanClone(packClone), cleanClone(cliClone)]);
+    // The `npm run cli` route runs in its own clone meanwhile; its test awaits it.
+    cliRun = npm(USER_LINE, ["run", "-s", "cli", "--", "-v"], cliClone).catch((err: { stderr: string }) => {
+      throw new Error(`npm run cli failed: ${err.stderr}`);
+    });
+    cliRun.catch(() => {}); // reported by its test
+    const packed = await npm(USER_LINE, ["pack", "--json"], packClone);
+    const [info] = JSON.parse(packed.stdout) as [{ filename: string; files: { path: string }[] }];
+    files = info.files.map((file) => file.path);
+    tarball = join(packClone, info.filename);
+    await npm(
+      USER_LINE,
+      ["install", "--global", "--prefix", prefix, "--no-audit", "--no-fund", tarball],
+      work,
+    );
+
     fleet = await createFleetRepo();
-    await fleet.commit("main", {
-      "clusters/spoke-1/knative-serving.yaml": crText({
-        name: "spoke-1-serving",
-        cluster: "spoke-1",
-        version: "1.21",
-      }),
-    });
-    await fleet.commit("main", {
-      "clusters/spoke-1/knative-serving.yaml": crText({
-        name: "spoke-1-serving",
-        cluster: "spoke-1",
-        version: "1.22",
-      }),
-    });
-  }, 240_000);
+    const cr = (version: string) => crText({ name: "spoke-1-serving", cluster: "spoke-1", version });
+    await fleet.commit("main", { "clusters/spoke-1/knative-serving.yaml": cr("1.21") });
+    await fleet.commit("main", { "clusters/spoke-1/knative-serving.yaml": cr("1.22") });
+  }, 600_000);
   afterAll(async () => {
     await rm(work, { recursive: true, force: true });
     if (fleet) await rm(fleet.dir, { recursive: true, force: true });
   });
 
-  /** Runs the installed `knative-fleet` from a directory outside the repository. */
-  async function cli(args: string[], env: Record<string, string> = {}) {
+  /** Runs the installed `knative-fleet` on Node `line`, from a directory outside the repository. */
+  async function cli(line: string, args: string[], env: Record<string, string> = {}) {
     try {
-      const { stdout, stderr } = await execFileAsync(join(bin, "knative-fleet"), args, {
+      const { stdout, stderr } = await execFileAsync(join(prefix, "bin", "knative-fleet"), args, {
         cwd: work,
-        env: { PATH: path(bin), HOME: work, ...env },
+        env: { PATH: path(join(prefix, "bin"), bins[line]!), HOME: work, ...env },
       });
       return { code: 0, stdout, stderr };
     } catch (err) {
@@ -82,69 +144,127 @@ describe("the npm package", () => {
     }
   }
 
-  it("ships the built CLI and its runtime dependencies, not the sources or tests", async () => {
-    expect(files).toContain("dist/cli.js");
-    expect(files).toContain("package.json");
+  it("npm pack installs and builds what it needs, and ships the CLI, LICENSE and its dependencies bundled", async () => {
+    const own = files.filter((file) => !file.startsWith("node_modules/"));
     expect(
-      files.filter(
-        (file) => !/^(dist\/.*\.js|scripts\/fetch-kodata\.sh|package\.json|README\.md)$/.test(file),
+      own.filter(
+        (file) => !/^(dist\/.*\.js|scripts\/fetch-kodata\.sh|package\.json|README\.md|LICENSE)$/.test(file),
       ),
     ).toEqual([]);
-    const installed = join(work, "prefix", "lib", "node_modules", "knative-fleet");
+    for (const file of ["dist/cli.js", "LICENSE", "README.md"]) expect(own).toContain(file);
+    expect(await readFile(join(packClone, "LICENSE"), "utf8")).toContain("Apache License\n");
+    // The install npm pack ran left the lock as it was: the committed lock is the stable form.
+    expect(await readFile(join(packClone, "package-lock.json"), "utf8")).toBe(
+      await readFile(join(repoRoot, "package-lock.json"), "utf8"),
+    );
+    const ignored = await execFileAsync("git", ["check-ignore", "-q", "knative-fleet-0.1.0.tgz"], {
+      cwd: repoRoot,
+    }).then(
+      () => true,
+      () => false,
+    );
+    expect(ignored).toBe(true);
+  });
+
+  it("a global install of the tarball runs exactly the dependency versions of the lock, and no dev dependency", async () => {
+    const installed = join(prefix, "lib", "node_modules", "knative-fleet");
     expect((await readFile(join(installed, "dist", "cli.js"), "utf8")).split("\n")[0]).toBe(
       "#!/usr/bin/env node",
     );
-    const dependencies = await readdir(join(installed, "node_modules"));
-    for (const runtime of ["yaml", "zod", "isomorphic-git", "@kubernetes"])
-      expect(dependencies).toContain(runtime);
-    for (const dev of ["vitest", "typescript", "@biomejs", "node"]) expect(dependencies).not.toContain(dev);
-  });
-
-  it("prints its version and the releases it finds", async () => {
-    const { version } = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as {
-      version: string;
+    const lock = JSON.parse(await readFile(join(repoRoot, "package-lock.json"), "utf8")) as {
+      packages: Record<string, { version?: string; dev?: boolean }>;
     };
-    const flag = await cli(["--version"], { KO_DATA_PATH: knativeReleasesDir() });
-    expect(flag.code, flag.stderr).toBe(0);
-    expect(flag.stdout).toMatch(
-      new RegExp(`^knative-fleet ${version.replaceAll(".", "\\.")} \\(Node\\.js v24\\.`),
-    );
-    expect(flag.stdout).toContain("knative-serving: 1.23.0, 1.22.1, 1.21.3, 1.20.3");
-    expect(flag.stdout).toContain(
-      "minimum Kubernetes: 1.20 v1.32.0, 1.21 v1.33.0, 1.22 v1.34.0, 1.23 v1.34.0",
-    );
-    expect(await cli(["version"], { KO_DATA_PATH: knativeReleasesDir() })).toEqual(flag);
+    // npm ignores an npm-shrinkwrap.json in a tarball installed globally (npm/cli#5325, #5349): the
+    // dependencies travel in the tarball (bundleDependencies), as the lock installed them.
+    const top = await readdir(join(installed, "node_modules"));
+    const names = (
+      await Promise.all(
+        top.map(async (name) =>
+          name.startsWith("@")
+            ? (await readdir(join(installed, "node_modules", name))).map((inner) => `${name}/${inner}`)
+            : name.startsWith(".")
+              ? []
+              : [name],
+        ),
+      )
+    ).flat();
+    expect(names.length).toBeGreaterThan(10);
+    for (const dev of ["vitest", "typescript", "@biomejs/biome", "node"]) expect(names).not.toContain(dev);
+    const { dependencies: runtime } = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as {
+      dependencies: Record<string, string>;
+    };
+    for (const name of Object.keys(runtime)) expect(names).toContain(name);
+    for (const name of names) {
+      const { version } = JSON.parse(
+        await readFile(join(installed, "node_modules", name, "package.json"), "utf8"),
+      ) as { version: string };
+      const locked = lock.packages[`node_modules/${name}`];
+      expect(`${name}@${version}`).toBe(`${name}@${locked?.version}`);
+      expect(locked?.dev, name).toBeUndefined();
+    }
   });
 
-  it("runs from a clone through the npm script the README names, sources and all", async () => {
-    const { stdout } = await execFileAsync("npm", ["run", "-s", "cli", "--", "--version"], {
-      cwd: repoRoot,
-      env: { ...process.env, KO_DATA_PATH: knativeReleasesDir() },
-    });
-    expect(stdout).toEqual((await cli(["--version"], { KO_DATA_PATH: knativeReleasesDir() })).stdout);
+  it.each(SUPPORTED_LINES)(
+    "runs on Node.js %s: version, validate, plan, and a hub over TLS",
+    async (line) => {
+      const { version } = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as {
+        version: string;
+      };
+      const releases = { KO_DATA_PATH: knativeReleasesDir() };
+      const printed = await cli(line, ["-v"], releases);
+      expect(printed.code, printed.stderr).toBe(0);
+      expect(printed.stdout).toMatch(
+        new RegExp(`^knative-fleet ${version.replaceAll(".", "\\.")} \\(Node\\.js v${line}\\.`),
+      );
+      expect(printed.stdout).toContain("knative-serving: 1.23.0, 1.22.1, 1.21.3, 1.20.3");
+      expect(printed.stdout).toContain(
+        "minimum Kubernetes: 1.20 v1.32.0, 1.21 v1.33.0, 1.22 v1.34.0, 1.23 v1.34.0",
+      );
+      expect(await cli(line, ["version"], releases)).toEqual(printed);
+
+      const good = await cli(line, ["validate", join(repoRoot, "fleet-example")]);
+      expect(good.code, good.stdout + good.stderr).toBe(0);
+      expect(good.stdout).toMatch(/^\d+ files, \d+ resources, 0 errors$/m);
+      expect((await cli(line, ["validate", "/nonexistent"])).code).toBe(2);
+
+      const args = ["plan", "--repo", fleet.dir, "--base", "HEAD~1", "--head", "HEAD"];
+      const planned = await cli(line, [...args, "--kodata", knativeReleasesDir(), "-o", "json"]);
+      expect(planned.code, planned.stderr).toBe(0);
+      expect(planned.stdout).toContain('"spoke-1-serving"');
+      const missing = await cli(line, args);
+      expect(missing.code).toBe(2);
+      expect(missing.stderr).toContain(
+        `fetch the releases into ${join(work, ".cache", "knative-fleet", "kodata")} with: sh ${join(prefix, "lib", "node_modules", "knative-fleet", "scripts", "fetch-kodata.sh")}`,
+      );
+
+      // The hub's client (undici, TLS, the API's JSON) on this Node: the sandbox hub, and a refused port.
+      const status = await cli(line, ["status", "--kubeconfig", sandbox.hub.adminKubeconfig, "-o", "json"]);
+      expect([0, 1], status.stderr).toContain(status.code);
+      expect(Array.isArray(JSON.parse(status.stdout))).toBe(true);
+      const refused = writeTokenKubeconfig(
+        { server: "https://127.0.0.1:9", "insecure-skip-tls-verify": true },
+        "t",
+      );
+      const down = await cli(line, ["clusters", "--kubeconfig", refused]);
+      expect(down.code).toBe(2);
+      expect(down.stderr).toContain("ECONNREFUSED");
+    },
+  );
+
+  it(`on Node.js ${OLDER_LINE} says in one line which Node it needs, and exits 1`, async () => {
+    for (const args of [["-v"], ["--help"], ["status"]]) {
+      const old = await cli(OLDER_LINE, args);
+      expect(old.code).toBe(1);
+      expect(old.stdout).toBe("");
+      expect(old.stderr).toMatch(
+        new RegExp(`^knative-fleet needs Node\\.js >= 22\\.19\\.0; this is v${OLDER_LINE}\\.\\d+\\.\\d+\\n$`),
+      );
+    }
   });
 
-  it("validates a fleet directory", async () => {
-    const good = await cli(["validate", join(repoRoot, "fleet-example")]);
-    expect(good.code, good.stdout + good.stderr).toBe(0);
-    expect(good.stdout).toMatch(/^\d+ files, \d+ resources, 0 errors$/m);
-    const bad = await cli(["validate", "/nonexistent"]);
-    expect(bad.code).toBe(2);
-  });
-
-  it("plans HEAD~1..HEAD of a repository, and says which manifests it lacks", async () => {
-    const args = ["plan", "--repo", fleet.dir, "--base", "HEAD~1", "--head", "HEAD"];
-    const planned = await cli([...args, "--kodata", knativeReleasesDir()]);
-    expect(planned.code, planned.stderr).toBe(0);
-    expect(planned.stdout).toContain("spoke-1-serving");
-    expect(planned.stdout).toContain("1.22.1");
-    const missing = await cli(args);
-    expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain(
-      `fetch the releases into ${join(work, ".cache", "knative-fleet", "kodata")} with: sh ${join(work, "prefix", "lib", "node_modules", "knative-fleet", "scripts", "fetch-kodata.sh")}`,
-    );
-    const unknown = await cli(["plan", "--repo", fleet.dir, "--base", "HEAD~5", "--head", "HEAD"]);
-    expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toContain("has no parent");
+  it("runs from a fresh clone through `npm run cli`, which installs what it needs first", async () => {
+    const { stdout } = await cliRun;
+    // The clone's own Node (the `node` devDependency, 24) runs the sources.
+    expect(stdout).toMatch(/^knative-fleet \S+ \(Node\.js v24\./);
   });
 });

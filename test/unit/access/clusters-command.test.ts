@@ -1,9 +1,7 @@
-import { PassThrough } from "node:stream";
-import { parseArgs } from "node:util";
 import { describe, expect, it } from "vitest";
 import type { ClusterReport } from "../../../src/access/cluster-survey.ts";
-import { clustersCommand, renderClusterTable } from "../../../src/commands/clusters.ts";
-import { UsageError } from "../../../src/commands/command.ts";
+import { renderClusterTable } from "../../../src/commands/clusters.ts";
+import { runCli } from "../../support/cli.ts";
 import { testdataPath } from "./support.ts";
 
 const reachable: ClusterReport = {
@@ -35,9 +33,19 @@ describe("renderClusterTable", () => {
   it("aligns the columns and puts the reason last", () => {
     expect(renderClusterTable([reachable, unreachable])).toBe(
       [
-        "NAMESPACE     NAME      HEALTHY  PROVIDER      SERVER                  VERSION  RTT    STATUS",
-        "fleet-system  spoke-1   True     secretreader  https://127.0.0.1:6443  v1.35.4  1.2ms  Reachable",
-        "fleet-system  spoke-22  False    -             -                       -        -      ClusterProfileNotReady: ClusterProfile fleet-system/spoke-22 is not healthy",
+        "NAMESPACE     NAME      HEALTHY  PROVIDER      VERSION  RTT    STATUS",
+        "fleet-system  spoke-1   True     secretreader  v1.35.4  1.2ms  Reachable",
+        "fleet-system  spoke-22  False    -             -        -      ClusterProfileNotReady: ClusterProfile fleet-system/spoke-22 is not healthy",
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("adds each spoke's server in -o wide", () => {
+    expect(renderClusterTable([reachable], true)).toBe(
+      [
+        "NAMESPACE     NAME     HEALTHY  PROVIDER      SERVER                  VERSION  RTT    STATUS",
+        "fleet-system  spoke-1  True     secretreader  https://127.0.0.1:6443  v1.35.4  1.2ms  Reachable",
         "",
       ].join("\n"),
     );
@@ -49,26 +57,14 @@ describe("renderClusterTable", () => {
 });
 
 describe("knative-fleet clusters flags", () => {
-  it("rejects an unknown output format as a usage error", async () => {
-    await expect(clusters("--output", "yaml")).rejects.toThrow(
-      new UsageError('--output must be table or json, not "yaml"'),
-    );
-  });
-
-  async function clusters(...args: string[]): Promise<{ code: number; stderr: string }> {
-    const stderr = new PassThrough();
-    const err: string[] = [];
-    stderr.on("data", (c) => err.push(String(c)));
-    const parsed = parseArgs({
-      args,
-      options: clustersCommand.options,
-      allowPositionals: false,
-      strict: true,
-    });
-    const code = await clustersCommand.run(parsed, { stdout: new PassThrough(), stderr });
-    return { code, stderr: err.join("") };
-  }
+  const clusters = (...args: string[]) => runCli("clusters", ...args);
   const notJson = testdataPath("ca.crt");
+
+  it("rejects an unknown output format as a usage error", async () => {
+    const { code, stderr } = await clusters("-o", "xml");
+    expect(code).toBe(2);
+    expect(stderr).toContain('-o/--output is the output format, table, wide, json, yaml, not "xml"');
+  });
 
   it("names a provider file that is not JSON", async () => {
     const { code, stderr } = await clusters("--clusterprofile-provider-file", notJson);

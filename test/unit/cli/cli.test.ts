@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { commands } from "../../../src/cli.ts";
+import { commands } from "../../../src/commands/main.ts";
 import { runCli } from "../../support/cli.ts";
 
 const run = runCli;

@@ -43,7 +43,7 @@ describe("release manifests for the CLI", { timeout: 60_000 }, () => {
     return fleet;
   }
   const plan = (dir: string, ...flags: string[]) =>
-    runCli("plan", "--repo", dir, "--base", "main", "--head", "change", "--format", "json", ...flags);
+    runCli("plan", "--repo", dir, "--base", "main", "--head", "change", "-o", "json", ...flags);
 
   it("plans a change that renders nothing without any release manifests", async () => {
     const fleet = await repo({ "README.md": "fleet, documented\n" });

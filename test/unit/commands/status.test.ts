@@ -254,7 +254,7 @@ describe("renderStatusTable", () => {
         },
       }),
     ]);
-    expect(renderStatusTable(rows)).toBe(
+    expect(renderStatusTable(rows, true)).toBe(
       [
         "CLUSTER               KIND             CR                         READY    VERSION  GENERATION  SOURCE                         STATUS",
         "fleet-system/spoke-1  KnativeServing   knative-serving/serving    True     1.22.0   1/1         clusters/spoke-1.yaml@0123456  -",
@@ -264,6 +264,17 @@ describe("renderStatusTable", () => {
         "",
         "KnativeEventing knative-eventing/eventing is being deleted, but its cluster fleet-system/spoke-9 cannot be reached to clean it up. If that cluster is gone for good, release the CR without cleanup:",
         "  kubectl -n knative-eventing annotate knativeeventing eventing fleet.knative.dev/abandon-cleanup=true",
+        "",
+      ].join("\n"),
+    );
+  });
+
+  it("leaves -o wide's columns, the generations and the source, to -o wide", () => {
+    const rows = statusRows([cr("serving", { cluster: "fleet-system/spoke-1", generation: 2 })]);
+    expect(renderStatusTable(rows)).toBe(
+      [
+        "CLUSTER               KIND            CR                       READY  VERSION  STATUS",
+        "fleet-system/spoke-1  KnativeServing  knative-serving/serving  True   1.22.0   -",
         "",
       ].join("\n"),
     );
@@ -298,8 +309,10 @@ describe("knative-fleet status without a usable hub", () => {
   });
 
   it("rejects an unknown output format as a usage error", async () => {
-    const { code, stderr } = await status("--output", "yaml");
+    const { code, stderr } = await status("-o", "xml");
     expect(code).toBe(2);
-    expect(stderr).toContain('knative-fleet status: --output must be table or json, not "yaml"');
+    expect(stderr).toContain(
+      'knative-fleet status: -o/--output is the output format, table, wide, json, yaml, not "xml"',
+    );
   });
 });

@@ -108,6 +108,26 @@ describe("KubeConfig", () => {
     expect(() => loadKubeConfig(file)).toThrow(`${file}: not a kubeconfig`);
   });
 
+  it("uses the context --context names instead of the current one, and names the known ones when it is missing", () => {
+    const dir = scratchDir();
+    const file = join(dir, "config");
+    const contexts = [
+      { name: "hub", context: { cluster: "hub", user: "admin" } },
+      { name: "staging", context: { cluster: "staging", user: "admin", namespace: "team" } },
+    ];
+    const clusters = [
+      { name: "hub", cluster: { server: "https://127.0.0.1:6443" } },
+      { name: "staging", cluster: { server: "https://127.0.0.3:6443" } },
+    ];
+    writeFileSync(file, stringify(config({ clusters, contexts })));
+    const kc = loadKubeConfig(file, "staging");
+    expect(kc.getCurrentCluster()?.server).toBe("https://127.0.0.3:6443");
+    expect(contextNamespace(kc)).toBe("team");
+    expect(() => loadKubeConfig(file, "prod")).toThrow(
+      `context "prod" is not in the kubeconfig ${file} (contexts: hub, staging)`,
+    );
+  });
+
   it("says so when the current context names no cluster", () => {
     const dir = scratchDir();
     const file = join(dir, "config");

@@ -275,7 +275,7 @@ describe("knative-fleet plan (the command)", SLOW, () => {
     expect(text).not.toMatch(/\d{4}-\d\d-\d\dT\d\d:/); // no timestamps
   });
 
-  it("--format json carries the same data; --output writes the file instead of stdout", async () => {
+  it("-o json carries the same data; --output-file writes the file instead of stdout", async () => {
     const repo = await repoWith({ [SERVING]: serving(KOURIER, "1.22") });
     const refs = ["--repo", repo.dir, "--base", "main", "--head", "change"];
     const { code, plan } = await planJson(...refs);
@@ -287,8 +287,19 @@ describe("knative-fleet plan (the command)", SLOW, () => {
       head: { ref: "change" },
     });
     const output = join(repo.dir, "plan.md");
-    expect(await runPlan(...refs, "--output", output)).toEqual({ code: 0, stdout: "", stderr: "" });
+    expect(await runPlan(...refs, "--output-file", output)).toEqual({ code: 0, stdout: "", stderr: "" });
     expect(await readFile(output, "utf8")).toBe(renderMarkdown(plan));
+    // --output is the format, as kubectl spells it: a file name there is refused, never written to.
+    const asFile = await runPlan(...refs, "--output", output);
+    expect(asFile).toMatchObject({ code: 2, stdout: "" });
+    expect(asFile.stderr).toContain(`not "${output}" (--output-file FILE writes to a file)`);
+    const json = join(repo.dir, "json");
+    expect(await runPlan(...refs, "--output", "json", "--output-file", json)).toEqual({
+      code: 0,
+      stdout: "",
+      stderr: "",
+    });
+    expect(JSON.parse(await readFile(json, "utf8"))).toEqual(plan);
   });
 
   it("offline, --cluster-profiles gives each cluster's Kubernetes: one too old for head's release fails the plan", async () => {
@@ -333,8 +344,8 @@ describe("knative-fleet plan (the command)", SLOW, () => {
     const unknownRef = await runPlan("--repo", repo.dir, "--base", "main", "--head", "nope");
     expect(unknownRef).toMatchObject({ code: 2, stdout: "" });
     expect(unknownRef.stderr).toContain('no commit "nope"');
-    expect((await runPlan("--repo", repo.dir, ...refs, "--format", "yaml")).stderr).toContain(
-      "--format must be markdown or json",
+    expect((await runPlan("--repo", repo.dir, ...refs, "-o", "yaml")).stderr).toContain(
+      '-o/--output is the output format, markdown, json, not "yaml"',
     );
     const noProviderHub = await runPlan(
       "--repo",

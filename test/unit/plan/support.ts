@@ -16,11 +16,11 @@ export async function fleetRepo(): Promise<FleetRepo> {
 export const runPlan = (...argv: string[]): Promise<CliRun> =>
   runCli("plan", "--kodata", knativeReleasesDir(), ...argv);
 
-/** `runPlan` with `--format json`, parsed. */
+/** `runPlan` with `-o json`, parsed. */
 export async function planJson(
   ...argv: string[]
 ): Promise<{ code: number; plan: FleetPlan; stderr: string }> {
-  const { code, stdout, stderr } = await runPlan("--format", "json", ...argv);
+  const { code, stdout, stderr } = await runPlan("-o", "json", ...argv);
   return { code, plan: JSON.parse(stdout) as FleetPlan, stderr };
 }
 

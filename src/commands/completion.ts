@@ -1,0 +1,190 @@
+import { type Command, UsageError } from "./command.ts";
+
+// `knative-fleet completion bash|zsh|fish`: a completion script written from the commands' own flag
+// definitions, so it never lists a flag a command does not take. Commands, flags, and the -o/--output
+// formats complete; other flag values and positional arguments complete as file names.
+
+export const SHELLS = ["bash", "zsh", "fish"] as const;
+type Shell = (typeof SHELLS)[number];
+
+interface Flag {
+  long: string;
+  short?: string;
+  takesValue: boolean;
+  /** The values offered for it; files when undefined. */
+  values?: readonly string[];
+  description: string;
+}
+
+/** The command `completion`, over the command list it is given (main's, which includes it). */
+export function completionCommand(commands: () => readonly Command[]): Command {
+  return {
+    name: "completion",
+    summary: "Print a shell completion script (bash, zsh or fish)",
+    usage: `Usage: knative-fleet completion bash|zsh|fish
+
+Prints a script that completes knative-fleet's commands, flags and output formats in that shell.
+  bash:  source <(knative-fleet completion bash)      (or save it in /etc/bash_completion.d/knative-fleet)
+  zsh:   source <(knative-fleet completion zsh)       (or save it as _knative-fleet in a directory of $fpath)
+  fish:  knative-fleet completion fish | source       (or save it in ~/.config/fish/completions/knative-fleet.fish)
+
+Flags:
+  -h, --help     show this help`,
+    options: {},
+    positionals: SHELLS,
+    allowPositionals: true,
+    async run({ positionals }, ctx) {
+      const [shell, ...extra] = positionals;
+      if (shell === undefined || !(SHELLS as readonly string[]).includes(shell) || extra.length > 0)
+        throw new UsageError(`name one shell: ${SHELLS.join(", ")}`);
+      ctx.stdout.write(completionScript(shell as Shell, commands()));
+      return 0;
+    },
+  };
+}
+
+export function completionScript(shell: Shell, commands: readonly Command[]): string {
+  if (shell === "bash") return bashScript(commands);
+  if (shell === "zsh") return zshScript(commands);
+  return fishScript(commands);
+}
+
+/** A command's flags, -h/--help included, each with the description its --help gives it. */
+function flagsOf(command: Command): Flag[] {
+  const flags = Object.entries(command.options).map(([long, option]) => ({
+    long,
+    short: option.short,
+    takesValue: option.type === "string",
+    values: long === "output" ? command.outputFormats : undefined,
+    description: flagDescription(command.usage, long),
+  }));
+  return [...flags, { long: "help", short: "h", takesValue: false, description: "show this help" }];
+}
+
+/** The text after a flag's line in the usage (`  -o, --output FORMAT   output format (default table)`). */
+function flagDescription(usage: string, long: string): string {
+  const line = new RegExp(`^\\s+(?:-\\w, )?--${long}(?: \\S+)?\\s{2,}(\\S.*)$`, "m").exec(usage);
+  return line?.[1]?.trim() ?? "";
+}
+
+const TOP_FLAGS = ["-h", "--help", "-v", "--version"];
+
+function bashScript(commands: readonly Command[]): string {
+  const cases = commands.map((command) => {
+    const flags = flagsOf(command);
+    const spellings = (flag: Flag) => [...(flag.short ? [`-${flag.short}`] : []), `--${flag.long}`];
+    const valueCases = flags
+      .filter((flag) => flag.values !== undefined)
+      .map((flag) => `        ${spellings(flag).join("|")}) words="${flag.values!.join(" ")}" ;;`);
+    const takesFile = flags.filter((flag) => flag.takesValue && flag.values === undefined).flatMap(spellings);
+    const positionals = command.positionals ? ` words="${command.positionals.join(" ")}"` : "";
+    return [
+      `    ${command.name})`,
+      `      case "$prev" in`,
+      ...valueCases,
+      ...(takesFile.length > 0 ? [`        ${takesFile.join("|")}) return ;;`] : []),
+      `        *) if [[ "$cur" == -* ]]; then words="${flags.flatMap(spellings).join(" ")}";${positionals ? ` else${positionals};` : ""} fi ;;`,
+      `      esac ;;`,
+    ].join("\n");
+  });
+  return `# knative-fleet completion for bash: source <(knative-fleet completion bash)
+_knative_fleet() {
+  local cur="\${COMP_WORDS[COMP_CWORD]}" prev="\${COMP_WORDS[COMP_CWORD-1]}" words=""
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=($(compgen -W "${commands.map((c) => c.name).join(" ")} ${TOP_FLAGS.join(" ")}" -- "$cur"))
+    return
+  fi
+  case "\${COMP_WORDS[1]}" in
+${cases.join("\n")}
+  esac
+  # Nothing offered: bash completes file names (complete -o default).
+  [ -n "$words" ] && COMPREPLY=($(compgen -W "$words" -- "$cur"))
+}
+complete -o default -F _knative_fleet knative-fleet
+`;
+}
+
+/** Single-quoted for zsh and fish: ' becomes '\\''. */
+const quote = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`;
+/** zsh _arguments and _describe read `[`, `]` and `:` in their specs. */
+const zshText = (text: string): string => text.replace(/[[\]:]/g, (c) => `\\${c}`);
+
+function zshScript(commands: readonly Command[]): string {
+  const described = commands.map((c) => `    ${quote(`${c.name}:${zshText(c.summary)}`)}`);
+  const cases = commands.map((command) => {
+    const specs = flagsOf(command).map((flag) => {
+      const names = flag.short ? `{-${flag.short},--${flag.long}}` : `--${flag.long}`;
+      const exclusive = flag.short ? `'(-${flag.short} --${flag.long})'` : "";
+      const action = !flag.takesValue
+        ? ""
+        : flag.values
+          ? `:${flag.long}:(${flag.values.join(" ")})`
+          : `:${flag.long}:_files`;
+      return `${exclusive}${names}${quote(`[${zshText(flag.description)}]${action}`)}`;
+    });
+    const positional = command.positionals
+      ? [quote(`1:${command.name}:(${command.positionals.join(" ")})`)]
+      : command.allowPositionals
+        ? [quote("*:file:_files")]
+        : [];
+    return `    ${command.name}) _arguments -s ${[...specs, ...positional].join(" ")} ;;`;
+  });
+  return `#compdef knative-fleet
+# knative-fleet completion for zsh: source <(knative-fleet completion zsh), or save as _knative-fleet in $fpath
+_knative_fleet() {
+  local -a commands
+  commands=(
+${described.join("\n")}
+  )
+  if (( CURRENT == 2 )); then
+    _describe -t commands 'knative-fleet command' commands
+    return
+  fi
+  local command="$words[2]"
+  shift words
+  (( CURRENT-- ))
+  case "$command" in
+${cases.join("\n")}
+  esac
+}
+if [ "$funcstack[1]" = "_knative_fleet" ]; then
+  _knative_fleet "$@"
+else
+  compdef _knative_fleet knative-fleet
+fi
+`;
+}
+
+function fishScript(commands: readonly Command[]): string {
+  const names = commands.map((c) => c.name).join(" ");
+  const lines = [
+    "# knative-fleet completion for fish: knative-fleet completion fish | source",
+    "complete -c knative-fleet -f",
+    ...commands.map(
+      (c) =>
+        `complete -c knative-fleet -n 'not __fish_seen_subcommand_from ${names}' -a ${c.name} -d ${quote(c.summary)}`,
+    ),
+    "complete -c knative-fleet -n 'not __fish_seen_subcommand_from " +
+      names +
+      "' -s v -l version -d 'print the version'",
+    ...commands.flatMap((command) => {
+      const when = `-n '__fish_seen_subcommand_from ${command.name}'`;
+      const flags = flagsOf(command).map((flag) => {
+        const short = flag.short ? ` -s ${flag.short}` : "";
+        const value = !flag.takesValue
+          ? ""
+          : flag.values
+            ? ` -x -a ${quote(flag.values.join(" "))}`
+            : " -r -F";
+        return `complete -c knative-fleet ${when}${short} -l ${flag.long}${value} -d ${quote(flag.description)}`;
+      });
+      const positional = command.positionals
+        ? [`complete -c knative-fleet ${when} -a ${quote(command.positionals.join(" "))}`]
+        : command.allowPositionals
+          ? [`complete -c knative-fleet ${when} -F`]
+          : [];
+      return [...flags, ...positional];
+    }),
+  ];
+  return `${lines.join("\n")}\n`;
+}
