@@ -2,8 +2,14 @@ import { stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { COMPONENTS, createKodataSource, INGRESSES, type ManifestSource } from "../render/index.ts";
-import type { LocationPolicy } from "../render/location-policy.ts";
+import type { LocationPolicy } from "../admission/locations.ts";
+import {
+  ByteBudget,
+  COMPONENTS,
+  createKodataSource,
+  INGRESSES,
+  type ManifestSource,
+} from "../render/index.ts";
 import { type ParsedArgs, UsageError } from "./command.ts";
 
 /** The --kodata flag, as the commands that read releases take it. */
@@ -91,7 +97,7 @@ export function kodataSource(
       componentManifests: async () => missing(),
       ingressManifests: async () => missing(),
       locationManifests: async () => missing(),
-      locationBudget: () => ({ remaining: policy.maxBytesPerResource }),
+      locationBudget: () => new ByteBudget(policy.maxBytesPerResource),
       componentLocation: () => missing(),
       ingressLocation: () => missing(),
     },

@@ -36,7 +36,7 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
     readPruneConfirmation(hub, input.namespace),
   ]);
   const resources: ResourceOutcome[] = [];
-  const planned = planApplies(input.model.resources, input.source, live);
+  const planned = planApplies(input.model.resources, input.source, live, input.admission);
   for (const step of input.gate ? await input.gate.applies(planned, live) : planned) {
     if (step.action === "create" || step.action === "update") {
       const { object, ...outcome } = step;

@@ -1,5 +1,5 @@
 import { clusterLabel } from "../access/target.ts";
-import type { CrAdmission } from "../access/tenancy.ts";
+import type { CrAdmission } from "../admission/tenancy.ts";
 import { readinessOf } from "../api/conditions.ts";
 import {
   KNATIVE_KINDS,

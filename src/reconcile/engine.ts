@@ -1,13 +1,13 @@
 import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
 import type { AccessPolicy } from "../access/policy.ts";
 import { clusterLabel, createTargetResolver } from "../access/target.ts";
-import type { CrAdmission } from "../access/tenancy.ts";
+import type { LocationPolicy } from "../admission/locations.ts";
+import type { CrAdmission } from "../admission/tenancy.ts";
 import { RolloutWatches } from "../install/rollout-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
-import type { LocationPolicy } from "../render/location-policy.ts";
 import { KnativeController, keyOf, type ReconcileReport } from "./controller.ts";
 
 export interface EngineOptions {

@@ -1,5 +1,6 @@
 // The render stage: Knative release manifests in, the desired objects of one CR out.
 
+export { ByteBudget } from "./location-loader.ts";
 export type { Manifest, Transformer } from "./manifest.ts";
 export { ManifestParseError, parseManifests, RenderError } from "./manifest.ts";
 export { COMPONENT_OF_KIND, type Release, ReleaseLoader, selectedIngresses } from "./release.ts";

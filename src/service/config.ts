@@ -3,17 +3,22 @@ import { join } from "node:path";
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { type AccessPolicy, AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
-import { DEFAULT_CLUSTER_PROFILE_NAMESPACE, namespaceAllowlist, TenancySchema } from "../access/tenancy.ts";
+import type { HubCrPolicy } from "../admission/hub-cr.ts";
+import {
+  DEFAULT_LOCATION_POLICY,
+  type LocationPolicy,
+  LocationPolicySchema,
+} from "../admission/locations.ts";
+import {
+  DEFAULT_CLUSTER_PROFILE_NAMESPACE,
+  namespaceAllowlist,
+  TenancySchema,
+} from "../admission/tenancy.ts";
 import { formatFieldPath } from "../fleet/diagnostic.ts";
 import { durationMs } from "../fleet/duration.ts";
 import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
 import { DEFAULT_FILE_SELECTION, type FileSelection } from "../fleet/select.ts";
 import { type MirrorOptions, MirrorOptionsSchema } from "../mirror/plan.ts";
-import {
-  DEFAULT_LOCATION_POLICY,
-  type LocationPolicy,
-  LocationPolicySchema,
-} from "../render/location-policy.ts";
 import { DEFAULT_MAX_FETCH_BYTES, type GitAuth, type GitSourceSpec } from "../source/index.ts";
 
 /**
@@ -124,6 +129,8 @@ export class ConfigError extends Error {}
 export interface FleetSettings {
   selection: FileSelection;
   defaultNamespace: string;
+  /** Hub namespaces whose CRs are reconciled (tenancy.crNamespaces); undefined for every namespace. */
+  crNamespaces: readonly string[] | undefined;
   prune: MirrorOptions;
   locations: LocationPolicy;
   access: AccessSettings;
@@ -143,6 +150,7 @@ export function fleetSettings(config: ServiceConfig): FleetSettings {
   return {
     selection: { pathGlob: config.repository.pathGlob, statusDir: config.status?.path ?? DEFAULT_STATUS_DIR },
     defaultNamespace: config.defaultNamespace,
+    crNamespaces: namespaceAllowlist(config.tenancy.crNamespaces ?? [config.defaultNamespace]),
     prune: config.prune,
     locations: config.manifestLocations,
     access: {
@@ -154,6 +162,19 @@ export function fleetSettings(config: ServiceConfig): FleetSettings {
 }
 
 const DEFAULT_STATUS_DIR = DEFAULT_FILE_SELECTION.statusDir;
+
+/**
+ * What the mirror lets onto the hub under these settings (src/admission/hub-cr.ts), the same in every mode;
+ * local manifest paths may point into `kodataDir` only.
+ */
+export function hubCrPolicy(settings: FleetSettings, kodataDir: string | undefined): HubCrPolicy {
+  return {
+    crNamespaces: settings.crNamespaces,
+    clusterProfileNamespaces: settings.access.namespaces,
+    locations: settings.locations,
+    kodataDir,
+  };
+}
 
 /** The settings of `--config FILE` for `plan` and `validate`: the service's config file, or the defaults. */
 export function loadFleetSettings(path: string | undefined): {
@@ -169,6 +190,7 @@ export function loadFleetSettings(path: string | undefined): {
 export const DEFAULT_FLEET_SETTINGS: Readonly<FleetSettings> = {
   selection: DEFAULT_FILE_SELECTION,
   defaultNamespace: DEFAULT_NAMESPACE,
+  crNamespaces: [DEFAULT_NAMESPACE],
   prune: MirrorOptionsSchema.parse({}),
   locations: DEFAULT_LOCATION_POLICY,
   access: { namespaces: [DEFAULT_CLUSTER_PROFILE_NAMESPACE], policy: SAFE_ACCESS_POLICY },

@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
-import { crAdmission, namespaceAllowlist } from "../access/tenancy.ts";
+import { crAdmission, namespaceAllowlist } from "../admission/tenancy.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -23,7 +23,14 @@ import {
   type Snapshot,
 } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
-import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
+import {
+  ConfigError,
+  fleetSettings,
+  gitSourceSpec,
+  hubCrPolicy,
+  parseDuration,
+  type ServiceConfig,
+} from "./config.ts";
 import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
 import { ShardMembership } from "./sharding.ts";
@@ -348,6 +355,7 @@ export class FleetService {
       sourceRead: true,
       options: settings.prune,
       namespace: settings.defaultNamespace,
+      admission: hubCrPolicy(settings, this.options.kodataDir),
       hold: prepared.hold,
       gate: rollout.gate,
     });

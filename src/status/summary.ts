@@ -61,7 +61,7 @@ interface Summary {
   validationErrors: Diagnostic[];
   /** Files that failed validation and the CRs they declare, which keep their last good state. */
   invalidFiles: { path: string; declares: ResourceIdentity[] }[];
-  conflicts: (ResourceIdentity & { path: string })[];
+  conflicts: (ResourceIdentity & { path: string; reason?: string })[];
   applyErrors: (ResourceIdentity & { path: string; error: string })[];
   prune: PruneSummary;
   /** Per placement: what it selects, how many are ready, who left (only when the fleet has placements). */
@@ -124,7 +124,9 @@ function summarize({ resources, mirror }: StatusSummaryInput): Summary {
     invalidFiles: mirror.failedFiles.map(({ path, declares }) => ({ path, declares })),
     conflicts: outcomes
       .filter((outcome) => outcome.action === "conflict")
-      .map(({ kind, namespace, name, path }) => ({ kind, namespace, name, path })),
+      .map(({ kind, namespace, name, path, reason }) =>
+        withoutUndefined({ kind, namespace, name, path, reason }),
+      ),
     applyErrors: outcomes.flatMap(({ kind, namespace, name, path, error }) =>
       error === undefined ? [] : [{ kind, namespace, name, path, error }],
     ),
@@ -311,12 +313,12 @@ function conflictsSection(conflicts: Summary["conflicts"]): string {
   if (conflicts.length === 0) return "";
   return [
     "## Conflicts",
-    "A CR of the same kind and name was made on the hub by hand (it lacks " +
-      "`app.kubernetes.io/managed-by: knative-fleet`); knative-fleet leaves it alone. Delete it, or give it " +
-      "that label to hand it over.",
+    "A CR of the same kind and name is on the hub but is not this repository's: made by hand, or mirrored " +
+      "from another repository. knative-fleet leaves it alone: it is neither updated nor pruned. The last " +
+      "column says how to hand it over.",
     table(
-      ["CR", "File"],
-      conflicts.map((c) => [formatIdentity(c), c.path]),
+      ["CR", "File", "Whose"],
+      conflicts.map((c) => [formatIdentity(c), c.path, c.reason ?? ""]),
     ),
   ].join("\n\n");
 }
@@ -325,7 +327,7 @@ function applyErrorsSection(errors: Summary["applyErrors"]): string {
   if (errors.length === 0) return "";
   return [
     "## Not applied",
-    "The hub refused these CRs; they keep their last applied state.",
+    "knative-fleet's admission or the hub refused these CRs; they keep their last applied state.",
     table(
       ["CR", "File", "Error"],
       errors.map((e) => [formatIdentity(e), e.path, e.error]),

@@ -7,7 +7,7 @@ import { silentLogger } from "../../../src/observability/log.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
 import { ROLLOUT_STATE_CONFIGMAP, readRolloutState } from "../../../src/rollout/state.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
-import { crObject } from "../../support/fleet-files.ts";
+import { ANY_NAMESPACE_ADMISSION, crObject } from "../../support/fleet-files.ts";
 import { cluster, fleetModel, REPOSITORY } from "./support.ts";
 
 const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
@@ -35,6 +35,7 @@ function setup(onDue: () => void = () => {}) {
       sourceRead: true,
       options: MirrorOptionsSchema.parse({}),
       namespace: "knative-fleet",
+      admission: ANY_NAMESPACE_ADMISSION,
       gate: prepared.gate,
     });
     return { result, report: await prepared.finish() };
