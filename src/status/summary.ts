@@ -27,6 +27,15 @@ import { markdownCell, markdownText } from "../text/markdown.ts";
 export const STATUS_README = "README.md";
 export const STATUS_DATA = "fleet.yaml";
 
+/**
+ * The first line of each status file. A file at a status file's path that does not start with it is not
+ * the bot's (a README of the repository, a fleet file): the write-back never overwrites it.
+ */
+export const STATUS_FILE_HEADS: Readonly<Record<string, string>> = {
+  [STATUS_README]: "# Fleet status\n",
+  [STATUS_DATA]: "# Written by knative-fleet from the hub after each sync; edits here are overwritten.\n",
+};
+
 export interface StatusFile {
   /** The file name inside the status folder. */
   name: string;
@@ -221,7 +230,7 @@ function readiness(
 
 function renderReadme(summary: Summary): string {
   const sections = [
-    "# Fleet status",
+    STATUS_FILE_HEADS[STATUS_README]!.trimEnd(),
     "Written by knative-fleet from the hub after each sync; edits here are overwritten.",
     readinessCounts(summary.resources),
     resourcesTable(summary.resources),
@@ -416,10 +425,7 @@ function table(header: readonly string[], rows: readonly (readonly string[])[]):
 }
 
 function renderData(summary: Summary): string {
-  return `# Written by knative-fleet from the hub after each sync; edits here are overwritten.\n${stringify(
-    summary,
-    { lineWidth: 0 },
-  )}`;
+  return `${STATUS_FILE_HEADS[STATUS_DATA]}${stringify(summary, { lineWidth: 0 })}`;
 }
 
 /** Rows by cluster, then kind, namespace and name: the order every fleet listing uses. */
