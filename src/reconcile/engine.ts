@@ -22,7 +22,7 @@ export interface EngineOptions {
   accessPolicy?: AccessPolicy;
   /** Which hub CRs are reconciled (tenancy); all when unset. */
   admits?: CrAdmission;
-  /** Whether CRs without clusterProfileRef may install on the hub itself (default true). */
+  /** Whether CRs without clusterProfileRef may install on the hub itself (default false). */
   hubInstall?: boolean;
   /** Release manifests in the upstream kodata layout. */
   kodataDir: string;
@@ -104,7 +104,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
         createKodataSource({ dir: options.kodataDir, policy: options.manifestLocations }),
       ),
       targets: createTargetResolver(hub, access, {
-        hubInstall: options.hubInstall ?? true,
+        hubInstall: options.hubInstall ?? false,
       }),
       pollIntervalMs: options.pollIntervalMs,
       rollouts,

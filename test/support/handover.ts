@@ -29,6 +29,7 @@ export async function startFleet(
     providerFile: options.providerFile,
     kodataDir: knativeReleasesDir(),
     manifestLocations: LocationPolicySchema.parse(options.manifestLocations ?? {}),
+    hubInstall: true, // engine/install.test.ts installs on the hub itself too
     pollIntervalMs: 1_000,
     resyncIntervalMs: 3_600_000,
     workers: 4,
