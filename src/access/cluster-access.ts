@@ -161,8 +161,8 @@ export class ClusterAccess {
     const namespaces = this.#options.namespaces;
     if (namespaces !== undefined && !namespaces.includes(ref.namespace)) {
       throw new AccessError(
-        TargetClusterReason.ClusterProfileNotFound,
-        `ClusterProfile ${key} is in namespace ${ref.namespace}, but knative-fleet only reads ClusterProfiles in ${namespaces.join(", ")}`,
+        TargetClusterReason.ClusterProfileNotAllowed,
+        `ClusterProfile ${key} is in namespace ${ref.namespace}, but knative-fleet only reads ClusterProfiles in ${namespaces.join(", ")} (allowedClusterProfileNamespaces)`,
       );
     }
     for (let attempt = 1; ; attempt++) {

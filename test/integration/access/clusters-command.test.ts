@@ -74,15 +74,15 @@ describe("knative-fleet clusters", () => {
     expect(code).toBe(reports.every((r) => r.reachable) ? 0 : 1);
   });
 
-  it("reports a ClusterProfile outside the service's namespaces as the reconcile would: not found", async () => {
+  it("reports a ClusterProfile outside the service's namespaces as the reconcile would: not allowed", async () => {
     const { code, stdout } = await clusters(...withProviders, "-n", NAMESPACE, "--output", "json");
     expect(code).toBe(1);
     expect(JSON.parse(stdout) as ClusterReport[]).toEqual([
       expect.objectContaining({
         name: spoke1.name,
         reachable: false,
-        reason: "ClusterProfileNotFound",
-        message: `ClusterProfile ${NAMESPACE}/${spoke1.name} is in namespace ${NAMESPACE}, but knative-fleet only reads ClusterProfiles in fleet-system`,
+        reason: "ClusterProfileNotAllowed",
+        message: `ClusterProfile ${NAMESPACE}/${spoke1.name} is in namespace ${NAMESPACE}, but knative-fleet only reads ClusterProfiles in fleet-system (allowedClusterProfileNamespaces)`,
       }),
     ]);
   });
