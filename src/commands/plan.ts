@@ -4,6 +4,7 @@ import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../
 import { createTargetResolver } from "../access/target.ts";
 import { buildFleetModel } from "../fleet/model.ts";
 import { clientFromKubeConfig, type KubeConfig, loadKubeConfig } from "../kube/kubeconfig.ts";
+import { redactSecrets } from "../observability/redact.ts";
 import type { Inventory } from "../placement/inventory.ts";
 import {
   type PlacementPlan,
@@ -130,10 +131,11 @@ Flags:
       ctx.stderr.write(`knative-fleet plan: ${missingKodataMessage()}\n`);
       return EXIT_USAGE;
     }
-    const text =
+    const text = redactSecrets(
       options.format === "json"
         ? `${JSON.stringify({ ...plan, placements, ...(rollout ? { rollout } : {}) }, null, 2)}\n`
-        : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}${rollout ? `\n${renderRolloutPlan(rollout)}\n` : ""}`;
+        : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}${rollout ? `\n${renderRolloutPlan(rollout)}\n` : ""}`,
+    );
     if (options.output === undefined) ctx.stdout.write(text);
     else await writeFile(options.output, text);
     const code = exitCode(plan);

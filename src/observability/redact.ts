@@ -21,12 +21,16 @@ const RULES: [RegExp, string][] = [
   // PEM blocks, whole or cut off (a key printed on one line, or the first line of one).
   [/-----BEGIN [A-Z0-9 ]+-----[\s\S]*?(-----END [A-Z0-9 ]+-----|$)/g, REDACTED],
   // Authorization header values.
-  [/\b(authorization"?\s*[:=]\s*"?(?:(?:bearer|basic)\s+)?)(?!<redacted>)[^\s"',;]+/gi, `$1${REDACTED}`],
+  [
+    /\b(authorization"?[ \t]*[:=][ \t]*"?(?:(?:bearer|basic)[ \t]+)?)(?!<redacted>)[^\s"',;]+/gi,
+    `$1${REDACTED}`,
+  ],
   // A Bearer/Basic credential elsewhere: a token-like value (so "the bearer token from" stays readable).
   [/\b(bearer|basic) (?!<redacted>)[A-Za-z0-9._~+/=-]{12,}/gi, `$1 ${REDACTED}`],
-  // key: value / key=value / "key":"value" for credential keys (a name that ends in one).
+  // key: value / key=value / "key":"value" for credential keys (a name that ends in one), on one line;
+  // a value that opens a structure ({, [) is left alone, so JSON and YAML stay what they were.
   [
-    /\b([\w-]*(?:token|password|passwd|secret|credentials?|api[-_]?key|private[-_]?key|client[-_]?key[-_]?data))("?\s*[:=]\s*"?)(?!<redacted>)([^\s"',;}]+)/gi,
+    /\b([\w-]*(?:token|password|passwd|secret|credentials?|api[-_]?key|private[-_]?key|client[-_]?key[-_]?data))("?[ \t]*[:=][ \t]*"?)(?!<redacted>)([^\s"',;{}[\]|]+)/gi,
     `$1$2${REDACTED}`,
   ],
   // JWTs (ServiceAccount tokens).
