@@ -33,7 +33,7 @@ import {
 } from "./config.ts";
 import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
-import { ShardMembership } from "./sharding.ts";
+import { podVoucher, ShardMembership } from "./sharding.ts";
 
 export interface ServiceOptions {
   config: ServiceConfig;
@@ -297,6 +297,13 @@ export class FleetService {
       throw new ConfigError(
         "sharding.enabled splits knative-fleet's own reconciler; reconciler: external runs none",
       );
+    const vouch = await podVoucher(
+      this.hubClient!,
+      config.leaderElection.namespace,
+      this.options.identity,
+    ).catch((err: Error) => {
+      throw new ConfigError(err.message);
+    });
     const membership = new ShardMembership({
       client: this.hubClient!,
       namespace: config.leaderElection.namespace,
@@ -312,6 +319,7 @@ export class FleetService {
         const lost = [...controller.clusters()].filter((cluster) => !membership.owns(cluster));
         await Promise.all(lost.map((cluster) => controller.clusterSettled(cluster)));
       },
+      vouch,
       onWidened: (owned) => {
         const controller = this.engine?.controller;
         for (const cluster of controller?.clusters() ?? [])
