@@ -87,3 +87,28 @@ export function admitHubCr(cr: AdmittedCr, policy: HubCrPolicy | undefined): Ref
   }
   return undefined;
 }
+
+/**
+ * admitHubCr for a CR already in hub form (what the rollout gate writes back on a revert): its fields read
+ * as they are, anything malformed where the admission looks refused.
+ */
+export function admitHubObject(
+  object: { metadata: { namespace?: string; annotations?: Record<string, string> }; spec?: unknown },
+  policy: HubCrPolicy,
+): Refusal | undefined {
+  const spec = (object.spec ?? {}) as AdmittedCr["spec"];
+  const locations = [...(spec.manifests ?? []), ...(spec.additionalManifests ?? [])];
+  const ref = spec.clusterProfileRef;
+  if (
+    (ref !== undefined && typeof ref?.namespace !== "string") ||
+    !Array.isArray(spec.manifests ?? []) ||
+    !Array.isArray(spec.additionalManifests ?? []) ||
+    locations.some((location) => typeof location?.URL !== "string")
+  ) {
+    return { field: "spec", message: "is not a KnativeServing/KnativeEventing spec the admission can read" };
+  }
+  return admitHubCr(
+    { metadata: { ...object.metadata, namespace: object.metadata.namespace ?? "" }, spec },
+    policy,
+  );
+}

@@ -1,3 +1,4 @@
+import { admitHubObject } from "../admission/hub-cr.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "../api/labels.ts";
 import type { Diagnostic } from "../fleet/diagnostic.ts";
@@ -40,6 +41,13 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
   for (const step of input.gate ? await input.gate.applies(planned, live) : planned) {
     if (step.action === "create" || step.action === "update") {
       const { object, ...outcome } = step;
+      // What the gate lets through is admitted too: a revert is written from the rollout's state, not Git.
+      const refusal = admitHubObject(object, input.admission);
+      if (refusal) {
+        const error = `${outcome.path}: ${refusal.field}: ${refusal.message}`;
+        resources.push({ ...outcome, action: "refused", error });
+        continue;
+      }
       resources.push({ ...outcome, ...(await attempt(() => hub.apply(object))) });
     } else {
       resources.push(step);
