@@ -28,11 +28,22 @@ async function clusters(...args: string[]): Promise<{ code: number; stdout: stri
   return { code, stdout: out.join("") };
 }
 const withProviders = ["--clusterprofile-provider-file", sandbox.providerFile];
-/** The service's config file allowing this namespace's ClusterProfiles, as the reconcile would run with it. */
+/**
+ * The service's config file allowing this namespace's ClusterProfiles, as the reconcile would run with it.
+ * With two ClusterProfile namespaces each needs its credentials namespace: this one's is where the sandbox
+ * keeps the spokes' Secrets.
+ */
 function serviceConfigAllowing(namespace: string): string {
   const path = writeServiceConfig({ repositoryUrl: "https://git.example/fleet.git" });
   const config = parse(readFileSync(path, "utf8")) as object;
-  writeFileSync(path, stringify({ ...config, allowedClusterProfileNamespaces: ["fleet-system", namespace] }));
+  writeFileSync(
+    path,
+    stringify({
+      ...config,
+      allowedClusterProfileNamespaces: ["fleet-system", namespace],
+      access: { credentialNamespaces: { [namespace]: sandbox.clusterProfileNamespace } },
+    }),
+  );
   return path;
 }
 
