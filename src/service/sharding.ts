@@ -177,8 +177,8 @@ export class ShardMembership {
   /** Identities vouched for (for good), and when a refusal may be asked again (performance.now()). */
   private readonly vouched = new Set<string>();
   private readonly refusedUntil = new Map<string, number>();
-  /** Leases already logged as ignored, by name and why: each is said once. */
-  private readonly ignored = new Set<string>();
+  /** What was logged about a Lease (its name first): each thing is said once. */
+  private readonly logged = new Set<string>();
 
   constructor(options: ShardMembershipOptions) {
     this.options = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...options };
@@ -290,7 +290,8 @@ export class ShardMembership {
     const now = performance.now();
     const live = new Set<string>([identity]);
     const seen = new Set<string>();
-    for (const lease of await this.listMembers()) {
+    const leases = await this.listMembers();
+    for (const lease of leases) {
       const name = lease.metadata.name;
       seen.add(name);
       const { verdict, renewal } = judgeLease(lease, this.renewals.get(name), now, {
@@ -300,23 +301,28 @@ export class ShardMembership {
       this.renewals.set(name, renewal);
       const declaredMs = (lease.spec?.leaseDurationSeconds ?? 0) * 1000;
       if (verdict.state !== "ignored" && declaredMs > leaseDurationMs)
-        this.logIgnored(
+        this.logOnce(
           name,
           lease.spec?.holderIdentity,
-          `its declared lease duration (${declaredMs / 1000}s) counts for no more than the configured ${leaseDurationMs / 1000}s`,
+          `a member Lease declares ${declaredMs / 1000}s; it counts for no more than the configured ${leaseDurationMs / 1000}s`,
         );
       if (verdict.state === "ignored") {
-        this.logIgnored(name, lease.spec?.holderIdentity, verdict.why);
+        this.logOnce(name, lease.spec?.holderIdentity, `ignoring a member Lease: ${verdict.why}`);
       } else if (verdict.state === "expired") {
         if (name !== this.leaseName && now >= renewal.atMs + 2 * leaseDurationMs)
           await this.deleteExpired(lease);
       } else if (verdict.holder === identity || (await this.vouchedFor(verdict.holder, now))) {
         live.add(verdict.holder);
       } else {
-        this.logIgnored(name, verdict.holder, "no replica can vouch for its holder");
+        this.logOnce(name, verdict.holder, "ignoring a member Lease: no replica can vouch for its holder");
       }
     }
+    // Forget what belongs to Leases gone: forged ones under fresh names must not pile up here.
+    const holders = new Set(leases.map((lease) => lease.spec?.holderIdentity));
     for (const name of this.renewals.keys()) if (!seen.has(name)) this.renewals.delete(name);
+    for (const key of this.logged) if (!seen.has(key.split("\n")[0]!)) this.logged.delete(key);
+    for (const holder of this.vouched) if (!holders.has(holder)) this.vouched.delete(holder);
+    for (const holder of this.refusedUntil.keys()) if (!holders.has(holder)) this.refusedUntil.delete(holder);
     return [...live].sort();
   }
 
@@ -332,11 +338,11 @@ export class ShardMembership {
     return vouched;
   }
 
-  private logIgnored(lease: string, holder: string | undefined, why: string): void {
-    const key = `${lease}\n${holder}\n${why}`;
-    if (this.ignored.has(key)) return;
-    this.ignored.add(key);
-    this.options.log.warn({ lease, holder }, `sharding: ignoring a member Lease: ${why}`);
+  private logOnce(lease: string, holder: string | undefined, what: string): void {
+    const key = `${lease}\n${holder}\n${what}`;
+    if (this.logged.has(key)) return;
+    this.logged.add(key);
+    this.options.log.warn({ lease, holder }, `sharding: ${what}`);
   }
 
   private async listMembers(): Promise<MemberLease[]> {
