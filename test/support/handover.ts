@@ -30,6 +30,7 @@ export async function startFleet(
     kodataDir: knativeReleasesDir(),
     manifestLocations: LocationPolicySchema.parse(options.manifestLocations ?? {}),
     hubInstall: true, // engine/install.test.ts installs on the hub itself too
+    allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace],
     pollIntervalMs: 1_000,
     resyncIntervalMs: 3_600_000,
     workers: 4,

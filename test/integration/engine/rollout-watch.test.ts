@@ -99,6 +99,7 @@ describe("readiness while an install rolls out", () => {
     engine = await startEngine({
       hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
       providerFile: sandbox.providerFile,
+      allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace],
       kodataDir: knativeReleasesDir(),
       pollIntervalMs: POLL_MS,
       resyncIntervalMs: 3_600_000,

@@ -119,6 +119,7 @@ describe("knative-fleet plan against the sandbox", () => {
       log: silentLogger,
       hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
       providerFile: sandbox.providerFile,
+      allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace],
       kodataDir: knativeReleasesDir(),
       workers: 2,
       applyConcurrency: 8,
