@@ -22,6 +22,7 @@ const spoke = sandbox.spokes[0]!;
 const ref = { namespace: sandbox.clusterProfileNamespace, name: spoke.name };
 const hub = clientFromKubeConfig(loadKubeConfig(sandbox.hub.adminKubeconfig));
 const providers = await loadProviderConfig(sandbox.providerFile);
+const namespaces = [sandbox.clusterProfileNamespace];
 
 const readDefault = (connection: SpokeConnection) =>
   connection.rest.request({ method: "GET", path: "/api/v1/namespaces/default" });
@@ -37,7 +38,7 @@ const resolveTimes: number[] = [];
 const firstRequestTimes: number[] = [];
 const pluginTimes: number[] = [];
 for (let run = 0; run < coldRuns; run++) {
-  const access = new ClusterAccess({ hub, providers });
+  const access = new ClusterAccess({ hub, providers, namespaces });
   const started = performance.now();
   const result = await access.resolve(ref);
   if (!result.ok) throw new Error(`${result.reason}: ${result.message}`);
@@ -56,8 +57,8 @@ console.log(`    of which the plugin run alone               median ${ms(median(
 console.log(`  time to first request                         median ${ms(median(firstRequestTimes))}\n`);
 
 console.log(`warm, ${requests} rounds of GET /api/v1/namespaces/default, the clients taking turns:`);
-const access = new ClusterAccess({ hub, providers });
-const watched = new ClusterAccess({ hub, providers });
+const access = new ClusterAccess({ hub, providers, namespaces });
+const watched = new ClusterAccess({ hub, providers, namespaces });
 await watched.watch();
 const result = await access.resolve(ref);
 if (!result.ok) throw new Error(`${result.reason}: ${result.message}`);

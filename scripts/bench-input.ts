@@ -1,7 +1,8 @@
 // Hostile input, measured: peak RSS of a sync whose repository holds a 150 MiB blob outside the fleet
 // globs and of one with 1,000 fleet files; peak RSS of manifest locations that never end (/dev/zero, an
-// endless HTTP body); time and output size of 2,000 and 5,000 CRs naming one ClusterProfile. Each memory
-// case runs in a fresh child process, so its peak RSS is its own.
+// endless HTTP body), and of one CR with 64 locations of 24 MiB under an allowed prefix (each under the
+// per-location cap, together far over the per-CR one); time and output size of 2,000 and 5,000 CRs naming
+// one ClusterProfile. Each memory case runs in a fresh child process, so its peak RSS is its own.
 // Usage: node scripts/bench-input.ts
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -12,10 +13,10 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { LocationPolicySchema } from "../src/admission/locations.ts";
 import { formatDiagnostic } from "../src/fleet/diagnostic.ts";
 import { buildFleetModel } from "../src/fleet/model.ts";
 import { LocationLoader } from "../src/render/location-loader.ts";
-import { LocationPolicySchema } from "../src/render/location-policy.ts";
 import { GitSource } from "../src/source/git-source.ts";
 import { gitSourceSpecSchema } from "../src/source/spec.ts";
 import { startGitServer } from "../test/support/git-server.ts";
@@ -62,6 +63,24 @@ if (mode === "sync") {
     ),
   );
   report({ outcome: errors[0] });
+} else if (mode === "many-locations") {
+  // Child: one CR's 64 locations under `arg` (an allowed prefix), loaded at once as the release loader does.
+  const policy = LocationPolicySchema.parse({
+    allowedPrefixes: [arg],
+    allowHttp: true,
+    allowPrivateNetworks: true,
+  });
+  const loader = new LocationLoader({ policy, kodataDir: tmpdir() });
+  const budget = loader.budget();
+  const started = performance.now();
+  const results = await Promise.allSettled(
+    Array.from({ length: 64 }, (_, i) => loader.load(`${arg}l${i}.yaml`, budget)),
+  );
+  const refused = results.filter((r) => r.status === "rejected") as PromiseRejectedResult[];
+  report({
+    outcome: `${results.length - refused.length} loaded, ${refused.length} refused: ${refused[0]?.reason?.message ?? "-"}`,
+    ms: performance.now() - started,
+  });
 } else {
   await parent();
 }
@@ -138,6 +157,27 @@ async function parent(): Promise<void> {
   } finally {
     endless.closeAllConnections();
     endless.close();
+  }
+
+  // 24 MiB of manifests (one ConfigMap and a long comment), the same bytes for every location.
+  const large = Buffer.from(
+    `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: large\n# ${"x".repeat(24 * MiB - 64)}\n`,
+  );
+  const locations = createServer((_req, res) => {
+    res.writeHead(200, { "content-length": large.length });
+    res.end(large);
+  });
+  await new Promise<void>((resolve) => locations.listen(0, "127.0.0.1", resolve));
+  try {
+    const prefix = `http://127.0.0.1:${(locations.address() as AddressInfo).port}/`;
+    const many = await child("many-locations", prefix);
+    console.log(
+      `one CR, 64 locations of 24 MiB (maxBytesPerResource 64 MiB): peak RSS ${many.maxRssMiB} MiB ` +
+        `(${Math.round(Number(many.ms))} ms); ${many.outcome}`,
+    );
+  } finally {
+    locations.closeAllConnections();
+    locations.close();
   }
 
   for (const count of [2000, 5000]) {

@@ -20,6 +20,7 @@ import type { InventoryCluster } from "../src/placement/inventory.ts";
 import { PlacementStage } from "../src/placement/stage.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
+import { ANY_NAMESPACE_ADMISSION } from "../test/support/fleet-files.ts";
 
 const clusterCount = Number(process.argv[2] ?? 1000);
 const runs = Number(process.argv[3] ?? 5);
@@ -220,6 +221,7 @@ const sync = async () => {
     sourceRead: true,
     options: MirrorOptionsSchema.parse({}),
     namespace: CR_NS,
+    admission: ANY_NAMESPACE_ADMISSION,
     hold: prepared.hold,
   });
   const writes = result.resources.filter((r) => r.action === "create" || r.action === "update").length;

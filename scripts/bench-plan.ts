@@ -83,6 +83,7 @@ if (!sandbox) {
   const access = new ClusterAccess({
     hub,
     providers: await loadProviderConfig(sandbox.providerFile),
+    namespaces: [sandbox.clusterProfileNamespace],
   });
   const live = await fleetOf(sandbox.spokes.map((spoke) => spoke.name));
   try {

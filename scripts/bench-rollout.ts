@@ -17,6 +17,7 @@ import { RolloutStage } from "../src/rollout/stage.ts";
 import { ROLLOUT_STATE_CONFIGMAP } from "../src/rollout/state.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
+import { ANY_NAMESPACE_ADMISSION } from "../test/support/fleet-files.ts";
 
 const crCount = Number(process.argv[2] ?? 20);
 const NS = "bench-rollout";
@@ -143,6 +144,7 @@ async function sync(fleet: FleetModel, commit: string, gated: boolean) {
     sourceRead: true,
     options: MirrorOptionsSchema.parse({}),
     namespace: NS,
+    admission: ANY_NAMESPACE_ADMISSION,
     ...(rollout ? { gate: rollout.gate } : {}),
   });
   const report = await rollout?.finish();

@@ -10,7 +10,7 @@ import { type ClusterProfileResource, clusterProfileResource } from "./clusterpr
 import { ClusterProfileWatch } from "./clusterprofile-watch.ts";
 import { AccessError, causeText } from "./errors.ts";
 import { ExecAuthenticator } from "./exec-authenticator.ts";
-import type { AccessPolicy } from "./policy.ts";
+import { type AccessPolicy, SAFE_ACCESS_POLICY } from "./policy.ts";
 import type { ProviderConfigState } from "./provider-config.ts";
 import { SpokeConnection, type SpokeProbe } from "./spoke-connection.ts";
 import {
@@ -161,8 +161,8 @@ export class ClusterAccess {
     const namespaces = this.#options.namespaces;
     if (namespaces !== undefined && !namespaces.includes(ref.namespace)) {
       throw new AccessError(
-        TargetClusterReason.ClusterProfileNotFound,
-        `ClusterProfile ${key} is in namespace ${ref.namespace}, but knative-fleet only reads ClusterProfiles in ${namespaces.join(", ")}`,
+        TargetClusterReason.ClusterProfileNotAllowed,
+        `ClusterProfile ${key} is in namespace ${ref.namespace}, but knative-fleet only reads ClusterProfiles in ${namespaces.join(", ")} (allowedClusterProfileNamespaces)`,
       );
     }
     for (let attempt = 1; ; attempt++) {
@@ -170,7 +170,12 @@ export class ClusterAccess {
       this.#checkOpen();
       const health = profileHealth(profile);
       if (!health.healthy) throw new AccessError(TargetClusterReason.ClusterProfileNotReady, health.message);
-      const entry = this.#entryFor(spokeEndpoint(profile, providers.config, this.#options.policy));
+      const entry = this.#entryFor(
+        spokeEndpoint(profile, providers.config, {
+          policy: this.#options.policy ?? SAFE_ACCESS_POLICY,
+          namespaces: this.#options.namespaces,
+        }),
+      );
       try {
         const probe = await entry.ready(this.#options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS);
         if (this.#entries.get(key) === entry) {
@@ -296,7 +301,7 @@ export class ClusterAccess {
     const profile = parseProfile(object, ref);
     const seen: SeenProfile = {
       profile,
-      ...connectionAndHealth(profile, this.#options.providers, this.#options.policy),
+      ...connectionAndHealth(profile, this.#options),
     };
     const previous = this.#seen.get(key);
     this.#seen.set(key, seen);
@@ -381,14 +386,17 @@ function parseProfile(object: unknown, ref: ClusterProfileRef): ClusterProfile |
 /** What a watched ClusterProfile's client depends on, to tell a connection change from a status-only one. */
 function connectionAndHealth(
   profile: ClusterProfile | AccessError,
-  providers: ProviderConfigState,
-  policy: AccessPolicy | undefined,
+  { providers, policy, namespaces }: ClusterAccessOptions,
 ): Omit<SeenProfile, "profile"> {
   if (profile instanceof AccessError) return { connection: `unreadable: ${profile.message}`, healthy: false };
   const healthy = profileHealth(profile).healthy;
   if (!providers.enabled) return { connection: "multicluster disabled", healthy };
   try {
-    return { connection: endpointFingerprint(spokeEndpoint(profile, providers.config, policy)), healthy };
+    const endpoint = spokeEndpoint(profile, providers.config, {
+      policy: policy ?? SAFE_ACCESS_POLICY,
+      namespaces,
+    });
+    return { connection: endpointFingerprint(endpoint), healthy };
   } catch (err) {
     return { connection: `unusable: ${(err as Error).message}`, healthy };
   }

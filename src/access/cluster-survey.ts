@@ -6,7 +6,7 @@ import { type KubeObject, nameOf } from "../kube/object.ts";
 import { ClusterAccess } from "./cluster-access.ts";
 import { clusterProfileResource } from "./clusterprofile-version.ts";
 import { AccessError } from "./errors.ts";
-import type { AccessPolicy } from "./policy.ts";
+import { type AccessPolicy, SAFE_ACCESS_POLICY } from "./policy.ts";
 import type { ProviderConfigState } from "./provider-config.ts";
 import { profileKey, spokeEndpoint } from "./spoke-endpoint.ts";
 
@@ -114,7 +114,11 @@ async function survey(
     // Shown even when the cluster cannot be reached: the server is often the clue.
     if (providers.enabled) {
       try {
-        const endpoint = spokeEndpoint(parsed.data, providers.config, policy);
+        // Shown for any ClusterProfile; whether its credential may be used is resolve()'s to say.
+        const endpoint = spokeEndpoint(parsed.data, providers.config, {
+          policy: policy ?? SAFE_ACCESS_POLICY,
+          namespaces: [ref.namespace],
+        });
         report.provider = endpoint.providerName;
         report.server = endpoint.server;
       } catch {

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import type { Logger } from "pino";
+import { kubeconfigInNamespace } from "./credential-binding.ts";
 import { accessProviderFailed } from "./errors.ts";
 import {
   type ExecClusterInfo,
@@ -19,6 +20,11 @@ export interface ExecPlugin {
   env: readonly EnvVar[];
   provideClusterInfo: boolean;
   installHint: string | undefined;
+  /**
+   * Where the plugin must read the ClusterProfile's credential (credential-binding.ts): its kubeconfig
+   * (KUBECONFIG in env) is given to it with this namespace in the current context. Unset: as configured.
+   */
+  credentialsNamespace?: string;
 }
 
 export interface ExecPluginRunOptions {
@@ -40,7 +46,7 @@ const STDERR_TAIL_BYTES = 16 * 1024;
  * reduced to its meaningful line and redacted before it goes anywhere. Every failure is an AccessError
  * (AccessProviderFailed) that says what to fix.
  */
-export function runExecPlugin(
+export async function runExecPlugin(
   plugin: ExecPlugin,
   cluster: ExecClusterInfo,
   options: ExecPluginRunOptions,
@@ -49,7 +55,7 @@ export function runExecPlugin(
   const log = options.logger.child({ accessProvider: plugin.providerName, command: plugin.command });
   const subject = `access provider "${plugin.providerName}": plugin ${plugin.command}`;
   const cancelled = "was stopped because the request for credentials was cancelled";
-  if (options.signal?.aborted) return Promise.reject(accessProviderFailed(`${subject} ${cancelled}`));
+  if (options.signal?.aborted) throw accessProviderFailed(`${subject} ${cancelled}`);
   const env: NodeJS.ProcessEnv = {
     ...baseEnvironment(),
     ...Object.fromEntries(plugin.env.map((e) => [e.name, e.value])),
@@ -58,6 +64,16 @@ export function runExecPlugin(
       plugin.provideClusterInfo ? cluster : undefined,
     ),
   };
+  if (plugin.credentialsNamespace !== undefined) {
+    const kubeconfig = env.KUBECONFIG;
+    if (!kubeconfig) {
+      throw accessProviderFailed(
+        `${subject} runs without KUBECONFIG in execConfig.env, so it cannot be pointed at the credentials ` +
+          `namespace ${plugin.credentialsNamespace} (access.credentialNamespaces); give it the kubeconfig it reads Secrets with`,
+      );
+    }
+    env.KUBECONFIG = await kubeconfigInNamespace(kubeconfig, plugin.credentialsNamespace);
+  }
 
   return new Promise((resolve, reject) => {
     const started = Date.now();

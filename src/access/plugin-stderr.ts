@@ -1,3 +1,5 @@
+import { REDACTED, redactSecrets } from "../observability/redact.ts";
+
 /**
  * What a credential plugin printed on stderr, made fit to show: status conditions, Events, the Git status
  * file and logs all get it. Plugins print the Secret they read, a kubeconfig, a token in a debug line; none
@@ -20,27 +22,16 @@ export function pluginStderrLine(stderr: string, knownSecrets: readonly string[]
   return line.length > 300 ? `${line.slice(0, 300)}...` : line;
 }
 
-const REDACTED = "<redacted>";
-
-const PATTERNS: [RegExp, string][] = [
-  // PEM blocks, whole or cut off (a key printed on one line, or the first line of one).
-  [/-----BEGIN [A-Z0-9 ]+-----[\s\S]*?(-----END [A-Z0-9 ]+-----|$)/g, REDACTED],
-  // Authorization header values.
-  [/\b(bearer|basic)\s+[^\s"',;]+/gi, `$1 ${REDACTED}`],
-  // key: value / key=value / "key":"value" for credential-ish keys.
-  [
-    /\b([\w-]*(?:token|password|passwd|secret|credential|api[-_]?key|private[-_]?key|client[-_]?key[-_]?data|authorization)[\w-]*)("?\s*[:=]\s*"?)(?!(?:bearer|basic)\s|<redacted>)([^\s"',;}]+)/gi,
-    `$1$2${REDACTED}`,
-  ],
-  // JWTs (ServiceAccount tokens) and long opaque strings: base64, base64url or hex of 32+ characters.
-  [/\beyJ[\w-]+\.[\w-]+\.[\w-]*/g, REDACTED],
+// A plugin's raw output has no shape to rely on: on top of the shared rules, any Bearer/Basic value and any
+// long opaque string (base64, base64url or hex of 32+ characters: a token printed bare) go too.
+const RAW_OUTPUT_RULES: [RegExp, string][] = [
+  [/\b(bearer|basic)\s+(?!<redacted>)[^\s"',;]+/gi, `$1 ${REDACTED}`],
   [/[A-Za-z0-9+/_-]{32,}={0,2}/g, REDACTED],
 ];
 
-/** Replaces what looks like a credential, and the exact values in `knownSecrets`, with `<redacted>`. */
+/** The shared redaction (observability/redact.ts) plus the rules for a plugin's raw output. */
 export function redactCredentials(text: string, knownSecrets: readonly string[] = []): string {
-  let result = text;
-  for (const secret of knownSecrets) if (secret !== "") result = result.replaceAll(secret, REDACTED);
-  for (const [pattern, replacement] of PATTERNS) result = result.replace(pattern, replacement);
+  let result = redactSecrets(text, knownSecrets);
+  for (const [pattern, replacement] of RAW_OUTPUT_RULES) result = result.replace(pattern, replacement);
   return result;
 }

@@ -8,6 +8,7 @@ import {
 } from "../api/clusterprofile.ts";
 import { TargetClusterReason } from "../api/conditions.ts";
 import type { ClusterProfileRef } from "../api/knative.ts";
+import { boundCredentialsNamespace, EXEC_EXTENSION } from "./credential-binding.ts";
 import { AccessError, accessProviderFailed, remoteClientCreationFailed } from "./errors.ts";
 import type { ExecClusterInfo } from "./exec-credential.ts";
 import type { ExecPlugin } from "./exec-plugin.ts";
@@ -33,10 +34,15 @@ export interface SpokeEndpoint {
   execCluster: ExecClusterInfo;
 }
 
-// Reserved extension names: the first is SIG Auth's (client.authentication.k8s.io), the others KEP 5339's.
-const EXEC_EXTENSION = "client.authentication.k8s.io/exec";
+// Reserved extension names of KEP 5339 (EXEC_EXTENSION, SIG Auth's, is in credential-binding.ts).
 export const ADDITIONAL_ARGS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-args";
 export const ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs";
+
+/** What the operator allows: the policy, and the namespaces ClusterProfiles are read from (undefined: all). */
+export interface EndpointAccess {
+  policy: AccessPolicy;
+  namespaces: readonly string[] | undefined;
+}
 
 export const profileKey = (ref: ClusterProfileRef): string => `${ref.namespace}/${ref.name}`;
 
@@ -72,13 +78,16 @@ function refOf(profile: ClusterProfile): ClusterProfileRef {
 
 /**
  * Picks the first provider of the provider file (file order) that the profile offers and builds the
- * endpoint. The provider's exec config is copied, never changed: upstream appends profile-sourced args to
+ * endpoint; the credential the plugin reads is bound to the ClusterProfile (credential-binding.ts). The provider's exec config is copied, never changed: upstream appends profile-sourced args to
  * the shared config, so they pile up across clusters. Throws an AccessError saying what to change.
  */
 export function spokeEndpoint(
   profile: ClusterProfile,
   providers: ProviderConfig,
-  policy: AccessPolicy = SAFE_ACCESS_POLICY,
+  { policy, namespaces }: EndpointAccess = {
+    policy: SAFE_ACCESS_POLICY,
+    namespaces: [profile.metadata.namespace ?? ""],
+  },
 ): SpokeEndpoint {
   const ref = refOf(profile);
   const name = `ClusterProfile ${profileKey(ref)}`;
@@ -131,7 +140,7 @@ export function spokeEndpoint(
   const disableCompression = cluster["disable-compression"] ?? false;
   const extensions = new Map((cluster.extensions ?? []).map((e) => [e.name, e.extension as unknown]));
   const execConfig = extensions.get(EXEC_EXTENSION);
-  if (!policy.allowForeignCredentialNames) checkCredentialNames(execConfig, ref, field);
+  const credentialsNamespace = boundCredentialsNamespace(execConfig, ref, field, policy, namespaces);
 
   return {
     profile: ref,
@@ -150,6 +159,7 @@ export function spokeEndpoint(
       env: withProfileEnv(provider, extensions.get(ADDITIONAL_ENVS_EXTENSION), field),
       provideClusterInfo: provider.execConfig.provideClusterInfo,
       installHint: provider.execConfig.installHint,
+      ...(credentialsNamespace === undefined ? {} : { credentialsNamespace }),
     },
     execCluster: {
       server,
@@ -178,29 +188,6 @@ function offeredNames(profile: ClusterProfile): string {
 
 const emptyToUndefined = (value: string | undefined): string | undefined =>
   value === "" ? undefined : value;
-
-/**
- * The bundled secretreader plugins read the Secret the exec extension names (`clusterName`, or
- * kubeconfig-secretreader's `name`), and the credential then goes to the server the same ClusterProfile
- * names: a ClusterProfile that names another cluster's Secret would get that cluster's credential sent to
- * its own server. So the names must be the ClusterProfile's own (`<name>`, or `<name>-kubeconfig`).
- */
-function checkCredentialNames(execConfig: unknown, ref: ClusterProfileRef, field: string): void {
-  if (execConfig === null || typeof execConfig !== "object") return;
-  const own = [ref.name, `${ref.name}-kubeconfig`];
-  for (const key of ["clusterName", "name"] as const) {
-    const value = (execConfig as Record<string, unknown>)[key];
-    if (value === undefined) continue;
-    const allowed = key === "clusterName" ? own.slice(0, 1) : own;
-    if (typeof value !== "string" || !allowed.includes(value)) {
-      throw accessProviderFailed(
-        `${field}.extensions[${EXEC_EXTENSION}].${key} is ${JSON.stringify(value)}, but a ClusterProfile may ` +
-          `only name its own credential (${allowed.map((a) => JSON.stringify(a)).join(" or ")}); rename the ` +
-          "credential Secret after the ClusterProfile (an operator can lift this with access.allowForeignCredentialNames)",
-      );
-    }
-  }
-}
 
 function checkedServer(server: string, field: string, policy: AccessPolicy): string {
   if (server === "") throw remoteClientCreationFailed(`${field}.server is empty`);

@@ -35,14 +35,15 @@ interface VersionedClient {
 }
 
 /**
- * Targets: the hub itself for a CR without clusterProfileRef, else the spoke its ClusterProfile names,
+ * Targets: the hub itself for a CR without clusterProfileRef (only with `hubInstall`, off by default: it
+ * takes cluster-admin on the hub), else the spoke its ClusterProfile names,
  * through the access module (which caches one client per ClusterProfile and replaces it when the
  * ClusterProfile's connection changes; the KubeClient here follows that replacement).
  */
 export function createTargetResolver(
   hub: KubeClient,
   access: ClusterAccess,
-  options: { hubInstall: boolean } = { hubInstall: true },
+  options: { hubInstall: boolean } = { hubInstall: false },
 ): TargetResolver {
   const spokes = new WeakMap<SpokeConnection, VersionedClient>();
   const local: VersionedClient = { client: hub, version: undefined };

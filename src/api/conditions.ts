@@ -26,6 +26,9 @@ export const TargetClusterReason = {
   ClusterProviderClosed: "ClusterProviderClosed",
   // knative-fleet's own: the service runs with hub installs disabled (the chart's hubInstall.enabled=false).
   HubInstallDisabled: "HubInstallDisabled",
+  // knative-fleet's own: the ClusterProfile's namespace is not in allowedClusterProfileNamespaces. Unlike a
+  // ClusterProfile that is gone, it does not release a CR being deleted: its cluster may still be there.
+  ClusterProfileNotAllowed: "ClusterProfileNotAllowed",
 } as const;
 export type TargetClusterReason = (typeof TargetClusterReason)[keyof typeof TargetClusterReason];
 

@@ -42,6 +42,12 @@ export const SOURCE_PATH_ANNOTATION = `${FLEET}source-path`;
  * otherwise every commit (the status write-back's own included) would rewrite every CR.
  */
 export const SOURCE_COMMIT_ANNOTATION = `${FLEET}source-commit`;
+/**
+ * Set on a hub CR by a person, naming the repository (its URL as the service is configured with it) that
+ * may take the CR over from the one in its source-repository annotation. Without it, a CR another
+ * repository mirrored is a conflict: left alone, never updated, never pruned.
+ */
+export const ADOPT_ANNOTATION = `${FLEET}adopt`;
 /** Set to "true" on a CR being deleted to give up cleaning its spoke (the spoke is gone for good). */
 export const ABANDON_CLEANUP_ANNOTATION = `${FLEET}abandon-cleanup`;
 /** The upstream operator's finalizer names (knative.dev/pkg: `<plural>.<group>`), so CRs move between the two. */

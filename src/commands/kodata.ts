@@ -2,7 +2,9 @@ import { stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { LocationPolicy } from "../admission/locations.ts";
 import {
+  ByteBudget,
   COMPONENTS,
   type Component,
   createKodataSource,
@@ -12,7 +14,6 @@ import {
   minorOf,
   newestFirst,
 } from "../render/index.ts";
-import type { LocationPolicy } from "../render/location-policy.ts";
 import { type ParsedArgs, UsageError } from "./command.ts";
 
 /** The --kodata flag, as the commands that read releases take it. */
@@ -100,7 +101,7 @@ export function kodataSource(
       componentManifests: async () => missing(),
       ingressManifests: async () => missing(),
       locationManifests: async () => missing(),
-      locationBudget: () => ({ remaining: policy.maxBytesPerResource }),
+      locationBudget: () => new ByteBudget(policy.maxBytesPerResource),
       componentLocation: () => missing(),
       ingressLocation: () => missing(),
     },

@@ -5,6 +5,7 @@ import { createTargetResolver } from "../access/target.ts";
 import { buildFleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
+import { redactSecrets } from "../observability/redact.ts";
 import type { Inventory } from "../placement/inventory.ts";
 import {
   type PlacementPlan,
@@ -129,10 +130,11 @@ Flags:
       ctx.stderr.write(`knative-fleet plan: ${missingKodataMessage()}\n`);
       return EXIT_ERROR;
     }
-    const text =
+    const text = redactSecrets(
       options.format === "json"
         ? `${JSON.stringify({ ...plan, placements, ...(rollout ? { rollout } : {}) }, null, 2)}\n`
-        : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}${rollout ? `\n${renderRolloutPlan(rollout)}\n` : ""}`;
+        : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}${rollout ? `\n${renderRolloutPlan(rollout)}\n` : ""}`,
+    );
     if (options.outputFile === undefined) ctx.stdout.write(text);
     else await writeFile(options.outputFile, text);
     const code = exitCode(plan);

@@ -1,3 +1,4 @@
+import { admitHubObject } from "../admission/hub-cr.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "../api/labels.ts";
 import type { Diagnostic } from "../fleet/diagnostic.ts";
@@ -39,11 +40,18 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
   ]);
   const confirmedToken = confirmation?.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION];
   const resources: ResourceOutcome[] = [];
-  const planned = planApplies(input.model.resources, input.source, live);
+  const planned = planApplies(input.model.resources, input.source, live, input.admission);
   const held = input.hold?.(live) ?? [];
   for (const step of input.gate ? await input.gate.applies(planned, live, held) : planned) {
     if (step.action === "create" || step.action === "update") {
       const { object, ...outcome } = step;
+      // What the gate lets through is admitted too: a revert is read from an older commit, and today's rules hold.
+      const refusal = admitHubObject(object, input.admission);
+      if (refusal) {
+        const error = `${outcome.path}: ${refusal.field}: ${refusal.message}`;
+        resources.push({ ...outcome, action: "refused", error });
+        continue;
+      }
       resources.push({ ...outcome, ...(await attempt(() => hub.apply(object))) });
     } else {
       resources.push(step);

@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import { admitHubCr, type HubCrPolicy } from "../admission/hub-cr.ts";
 import type { KnativeKind } from "../api/knative.ts";
 import {
-  ABANDON_CLEANUP_ANNOTATION,
+  ADOPT_ANNOTATION,
   isManagedByFleet,
   isPruneDisabled,
   MANAGED_BY,
@@ -16,6 +17,7 @@ import { compareStrings } from "../fleet/diagnostic.ts";
 import type { DesiredResource, FleetModel } from "../fleet/model.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import { type KubeObject, nameOf } from "../kube/object.ts";
+import { redactSecrets } from "../observability/redact.ts";
 
 // The pure half of the mirror: from the fleet model of one commit and the CRs on the hub, what to apply and
 // what to prune. Everything is derived from those two, so a sync cut short by a restart simply runs again.
@@ -50,6 +52,8 @@ export interface MirrorInput {
   options: MirrorOptions;
   /** knative-fleet's own hub namespace, where the prune-confirmation ConfigMap lives. */
   namespace: string;
+  /** What may come onto the hub (src/admission): a CR it refuses is reported as `refused` and not written. */
+  admission: HubCrPolicy;
   /**
    * CRs no file declares that are kept this sync anyway, chosen from the hub's CRs: a placement's cluster
    * that left its selection less than a grace period ago (src/placement/departures.ts).
@@ -77,9 +81,10 @@ export interface MirrorGate {
 }
 
 /**
- * What a sync does with a desired CR. `conflict`: a CR of that kind and name exists on the hub without our
- * managed-by label (made by hand) and is left alone; `terminating`: the hub CR is being deleted and is
- * created again by the first sync after its finalizer is done.
+ * What a sync does with a desired CR. `conflict`: a CR of that kind and name exists on the hub that is not
+ * this repository's (made by hand, or mirrored from another repository) and is left alone; `terminating`:
+ * the hub CR is being deleted and is created again by the first sync after its finalizer is done;
+ * `refused`: the admission (src/admission) or the hub refused it.
  */
 export type MirrorAction =
   | "create"
@@ -96,13 +101,17 @@ export interface ResourceOutcome extends ResourceIdentity {
   action: MirrorAction;
   /** Why the hub refused the create or update, or why the mirror refused the file's CR. */
   error?: string;
-  /** Why a change waits (`waiting`: the rollout's wave is not open), or why an update is made (a revert). */
+  /**
+   * Why a change waits (`waiting`: the rollout's wave is not open), why an update is made (a revert), or
+   * whose the CR is (`conflict`).
+   */
   reason?: string;
 }
 
 export type ApplyStep =
   | (ResourceOutcome & { action: "create" | "update"; object: KubeObject })
-  | (ResourceOutcome & { action: "unchanged" | "conflict" | "terminating" })
+  | (ResourceOutcome & { action: "unchanged" | "terminating" })
+  | (ResourceOutcome & { action: "conflict"; reason: string })
   | (ResourceOutcome & { action: "refused"; error: string })
   | (ResourceOutcome & { action: "waiting"; reason: string });
 
@@ -165,37 +174,57 @@ function hubObject({ resource, path }: DesiredResource, source: MirrorSource): K
 }
 
 /**
- * One step per desired CR, by identity. A CR is applied only when its content differs from the hub's
+ * One step per desired CR, by identity. A CR the admission refuses is not written (nor is it pruned: it is
+ * declared). A hub CR that is not this repository's is a conflict and left alone: one made by hand (no
+ * managed-by label), or one mirrored from another repository, unless a person marked it for adoption by
+ * this one (ADOPT_ANNOTATION). Otherwise a CR is applied only when its content differs from the hub's
  * (desired-hash and field comparison, as on the spokes), so a sync of an unchanged fleet writes nothing.
+ * Without a policy (`plan`'s picture of a hub) only what no policy allows is refused.
  */
 export function planApplies(
   resources: readonly DesiredResource[],
   source: MirrorSource,
   live: readonly KubeObject[],
+  admission?: HubCrPolicy,
 ): ApplyStep[] {
   const liveByIdentity = new Map(live.map((object) => [formatIdentity(identityOf(object)), object]));
   return resources
     .map((desired): ApplyStep => {
       const outcome = { ...desiredIdentity(desired), path: desired.path };
-      if (desired.resource.metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] !== undefined) {
+      const refusal = admitHubCr(desired.resource, admission);
+      if (refusal) {
         // Refused like a failed apply: the hub CR keeps its last good state and nothing is pruned.
-        return {
-          ...outcome,
-          action: "refused",
-          error:
-            `${desired.path}:${desired.line}: metadata.annotations.${ABANDON_CLEANUP_ANNOTATION} cannot come from a ` +
-            "fleet file (a push could make a removal leave the cluster as it is); a hub operator sets it on the hub CR",
-        };
+        const error = `${desired.path}:${desired.line}: ${refusal.field}: ${refusal.message}`;
+        return { ...outcome, action: "refused", error };
       }
       const object = hubObject(desired, source);
       const current = liveByIdentity.get(formatIdentity(outcome));
       if (!current) return { ...outcome, action: "create", object: withCommit(object, source.commit) };
-      if (!isManagedByFleet(current)) return { ...outcome, action: "conflict" };
+      const foreign = ownerConflict(current, source.repository);
+      if (foreign) return { ...outcome, action: "conflict", reason: foreign };
       if (current.metadata.deletionTimestamp) return { ...outcome, action: "terminating" };
       if (isUpToDate(object, current)) return { ...outcome, action: "unchanged" };
       return { ...outcome, action: "update", object: withCommit(object, source.commit) };
     })
     .sort(compareIdentities);
+}
+
+/** Why a hub CR is not this repository's to change, or undefined when it is. */
+function ownerConflict(current: KubeObject, repository: string): string | undefined {
+  if (!isManagedByFleet(current)) {
+    return (
+      "a CR of this kind and name exists on the hub without the label app.kubernetes.io/managed-by: " +
+      "knative-fleet (made by hand); delete it, or add the label to hand it over"
+    );
+  }
+  const annotations = current.metadata.annotations ?? {};
+  const owner = annotations[SOURCE_REPOSITORY_ANNOTATION];
+  if (owner === repository || annotations[ADOPT_ANNOTATION] === repository) return undefined;
+  return redactSecrets(
+    `the hub CR was mirrored from ${owner === undefined ? "an unnamed repository" : `repository ${owner}`} ` +
+      `(${SOURCE_REPOSITORY_ANNOTATION}); to hand it over to this one, annotate the hub CR ` +
+      `${ADOPT_ANNOTATION}=${repository}`,
+  );
 }
 
 /**
@@ -206,7 +235,7 @@ export function planApplies(
  * maxPruneFraction of the mirrored CRs is held until a person confirms it with the token reported here.
  */
 export function planPrune(
-  input: MirrorInput,
+  input: Pick<MirrorInput, "model" | "source" | "sourceRead" | "options" | "namespace">,
   live: readonly KubeObject[],
   sync: { applyFailures: number; confirmedToken: string | undefined; held?: readonly ResourceIdentity[] },
 ): PruneReport {

@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import type { KubeClient } from "../kube/client.ts";
 import { isNotFound } from "../kube/rest.ts";
 import type { Logger } from "./log.ts";
+import { redactSecrets } from "./redact.ts";
 
 /** The object an Event is about: a hub CR. */
 export interface InvolvedObject {
@@ -103,7 +104,7 @@ export class EventRecorder {
   }
 
   async record(involved: InvolvedObject, type: EventType, reason: string, message: string): Promise<void> {
-    const { key, text } = this.aggregate(involved, type, reason, truncate(message));
+    const { key, text } = this.aggregate(involved, type, reason, truncate(redactSecrets(message)));
     const occurrence = { involved, type, reason, message: text };
     const previous = this.pending.get(key) ?? Promise.resolve();
     const write = previous.then(() => this.write(key, occurrence));

@@ -1,5 +1,5 @@
 import { clusterLabel } from "../access/target.ts";
-import type { CrAdmission } from "../access/tenancy.ts";
+import type { CrAdmission } from "../admission/tenancy.ts";
 import { readinessOf } from "../api/conditions.ts";
 import {
   KNATIVE_KINDS,
@@ -15,6 +15,7 @@ import { Informer } from "../kube/informer.ts";
 import { type KubeObject, nameOf } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
+import { redactSecrets } from "../observability/redact.ts";
 import { WorkQueue } from "./queue.ts";
 import { type EngineDeps, finalizeInstall, reconcileInstall } from "./reconciler.ts";
 
@@ -263,8 +264,17 @@ export class KnativeController {
     }
   }
 
-  /** Writes status through the status subresource only when it differs from what is stored. */
-  private async writeStatus(object: KubeObject, status: KnativeResource["status"]): Promise<boolean> {
+  /**
+   * Writes status through the status subresource only when it differs from what is stored. Condition
+   * messages carry others' words (an API server's, a plugin's, a URL): they are redacted on the way out.
+   */
+  private async writeStatus(object: KubeObject, written: KnativeResource["status"]): Promise<boolean> {
+    const status = written && {
+      ...written,
+      conditions: written.conditions?.map((c) =>
+        c.message ? { ...c, message: redactSecrets(c.message) } : c,
+      ),
+    };
     if (canonicalJson(object.status ?? {}) === canonicalJson(status ?? {})) return false;
     await this.options.hub.apply(
       {

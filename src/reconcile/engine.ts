@@ -1,13 +1,13 @@
 import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
 import type { AccessPolicy } from "../access/policy.ts";
 import { clusterLabel, createTargetResolver } from "../access/target.ts";
-import type { CrAdmission } from "../access/tenancy.ts";
+import type { LocationPolicy } from "../admission/locations.ts";
+import type { CrAdmission } from "../admission/tenancy.ts";
 import { RolloutWatches } from "../install/rollout-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
-import type { LocationPolicy } from "../render/location-policy.ts";
 import { KnativeController, keyOf, type ReconcileReport } from "./controller.ts";
 
 export interface EngineOptions {
@@ -22,7 +22,7 @@ export interface EngineOptions {
   accessPolicy?: AccessPolicy;
   /** Which hub CRs are reconciled (tenancy); all when unset. */
   admits?: CrAdmission;
-  /** Whether CRs without clusterProfileRef may install on the hub itself (default true). */
+  /** Whether CRs without clusterProfileRef may install on the hub itself (default false). */
   hubInstall?: boolean;
   /** Release manifests in the upstream kodata layout. */
   kodataDir: string;
@@ -104,7 +104,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
         createKodataSource({ dir: options.kodataDir, policy: options.manifestLocations }),
       ),
       targets: createTargetResolver(hub, access, {
-        hubInstall: options.hubInstall ?? true,
+        hubInstall: options.hubInstall ?? false,
       }),
       pollIntervalMs: options.pollIntervalMs,
       rollouts,

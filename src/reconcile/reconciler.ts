@@ -312,7 +312,9 @@ export type FinalizeOutcome = { release: true } | { release: false; status: Knat
  * FinalizeRemoteCluster: unless another live CR of the same kind targets the same cluster, delete the
  * anchor (garbage collection removes what it owns) and the cluster-scoped objects; CRDs stay. An
  * unreachable spoke retries with backoff and says so; it never wedges the CR for good: the abandon
- * annotation releases it, and a ClusterProfile that left the inventory releases it by itself.
+ * annotation releases it, and a ClusterProfile that left the inventory releases it by itself. One that is
+ * only outside allowedClusterProfileNamespaces does not: its cluster may still run the install, so the CR
+ * keeps its finalizer and the condition says how to release it (allow the namespace, or abandon cleanup).
  */
 export async function finalizeInstall(
   resource: KnativeResource,

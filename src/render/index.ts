@@ -5,6 +5,7 @@ export {
   type KubernetesCompatibility,
   minimumKubernetesVersion,
 } from "./kubernetes-version.ts";
+export { ByteBudget } from "./location-loader.ts";
 export type { Manifest, Transformer } from "./manifest.ts";
 export { ManifestParseError, parseManifests, RenderError } from "./manifest.ts";
 export { COMPONENT_OF_KIND, type Release, ReleaseLoader, selectedIngresses } from "./release.ts";

@@ -1,3 +1,4 @@
+import { VERSION_VARIABLE } from "../admission/locations.ts";
 import type { KnativeResource, KnativeServingSpec } from "../api/knative.ts";
 import type { ByteBudget } from "./location-loader.ts";
 import type { Manifest } from "./manifest.ts";
@@ -32,10 +33,6 @@ const DISPLAY_NAME: Record<Component, string> = {
   "knative-serving": "Knative Serving",
   "knative-eventing": "Knative Eventing",
 };
-
-/** `${VERSION}` in a manifest URL stands for the target version. */
-// biome-ignore lint/suspicious/noTemplateCurlyInString: upstream's placeholder, literally.
-const VERSION_VARIABLE = "${VERSION}";
 
 /**
  * The ingresses a KnativeServing installs: the enabled ones in upstream's order, Istio when none is enabled

@@ -2,7 +2,17 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { type AccessPolicy, AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
-import { DEFAULT_CLUSTER_PROFILE_NAMESPACE, namespaceAllowlist, TenancySchema } from "../access/tenancy.ts";
+import type { HubCrPolicy } from "../admission/hub-cr.ts";
+import {
+  DEFAULT_LOCATION_POLICY,
+  type LocationPolicy,
+  LocationPolicySchema,
+} from "../admission/locations.ts";
+import {
+  DEFAULT_CLUSTER_PROFILE_NAMESPACE,
+  namespaceAllowlist,
+  TenancySchema,
+} from "../admission/tenancy.ts";
 import { type Diagnostic, formatDiagnostic } from "../fleet/diagnostic.ts";
 import { durationMs } from "../fleet/duration.ts";
 import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
@@ -10,108 +20,116 @@ import { validateAgainstSchema } from "../fleet/schema-diagnostics.ts";
 import { DEFAULT_FILE_SELECTION, type FileSelection } from "../fleet/select.ts";
 import { parseYamlFile } from "../fleet/yaml-source.ts";
 import { type MirrorOptions, MirrorOptionsSchema } from "../mirror/plan.ts";
-import {
-  DEFAULT_LOCATION_POLICY,
-  type LocationPolicy,
-  LocationPolicySchema,
-} from "../render/location-policy.ts";
 import { DEFAULT_MAX_FETCH_BYTES, type GitAuth, type GitSourceSpec } from "../source/index.ts";
+import { statusPathProblem } from "../status/write-back.ts";
 
 /**
  * The service's config file (`run --config`): the contract the Helm chart renders (charts/knative-fleet
  * README, "config.yaml"). Unknown keys are refused, so a typo is an error at start, not a silent default.
  */
-export const ServiceConfigSchema = z.strictObject({
-  repository: z.strictObject({
-    url: z.url({ protocol: /^https?$/ }),
-    branch: z.string().min(1).default("main"),
-    pathGlob: z.string().min(1).default(DEFAULT_FILE_SELECTION.pathGlob),
-    /** A directory holding `token`, or `username` and `password` (a mounted Secret, re-read on every use). */
-    credentialsDir: z.string().min(1).optional(),
-    caFile: z.string().min(1).optional(),
-    /** The largest fetch from a server that cannot filter out large blobs (GitSourceSpec.maxFetchBytes). */
-    maxFetchBytes: z.number().int().positive().default(DEFAULT_MAX_FETCH_BYTES),
-  }),
-  cacheDir: z.string().min(1).default("/var/cache/knative-fleet"),
-  pollSchedule: z.string().min(1).default("* * * * *"),
-  defaultNamespace: z.string().min(1).default(DEFAULT_NAMESPACE),
-  status: z
-    .strictObject({
-      path: z.string().min(1).default("status/"),
-      branch: z.string().min(1).optional(),
-      authorName: z.string().min(1).default("knative-fleet"),
-      authorEmail: z.string().min(1).default("knative-fleet@noreply.invalid"),
-      /** At most one status commit per interval: changes in between are coalesced. */
-      interval: z.string().default("30s"),
-    })
-    .optional(),
-  webhook: z
-    // Port 0: any free port (tests; the chart always sets one).
-    .strictObject({ port: z.number().int().min(0).max(65535), secretFile: z.string().min(1) })
-    .optional(),
-  hubInstall: z.strictObject({ enabled: z.boolean().default(true) }).default({ enabled: true }),
-  remoteDeploymentsPollInterval: z.string().default("10s"),
-  /** How often a converged CR is checked for drift on its cluster. */
-  resyncInterval: z.string().default("5m"),
-  leaderElection: z
-    .strictObject({
-      enabled: z.boolean().default(false),
-      leaseName: z.string().min(1).default("knative-fleet"),
-      namespace: z.string().min(1).default("knative-fleet"),
-    })
-    .default({ enabled: false, leaseName: "knative-fleet", namespace: "knative-fleet" }),
-  /**
-   * Sharding of the reconcile over the replicas (src/service/sharding.ts): each holds a member Lease in
-   * leaderElection.namespace and reconciles its share of the clusters; the Git side stays with the leader.
-   */
-  sharding: z
-    .strictObject({
-      enabled: z.boolean().default(false),
-      leaseDuration: z.string().default("15s"),
-      renewDeadline: z.string().default("10s"),
-      retryPeriod: z.string().default("2s"),
-    })
-    .default({ enabled: false, leaseDuration: "15s", renewDeadline: "10s", retryPeriod: "2s" }),
-  metricsPort: z.number().int().min(0).max(65535).default(9090),
-  logLevel: z.enum(["trace", "debug", "info", "warn", "error"]).default("info"),
-  prune: MirrorOptionsSchema.default({ prune: true, allowEmpty: false, maxPruneFraction: 0.5 }),
-  workers: z.number().int().min(1).max(64).default(4),
-  /**
-   * At most this many workers on one spoke at once: a spoke whose requests hang holds no more, and a
-   * spoke's Serving and Eventing apply one after the other (their readiness waits hold no worker).
-   */
-  workersPerCluster: z.number().int().min(1).max(64).default(1),
+export const ServiceConfigSchema = z
+  .strictObject({
+    repository: z.strictObject({
+      url: z.url({ protocol: /^https?$/ }).refine((url) => !/^[a-z]+:\/\/[^/?#]*@/i.test(url), {
+        // Not a URL with a user: it would be copied into every hub CR's source-repository annotation.
+        message:
+          "carries credentials (user or password before @); put them in repository.credentialsDir, a " +
+          "folder holding `token`, or `username` and `password` (the chart mounts fleet.repository." +
+          "credentialsSecretRef there), and give the URL without them",
+      }),
+      branch: z.string().min(1).default("main"),
+      pathGlob: z.string().min(1).default(DEFAULT_FILE_SELECTION.pathGlob),
+      /** A directory holding `token`, or `username` and `password` (a mounted Secret, re-read on every use). */
+      credentialsDir: z.string().min(1).optional(),
+      caFile: z.string().min(1).optional(),
+      /** The largest fetch from a server that cannot filter out large blobs (GitSourceSpec.maxFetchBytes). */
+      maxFetchBytes: z.number().int().positive().default(DEFAULT_MAX_FETCH_BYTES),
+    }),
+    cacheDir: z.string().min(1).default("/var/cache/knative-fleet"),
+    pollSchedule: z.string().min(1).default("* * * * *"),
+    defaultNamespace: z.string().min(1).default(DEFAULT_NAMESPACE),
+    status: z
+      .strictObject({
+        path: z.string().min(1).default("status/"),
+        branch: z.string().min(1).optional(),
+        authorName: z.string().min(1).default("knative-fleet"),
+        authorEmail: z.string().min(1).default("knative-fleet@noreply.invalid"),
+        /** At most one status commit per interval: changes in between are coalesced. */
+        interval: z.string().default("30s"),
+      })
+      .optional(),
+    webhook: z
+      // Port 0: any free port (tests; the chart always sets one).
+      .strictObject({ port: z.number().int().min(0).max(65535), secretFile: z.string().min(1) })
+      .optional(),
+    /** Off unless set: installing Knative on the hub itself takes cluster-admin there (the chart's default too). */
+    hubInstall: z.strictObject({ enabled: z.boolean().default(false) }).default({ enabled: false }),
+    remoteDeploymentsPollInterval: z.string().default("10s"),
+    /** How often a converged CR is checked for drift on its cluster. */
+    resyncInterval: z.string().default("5m"),
+    leaderElection: z
+      .strictObject({
+        enabled: z.boolean().default(false),
+        leaseName: z.string().min(1).default("knative-fleet"),
+        namespace: z.string().min(1).default("knative-fleet"),
+      })
+      .default({ enabled: false, leaseName: "knative-fleet", namespace: "knative-fleet" }),
+    /**
+     * Sharding of the reconcile over the replicas (src/service/sharding.ts): each holds a member Lease in
+     * leaderElection.namespace and reconciles its share of the clusters; the Git side stays with the leader.
+     */
+    sharding: z
+      .strictObject({
+        enabled: z.boolean().default(false),
+        leaseDuration: z.string().default("15s"),
+        renewDeadline: z.string().default("10s"),
+        retryPeriod: z.string().default("2s"),
+      })
+      .default({ enabled: false, leaseDuration: "15s", renewDeadline: "10s", retryPeriod: "2s" }),
+    metricsPort: z.number().int().min(0).max(65535).default(9090),
+    logLevel: z.enum(["trace", "debug", "info", "warn", "error"]).default("info"),
+    prune: MirrorOptionsSchema.default({ prune: true, allowEmpty: false, maxPruneFraction: 0.5 }),
+    workers: z.number().int().min(1).max(64).default(4),
+    /**
+     * At most this many workers on one spoke at once: a spoke whose requests hang holds no more, and a
+     * spoke's Serving and Eventing apply one after the other (their readiness waits hold no worker).
+     */
+    workersPerCluster: z.number().int().min(1).max(64).default(1),
 
-  // ── Access and tenancy (#10): which CRs are reconciled, which ClusterProfiles they may target, what a
-  // ClusterProfile may ask for. Safe by default; charts/knative-fleet/README.md says how to open them.
-  /** Namespaces whose ClusterProfiles CRs may target; ["*"] for every namespace. */
-  allowedClusterProfileNamespaces: z
-    .array(z.string().min(1))
-    .min(1)
-    .default([DEFAULT_CLUSTER_PROFILE_NAMESPACE]),
-  tenancy: TenancySchema.default({ reconcileHandMadeCRs: false }),
-  access: AccessPolicySchema.default(SAFE_ACCESS_POLICY),
-  // --- Input safety (#11): which spec.manifests / spec.additionalManifests locations may be read. ---
-  manifestLocations: LocationPolicySchema.default(DEFAULT_LOCATION_POLICY),
-  placements: z
-    .strictObject({
-      /** How long a cluster may be out of a placement (ClusterProfile gone, labels changed) before its CR is pruned. */
-      departureGracePeriod: z.string().default("5m"),
-    })
-    .default({ departureGracePeriod: "5m" }),
-  /**
-   * Who reconciles the hub CRs onto their clusters: knative-fleet's own controller, or `external` (the
-   * upstream Knative Operator, v1.22+ with multicluster on, runs on the hub): knative-fleet then mirrors,
-   * gates waves, reports and prunes, and reads the conditions the upstream operator writes (docs/rollout.md).
-   */
-  reconciler: z.enum(["knative-fleet", "external"]).default("knative-fleet"),
-  rollout: z
-    .strictObject({
-      /** While a wave is open, soaking or waiting for a window, how often it is checked again (docs/rollout.md). */
-      checkInterval: z.string().default("5s"),
-    })
-    .default({ checkInterval: "5s" }),
-});
+    // ── Access and tenancy (#10): which CRs are reconciled, which ClusterProfiles they may target, what a
+    // ClusterProfile may ask for. Safe by default; charts/knative-fleet/README.md says how to open them.
+    /** Namespaces whose ClusterProfiles CRs may target; ["*"] for every namespace. */
+    allowedClusterProfileNamespaces: z
+      .array(z.string().min(1))
+      .min(1)
+      .default([DEFAULT_CLUSTER_PROFILE_NAMESPACE]),
+    tenancy: TenancySchema.default({ reconcileHandMadeCRs: false }),
+    access: AccessPolicySchema.default(SAFE_ACCESS_POLICY),
+    // --- Input safety (#11): which spec.manifests / spec.additionalManifests locations may be read. ---
+    manifestLocations: LocationPolicySchema.default(DEFAULT_LOCATION_POLICY),
+    placements: z
+      .strictObject({
+        /** How long a cluster may be out of a placement (ClusterProfile gone, labels changed) before its CR is pruned. */
+        departureGracePeriod: z.string().default("5m"),
+      })
+      .default({ departureGracePeriod: "5m" }),
+    /**
+     * Who reconciles the hub CRs onto their clusters: knative-fleet's own controller, or `external` (the
+     * upstream Knative Operator, v1.22+ with multicluster on, runs on the hub): knative-fleet then mirrors,
+     * gates waves, reports and prunes, and reads the conditions the upstream operator writes (docs/rollout.md).
+     */
+    reconciler: z.enum(["knative-fleet", "external"]).default("knative-fleet"),
+    rollout: z
+      .strictObject({
+        /** While a wave is open, soaking or waiting for a window, how often it is checked again (docs/rollout.md). */
+        checkInterval: z.string().default("5s"),
+      })
+      .default({ checkInterval: "5s" }),
+  })
+  .superRefine((config, ctx) => {
+    const problem = config.status && statusPathProblem(config.status.path, config.repository.pathGlob);
+    if (problem) ctx.addIssue({ code: "custom", path: ["status", "path"], message: problem });
+  });
 export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
 
 export class ConfigError extends Error {}
@@ -125,6 +143,8 @@ export class ConfigError extends Error {}
 export interface FleetSettings {
   selection: FileSelection;
   defaultNamespace: string;
+  /** Hub namespaces whose CRs are reconciled (tenancy.crNamespaces); undefined for every namespace. */
+  crNamespaces: readonly string[] | undefined;
   prune: MirrorOptions;
   locations: LocationPolicy;
   access: AccessSettings;
@@ -144,6 +164,7 @@ export function fleetSettings(config: ServiceConfig): FleetSettings {
   return {
     selection: { pathGlob: config.repository.pathGlob, statusDir: config.status?.path ?? DEFAULT_STATUS_DIR },
     defaultNamespace: config.defaultNamespace,
+    crNamespaces: namespaceAllowlist(config.tenancy.crNamespaces ?? [config.defaultNamespace]),
     prune: config.prune,
     locations: config.manifestLocations,
     access: {
@@ -155,6 +176,19 @@ export function fleetSettings(config: ServiceConfig): FleetSettings {
 }
 
 const DEFAULT_STATUS_DIR = DEFAULT_FILE_SELECTION.statusDir;
+
+/**
+ * What the mirror lets onto the hub under these settings (src/admission/hub-cr.ts), the same in every mode;
+ * local manifest paths may point into `kodataDir` only.
+ */
+export function hubCrPolicy(settings: FleetSettings, kodataDir: string | undefined): HubCrPolicy {
+  return {
+    crNamespaces: settings.crNamespaces,
+    clusterProfileNamespaces: settings.access.namespaces,
+    locations: settings.locations,
+    kodataDir,
+  };
+}
 
 /** The settings of `--config FILE` for `plan` and `validate`: the service's config file, or the defaults. */
 export function loadFleetSettings(path: string | undefined): {
@@ -170,6 +204,7 @@ export function loadFleetSettings(path: string | undefined): {
 export const DEFAULT_FLEET_SETTINGS: Readonly<FleetSettings> = {
   selection: DEFAULT_FILE_SELECTION,
   defaultNamespace: DEFAULT_NAMESPACE,
+  crNamespaces: [DEFAULT_NAMESPACE],
   prune: MirrorOptionsSchema.parse({}),
   locations: DEFAULT_LOCATION_POLICY,
   access: { namespaces: [DEFAULT_CLUSTER_PROFILE_NAMESPACE], policy: SAFE_ACCESS_POLICY },

@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
-import { crAdmission, namespaceAllowlist } from "../access/tenancy.ts";
+import { crAdmission, namespaceAllowlist } from "../admission/tenancy.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -23,10 +23,17 @@ import {
   type Snapshot,
 } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
-import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
+import {
+  ConfigError,
+  fleetSettings,
+  gitSourceSpec,
+  hubCrPolicy,
+  parseDuration,
+  type ServiceConfig,
+} from "./config.ts";
 import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
-import { ShardMembership } from "./sharding.ts";
+import { podVoucher, ShardMembership } from "./sharding.ts";
 
 export interface ServiceOptions {
   config: ServiceConfig;
@@ -296,6 +303,13 @@ export class FleetService {
       throw new ConfigError(
         "sharding.enabled splits knative-fleet's own reconciler; reconciler: external runs none",
       );
+    const vouch = await podVoucher(
+      this.hubClient!,
+      config.leaderElection.namespace,
+      this.options.identity,
+    ).catch((err: Error) => {
+      throw new ConfigError(err.message);
+    });
     const membership = new ShardMembership({
       client: this.hubClient!,
       namespace: config.leaderElection.namespace,
@@ -314,6 +328,7 @@ export class FleetService {
         for (const cluster of lost) this.metrics.forgetCluster(cluster);
         this.observeShards();
       },
+      vouch,
       onWidened: (owned) => {
         const controller = this.engine?.controller;
         for (const cluster of controller?.clusters() ?? [])
@@ -369,6 +384,7 @@ export class FleetService {
       sourceRead: true,
       options: settings.prune,
       namespace: settings.defaultNamespace,
+      admission: hubCrPolicy(settings, this.options.kodataDir),
       hold: prepared.hold,
       gate: rollout.gate,
     });

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
 import type { KubeClient } from "../kube/client.ts";
+import type { KubeObject } from "../kube/object.ts";
 import { isConflict, isNotFound } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
 
@@ -54,7 +55,7 @@ const LEASE_API_VERSION = "coordination.k8s.io/v1";
 const acknowledgedIn = (lease: MemberLease | undefined): string | undefined =>
   lease?.metadata.annotations?.[SHARD_VIEW_ANNOTATION];
 
-interface MemberLease {
+export interface MemberLease {
   apiVersion: string;
   kind: string;
   metadata: {
@@ -67,6 +68,58 @@ interface MemberLease {
   spec?: { holderIdentity?: string; leaseDurationSeconds?: number; renewTime?: string };
 }
 
+/** The member Lease of `identity` in `group`: the one name a replica with that identity writes. */
+export const memberLeaseName = (group: string, identity: string): string =>
+  `${group}-member-${createHash("sha256").update(identity).digest("hex").slice(0, 10)}`;
+
+/** processIdentity's format (leader-election.ts): `<pod name>_<uuid v4>`. */
+const IDENTITY =
+  /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** The pod name in an identity (`<pod name>_<uuid>`). */
+export const podOf = (identity: string): string => identity.slice(0, identity.indexOf("_"));
+
+/** When a member Lease's renewTime was last seen to change (performance.now()). */
+export interface Renewal {
+  renewTime: string | undefined;
+  atMs: number;
+}
+
+/** What one round concludes about a member Lease. */
+export type LeaseVerdict =
+  | { state: "live"; holder: string }
+  | { state: "expired"; holder: string }
+  | { state: "ignored"; why: string };
+
+/**
+ * Whether a member Lease counts, judged on this replica's clock and settings, never on what the Lease
+ * claims: its holder must be an identity a replica writes and the Lease the name that identity gives; it
+ * is live only while its renewTime changed within the configured lease duration (a longer duration the
+ * Lease declares buys it nothing, and a holder that never renews expires one duration after it was first
+ * seen). Anyone who can write Leases can still add a member, but only by renewing it every few seconds,
+ * and only one a replica vouches for (see ShardMembership) is counted.
+ */
+export function judgeLease(
+  lease: MemberLease,
+  previous: Renewal | undefined,
+  nowMs: number,
+  expected: { group: string; leaseDurationMs: number },
+): { verdict: LeaseVerdict; renewal: Renewal } {
+  const renewTime = lease.spec?.renewTime;
+  const renewal: Renewal =
+    previous !== undefined && previous.renewTime === renewTime ? previous : { renewTime, atMs: nowMs };
+  const holder = lease.spec?.holderIdentity ?? "";
+  if (!IDENTITY.test(holder))
+    return { renewal, verdict: { state: "ignored", why: "its holder is not an identity a replica writes" } };
+  if (lease.metadata.name !== memberLeaseName(expected.group, holder))
+    return {
+      renewal,
+      verdict: { state: "ignored", why: "its name is not the one its holder's identity gives" },
+    };
+  const live = renewTime !== undefined && nowMs < renewal.atMs + expected.leaseDurationMs;
+  return { renewal, verdict: { state: live ? "live" : "expired", holder } };
+}
+
 export interface ShardMembershipOptions {
   client: KubeClient;
   namespace: string;
@@ -74,7 +127,7 @@ export interface ShardMembershipOptions {
   group: string;
   /** Unique per process (processIdentity). */
   identity: string;
-  /** A member whose Lease has not changed for this long (as this replica saw it) is gone (default 15 s). */
+  /** A member whose Lease was not renewed for this long (as this replica saw it) is gone (default 15 s). */
   leaseDurationMs?: number;
   /** A member that could not renew for this long stops reconciling anything (default 10 s). */
   renewDeadlineMs?: number;
@@ -89,28 +142,28 @@ export interface ShardMembershipOptions {
   settle(): Promise<void>;
   /** The share widened: `owned` said what was owned before; queue what is owned now and was not then. */
   onWidened(owned: (cluster: string) => boolean): void;
-}
-
-/** When a member Lease was last seen to change (performance.now()), and its duration. */
-interface Observed {
-  resourceVersion: string;
-  atMs: number;
-  durationMs: number;
+  /**
+   * Whether another member is a replica of this deployment (e.g. podVoucher: its Pod runs as this
+   * replica's ServiceAccount). Asked once per new identity; a member no replica can vouch for is logged and
+   * ignored. A member once vouched for stays so until its Lease expires: withdrawing a live member from
+   * one replica's view alone could give a cluster two owners.
+   */
+  vouch(identity: string): Promise<boolean>;
 }
 
 /**
  * Sharding of the reconcile over N replicas (the way Argo CD shards its application controller, but with
  * dynamic membership). Each replica holds a member Lease, renewed every retry period; the live members
- * are those whose Lease changed within its duration; each cluster belongs to one of them by rendezvous
- * hashing. A hand-off is two-phase: on a membership change every member first drops what it no longer
+ * are those whose Lease judgeLease counts (renewed within the configured duration, named for its holder)
+ * and that a replica vouches for; each cluster belongs to one of them by rendezvous hashing. A hand-off is two-phase: on a membership change every member first drops what it no longer
  * owns and waits for those reconciles to finish, then writes the new view's digest into its Lease; a
  * member takes new clusters only when every live member's Lease carries that digest. Expiry is judged on
- * the local clock from when a Lease was last seen to change, and a member that cannot renew within the
+ * the local clock from when a Lease's renewTime was last seen to change, and a member that cannot renew within the
  * renew deadline (shorter than the lease duration) drops everything, so a replica cut off from the hub
  * has stopped before the others count it gone.
  */
 export class ShardMembership {
-  private readonly options: Required<Omit<ShardMembershipOptions, "settle" | "onWidened">> &
+  private readonly options: Required<Omit<ShardMembershipOptions, "settle" | "onWidened" | "vouch">> &
     ShardMembershipOptions;
   private readonly leaseName: string;
   private readonly stopping = new AbortController();
@@ -120,14 +173,18 @@ export class ShardMembership {
   private acknowledged = "";
   private lease?: MemberLease;
   private lastRenewSentMs = Number.NEGATIVE_INFINITY;
-  private readonly observed = new Map<string, Observed>();
+  private readonly renewals = new Map<string, Renewal>();
+  /** Identities vouched for (for good), and when a refusal may be asked again (performance.now()). */
+  private readonly vouched = new Set<string>();
+  private readonly refusedUntil = new Map<string, number>();
+  /** What was logged about a Lease (its name first): each thing is said once. */
+  private readonly logged = new Set<string>();
 
   constructor(options: ShardMembershipOptions) {
     this.options = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...options };
     if (this.options.leaseDurationMs <= this.options.renewDeadlineMs)
       throw new Error("leaseDurationMs must be greater than renewDeadlineMs");
-    const suffix = createHash("sha256").update(options.identity).digest("hex").slice(0, 10);
-    this.leaseName = `${options.group}-member-${suffix}`;
+    this.leaseName = memberLeaseName(options.group, options.identity);
   }
 
   /** Whether this replica reconciles the cluster's CRs now. */
@@ -204,7 +261,10 @@ export class ShardMembership {
     const all = view.every(
       (member) =>
         member === identity ||
-        leases.some((l) => l.spec?.holderIdentity === member && acknowledgedIn(l) === digest),
+        leases.some(
+          (l) =>
+            l.metadata.name === memberLeaseName(this.options.group, member) && acknowledgedIn(l) === digest,
+        ),
     );
     if (!all) return;
     const before = this.views;
@@ -221,27 +281,68 @@ export class ShardMembership {
     await this.options.settle();
   }
 
-  /** Live members: the holders of member Leases that changed within their duration, this one included. */
+  /**
+   * Live members: this one, and the holders of member Leases judgeLease counts live that a replica vouches
+   * for. A Lease long expired (twice the duration) is removed, if it is a member's at all.
+   */
   private async liveMembers(): Promise<string[]> {
+    const { identity, group, leaseDurationMs } = this.options;
     const now = performance.now();
-    const live = new Set<string>([this.options.identity]);
+    const live = new Set<string>([identity]);
     const seen = new Set<string>();
-    for (const lease of await this.listMembers()) {
+    const leases = await this.listMembers();
+    for (const lease of leases) {
       const name = lease.metadata.name;
       seen.add(name);
-      const rv = lease.metadata.resourceVersion ?? "";
-      const durationMs = (lease.spec?.leaseDurationSeconds ?? this.options.leaseDurationMs / 1000) * 1000;
-      const before = this.observed.get(name);
-      const observed =
-        before?.resourceVersion === rv ? before : { resourceVersion: rv, atMs: now, durationMs };
-      this.observed.set(name, observed);
-      const holder = lease.spec?.holderIdentity;
-      if (holder && now < observed.atMs + observed.durationMs) live.add(holder);
-      else if (name !== this.leaseName && now >= observed.atMs + 2 * observed.durationMs)
-        await this.deleteExpired(lease);
+      const { verdict, renewal } = judgeLease(lease, this.renewals.get(name), now, {
+        group,
+        leaseDurationMs,
+      });
+      this.renewals.set(name, renewal);
+      const declaredMs = (lease.spec?.leaseDurationSeconds ?? 0) * 1000;
+      if (verdict.state !== "ignored" && declaredMs > leaseDurationMs)
+        this.logOnce(
+          name,
+          lease.spec?.holderIdentity,
+          `a member Lease declares ${declaredMs / 1000}s; it counts for no more than the configured ${leaseDurationMs / 1000}s`,
+        );
+      if (verdict.state === "ignored") {
+        this.logOnce(name, lease.spec?.holderIdentity, `ignoring a member Lease: ${verdict.why}`);
+      } else if (verdict.state === "expired") {
+        if (name !== this.leaseName && now >= renewal.atMs + 2 * leaseDurationMs)
+          await this.deleteExpired(lease);
+      } else if (verdict.holder === identity || (await this.vouchedFor(verdict.holder, now))) {
+        live.add(verdict.holder);
+      } else {
+        this.logOnce(name, verdict.holder, "ignoring a member Lease: no replica can vouch for its holder");
+      }
     }
-    for (const name of this.observed.keys()) if (!seen.has(name)) this.observed.delete(name);
+    // Forget what belongs to Leases gone: forged ones under fresh names must not pile up here.
+    const holders = new Set(leases.map((lease) => lease.spec?.holderIdentity));
+    for (const name of this.renewals.keys()) if (!seen.has(name)) this.renewals.delete(name);
+    for (const key of this.logged) if (!seen.has(key.split("\n")[0]!)) this.logged.delete(key);
+    for (const holder of this.vouched) if (!holders.has(holder)) this.vouched.delete(holder);
+    for (const holder of this.refusedUntil.keys()) if (!holders.has(holder)) this.refusedUntil.delete(holder);
     return [...live].sort();
+  }
+
+  private async vouchedFor(holder: string, now: number): Promise<boolean> {
+    if (this.vouched.has(holder)) return true;
+    if ((this.refusedUntil.get(holder) ?? 0) > now) return false;
+    const vouched = await this.options.vouch(holder).catch((err: unknown) => {
+      this.options.log.warn({ member: holder, err: String(err) }, "sharding: could not check a member");
+      return false;
+    });
+    if (vouched) this.vouched.add(holder);
+    else this.refusedUntil.set(holder, now + this.options.leaseDurationMs);
+    return vouched;
+  }
+
+  private logOnce(lease: string, holder: string | undefined, what: string): void {
+    const key = `${lease}\n${holder}\n${what}`;
+    if (this.logged.has(key)) return;
+    this.logged.add(key);
+    this.options.log.warn({ lease, holder }, `sharding: ${what}`);
   }
 
   private async listMembers(): Promise<MemberLease[]> {
@@ -308,4 +409,38 @@ export class ShardMembership {
   private leasePath(name: string | undefined): Promise<string> {
     return this.options.client.path(LEASE_API_VERSION, "Lease", this.options.namespace, name);
   }
+}
+
+/**
+ * Vouches for members by their Pods: a member is a replica of this deployment when the Pod its identity
+ * names is in this namespace, not finished or being deleted, and runs as this replica's ServiceAccount.
+ * A Lease costs nothing to forge where Leases may be written; such a Pod can only be made by someone who
+ * could read that ServiceAccount's token, and so act as the reconciler anyway.
+ */
+export async function podVoucher(
+  client: KubeClient,
+  namespace: string,
+  identity: string,
+): Promise<(member: string) => Promise<boolean>> {
+  const own = await client.get("v1", "Pod", namespace, podOf(identity)).catch(() => undefined);
+  if (!own) {
+    throw new Error(
+      `sharding vouches for members by their Pods, but this replica's own Pod ${namespace}/${podOf(identity)} ` +
+        "cannot be read: POD_NAME must name it (the chart sets it) and the ServiceAccount may get Pods there",
+    );
+  }
+  const serviceAccountOf = (pod: KubeObject) =>
+    (pod.spec as { serviceAccountName?: string } | undefined)?.serviceAccountName ?? "default";
+  const serviceAccount = serviceAccountOf(own);
+  return async (member) => {
+    const pod = await client.get("v1", "Pod", namespace, podOf(member));
+    const phase = (pod?.status as { phase?: string } | undefined)?.phase;
+    return (
+      pod !== undefined &&
+      pod.metadata.deletionTimestamp === undefined &&
+      phase !== "Succeeded" &&
+      phase !== "Failed" &&
+      serviceAccountOf(pod) === serviceAccount
+    );
+  };
 }

@@ -27,6 +27,15 @@ import { markdownCell, markdownText } from "../text/markdown.ts";
 export const STATUS_README = "README.md";
 export const STATUS_DATA = "fleet.yaml";
 
+/**
+ * The first line of each status file. A file at a status file's path that does not start with it is not
+ * the bot's (a README of the repository, a fleet file): the write-back never overwrites it.
+ */
+export const STATUS_FILE_HEADS: Readonly<Record<string, string>> = {
+  [STATUS_README]: "# Fleet status\n",
+  [STATUS_DATA]: "# Written by knative-fleet from the hub after each sync; edits here are overwritten.\n",
+};
+
 export interface StatusFile {
   /** The file name inside the status folder. */
   name: string;
@@ -61,7 +70,7 @@ interface Summary {
   validationErrors: Diagnostic[];
   /** Files that failed validation and the CRs they declare, which keep their last good state. */
   invalidFiles: { path: string; declares: ResourceIdentity[] }[];
-  conflicts: (ResourceIdentity & { path: string })[];
+  conflicts: (ResourceIdentity & { path: string; reason?: string })[];
   applyErrors: (ResourceIdentity & { path: string; error: string })[];
   prune: PruneSummary;
   /** Per placement: what it selects, how many are ready, who left (only when the fleet has placements). */
@@ -124,7 +133,9 @@ function summarize({ resources, mirror }: StatusSummaryInput): Summary {
     invalidFiles: mirror.failedFiles.map(({ path, declares }) => ({ path, declares })),
     conflicts: outcomes
       .filter((outcome) => outcome.action === "conflict")
-      .map(({ kind, namespace, name, path }) => ({ kind, namespace, name, path })),
+      .map(({ kind, namespace, name, path, reason }) =>
+        withoutUndefined({ kind, namespace, name, path, reason }),
+      ),
     applyErrors: outcomes.flatMap(({ kind, namespace, name, path, error }) =>
       error === undefined ? [] : [{ kind, namespace, name, path, error }],
     ),
@@ -219,7 +230,7 @@ function readiness(
 
 function renderReadme(summary: Summary): string {
   const sections = [
-    "# Fleet status",
+    STATUS_FILE_HEADS[STATUS_README]!.trimEnd(),
     "Written by knative-fleet from the hub after each sync; edits here are overwritten.",
     readinessCounts(summary.resources),
     resourcesTable(summary.resources),
@@ -313,12 +324,12 @@ function conflictsSection(conflicts: Summary["conflicts"]): string {
   if (conflicts.length === 0) return "";
   return [
     "## Conflicts",
-    "A CR of the same kind and name was made on the hub by hand (it lacks " +
-      "`app.kubernetes.io/managed-by: knative-fleet`); knative-fleet leaves it alone. Delete it, or give it " +
-      "that label to hand it over.",
+    "A CR of the same kind and name is on the hub but is not this repository's: made by hand, or mirrored " +
+      "from another repository. knative-fleet leaves it alone: it is neither updated nor pruned. The last " +
+      "column says how to hand it over.",
     table(
-      ["CR", "File"],
-      conflicts.map((c) => [formatIdentity(c), c.path]),
+      ["CR", "File", "Whose"],
+      conflicts.map((c) => [formatIdentity(c), c.path, c.reason ?? ""]),
     ),
   ].join("\n\n");
 }
@@ -327,7 +338,7 @@ function applyErrorsSection(errors: Summary["applyErrors"]): string {
   if (errors.length === 0) return "";
   return [
     "## Not applied",
-    "The hub refused these CRs; they keep their last applied state.",
+    "knative-fleet's admission or the hub refused these CRs; they keep their last applied state.",
     table(
       ["CR", "File", "Error"],
       errors.map((e) => [formatIdentity(e), e.path, e.error]),
@@ -416,10 +427,7 @@ function table(header: readonly string[], rows: readonly (readonly string[])[]):
 }
 
 function renderData(summary: Summary): string {
-  return `# Written by knative-fleet from the hub after each sync; edits here are overwritten.\n${stringify(
-    summary,
-    { lineWidth: 0 },
-  )}`;
+  return `${STATUS_FILE_HEADS[STATUS_DATA]}${stringify(summary, { lineWidth: 0 })}`;
 }
 
 /** Rows by cluster, then kind, namespace and name: the order every fleet listing uses. */

@@ -1,10 +1,53 @@
 import { posix } from "node:path";
+import { normalizeRepoPath } from "../fleet/select.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { MirrorResult } from "../mirror/mirror.ts";
 import { listHubResources } from "../mirror/mirror.ts";
 import type { Logger } from "../observability/log.ts";
-import type { GitSource } from "../source/index.ts";
-import { renderStatusSummary } from "./summary.ts";
+import { redactSecrets } from "../observability/redact.ts";
+import type { CommitBase, GitSource } from "../source/index.ts";
+import { renderStatusSummary, STATUS_FILE_HEADS, type StatusFile } from "./summary.ts";
+
+/**
+ * Why `path` cannot be the status folder of a repository whose fleet files `pathGlob` selects, or
+ * undefined. The status files replace whatever is at `<path>/README.md` and `<path>/fleet.yaml`, and
+ * nothing under `path` is read as desired state: the repository root would lose its README, and a folder
+ * that holds the fleet's folders would hide every fleet file (and the mirror would prune their CRs).
+ */
+export function statusPathProblem(path: string, pathGlob: string): string | undefined {
+  const folder = normalizeRepoPath(path).replace(/\/+$/, "");
+  const segments = folder.split("/");
+  if (folder === "" || folder === "." || path.startsWith("/") || segments.includes("..")) {
+    return (
+      `status.path ${JSON.stringify(path)} is the repository root or outside it: the status files would ` +
+      "overwrite the root's README.md; name a folder of its own, such as status/"
+    );
+  }
+  // The literal folders the glob starts with: `clusters/**/*.yaml` reads only under `clusters/`.
+  const glob = normalizeRepoPath(pathGlob).split("/");
+  const literal = glob
+    .slice(
+      0,
+      Math.max(
+        0,
+        glob.findIndex((segment) => /[*?[{]/.test(segment)),
+      ),
+    )
+    .join("/");
+  if (literal === folder || literal.startsWith(`${folder}/`)) {
+    return (
+      `status.path ${JSON.stringify(path)} holds every folder repository.pathGlob (${pathGlob}) reads fleet ` +
+      "files from: nothing under it counts as desired state, so every fleet file would be ignored; name a " +
+      "folder of its own, such as status/"
+    );
+  }
+  return undefined;
+}
+
+/** A status file's path holds a file the write-back did not write: it is left alone, and so is the commit. */
+export class StatusPathTakenError extends Error {
+  override name = "StatusPathTakenError";
+}
 
 export interface StatusWriterOptions {
   source: GitSource;
@@ -37,6 +80,23 @@ export class StatusWriter {
 
   constructor(options: StatusWriterOptions) {
     this.options = options;
+  }
+
+  /** The status files at their paths, checked against the branch head: none replaces a file not ours. */
+  private async changesOn(base: CommitBase, files: readonly StatusFile[]): Promise<Map<string, string>> {
+    const changes = new Map<string, string>();
+    for (const file of files) {
+      const path = posix.join(this.options.path, file.name);
+      const existing = await base.readFile(path);
+      if (existing !== null && !existing.startsWith(STATUS_FILE_HEADS[file.name] ?? "")) {
+        throw new StatusPathTakenError(
+          `status.path ${this.options.path}: ${path} exists and was not written by knative-fleet; the status ` +
+            "is not committed until status.path names a folder of its own",
+        );
+      }
+      changes.set(path, redactSecrets(file.content));
+    }
+    return changes;
   }
 
   /** A sync finished: its result is what the next summary reports. */
@@ -81,12 +141,11 @@ export class StatusWriter {
     if (!mirror) return;
     this.dirty = false;
     this.lastRun = Date.now();
-    const { source, hub, path, branch, author, log } = this.options;
+    const { source, hub, branch, author, log } = this.options;
     try {
       const files = renderStatusSummary({ resources: await listHubResources(hub), mirror });
-      const changes = new Map(files.map((f) => [posix.join(path, f.name), f.content]));
       const result = await source.commitAndPush({
-        files: changes,
+        files: (base) => this.changesOn(base, files),
         message: `status: fleet summary for ${mirror.source.commit.slice(0, 12)}`,
         author,
         branch,
@@ -98,7 +157,9 @@ export class StatusWriter {
       this.options.onCommitted?.(result.pushed ? "pushed" : "unchanged");
     } catch (err) {
       this.dirty = true; // retried with the next request
-      log.warn({ err: (err as Error).message }, "status write-back failed; retrying later");
+      const message = redactSecrets((err as Error).message);
+      if (err instanceof StatusPathTakenError) log.error({ err: message }, "status write-back refused");
+      else log.warn({ err: message }, "status write-back failed; retrying later");
       this.options.onCommitted?.("failed");
     }
   }

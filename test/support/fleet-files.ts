@@ -1,4 +1,6 @@
 import { stringify } from "yaml";
+import type { HubCrPolicy } from "../../src/admission/hub-cr.ts";
+import { DEFAULT_LOCATION_POLICY } from "../../src/admission/locations.ts";
 import type { KnativeKind } from "../../src/api/knative.ts";
 import type { FleetFile } from "../../src/fleet/model.ts";
 
@@ -48,3 +50,14 @@ export const crFile = (cr: CrOptions, path = `clusters/${cr.name}.yaml`): FleetF
   path,
   text: crText(cr),
 });
+
+/**
+ * The mirror's admission for tests of other things: CRs in any hub namespace may target ClusterProfiles in
+ * any namespace; manifest locations as the service's defaults (no URL, no local path).
+ */
+export const ANY_NAMESPACE_ADMISSION: HubCrPolicy = {
+  crNamespaces: undefined,
+  clusterProfileNamespaces: undefined,
+  locations: DEFAULT_LOCATION_POLICY,
+  kodataDir: undefined,
+};

@@ -1,6 +1,7 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type LocationPolicy, LocationPolicySchema } from "../../src/admission/locations.ts";
 import { OPERATOR_API_VERSION } from "../../src/api/knative.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { loadKubeConfig } from "../../src/kube/kubeconfig.ts";
@@ -8,7 +9,6 @@ import { type KubeObject, nameOf } from "../../src/kube/object.ts";
 import { createLogger, silentLogger } from "../../src/observability/log.ts";
 import type { ReconcileReport } from "../../src/reconcile/controller.ts";
 import { type Engine, startEngine } from "../../src/reconcile/engine.ts";
-import { type LocationPolicy, LocationPolicySchema } from "../../src/render/location-policy.ts";
 import type { Sandbox } from "../sandbox/index.ts";
 import { knativeReleasesDir } from "./shared.ts";
 import { UpstreamOperator } from "./upstream-operator.ts";
@@ -29,6 +29,8 @@ export async function startFleet(
     providerFile: options.providerFile,
     kodataDir: knativeReleasesDir(),
     manifestLocations: LocationPolicySchema.parse(options.manifestLocations ?? {}),
+    hubInstall: true, // engine/install.test.ts installs on the hub itself too
+    allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace],
     pollIntervalMs: 1_000,
     resyncIntervalMs: 3_600_000,
     workers: 4,

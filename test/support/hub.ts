@@ -42,7 +42,22 @@ export async function copyClusterProfile(
   from: { namespace: string; name: string },
   namespace: string,
   server: { url: string; caData: string },
+  /** Also copy the spoke's credential Secrets here: the copy's credentials namespace (credentialNamespaces). */
+  credentialsNamespace?: string,
 ): Promise<void> {
+  if (credentialsNamespace !== undefined) {
+    await ensureNamespace(hub, credentialsNamespace);
+    for (const name of [from.name, `${from.name}-kubeconfig`]) {
+      const secret = await hub.get("v1", "Secret", from.namespace, name);
+      if (secret)
+        await hub.apply({
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: { name, namespace: credentialsNamespace },
+          data: secret.data,
+        } as KubeObject);
+    }
+  }
   const apiVersion = "multicluster.x-k8s.io/v1alpha1";
   const original = await hub.get(apiVersion, "ClusterProfile", from.namespace, from.name);
   if (!original) throw new Error(`no ClusterProfile ${from.namespace}/${from.name} on the hub`);

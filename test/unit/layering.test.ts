@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 const LAYERS: readonly (readonly string[])[] = [
   ["api"],
   ["kube"],
-  ["observability", "fleet", "apply"],
+  ["observability", "fleet", "apply", "admission"],
   ["source", "render", "access", "mirror", "text", "placement"],
   ["install", "rollout"],
   ["reconcile", "plan", "status"],

@@ -175,6 +175,14 @@ namespace, where the secretreader plugins look for Secrets.
 {{- toPrettyJson $config }}
 {{- end }}
 
+{{/* Every namespace the plugins read credentials in, as a JSON array: the plugin kubeconfig's, then each of
+multicluster.access.credentialNamespaces (one per ClusterProfile namespace), sorted, without repeats. */}}
+{{- define "knative-fleet.credentialNamespaces" -}}
+{{- $mc := .Values.multicluster }}
+{{- $mapped := values (default dict $mc.access.credentialNamespaces) | sortAlpha }}
+{{- prepend $mapped $mc.credentials.namespace | uniq | toJson }}
+{{- end }}
+
 {{- define "knative-fleet.pluginKubeconfig" -}}/etc/cluster-inventory/plugin-kubeconfig{{- end }}
 
 {{/* The hub as the pod's ServiceAccount sees it, in the credentials namespace: what the plugins read with. */}}

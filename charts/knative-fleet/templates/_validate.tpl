@@ -47,6 +47,11 @@ Where each provider's execConfig.command lives: JSON {"files": {plugin: [path re
 {{- if and .Values.multicluster.enabled (eq .Values.multicluster.credentials.namespace .Release.Namespace) }}
 {{- fail (printf "multicluster.credentials.namespace must not be the release namespace %s: the plugins would then read the Git credentials too" .Release.Namespace) }}
 {{- end }}
+{{- range $profiles, $credentials := .Values.multicluster.access.credentialNamespaces }}
+{{- if and $.Values.multicluster.enabled (eq $credentials $.Release.Namespace) }}
+{{- fail (printf "multicluster.access.credentialNamespaces.%s must not be the release namespace %s: the plugins would then read the Git credentials too" $profiles $.Release.Namespace) }}
+{{- end }}
+{{- end }}
 {{- if not $repo.url }}
 {{- fail "fleet.repository.url is required: the http(s) URL of the fleet Git repository (--set fleet.repository.url=https://git.example.com/platform/fleet.git)" }}
 {{- end }}

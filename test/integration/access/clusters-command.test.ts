@@ -28,11 +28,22 @@ async function clusters(...args: string[]): Promise<{ code: number; stdout: stri
   return { code, stdout: out.join("") };
 }
 const withProviders = ["--clusterprofile-provider-file", sandbox.providerFile];
-/** The service's config file allowing this namespace's ClusterProfiles, as the reconcile would run with it. */
+/**
+ * The service's config file allowing this namespace's ClusterProfiles, as the reconcile would run with it.
+ * With two ClusterProfile namespaces each needs its credentials namespace: this one's is where the sandbox
+ * keeps the spokes' Secrets.
+ */
 function serviceConfigAllowing(namespace: string): string {
   const path = writeServiceConfig({ repositoryUrl: "https://git.example/fleet.git" });
   const config = parse(readFileSync(path, "utf8")) as object;
-  writeFileSync(path, stringify({ ...config, allowedClusterProfileNamespaces: ["fleet-system", namespace] }));
+  writeFileSync(
+    path,
+    stringify({
+      ...config,
+      allowedClusterProfileNamespaces: ["fleet-system", namespace],
+      access: { credentialNamespaces: { [namespace]: sandbox.clusterProfileNamespace } },
+    }),
+  );
   return path;
 }
 
@@ -74,15 +85,15 @@ describe("knative-fleet clusters", () => {
     expect(code).toBe(reports.every((r) => r.reachable) ? 0 : 1);
   });
 
-  it("reports a ClusterProfile outside the service's namespaces as the reconcile would: not found", async () => {
+  it("reports a ClusterProfile outside the service's namespaces as the reconcile would: not allowed", async () => {
     const { code, stdout } = await clusters(...withProviders, "-n", NAMESPACE, "--output", "json");
     expect(code).toBe(1);
     expect(JSON.parse(stdout) as ClusterReport[]).toEqual([
       expect.objectContaining({
         name: spoke1.name,
         reachable: false,
-        reason: "ClusterProfileNotFound",
-        message: `ClusterProfile ${NAMESPACE}/${spoke1.name} is in namespace ${NAMESPACE}, but knative-fleet only reads ClusterProfiles in fleet-system`,
+        reason: "ClusterProfileNotAllowed",
+        message: `ClusterProfile ${NAMESPACE}/${spoke1.name} is in namespace ${NAMESPACE}, but knative-fleet only reads ClusterProfiles in fleet-system (allowedClusterProfileNamespaces)`,
       }),
     ]);
   });

@@ -31,9 +31,11 @@ import { sandbox } from "./support.ts";
 // - GKE Fleet: namespace fleet-cluster-inventory, label x-k8s.io/cluster-manager: gke-fleet, the API server
 //   on a port WHATWG fetch refuses (6666 via a loopback forwarder), checked against tls-server-name.
 // The credential plugin is the official secretreader in both (the real OCM and Google plugins need their
-// clouds). Each CR must become Ready. Next to them, what must not work: a ClusterProfile naming another
-// credential with a server of its own (confused deputy), an http:// server, and a hand-made CR in a
-// foreign namespace.
+// clouds). Each CR must become Ready. As the chart README suggests for this setup, each ClusterProfile
+// namespace has a credentials namespace of its own (access.credentialNamespaces). Next to them, what must not
+// work: a ClusterProfile naming another credential with a server of its own (confused deputy), one in the
+// GKE namespace named like the OCM namespace's spoke (its own name, so the name check passes) with a server
+// of its own, an http:// server, and a hand-made CR in a foreign namespace.
 
 const scratch = scratchDir();
 const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof sandbox.spokes)[0]];
@@ -41,6 +43,8 @@ const OCM_NAMESPACE = "ocm-clusterset-default";
 const GKE_NAMESPACE = "fleet-cluster-inventory";
 const FLEET_NAMESPACE = "knative-fleet";
 const FOREIGN_NAMESPACE = "team-b";
+/** The GKE namespace's own credentials namespace; the OCM namespace's is the sandbox's (fleet-system). */
+const GKE_CREDENTIALS = "gke-credentials";
 const REPO = "shapes";
 const GROUP = "multicluster.x-k8s.io";
 
@@ -172,8 +176,16 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
   beforeAll(async () => {
     hub = adminClient(sandbox.hub);
     await installFleetCrds(hub);
-    for (const ns of [FLEET_NAMESPACE, OCM_NAMESPACE, GKE_NAMESPACE, FOREIGN_NAMESPACE])
+    for (const ns of [FLEET_NAMESPACE, OCM_NAMESPACE, GKE_NAMESPACE, FOREIGN_NAMESPACE, GKE_CREDENTIALS])
       await ensureNamespace(hub, ns);
+    // spoke-2's credential, in the GKE namespace's credentials namespace, under the ClusterProfile's name.
+    const spoke2Secret = await hub.get("v1", "Secret", sandbox.clusterProfileNamespace, spoke2.name);
+    await hub.apply({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: spoke2.name, namespace: GKE_CREDENTIALS },
+      data: spoke2Secret!.data,
+    } as KubeObject);
 
     originalCrd = (await hub.get(
       "apiextensions.k8s.io/v1",
@@ -257,6 +269,21 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
     await putProfile(hub, { namespace: GKE_NAMESPACE, name: "team-b", manager: "gke-fleet", labels: gke }, [
       { name: "google", cluster: { server: attackerUrl, extensions: execExtension("knative-fleet-git") } },
     ]);
+    // The OCM namespace's spoke-1, again in the GKE namespace: its own name, a server of its own.
+    await putProfile(
+      hub,
+      { namespace: GKE_NAMESPACE, name: spoke1.name, manager: "gke-fleet", labels: gke },
+      [
+        {
+          name: "google",
+          cluster: {
+            server: attackerUrl,
+            "certificate-authority-data": base64(testdata("ca.crt")),
+            extensions: execExtension(spoke1.name),
+          },
+        },
+      ],
+    );
     await putProfile(
       hub,
       { namespace: GKE_NAMESPACE, name: "plain-http", manager: "gke-fleet", labels: gke },
@@ -290,6 +317,10 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
         namespace: GKE_NAMESPACE,
         name: "team-b",
       }),
+      "clusters/twin.yaml": crFile("KnativeEventing", "twin", FLEET_NAMESPACE, {
+        namespace: GKE_NAMESPACE,
+        name: spoke1.name,
+      }),
       "clusters/plain-http.yaml": crFile("KnativeEventing", "plain-http", FLEET_NAMESPACE, {
         namespace: GKE_NAMESPACE,
         name: "plain-http",
@@ -316,6 +347,12 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
       stringify({
         ...config,
         allowedClusterProfileNamespaces: [OCM_NAMESPACE, GKE_NAMESPACE],
+        access: {
+          credentialNamespaces: {
+            [OCM_NAMESPACE]: sandbox.clusterProfileNamespace,
+            [GKE_NAMESPACE]: GKE_CREDENTIALS,
+          },
+        },
         logLevel: "info",
         metricsPort,
       }),
@@ -344,7 +381,7 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
         await hub.delete(OPERATOR_API_VERSION, kind, namespace, nameOf(cr)).catch(() => {});
       }
     }
-    for (const ns of [OCM_NAMESPACE, GKE_NAMESPACE, FOREIGN_NAMESPACE])
+    for (const ns of [OCM_NAMESPACE, GKE_NAMESPACE, FOREIGN_NAMESPACE, GKE_CREDENTIALS])
       await hub.delete("v1", "Namespace", undefined, ns).catch(() => {});
     await hub.delete("v1", "Secret", sandbox.clusterProfileNamespace, "knative-fleet-git").catch(() => {});
     // Back to v1alpha1 as the storage version for the files that follow (v1alpha2 stays served: it is in
@@ -386,6 +423,16 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
       message: expect.stringContaining(
         `status.accessProviders[google].cluster.extensions[client.authentication.k8s.io/exec].clusterName is "knative-fleet-git", but a ClusterProfile may only name its own credential ("team-b")`,
       ),
+    });
+    expect(attackerSaw).toEqual([]);
+  });
+
+  it("a ClusterProfile named like another namespace's never gets that namespace's credential", async () => {
+    const cr = await waitCondition("KnativeEventing", "twin", "TargetClusterResolved", "False");
+    // The plugin looked in the GKE namespace's credentials namespace, where there is no spoke-1.
+    expect(conditionsOf(cr).find((c) => c.type === "TargetClusterResolved")).toMatchObject({
+      reason: "AccessProviderFailed",
+      message: expect.stringContaining(`failed to get secret ${GKE_CREDENTIALS}/${spoke1.name}`),
     });
     expect(attackerSaw).toEqual([]);
   });

@@ -179,7 +179,7 @@ describe("helm template: defaults + repository url", () => {
       hubInstall: { enabled: false },
       remoteDeploymentsPollInterval: "10s",
       allowedClusterProfileNamespaces: ["fleet-system"],
-      access: { allowForeignCredentialNames: false, allowInsecureServers: false },
+      access: { allowForeignCredentialNames: false, allowInsecureServers: false, credentialNamespaces: {} },
       tenancy: { reconcileHandMadeCRs: false },
       leaderElection: { enabled: false, leaseName: "kf-knative-fleet", namespace: "knative-fleet" },
       sharding: { enabled: false },
@@ -498,10 +498,45 @@ describe("helm template: multicluster with two plugins", () => {
     ]);
   });
 
+  it("with a credentials namespace per ClusterProfile namespace: the map in the config, a Secret Role in each", () => {
+    const credentialNamespaces = {
+      "ocm-clusterset": "ocm-credentials",
+      "fleet-cluster-inventory": "gke-credentials",
+    };
+    const objects = renderChart({
+      values: {
+        multicluster: {
+          allowedClusterProfileNamespaces: ["ocm-clusterset", "fleet-cluster-inventory"],
+          access: { credentialNamespaces },
+        },
+      },
+    });
+    expect(configOf(objects).access).toMatchObject({ credentialNamespaces });
+    const secretRoles = objects.filter(
+      (o) => o.kind === "Role" && nameOf(o) === "kf-knative-fleet-plugin-secrets",
+    );
+    expect(secretRoles.map((o) => o.metadata.namespace).sort()).toEqual([
+      "gke-credentials",
+      "knative-fleet-spoke-credentials",
+      "ocm-credentials",
+    ]);
+    const bindings = objects.filter(
+      (o) => o.kind === "RoleBinding" && nameOf(o) === "kf-knative-fleet-plugin-secrets",
+    );
+    expect(bindings).toHaveLength(3);
+  });
+
   it("refuses the release namespace as the credentials namespace", () => {
     expect(
       renderFailure({ values: { multicluster: { credentials: { namespace: "knative-fleet" } } } }),
     ).toContain("multicluster.credentials.namespace must not be the release namespace knative-fleet");
+    expect(
+      renderFailure({
+        values: { multicluster: { access: { credentialNamespaces: { "team-a": "knative-fleet" } } } },
+      }),
+    ).toContain(
+      "multicluster.access.credentialNamespaces.team-a must not be the release namespace knative-fleet",
+    );
   });
 
   it("without multicluster: no provider file, no ClusterProfile or Secret access", () => {
@@ -702,7 +737,7 @@ describe("helm template: sharding", () => {
   const leaseRules = (objects: ReturnType<typeof renderChart>) =>
     only<RbacRole>(objects, "Role", "kf-knative-fleet-leader-election").rules;
 
-  it("with replicas > 1: sharding on in the config, and the member Leases may be listed and removed", () => {
+  it("with replicas > 1: sharding on in the config, the member Leases may be listed and removed, and the Pods read", () => {
     const objects = renderChart({
       values: { replicas: 3, sharding: { enabled: true }, workersPerCluster: 2 },
     });
@@ -716,6 +751,8 @@ describe("helm template: sharding", () => {
       resources: ["leases"],
       verbs: ["get", "list", "update", "delete"],
     });
+    // A member counts once its Pod runs as the reconciler's ServiceAccount (src/service/sharding.ts podVoucher).
+    expect(leaseRules(objects)).toContainEqual({ apiGroups: [""], resources: ["pods"], verbs: ["get"] });
   });
 
   it("with one replica it stays off (there is nothing to share), and grants nothing for it", () => {
@@ -726,7 +763,7 @@ describe("helm template: sharding", () => {
 
   it("with replicas > 1 but sharding off, the leader-election Role is unchanged", () => {
     const rules = leaseRules(renderChart({ values: { replicas: 2 } }));
-    expect(rules.some((r) => r.verbs.includes("list"))).toBe(false);
+    expect(rules.some((r) => r.verbs.includes("list") || r.resources.includes("pods"))).toBe(false);
   });
 });
 

@@ -1,5 +1,6 @@
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AccessPolicySchema } from "../../../src/access/policy.ts";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
@@ -26,6 +27,7 @@ const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof 
 const POLL_MS = 30_000;
 const WATCHED = "rollout-watched";
 const REFUSED = "rollout-refused";
+const REFUSED_CREDENTIALS = "rollout-refused-credentials";
 
 /** A quota that admits no pod: the Deployments of an install in its namespace never become Available. */
 const NO_PODS: KubeObject = {
@@ -96,12 +98,21 @@ describe("readiness while an install rolls out", () => {
         url: `${proxy.url}/${spoke2.name}`,
         caData: base64(testdata("ca.crt")),
       },
+      REFUSED_CREDENTIALS,
     );
     // The engine's warnings, kept: the fallback says so in the log.
     const log = pino({ level: "warn" }, { write: (line: string) => warnings.push(line) });
     engine = await startEngine({
       hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
       providerFile: sandbox.providerFile,
+      // spoke-2's copy in REFUSED is a second ClusterProfile namespace: it has credentials of its own.
+      allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace, REFUSED],
+      accessPolicy: AccessPolicySchema.parse({
+        credentialNamespaces: {
+          [sandbox.clusterProfileNamespace]: sandbox.clusterProfileNamespace,
+          [REFUSED]: REFUSED_CREDENTIALS,
+        },
+      }),
       kodataDir: knativeReleasesDir(),
       pollIntervalMs: POLL_MS,
       resyncIntervalMs: 3_600_000,
@@ -131,6 +142,7 @@ describe("readiness while an install rolls out", () => {
     await hub
       .delete("multicluster.x-k8s.io/v1alpha1", "ClusterProfile", REFUSED, spoke2.name)
       .catch(() => {});
+    await hub.delete("v1", "Namespace", undefined, REFUSED_CREDENTIALS).catch(() => {});
   }, 240_000);
 
   it("is reported as soon as the last Deployment is Available: woken by the watch, not the poll", async () => {

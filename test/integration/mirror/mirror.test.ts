@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import {
+  ADOPT_ANNOTATION,
   CONFIRM_PRUNE_ANNOTATION,
   PRUNE_ANNOTATION,
   PRUNE_CONFIRMATION_CONFIGMAP,
@@ -185,6 +186,40 @@ describe("mirror onto the hub", () => {
 
     const withoutIt = await fleet.sync([fleet.file("beta")], commit(2));
     expect(withoutIt.prune.state).toBe("none");
+    expect(await fleet.names()).toEqual(["alpha", "beta"]);
+  });
+
+  it("a second repository declaring the same CR: a conflict, not updated, not pruned, until adopted", async () => {
+    const fleet = await testFleet("owner");
+    await fleet.sync([fleet.file("alpha"), fleet.file("beta")], commit(1));
+    const other = "https://git.example/mirror-test/another-team.git";
+    const second = (files: FleetFile[], at: string) =>
+      mirror(hub, { ...fleet.input(files, at), source: { repository: other, branch: "main", commit: at } });
+    const taken = await second([fleet.file("alpha", { version: "1.23" })], commit(2));
+    expect(taken.resources).toEqual([
+      expect.objectContaining({
+        name: "alpha",
+        action: "conflict",
+        reason: expect.stringContaining(`mirrored from repository ${fleet.repository}`),
+      }),
+    ]);
+    expect(taken.prune.state).toBe("none");
+    const alpha = await fleet.get("alpha");
+    expect(specOf(alpha)?.version).toBe("1.22");
+    expect(alpha?.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION]).toBe(fleet.repository);
+
+    // A person hands alpha over; the next sync of the second repository takes it.
+    await hub.mergePatch(OPERATOR_API_VERSION, "KnativeServing", fleet.ns, "alpha", {
+      metadata: { annotations: { [ADOPT_ANNOTATION]: other } },
+    });
+    const adopted = await second([fleet.file("alpha", { version: "1.23" })], commit(3));
+    expect(adopted.resources.map((r) => [r.name, r.action])).toEqual([["alpha", "update"]]);
+    const after = await fleet.get("alpha");
+    expect(specOf(after)?.version).toBe("1.23");
+    expect(after?.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION]).toBe(other);
+    // From then on the first repository no longer prunes it, and cannot take it back without a marker.
+    const first = await fleet.sync([fleet.file("beta")], commit(4));
+    expect(first.prune.state).toBe("none");
     expect(await fleet.names()).toEqual(["alpha", "beta"]);
   });
 

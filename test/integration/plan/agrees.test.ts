@@ -58,7 +58,11 @@ describe("plan and the apply that follows agree, object by object", () => {
 
   beforeAll(async () => {
     await installFleetCrds(hub);
-    access = new ClusterAccess({ hub, providers: await loadProviderConfig(sandbox.providerFile) });
+    access = new ClusterAccess({
+      hub,
+      providers: await loadProviderConfig(sandbox.providerFile),
+      namespaces: [sandbox.clusterProfileNamespace],
+    });
     deps = {
       releases,
       targets: createTargetResolver(hub, access),

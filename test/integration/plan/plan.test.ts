@@ -15,7 +15,7 @@ import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
 import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { crText } from "../../support/fleet-files.ts";
+import { ANY_NAMESPACE_ADMISSION, crText } from "../../support/fleet-files.ts";
 import { startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
@@ -75,6 +75,7 @@ describe("knative-fleet plan against the sandbox", () => {
       sourceRead: true,
       options: MirrorOptionsSchema.parse({}),
       namespace: HUB_NAMESPACE,
+      admission: ANY_NAMESPACE_ADMISSION,
     });
     expect(result.resources.every((outcome) => outcome.error === undefined)).toBe(true);
   }
@@ -117,6 +118,7 @@ describe("knative-fleet plan against the sandbox", () => {
       log: silentLogger,
       hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
       providerFile: sandbox.providerFile,
+      allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace],
       kodataDir: knativeReleasesDir(),
       workers: 2,
       applyConcurrency: 8,

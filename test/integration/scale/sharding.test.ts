@@ -1,9 +1,16 @@
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { ownerOf, SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../../../src/service/sharding.ts";
+import { nameOf } from "../../../src/kube/object.ts";
+import { processIdentity } from "../../../src/service/leader-election.ts";
+import {
+  memberLeaseName,
+  ownerOf,
+  SHARD_GROUP_LABEL,
+  SHARD_VIEW_ANNOTATION,
+} from "../../../src/service/sharding.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
@@ -17,7 +24,9 @@ import { dropHubCrs, isReady, servingFile } from "./support.ts";
 // (15 s member lease, 10 s renew deadline, 2 s retry period): each CR is reconciled by exactly one
 // replica (the one rendezvous hashing names), and when a replica is killed with SIGKILL (no release) the
 // survivors take its spokes once its Lease expired; when one joins, the replicas that hand it clusters stop
-// reporting them.
+// reporting them. The replicas vouch for each other by their Pods (here
+// Pod objects on the hub, running as the replicas' ServiceAccount): a member Lease someone else wrote,
+// however well formed, moves no cluster.
 
 const sandbox = loadSandbox();
 const REPO = "sharding-fleet";
@@ -50,6 +59,20 @@ describe("sharding over three replicas", () => {
   let hub: KubeClient;
   const replicas: ServiceProcess[] = [];
   const podNames = new Map<ServiceProcess, string>();
+  /** The Pod a replica named POD_NAME runs in, as the chart's Deployment makes it: who vouches for it. */
+  const replicaPod = (name: string) =>
+    hub.apply({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name, namespace: GROUP },
+      spec: {
+        serviceAccountName: "knative-fleet",
+        automountServiceAccountToken: false,
+        containers: [{ name: "knative-fleet", image: "knative-fleet:test" }],
+      },
+    });
+  /** Member Leases the test forged: not replicas, left out of `members()`. */
+  const forged = new Set<string>();
   const scratch = mkdtempSync(join(tmpdir(), "knative-fleet-sharding-"));
   const spoke = (name: string) => adminClient(sandbox.spokes.find((s) => s.name === name)!);
   const target = async (name: string) => {
@@ -62,10 +85,12 @@ describe("sharding over three replicas", () => {
         namespace: GROUP,
         labelSelector: `${SHARD_GROUP_LABEL}=${GROUP}`,
       })
-    ).items.map((lease) => ({
-      identity: (lease.spec as { holderIdentity: string }).holderIdentity,
-      view: lease.metadata.annotations?.[SHARD_VIEW_ANNOTATION],
-    }));
+    ).items
+      .filter((lease) => !forged.has(nameOf(lease)))
+      .map((lease) => ({
+        identity: (lease.spec as { holderIdentity: string }).holderIdentity,
+        view: lease.metadata.annotations?.[SHARD_VIEW_ANNOTATION],
+      }));
   /** Waits until exactly `count` members hold Leases and all acknowledged the same view. */
   const settledMembers = (count: number, timeoutMs: number) =>
     waitUntil(
@@ -126,6 +151,13 @@ describe("sharding over three replicas", () => {
     await installFleetCrds(hub);
     await ensureNamespace(hub, "knative-fleet");
     await ensureNamespace(hub, GROUP);
+    // What the chart's Deployment gives each replica: a Pod named POD_NAME, running as its ServiceAccount.
+    await hub.apply({
+      apiVersion: "v1",
+      kind: "ServiceAccount",
+      metadata: { name: "knative-fleet", namespace: GROUP },
+    });
+    for (let i = 1; i <= 3; i++) await replicaPod(`replica-${i}`);
     await dropHubCrs(hub);
     await cleanSpokes(sandbox, SPOKES);
     git = await startGitServer();
@@ -211,6 +243,38 @@ describe("sharding over three replicas", () => {
     expectOneOwnerEach(await reconciledSince(settledBefore), remaining);
   }, 600_000);
 
+  it("a forged member Lease (a replica's format, a huge duration, never renewed) moves no cluster", async () => {
+    const remaining = await settledMembers(2, 60_000);
+    // An identity in the replicas' format whose Lease would take at least one spoke: what an attacker picks.
+    let intruder = processIdentity("intruder-0");
+    while (!SPOKES.some((s) => ownerOf([...remaining, intruder], clusterOf(s)) === intruder))
+      intruder = processIdentity("intruder-0");
+    const taken = SPOKES.filter((s) => ownerOf([...remaining, intruder], clusterOf(s)) === intruder);
+    const name = memberLeaseName(GROUP, intruder);
+    forged.add(name);
+    await hub.apply({
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: { name, namespace: GROUP, labels: { [SHARD_GROUP_LABEL]: GROUP } },
+      spec: {
+        holderIdentity: intruder,
+        leaseDurationSeconds: 1_000_000_000,
+        renewTime: new Date().toISOString().replace(/Z$/, "000Z"),
+      },
+    });
+    console.log(`sharding: a forged member ${intruder} would take ${taken.join(", ")}`);
+    const before = await snapshot();
+    await pushTarget("200");
+    expectOneOwnerEach(await reconciledSince(before), remaining);
+    expect(await settledMembers(2, 30_000)).toEqual(remaining);
+    const logs = live().map((r) => readFileSync(r.logFile, "utf8"));
+    expect(
+      logs.some((log) =>
+        log.includes("sharding: ignoring a member Lease: no replica can vouch for its holder"),
+      ),
+    ).toBe(true);
+  }, 600_000);
+
   it("a replica joins: the clusters it takes leave the old owner's /metrics, and the new owner reports them", async () => {
     // Series of one cluster on a replica: every line of /metrics that names it.
     const seriesOf = async (replica: ServiceProcess, spokeName: string) => {
@@ -229,6 +293,7 @@ describe("sharding over three replicas", () => {
     let moved: string[] = [];
     let identities: string[] = [];
     for (let i = 4; moved.length === 0 && i <= 6; i++) {
+      await replicaPod(`replica-${i}`);
       const joining = startFleetProcess({
         sandbox,
         service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },

@@ -22,7 +22,7 @@ import { RolloutStage } from "../../../src/rollout/stage.ts";
 import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { LeaderElector } from "../../../src/service/leader-election.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { crFile } from "../../support/fleet-files.ts";
+import { ANY_NAMESPACE_ADMISSION, crFile } from "../../support/fleet-files.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { type KubeObject, only, renderChart } from "../chart/helm.ts";
@@ -215,6 +215,7 @@ describe("the chart's RBAC", () => {
       sourceRead: true,
       options: MirrorOptionsSchema.parse({ maxPruneFraction: 0 }),
       namespace: fleetNamespace,
+      admission: ANY_NAMESPACE_ADMISSION,
     });
     expect(held.prune.state).toBe("held");
     const record = (await hub.get("v1", "ConfigMap", fleetNamespace, PRUNE_CONFIRMATION_CONFIGMAP))!;

@@ -56,10 +56,10 @@ describe("ClusterAccess without a hub round trip", () => {
     });
     expect(await access.resolve(ref)).toEqual({
       ok: false,
-      reason: "ClusterProfileNotFound",
+      reason: "ClusterProfileNotAllowed",
       message:
         "ClusterProfile fleet-system/spoke-1 is in namespace fleet-system, but knative-fleet only reads " +
-        "ClusterProfiles in fleet-a, fleet-b",
+        "ClusterProfiles in fleet-a, fleet-b (allowedClusterProfileNamespaces)",
     });
   });
 

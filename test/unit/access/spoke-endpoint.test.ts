@@ -1,6 +1,11 @@
+import { mkdtemp, readFile, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { parse, stringify } from "yaml";
+import { kubeconfigInNamespace } from "../../../src/access/credential-binding.ts";
 import { AccessError } from "../../../src/access/errors.ts";
-import { SAFE_ACCESS_POLICY } from "../../../src/access/policy.ts";
+import { AccessPolicySchema, SAFE_ACCESS_POLICY } from "../../../src/access/policy.ts";
 import {
   ADDITIONAL_ARGS_EXTENSION,
   ADDITIONAL_ENVS_EXTENSION,
@@ -135,8 +140,8 @@ describe("spokeEndpoint: connection details", () => {
         "allow it with access.allowInsecureServers)",
     );
     const endpoint = spokeEndpoint(profile, providerConfig(provider("secretreader")), {
-      ...SAFE_ACCESS_POLICY,
-      allowInsecureServers: true,
+      policy: { ...SAFE_ACCESS_POLICY, allowInsecureServers: true },
+      namespaces: ["fleet-system"],
     });
     expect(endpoint.insecureSkipTlsVerify).toBe(true);
     expect(endpoint.execCluster).toEqual({ server: "https://s:6443", "insecure-skip-tls-verify": true });
@@ -316,9 +321,160 @@ describe("spokeEndpoint: credentials a ClusterProfile author cannot steer", () =
       spokeEndpoint(execExtension({ name: "team-a-kubeconfig", key: "kubeconfig" }), config).profile.name,
     ).toBe("team-a");
     const open = { ...SAFE_ACCESS_POLICY, allowForeignCredentialNames: true };
-    expect(spokeEndpoint(execExtension({ clusterName: "team-b" }), config, open).execCluster.config).toEqual({
+    expect(
+      spokeEndpoint(execExtension({ clusterName: "team-b" }), config, {
+        policy: open,
+        namespaces: ["fleet-system"],
+      }).execCluster.config,
+    ).toEqual({
       clusterName: "team-b",
     });
+  });
+});
+
+describe("spokeEndpoint: a credential is bound to the ClusterProfile's namespace too", () => {
+  const inNamespace = (namespace: string, extension: object) => {
+    const profile = clusterProfile("cluster1", {
+      accessProviders: [
+        {
+          name: "secretreader",
+          cluster: {
+            server: "https://attacker.example:6443",
+            extensions: [{ name: "client.authentication.k8s.io/exec", extension }],
+          },
+        },
+      ],
+    });
+    return { ...profile, metadata: { ...profile.metadata, namespace } };
+  };
+  const config = providerConfig(provider("secretreader"));
+  const twoNamespaces = ["ocm-clusters", "gke-clusters"];
+  const mapped = AccessPolicySchema.parse({
+    credentialNamespaces: { "ocm-clusters": "ocm-credentials", "gke-clusters": "gke-credentials" },
+  });
+
+  it("with ClusterProfiles from two namespaces, a name alone is refused: cluster1 could be the other namespace's", () => {
+    const err = accessError(() =>
+      spokeEndpoint(inNamespace("gke-clusters", { clusterName: "cluster1" }), config, {
+        policy: SAFE_ACCESS_POLICY,
+        namespaces: twoNamespaces,
+      }),
+    );
+    expect(err.reason).toBe("AccessProviderFailed");
+    expect(err.message).toBe(
+      "ClusterProfiles are read from ocm-clusters, gke-clusters, so a credential named after ClusterProfile " +
+        "gke-clusters/cluster1 could be another namespace's cluster1: give namespace gke-clusters a credentials " +
+        "namespace of its own in access.credentialNamespaces (chart: multicluster.access.credentialNamespaces)",
+    );
+    // "*" is every namespace: the same.
+    expect(() =>
+      spokeEndpoint(inNamespace("gke-clusters", { clusterName: "cluster1" }), config, {
+        policy: SAFE_ACCESS_POLICY,
+        namespaces: undefined,
+      }),
+    ).toThrow(/give namespace gke-clusters a credentials namespace of its own/);
+  });
+
+  it("with a credentials namespace per ClusterProfile namespace, each plugin run reads its own", () => {
+    const plugin = (namespace: string) =>
+      spokeEndpoint(inNamespace(namespace, { clusterName: "cluster1" }), config, {
+        policy: mapped,
+        namespaces: twoNamespaces,
+      }).plugin;
+    expect(plugin("ocm-clusters").credentialsNamespace).toBe("ocm-credentials");
+    expect(plugin("gke-clusters").credentialsNamespace).toBe("gke-credentials");
+    // One ClusterProfile namespace: no other cluster1 can exist, the plugin's kubeconfig says where.
+    expect(
+      spokeEndpoint(inNamespace("ocm-clusters", { clusterName: "cluster1" }), config, {
+        policy: SAFE_ACCESS_POLICY,
+        namespaces: ["ocm-clusters"],
+      }).plugin.credentialsNamespace,
+    ).toBeUndefined();
+  });
+
+  it("kubeconfig-secretreader's namespace may only be the bound one", () => {
+    const kubeconfig = (namespace?: string) =>
+      inNamespace("gke-clusters", {
+        name: "cluster1-kubeconfig",
+        key: "kubeconfig",
+        ...(namespace && { namespace }),
+      });
+    expect(() =>
+      spokeEndpoint(kubeconfig("ocm-credentials"), config, { policy: mapped, namespaces: twoNamespaces }),
+    ).toThrow(
+      'extensions[client.authentication.k8s.io/exec].namespace is "ocm-credentials", but a ClusterProfile\'s ' +
+        "credential is read from gke-credentials, the credentials namespace of gke-clusters (access.credentialNamespaces)",
+    );
+    expect(() =>
+      spokeEndpoint(kubeconfig("knative-fleet"), config, {
+        policy: SAFE_ACCESS_POLICY,
+        namespaces: ["gke-clusters"],
+      }),
+    ).toThrow(
+      /namespace is "knative-fleet", but a ClusterProfile's credential is read from the credentials namespace of the plugin's kubeconfig; leave namespace out/,
+    );
+    expect(
+      spokeEndpoint(kubeconfig("gke-credentials"), config, { policy: mapped, namespaces: twoNamespaces })
+        .plugin.credentialsNamespace,
+    ).toBe("gke-credentials");
+  });
+
+  it("a plugin that names no credential (a cloud's own) is left alone; allowForeignCredentialNames lifts the binding", () => {
+    expect(
+      spokeEndpoint(inNamespace("gke-clusters", { audience: "x" }), config, {
+        policy: SAFE_ACCESS_POLICY,
+        namespaces: twoNamespaces,
+      }).plugin.credentialsNamespace,
+    ).toBeUndefined();
+    const open = { ...SAFE_ACCESS_POLICY, allowForeignCredentialNames: true };
+    expect(
+      spokeEndpoint(inNamespace("gke-clusters", { clusterName: "cluster1", namespace: "x" }), config, {
+        policy: open,
+        namespaces: twoNamespaces,
+      }).plugin.credentialsNamespace,
+    ).toBeUndefined();
+  });
+
+  it("the config refuses two ClusterProfile namespaces sharing one credentials namespace", () => {
+    expect(() =>
+      AccessPolicySchema.parse({
+        credentialNamespaces: { "ocm-clusters": "creds", "gke-clusters": "creds" },
+      }),
+    ).toThrow(/creds already holds the credentials of ClusterProfile namespace ocm-clusters/);
+  });
+});
+
+describe("kubeconfigInNamespace: the plugin's kubeconfig, pointed at the bound namespace", () => {
+  it("keeps cluster and user, makes file references absolute, and is readable by this process only", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "knative-fleet-kubeconfig-"));
+    const original = join(dir, "plugin-kubeconfig");
+    await writeFile(
+      original,
+      stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        clusters: [
+          { name: "hub", cluster: { server: "https://hub:6443", "certificate-authority": "ca.crt" } },
+        ],
+        users: [{ name: "fleet", user: { tokenFile: "/var/run/token" } }],
+        contexts: [
+          { name: "creds", context: { cluster: "hub", user: "fleet", namespace: "shared-credentials" } },
+        ],
+        "current-context": "creds",
+      }),
+    );
+    const copy = await kubeconfigInNamespace(original, "gke-credentials");
+    const read = parse(await readFile(copy, "utf8"));
+    expect(read.contexts).toEqual([
+      { name: "creds", context: { cluster: "hub", user: "fleet", namespace: "gke-credentials" } },
+    ]);
+    expect(read.clusters[0].cluster["certificate-authority"]).toBe(join(dir, "ca.crt"));
+    expect(read.users[0].user.tokenFile).toBe("/var/run/token");
+    expect((await stat(copy)).mode & 0o777).toBe(0o600);
+    expect((await stat(dirname(copy))).mode & 0o777).toBe(0o700);
+    await expect(kubeconfigInNamespace(join(dir, "missing"), "x")).rejects.toThrow(
+      /cannot read the plugin's kubeconfig/,
+    );
   });
 });
 

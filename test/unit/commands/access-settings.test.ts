@@ -17,7 +17,7 @@ describe("accessSettings", () => {
   it("without a config file: the service's defaults, one ClusterProfile namespace and nothing opened", () => {
     expect(accessSettings(undefined)).toEqual({
       namespaces: ["fleet-system"],
-      policy: { allowForeignCredentialNames: false, allowInsecureServers: false },
+      policy: { allowForeignCredentialNames: false, allowInsecureServers: false, credentialNamespaces: {} },
     });
   });
 
@@ -28,7 +28,7 @@ describe("accessSettings", () => {
       ),
     ).toEqual({
       namespaces: undefined,
-      policy: { allowForeignCredentialNames: false, allowInsecureServers: true },
+      policy: { allowForeignCredentialNames: false, allowInsecureServers: true, credentialNamespaces: {} },
     });
     expect(
       accessSettings(configFile({ allowedClusterProfileNamespaces: ["ocm", "gke"] })).namespaces,

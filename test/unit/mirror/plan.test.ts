@@ -1,11 +1,15 @@
 import { describe, expect, it } from "vitest";
+import type { HubCrPolicy } from "../../../src/admission/hub-cr.ts";
+import { LocationPolicySchema, VERSION_VARIABLE } from "../../../src/admission/locations.ts";
 import {
+  ADOPT_ANNOTATION,
   PRUNE_ANNOTATION,
   PRUNE_DISABLED,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
   SOURCE_REPOSITORY_ANNOTATION,
 } from "../../../src/api/labels.ts";
+import type { FleetFile } from "../../../src/fleet/model.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   type ApplyStep,
@@ -14,6 +18,7 @@ import {
   planPrune,
   pruneToken,
 } from "../../../src/mirror/plan.ts";
+import { type CrOptions, crText, crFile as sharedCrFile } from "../../support/fleet-files.ts";
 import { crFile, mirrorInput, REPOSITORY } from "./support.ts";
 
 const NS = "fleet";
@@ -42,7 +47,7 @@ function hubAfter(steps: readonly ApplyStep[], previous: readonly KubeObject[] =
 }
 
 function sync(input: MirrorInput, live: readonly KubeObject[]) {
-  return planApplies(input.model.resources, input.source, live);
+  return planApplies(input.model.resources, input.source, live, input.admission);
 }
 
 /** The hub holding `names`, each mirrored from its own file at COMMIT_1. */
@@ -88,7 +93,7 @@ describe("planApplies", () => {
     ]);
     expect(steps[0]).toMatchObject({
       error:
-        "clusters/alpha.yaml:1: metadata.annotations.fleet.knative.dev/abandon-cleanup cannot come from a fleet " +
+        "clusters/alpha.yaml:1: metadata.annotations.fleet.knative.dev/abandon-cleanup: cannot come from a fleet " +
         "file (a push could make a removal leave the cluster as it is); a hub operator sets it on the hub CR",
     });
     expect(
@@ -146,6 +151,189 @@ describe("planApplies", () => {
       ["alpha", "conflict"],
       ["beta", "terminating"],
     ]);
+  });
+});
+
+describe("planApplies: the admission, the same in every mode", () => {
+  // What the service gives the mirror with defaults: CRs in its own namespace only, ClusterProfiles in
+  // fleet-system only, no URL location, local paths inside kodata only. With `reconciler: external` the
+  // mirror is the only check before the upstream operator acts on a CR.
+  const admission: HubCrPolicy = {
+    crNamespaces: [NS],
+    clusterProfileNamespaces: ["fleet-system"],
+    locations: LocationPolicySchema.parse({}),
+    kodataDir: "/opt/knative-fleet/kodata",
+  };
+  const cr = (name: string, options: Partial<CrOptions> = {}) =>
+    sharedCrFile({ name, namespace: NS, cluster: name, ...options });
+  const admitted = (files: FleetFile[], live: readonly KubeObject[] = []) =>
+    sync({ ...mirrorInput(files, NS, COMMIT_1), admission }, live);
+
+  it("refuses a metadata-service URL, another team's ClusterProfile namespace and another hub namespace", () => {
+    const steps = admitted([
+      cr("metadata", { spec: { manifests: [{ URL: "http://169.254.169.254/latest/meta-data/" }] } }),
+      cr("other-team", { clusterNamespace: "team-b" }),
+      cr("elsewhere", { namespace: "kube-system" }),
+      cr("local", { spec: { additionalManifests: [{ URL: "/var/run/secrets/kubernetes.io/token" }] } }),
+      cr("fine"),
+    ]);
+    expect(Object.fromEntries(steps.map((step) => [step.name, step.error ?? step.action]))).toEqual({
+      metadata:
+        "clusters/metadata.yaml:1: spec.manifests[0].URL: manifest location http://169.254.169.254/latest/meta-data/ " +
+        "is refused: it matches no prefix in manifestLocations.allowedPrefixes (none is set)",
+      "other-team":
+        "clusters/other-team.yaml:1: spec.clusterProfileRef.namespace: ClusterProfiles in namespace team-b may " +
+        "not be targeted (allowedClusterProfileNamespaces: fleet-system)",
+      elsewhere:
+        "clusters/elsewhere.yaml:1: metadata.namespace: kube-system is not a hub namespace whose CRs knative-fleet " +
+        `reconciles (tenancy.crNamespaces: ${NS})`,
+      local:
+        "clusters/local.yaml:1: spec.additionalManifests[0].URL: manifest location /var/run/secrets/kubernetes.io/token " +
+        "is refused: a local path must name a regular file or folder inside the kodata directory",
+      fine: "create",
+    });
+    expect(steps.filter((step) => step.action === "refused")).toHaveLength(4);
+  });
+
+  it("checks an allowed prefix's URLs for a literal private address and credentials, the version filled in", () => {
+    const open: HubCrPolicy = {
+      ...admission,
+      locations: LocationPolicySchema.parse({
+        allowedPrefixes: [
+          "https://10.0.0.1/",
+          "https://u:p@example.com/",
+          "https://releases.example/v1.22.0/",
+        ],
+      }),
+    };
+    const steps = sync(
+      {
+        ...mirrorInput(
+          [
+            cr("private", { spec: { additionalManifests: [{ URL: "https://10.0.0.1/x.yaml" }] } }),
+            cr("userinfo", { spec: { additionalManifests: [{ URL: "https://u:p@example.com/x.yaml" }] } }),
+            cr("versioned", {
+              version: "1.22.0",
+              spec: {
+                additionalManifests: [{ URL: `https://releases.example/v${VERSION_VARIABLE}/x.yaml` }],
+              },
+            }),
+          ],
+          NS,
+          COMMIT_1,
+        ),
+        admission: open,
+      },
+      [],
+    );
+    expect(steps.map((step) => [step.name, step.error ?? step.action])).toEqual([
+      [
+        "private",
+        "clusters/private.yaml:1: spec.additionalManifests[0].URL: manifest location host 10.0.0.1 resolves to " +
+          "10.0.0.1, a loopback, link-local or private address (manifestLocations.allowPrivateNetworks)",
+      ],
+      [
+        "userinfo",
+        "clusters/userinfo.yaml:1: spec.additionalManifests[0].URL: manifest location https://example.com/x.yaml " +
+          "is refused: it carries credentials",
+      ],
+      ["versioned", "create"],
+    ]);
+  });
+
+  it("a refused CR keeps its hub copy as it was, and holds back the prune", () => {
+    const live = mirroredHub(["alpha", "beta"]);
+    // alpha now targets another team's ClusterProfile; beta's file is gone.
+    const moved = {
+      ...crFile("alpha", { namespace: NS }),
+      text: crText({ name: "alpha", namespace: NS, cluster: "alpha", clusterNamespace: "team-b" }),
+    };
+    const input = { ...mirrorInput([moved], NS, COMMIT_2), admission };
+    const steps = sync(input, live);
+    expect(actions(steps)).toEqual([["alpha", "refused"]]);
+    expect(hubAfter(steps, live)).toEqual(live);
+    const applyFailures = steps.filter((step) => step.error !== undefined).length;
+    expect(planPrune(input, live, { applyFailures, confirmedToken: undefined })).toMatchObject({
+      state: "skipped",
+      reason: "apply-failed",
+    });
+  });
+});
+
+describe("planApplies: a repository owns its CRs", () => {
+  const OTHER = "https://git.example/team-b/fleet.git";
+  const fromOther = (names: string[], annotations: Record<string, string> = {}) =>
+    hubAfter(
+      sync(
+        {
+          ...mirrorInput(
+            names.map((n) => crFile(n, { namespace: NS })),
+            NS,
+            COMMIT_1,
+          ),
+          source: { repository: OTHER, branch: "main", commit: COMMIT_1 },
+        },
+        [],
+      ),
+    ).map((object) => ({
+      ...object,
+      metadata: { ...object.metadata, annotations: { ...object.metadata.annotations, ...annotations } },
+    }));
+
+  it("a CR another repository mirrored is a conflict: reported, not updated, and never pruned", () => {
+    const live = fromOther(["alpha"]);
+    const files = [crFile("alpha", { namespace: NS, version: "1.23" })];
+    const steps = sync(mirrorInput(files, NS, COMMIT_2), live);
+    expect(steps).toEqual([
+      {
+        kind: "KnativeServing",
+        namespace: NS,
+        name: "alpha",
+        path: "clusters/alpha.yaml",
+        action: "conflict",
+        reason:
+          `the hub CR was mirrored from repository ${OTHER} (fleet.knative.dev/source-repository); to hand it ` +
+          `over to this one, annotate the hub CR fleet.knative.dev/adopt=${REPOSITORY}`,
+      },
+    ]);
+    expect(hubAfter(steps, live)).toEqual(live);
+    const gone = planPrune(mirrorInput([crFile("beta", { namespace: NS })], NS, COMMIT_2), live, {
+      applyFailures: 0,
+      confirmedToken: undefined,
+    });
+    expect(gone.state).toBe("none");
+  });
+
+  it("the adoption marker hands it over: updated, and from then on this repository's", () => {
+    const live = fromOther(["alpha"], { [ADOPT_ANNOTATION]: REPOSITORY });
+    const steps = sync(
+      mirrorInput([crFile("alpha", { namespace: NS, version: "1.23" })], NS, COMMIT_2),
+      live,
+    );
+    expect(actions(steps)).toEqual([["alpha", "update"]]);
+    const after = hubAfter(steps, live)[0]!;
+    expect(after.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION]).toBe(REPOSITORY);
+    // A marker naming a third repository hands nothing to this one.
+    const elsewhere = fromOther(["alpha"], { [ADOPT_ANNOTATION]: "https://git.example/c.git" });
+    expect(actions(sync(mirrorInput([crFile("alpha", { namespace: NS })], NS, COMMIT_2), elsewhere))).toEqual(
+      [["alpha", "conflict"]],
+    );
+  });
+
+  it("never shows a credential another repository's URL carried", () => {
+    const live = fromOther(["alpha"]).map((object) => ({
+      ...object,
+      metadata: {
+        ...object.metadata,
+        annotations: {
+          ...object.metadata.annotations,
+          [SOURCE_REPOSITORY_ANNOTATION]: "https://bot:ghp_0123456789abcdef@git.example/b.git",
+        },
+      },
+    }));
+    const [step] = sync(mirrorInput([crFile("alpha", { namespace: NS })], NS, COMMIT_2), live);
+    expect(step!.reason).toContain("repository https://<redacted>@git.example/b.git");
+    expect(step!.reason).not.toContain("ghp_");
   });
 });
 

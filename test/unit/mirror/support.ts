@@ -1,7 +1,7 @@
 import type { KnativeKind } from "../../../src/api/knative.ts";
 import { buildFleetModel, type FleetFile, type FleetModel } from "../../../src/fleet/model.ts";
 import { type MirrorInput, MirrorOptionsSchema, type MirrorSource } from "../../../src/mirror/plan.ts";
-import { crFile as sharedCrFile } from "../../support/fleet-files.ts";
+import { ANY_NAMESPACE_ADMISSION, crFile as sharedCrFile } from "../../support/fleet-files.ts";
 
 export const REPOSITORY = "https://git.example/platform/fleet.git";
 
@@ -46,5 +46,6 @@ export function mirrorInput(
     sourceRead: true,
     options: MirrorOptionsSchema.parse(options),
     namespace,
+    admission: ANY_NAMESPACE_ADMISSION,
   };
 }

@@ -74,6 +74,19 @@ function recorder(client: KubeClient, now: () => Date) {
 }
 
 describe("event recorder", () => {
+  it("writes no credential a message carried (a URL's user:password@)", async () => {
+    const hub = fakeHub();
+    await recorder(hub.client, manualClock().now).record(
+      serving,
+      "Warning",
+      "ReconcileFailed",
+      "cannot fetch manifests from https://deploy:s3cret@charts.example/serving.yaml: 401",
+    );
+    expect([...hub.events.values()].map((e) => e.message)).toEqual([
+      "cannot fetch manifests from https://<redacted>@charts.example/serving.yaml: 401",
+    ]);
+  });
+
   it("creates a core/v1 Event that kubectl describe lists for the object", async () => {
     const hub = fakeHub();
     const clock = manualClock();

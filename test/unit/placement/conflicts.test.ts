@@ -12,7 +12,7 @@ import { PlacementStage } from "../../../src/placement/stage.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 import { runCli } from "../../support/cli.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
-import { crObject } from "../../support/fleet-files.ts";
+import { ANY_NAMESPACE_ADMISSION, crObject } from "../../support/fleet-files.ts";
 import { NS, PROFILES, placementFile, servingFile } from "./support.ts";
 
 // Conflicts between placements (and with per-cluster files) are reported the way the fleet model reports
@@ -45,6 +45,7 @@ function hubWithPlacements() {
       options: MirrorOptionsSchema.parse({}),
       namespace: NS,
       hold: prepared.hold,
+      admission: ANY_NAMESPACE_ADMISSION,
     });
     const withPlacements = { ...result, placements: prepared.report() };
     const status = renderStatusSummary({ resources: kube.objects(), mirror: withPlacements });

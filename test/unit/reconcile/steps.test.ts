@@ -10,6 +10,7 @@ import { RestClient } from "../../../src/kube/rest.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import {
   type EngineDeps,
+  finalizeInstall,
   reconcileInstall,
   STEPS,
   WATCHED_RECHECK_MS,
@@ -317,5 +318,47 @@ describe("the reconcile steps", () => {
     expect(findCondition(ready.status.conditions, ConditionType.Ready)?.status).toBe("True");
     expect(rollouts.watchCount).toBe(0);
     expect(opened.every((o) => o.stopped)).toBe(true);
+  });
+});
+
+describe("finalize (FinalizeRemoteCluster)", () => {
+  const deleting = (): KnativeResource => ({
+    ...serving(),
+    metadata: { ...serving().metadata, deletionTimestamp: "2026-01-01T00:00:00Z" },
+  });
+
+  it("a ClusterProfile that left the inventory releases the CR", async () => {
+    const fake = await servingCluster();
+    const deps = depsFor(fake, async () => ({
+      ok: false,
+      reason: "ClusterProfileNotFound",
+      message: "ClusterProfile fleet-system/spoke-1 does not exist on the hub",
+    }));
+    expect(await finalizeInstall(deleting(), [], deps, silentLogger)).toEqual({ release: true });
+  });
+
+  it("one only outside allowedClusterProfileNamespaces keeps the finalizer and says how to release it", async () => {
+    const fake = await servingCluster();
+    const deps = depsFor(fake, async () => ({
+      ok: false,
+      reason: "ClusterProfileNotAllowed",
+      message:
+        "ClusterProfile fleet-system/spoke-1 is in namespace fleet-system, but knative-fleet only reads " +
+        "ClusterProfiles in team-a (allowedClusterProfileNamespaces)",
+    }));
+    const outcome = await finalizeInstall(deleting(), [], deps, silentLogger);
+    expect(outcome.release).toBe(false);
+    expect(
+      outcome.release === false &&
+        findCondition(outcome.status.conditions, ConditionType.TargetClusterResolved),
+    ).toMatchObject({
+      status: "False",
+      reason: "ClusterProfileNotAllowed",
+      message:
+        "ClusterProfile fleet-system/spoke-1 is in namespace fleet-system, but knative-fleet only reads " +
+        "ClusterProfiles in team-a (allowedClusterProfileNamespaces). Cleanup of fleet-system/spoke-1 is " +
+        "retried with backoff; if the cluster is gone for good, annotate the CR " +
+        "fleet.knative.dev/abandon-cleanup=true to release it without cleanup.",
+    });
   });
 });

@@ -5,15 +5,17 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readManifestFiles } from "../../../src/render/files.ts";
-import { LocationLoader } from "../../../src/render/location-loader.ts";
 import {
   isNonPublicAddress,
   type LocationPolicy,
   LocationPolicySchema,
-} from "../../../src/render/location-policy.ts";
+} from "../../../src/admission/locations.ts";
+import { readManifestFiles } from "../../../src/render/files.ts";
+import { LOCATIONS_AT_ONCE, LocationLoader } from "../../../src/render/location-loader.ts";
 
 const CONFIG_MAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-location\n";
+const LOCAL_REFUSAL = "a local path must name a regular file or folder inside the kodata directory";
+const refusedLocally = (location: string) => `manifest location ${location} is refused: ${LOCAL_REFUSAL}`;
 const SECRET_INI = "[default]\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n";
 
 let server: Server;
@@ -172,17 +174,94 @@ describe("manifest location policy", () => {
       "/dev/zero",
       "file:///dev/zero",
       "extra/zero.yaml",
+      "extra/host.yaml",
       "/var/run/secrets/kubernetes.io/serviceaccount/token",
     ]) {
-      await expect(loader().load(location)).rejects.toThrow(
-        /outside the kodata directory|does not exist in the kodata/,
-      );
+      await expect(loader().load(location)).rejects.toThrow(refusedLocally(location));
     }
-    await expect(loader().load("extra/host.yaml")).rejects.toThrow(/outside the kodata directory/);
     // Even inside kodata (here: kodata is /dev), a device is no file.
     const devAsKodata = new LocationLoader({ kodataDir: "/dev" });
-    await expect(devAsKodata.load("/dev/zero")).rejects.toThrow(/not a regular file or folder/);
+    await expect(devAsKodata.load("/dev/zero")).rejects.toThrow(refusedLocally("/dev/zero"));
     await expect(readManifestFiles("/dev/zero", 1024)).rejects.toThrow(/not a regular file/);
     expect(process.memoryUsage().rss - before).toBeLessThan(64 * 1024 * 1024);
+  });
+
+  it("refuses a local path with one message whether it exists or not: no file-existence oracle", async () => {
+    const messages = new Set<string>();
+    for (const [location, exists] of [
+      ["/etc/hostname", true],
+      ["/etc/no-such-file-here", false],
+      ["../../../../etc/passwd", true],
+      ["../../../../etc/no-such-file-here", false],
+      ["extra/missing.yaml", false],
+      ["extra/host.yaml", true], // a link out of kodata
+    ] as const) {
+      const message = await loader()
+        .load(location)
+        .then(
+          () => "loaded",
+          (err: Error) => err.message,
+        );
+      expect(message, `${location} (exists: ${exists})`).toBe(
+        `manifest location ${location} is refused: ${LOCAL_REFUSAL}`,
+      );
+      messages.add(message.replace(location, "<location>"));
+    }
+    expect(messages.size).toBe(1);
+  });
+});
+
+describe("one CR's manifest budget", () => {
+  let large: Server;
+  let largeBase = "";
+  let started = 0;
+  let inFlight = 0;
+  let mostInFlight = 0;
+  beforeAll(async () => {
+    // Each location: 1 MiB of manifests, sent slowly enough that loads overlap.
+    large = createServer((_req, res) => {
+      started++;
+      mostInFlight = Math.max(mostInFlight, ++inFlight);
+      res.on("close", () => inFlight--);
+      const chunk = Buffer.from(`${CONFIG_MAP}# ${"x".repeat(64 * 1024)}\n`);
+      let sent = 0;
+      const send = () => {
+        if (sent >= 16) return res.end();
+        sent++;
+        res.write(chunk);
+        setTimeout(send, 5);
+      };
+      send();
+    });
+    await new Promise<void>((resolve) => large.listen(0, "127.0.0.1", resolve));
+    largeBase = `http://127.0.0.1:${(large.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    large.closeAllConnections();
+    await new Promise((resolve) => large.close(resolve));
+  });
+
+  it("charges bytes as they arrive across all of a CR's locations, with at most a few loading at once", async () => {
+    const locations = new LocationLoader({
+      policy: LocationPolicySchema.parse({
+        allowedPrefixes: [`${largeBase}/`],
+        allowHttp: true,
+        allowPrivateNetworks: true,
+        maxBytesPerResource: 2 * 1024 * 1024,
+      }),
+    });
+    const budget = locations.budget();
+    const results = await Promise.allSettled(
+      Array.from({ length: 16 }, (_, i) => locations.load(`${largeBase}/l${i}.yaml`, budget)),
+    );
+    const refused = results.filter((r) => r.status === "rejected");
+    expect(refused.length).toBeGreaterThan(0);
+    for (const r of refused)
+      expect((r as PromiseRejectedResult).reason.message).toBe(
+        "the manifest locations of this CR hold more than 2097152 bytes (manifestLocations.maxBytesPerResource)",
+      );
+    // 16 locations of 1 MiB against 2 MiB: the loads that waited for a slot never started a request.
+    expect(mostInFlight).toBeLessThanOrEqual(LOCATIONS_AT_ONCE);
+    expect(started).toBeLessThanOrEqual(LOCATIONS_AT_ONCE);
   });
 });

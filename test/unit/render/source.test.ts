@@ -5,9 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { LocationPolicySchema } from "../../../src/admission/locations.ts";
 import { createKodataSource } from "../../../src/render/index.ts";
 import { LocationLoader } from "../../../src/render/location-loader.ts";
-import { LocationPolicySchema } from "../../../src/render/location-policy.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 
 const configMap = (name: string) => `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${name}\n`;
@@ -163,7 +163,7 @@ describe("LocationLoader", () => {
       expect(await names(join(dir, "1-first.yml"))).toEqual(["first"]);
       expect(await names(dir)).toEqual(["first", "second"]);
       await expect(locations.load(join(dir, "absent.yaml"))).rejects.toThrow(
-        /absent\.yaml does not exist in the kodata directory/,
+        /absent\.yaml is refused: a local path must name a regular file or folder inside the kodata directory/,
       );
     } finally {
       await rm(dir, { recursive: true });

@@ -12,7 +12,7 @@ import {
   type RolloutState,
 } from "../../../src/rollout/state.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
-import { crObject } from "../../support/fleet-files.ts";
+import { ANY_NAMESPACE_ADMISSION, crObject } from "../../support/fleet-files.ts";
 import { cluster, fleetModel, REPOSITORY } from "./support.ts";
 
 const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
@@ -41,6 +41,7 @@ function setup(onDue: () => void = () => {}, kube = hubWithKnativeKinds()) {
       sourceRead: true,
       options: MirrorOptionsSchema.parse({}),
       namespace: "knative-fleet",
+      admission: ANY_NAMESPACE_ADMISSION,
       gate: prepared.gate,
     });
     return { result, report: await prepared.finish() };

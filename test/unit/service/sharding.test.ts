@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { ownerOf, ownsUnder, viewDigest } from "../../../src/service/sharding.ts";
+import { processIdentity } from "../../../src/service/leader-election.ts";
+import {
+  judgeLease,
+  type MemberLease,
+  memberLeaseName,
+  ownerOf,
+  ownsUnder,
+  viewDigest,
+} from "../../../src/service/sharding.ts";
 
 const clusters = Array.from({ length: 600 }, (_, i) => `fleet-system/spoke-${i + 1}`);
 const share = (members: string[]) => {
@@ -99,5 +107,75 @@ describe("shard hand-off (ownsUnder)", () => {
 
   it("an empty view owns nothing (a member that lost its Lease)", () => {
     expect(clusters.some((c) => ownsUnder([[]], "pod-a_1", c))).toBe(false);
+  });
+});
+
+describe("member Leases (judgeLease): what a Lease must be to count", () => {
+  const GROUP = "knative-fleet";
+  const expected = { group: GROUP, leaseDurationMs: 15_000 };
+  const identity = processIdentity("knative-fleet-7d9f8-abcde");
+  const lease = (overrides: { name?: string; holder?: string; seconds?: number; renewTime?: string } = {}) =>
+    ({
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: {
+        name: overrides.name ?? memberLeaseName(GROUP, overrides.holder ?? identity),
+        namespace: "knative-fleet",
+      },
+      spec: {
+        holderIdentity: overrides.holder ?? identity,
+        leaseDurationSeconds: overrides.seconds ?? 15,
+        renewTime: overrides.renewTime ?? "2026-01-01T00:00:00.000000Z",
+      },
+    }) satisfies MemberLease;
+
+  it("counts a replica's own Lease while it renews, and as expired once it stops", () => {
+    let seen = judgeLease(lease(), undefined, 0, expected);
+    expect(seen.verdict).toEqual({ state: "live", holder: identity });
+    for (let t = 2_000; t <= 60_000; t += 2_000) {
+      const renewed = lease({ renewTime: `2026-01-01T00:00:${String(t / 1000).padStart(2, "0")}.000000Z` });
+      seen = judgeLease(renewed, seen.renewal, t, expected);
+      expect(seen.verdict.state).toBe("live");
+    }
+    const stopped = judgeLease(
+      lease({ renewTime: "2026-01-01T00:00:60.000000Z" }),
+      seen.renewal,
+      75_001,
+      expected,
+    );
+    expect(stopped.verdict.state).toBe("expired");
+  });
+
+  it("a holder that never renews expires one configured duration after it was first seen, whatever it declares", () => {
+    const forged = lease({ seconds: 1_000_000_000 });
+    const first = judgeLease(forged, undefined, 0, expected);
+    expect(first.verdict.state).toBe("live");
+    expect(judgeLease(forged, first.renewal, 14_999, expected).verdict.state).toBe("live");
+    expect(judgeLease(forged, first.renewal, 15_000, expected).verdict.state).toBe("expired");
+    // Writing the Lease without renewing it (an annotation, a label) buys nothing either.
+    expect(
+      judgeLease(
+        { ...forged, metadata: { ...forged.metadata, resourceVersion: "99" } },
+        first.renewal,
+        20_000,
+        expected,
+      ).verdict.state,
+    ).toBe("expired");
+  });
+
+  it("ignores a Lease whose holder is not an identity a replica writes, or that is not that identity's Lease", () => {
+    for (const holder of ["intruder", "pod_not-a-uuid", "Pod_550e8400-e29b-41d4-a716-446655440000", ""]) {
+      expect(
+        judgeLease(lease({ holder, name: memberLeaseName(GROUP, holder) }), undefined, 0, expected).verdict,
+      ).toEqual({
+        state: "ignored",
+        why: "its holder is not an identity a replica writes",
+      });
+    }
+    // Another member's identity in a Lease of another name (it could acknowledge views on that member's behalf).
+    expect(judgeLease(lease({ name: "knative-fleet" }), undefined, 0, expected).verdict).toEqual({
+      state: "ignored",
+      why: "its name is not the one its holder's identity gives",
+    });
   });
 });

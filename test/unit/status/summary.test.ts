@@ -119,6 +119,7 @@ const MIXED_MIRROR = mirrorResult({
       name: "made-by-hand",
       path: "clusters/x.yaml",
       action: "conflict",
+      reason: "made by hand; delete it, or add the label",
     },
     {
       kind: "KnativeServing",
@@ -199,11 +200,11 @@ Kept at their last good state:
 
 ## Conflicts
 
-A CR of the same kind and name was made on the hub by hand (it lacks \`app.kubernetes.io/managed-by: knative-fleet\`); knative-fleet leaves it alone. Delete it, or give it that label to hand it over.
+A CR of the same kind and name is on the hub but is not this repository's: made by hand, or mirrored from another repository. knative-fleet leaves it alone: it is neither updated nor pruned. The last column says how to hand it over.
 
-| CR | File |
-| --- | --- |
-| KnativeServing knative-fleet/made-by-hand | clusters/x.yaml |
+| CR | File | Whose |
+| --- | --- | --- |
+| KnativeServing knative-fleet/made-by-hand | clusters/x.yaml | made by hand; delete it, or add the label |
 
 ## Prune held
 

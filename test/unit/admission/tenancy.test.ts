@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { crAdmission, TenancySchema } from "../../../src/access/tenancy.ts";
+import { crAdmission, TenancySchema } from "../../../src/admission/tenancy.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 
 const cr = (namespace: string, mirrored: boolean): KubeObject => ({
