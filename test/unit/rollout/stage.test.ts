@@ -143,6 +143,24 @@ describe("the rollout stage on a hub", () => {
     stage.stop();
   });
 
+  it("a sync with nothing to change, once the rollout is complete, reads and writes nothing more", async () => {
+    const { kube, stage, sync } = setup();
+    const policy = { ...POLICY, soak: "0s" };
+    const model = fleetModel(["c1", "c2"], policy, () => "1.21");
+    await sync(model, "a");
+    healthy(kube, "c1-serving");
+    await sync(model, "a");
+    healthy(kube, "c2-serving");
+    expect((await sync(model, "a")).report?.phase).toBe("Complete");
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the completion's Event, recorded in the background
+    kube.resetCounts();
+    await sync(model, "b"); // a commit that changes no CR (the status write-back's)
+    await sync(model, "b");
+    // The mirror's 3 reads and the state's one, twice; no write at all.
+    expect(kube.requests()).toEqual({ reads: 8, writes: 0 });
+    stage.stop();
+  });
+
   it("deletions go in reverse wave order and are looked at again without a commit", async () => {
     let due = 0;
     const { kube, stage, sync } = setup(() => due++);
