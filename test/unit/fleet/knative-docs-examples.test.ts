@@ -6,6 +6,13 @@ import { buildFleetModel } from "../../../src/fleet/model.ts";
 // own: each one copied into a fleet file either validates as it is, or is refused with a message that says
 // exactly what to change.
 
+/** A KnativeServing's head, as the docs write it; a test adds its spec. */
+const SERVING = `
+apiVersion: operator.knative.dev/v1beta1
+kind: KnativeServing
+metadata: { name: knative-serving, namespace: knative-serving }
+`;
+
 const model = (text: string) =>
   buildFleetModel([{ path: "clusters/example.yaml", text }], { defaultNamespace: "knative-fleet" });
 const messages = (text: string) =>
@@ -19,11 +26,7 @@ metadata:
   name: knative-serving
   namespace: knative-serving
 `,
-  "Serving with Kourier and its ingress class": `
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+  "Serving with Kourier and its ingress class": `${SERVING}spec:
   ingress:
     kourier:
       enabled: true
@@ -31,21 +34,13 @@ spec:
     network:
       ingress-class: "kourier.ingress.networking.knative.dev"
 `,
-  "autoscaler settings in config": `
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+  "autoscaler settings in config": `${SERVING}spec:
   config:
     autoscaler:
       container-concurrency-target-default: "100"
       enable-scale-to-zero: "false"
 `,
-  "high availability and workload overrides": `
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+  "high availability and workload overrides": `${SERVING}spec:
   high-availability:
     replicas: 3
   workloads:
@@ -55,21 +50,13 @@ spec:
           requests: { cpu: 300m, memory: 100Mi }
           limits: { cpu: 1000m, memory: 250Mi }
 `,
-  "a private registry": `
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+  "a private registry": `${SERVING}spec:
   registry:
     default: registry.example.com/knative/\${NAME}:\${VERSION}
     imagePullSecrets:
       - name: regcred
 `,
-  "the security guard": `
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+  "the security guard": `${SERVING}spec:
   security:
     securityGuard:
       enabled: true
@@ -81,11 +68,7 @@ metadata: { name: knative-eventing, namespace: knative-eventing }
 spec:
   defaultBrokerClass: Kafka
 `,
-  "the multicluster guide's CR, with its namespace labels under their CRD name": `
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+  "the multicluster guide's CR, with its namespace labels under their CRD name": `${SERVING}spec:
   clusterProfileRef:
     name: cluster-a
     namespace: open-cluster-management
@@ -137,11 +120,7 @@ metadata: { name: knative-serving, namespace: knative-serving }
 
   it("the multicluster guide's namespaceConfiguration is refused with the field the CRD serves", () => {
     expect(
-      messages(`
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+      messages(`${SERVING}spec:
   namespaceConfiguration:
     labels: { istio-injection: enabled }
 `),
@@ -152,11 +131,7 @@ spec:
 
   it("an unquoted boolean in config is refused with the quotes it needs", () => {
     expect(
-      messages(`
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+      messages(`${SERVING}spec:
   config:
     autoscaler:
       enable-scale-to-zero: false
@@ -170,11 +145,7 @@ spec:
 describe("hints", () => {
   it("a key a typo away from a known one: did you mean it?", () => {
     expect(
-      messages(`
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+      messages(`${SERVING}spec:
   verison: "1.22"
   ingress:
     kouirer: { enabled: true }
@@ -191,11 +162,7 @@ spec:
 
   it("nothing is suggested for a key far from every known one", () => {
     expect(
-      messages(`
-apiVersion: operator.knative.dev/v1beta1
-kind: KnativeServing
-metadata: { name: knative-serving, namespace: knative-serving }
-spec:
+      messages(`${SERVING}spec:
   frobnicate: true
 `),
     ).toEqual(["6:3 spec.frobnicate: unrecognized key"]);
