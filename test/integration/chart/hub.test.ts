@@ -193,6 +193,21 @@ describe("the chart on the sandbox hub", () => {
     expect(await can(fallback.fullname, "get", "secrets", { namespace, name: "fleet-repo" })).toBe(false);
     expect(await can(fallback.fullname, "list", "secrets", { namespace: credentials })).toBe(false);
     expect(await can(fallback.fullname, "get", "configmaps", { namespace })).toBe(false);
+    // The rollout's sealed state, its key and the prune confirmation: those three objects, by name.
+    for (const verb of ["get", "patch", "create"]) {
+      for (const [resource, name] of [
+        ["configmaps", "knative-fleet-prune"],
+        ["configmaps", "knative-fleet-rollout"],
+        ["secrets", "knative-fleet-rollout-key"],
+      ] as const)
+        expect(await can(fallback.fullname, verb, resource, { namespace, name }), `${verb} ${name}`).toBe(
+          true,
+        );
+    }
+    expect(
+      await can(fallback.fullname, "delete", "secrets", { namespace, name: "knative-fleet-rollout-key" }),
+    ).toBe(false);
+    expect(await can(fallback.fullname, "list", "secrets", { namespace })).toBe(false);
 
     // allowedClusterProfileNamespaces: read in those, nowhere else.
     expect(
