@@ -1,4 +1,5 @@
 import { KNATIVE_KINDS, type KnativeKind, OPERATOR_API_VERSION } from "../api/knative.ts";
+import { isRecord } from "../kube/object.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
 import { looksLikeRollout, meantKind, misspelledKind } from "./document-kind.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
@@ -7,6 +8,7 @@ import { PLACEMENT_API_VERSION } from "./placement-schema.ts";
 import { type DeclaredRollout, parseRolloutDocument } from "./rollout-document.ts";
 import { ROLLOUT_API_VERSION, ROLLOUT_KIND } from "./rollout-schema.ts";
 import { validateAgainstSchema } from "./schema-diagnostics.ts";
+import { withDefaultNamespace, withoutNullFields } from "./values.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "./yaml-source.ts";
 
 /** The hub namespace a CR is mirrored to when its fleet file names none. */
@@ -182,29 +184,6 @@ function readCluster(document: SourceDocument, spec: unknown): Declaration["clus
   return { label: `ClusterProfile ${ref.namespace}/${ref.name}`, ...cluster };
 }
 
-/**
- * The API server drops null fields of a CR before validating it (`registry:` with everything below
- * commented out), so they count as absent here too.
- */
-export function withoutNullFields(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(withoutNullFields);
-  if (!isRecord(value)) return value;
-  return Object.fromEntries(
-    Object.entries(value)
-      .filter(([, field]) => field !== null)
-      .map(([key, field]) => [key, withoutNullFields(field)]),
-  );
-}
-
-export function withDefaultNamespace(value: unknown, defaultNamespace: string): unknown {
-  if (!isRecord(value) || !isRecord(value.metadata) || value.metadata.namespace !== undefined) return value;
-  return { ...value, metadata: { ...value.metadata, namespace: defaultNamespace } };
-}
-
 function isKnativeKind(kind: unknown): kind is KnativeKind {
   return (KNATIVE_KINDS as readonly unknown[]).includes(kind);
-}
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Dispatcher } from "undici";
-import { splitServer } from "./transport.ts";
 
 /**
  * A small JSON REST client for one Kubernetes API server, on undici. The transport supplies, request by
@@ -231,4 +230,10 @@ export class RestClient {
   private count(method: string): void {
     this.requestCounts.set(method, (this.requestCounts.get(method) ?? 0) + 1);
   }
+}
+
+/** Splits a server URL into the origin undici connects to and the path prefix every request path gets. */
+export function splitServer(server: string): { origin: string; pathPrefix: string } {
+  const url = new URL(server);
+  return { origin: url.origin, pathPrefix: url.pathname.replace(/\/+$/, "") };
 }
