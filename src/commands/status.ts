@@ -21,7 +21,7 @@ import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
-import { HELD_PRUNE_KEY, type HeldPrune, HeldPruneSchema, identityOf } from "../mirror/plan.ts";
+import { HELD_PRUNE_KEY, type HeldPrune, HeldPruneSchema, identityOf } from "../mirror/decide.ts";
 import {
   describeRollout,
   peekRolloutState,

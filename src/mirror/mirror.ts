@@ -6,15 +6,15 @@ import type { FileResult } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import {
+  decideApplies,
+  decidePrune,
   HELD_PRUNE_KEY,
   heldPruneRecord,
   type MirrorInput,
   type MirrorSource,
   type PruneReport,
-  planApplies,
-  planPrune,
   type ResourceOutcome,
-} from "./plan.ts";
+} from "./decide.ts";
 
 /** What one sync did, for the service loop's log and the status summary. */
 export interface MirrorResult {
@@ -30,7 +30,7 @@ export interface MirrorResult {
 
 /**
  * Mirrors the fleet model of one commit into the hub: server-side applies each desired CR whose content
- * changed, leaves hand-made CRs alone, then prunes behind the safeguards of `planPrune`. A CR the hub
+ * changed, leaves hand-made CRs alone, then prunes behind the safeguards of `decidePrune`. A CR the hub
  * refuses is reported on its own; only a failure to read the hub fails the sync.
  */
 export async function mirror(hub: KubeClient, input: MirrorInput): Promise<MirrorResult> {
@@ -40,7 +40,7 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
   ]);
   const confirmedToken = confirmation?.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION];
   const resources: ResourceOutcome[] = [];
-  const planned = planApplies(input.model.resources, input.source, live, input.admission);
+  const planned = decideApplies(input.model.resources, input.source, live, input.admission);
   const held = input.hold?.(live) ?? [];
   for (const step of input.gate ? await input.gate.applies(planned, live, held) : planned) {
     if (step.action === "create" || step.action === "update") {
@@ -58,11 +58,11 @@ export async function mirror(hub: KubeClient, input: MirrorInput): Promise<Mirro
     }
   }
   const applyFailures = resources.filter((outcome) => outcome.error !== undefined).length;
-  const prunePlan = planPrune(input, live, { applyFailures, confirmedToken, held });
+  const pruneDecision = decidePrune(input, live, { applyFailures, confirmedToken, held });
   const ordered =
-    input.gate && prunePlan.state === "pruned"
-      ? { ...prunePlan, candidates: input.gate.prunes(prunePlan.candidates, live) }
-      : prunePlan;
+    input.gate && pruneDecision.state === "pruned"
+      ? { ...pruneDecision, candidates: input.gate.prunes(pruneDecision.candidates, live) }
+      : pruneDecision;
   const prune = ordered.state === "pruned" ? await deleteCandidates(hub, ordered) : ordered;
   await recordHeldPrune(hub, input.namespace, prune, confirmation);
   return {

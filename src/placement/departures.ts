@@ -79,7 +79,7 @@ export function placementKeyOf(object: KubeObject): string | undefined {
 export const placementKey = (kind: string, namespace: string, name: string): string =>
   `${kind.toLowerCase()} ${namespace}/${name}`;
 
-export function planDepartures(input: DepartureInput): DepartureResult {
+export function decideDepartures(input: DepartureInput): DepartureResult {
   const held: ResourceIdentity[] = [];
   const departures: Departure[] = [];
   const since = new Map<string, number>();

@@ -10,8 +10,8 @@ import {
   type Departure,
   type DepartureInput,
   type DepartureResult,
+  decideDepartures,
   placementKey,
-  planDepartures,
 } from "./departures.ts";
 import { type ExpandOptions, expandPlacements, type PlacementSelection } from "./expand.ts";
 import {
@@ -208,7 +208,7 @@ export function expandForSync(
     model: combined,
     selections: expansion.selections,
     departures: (input) =>
-      planDepartures({
+      decideDepartures({
         ...input,
         desired: declared,
         placements: new Set(expansion.selections.map(placementKeyOfSelection)),

@@ -4,13 +4,13 @@ import { fleetFileContent } from "../fleet/file-text.ts";
 import type { DesiredResource, FleetFile, FleetModel } from "../fleet/model.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import {
+  decideApplies,
+  decidePrune,
   type MirrorOptions,
   MirrorOptionsSchema,
   type MirrorSource,
   type PruneReport,
-  planApplies,
-  planPrune,
-} from "../mirror/plan.ts";
+} from "../mirror/decide.ts";
 
 // What a change does to the fleet's CRs, from the fleet models of base and head alone: which files
 // changed, which CRs are created, updated, deleted or blocked, and what the mirror's prune would do.
@@ -80,8 +80,8 @@ export function resourceChanges(base: FleetModel, head: FleetModel): ResourceCha
 }
 
 /**
- * What the mirror's prune would do once head is merged, behind its safeguards (mirror/plan.ts
- * `planPrune`, default options): the hub is taken to hold base's CRs, mirrored from this repository.
+ * What the mirror's prune would do once head is merged, behind its safeguards (mirror/decide.ts
+ * `decidePrune`, default options): the hub is taken to hold base's CRs, mirrored from this repository.
  */
 export function assessPrune(
   base: FleetModel,
@@ -89,10 +89,10 @@ export function assessPrune(
   source: MirrorSource,
   options: MirrorOptions = MirrorOptionsSchema.parse({}),
 ): PruneReport {
-  const hub = planApplies(base.resources, source, []).flatMap((step) =>
+  const hub = decideApplies(base.resources, source, []).flatMap((step) =>
     step.action === "create" ? [step.object] : [],
   );
-  return planPrune(
+  return decidePrune(
     {
       model: head,
       source,

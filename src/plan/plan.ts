@@ -10,7 +10,7 @@ import { renderInstall } from "../install/desired.ts";
 import { installNamespace } from "../install/identity.ts";
 import { isPresent, removalOf, removedBy, sharingCr } from "../install/removal.ts";
 import { type KubeObject, type ObjectRef, objectKey, refKey, refOf } from "../kube/object.ts";
-import type { MirrorOptions, PruneReport } from "../mirror/plan.ts";
+import type { MirrorOptions, PruneReport } from "../mirror/decide.ts";
 import type { Release, ReleaseLoader } from "../render/index.ts";
 import { assessPrune, changedFiles, type ResourceChange, resourceChanges } from "./changes.ts";
 import { clusterChange, ingressChange, kubernetesTooOld, renderFailure, versionJump } from "./checks.ts";

@@ -1,7 +1,7 @@
 import type { Diagnostic } from "../fleet/diagnostic.ts";
 import type { ResourceIdentity } from "../fleet/parse.ts";
 import type { ObjectRef } from "../kube/object.ts";
-import type { PruneReport } from "../mirror/plan.ts";
+import type { PruneReport } from "../mirror/decide.ts";
 import type { ChangedFile, ResourceAction } from "./changes.ts";
 import type { FieldChange } from "./diff.ts";
 

@@ -6,7 +6,7 @@ import { compareStrings } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
-import { type ApplyStep, identityOf, type PruneCandidate } from "../mirror/plan.ts";
+import { type ApplyStep, identityOf, type PruneCandidate } from "../mirror/decide.ts";
 import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
 import type { Content, CrState, Halt, RolloutState } from "./state.ts";
 import {

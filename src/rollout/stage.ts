@@ -15,7 +15,7 @@ import {
   type MirrorGate,
   type MirrorSource,
   type PruneCandidate,
-} from "../mirror/plan.ts";
+} from "../mirror/decide.ts";
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";

@@ -19,7 +19,7 @@ import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
 import { validateAgainstSchema } from "../fleet/schema-diagnostics.ts";
 import { DEFAULT_FILE_SELECTION, type FileSelection } from "../fleet/select.ts";
 import { parseYamlFile } from "../fleet/yaml-source.ts";
-import { type MirrorOptions, MirrorOptionsSchema } from "../mirror/plan.ts";
+import { type MirrorOptions, MirrorOptionsSchema } from "../mirror/decide.ts";
 import { DEFAULT_MAX_FETCH_BYTES, type GitAuth, type GitSourceSpec } from "../source/index.ts";
 import { statusPathProblem } from "../status/write-back.ts";
 

@@ -12,7 +12,7 @@ import { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
 import { PlacementStage } from "../placement/stage.ts";
-import { type Engine, effectivePollInterval, startEngine } from "../reconcile/engine.ts";
+import { effectivePollInterval, type Reconciler, startReconciler } from "../reconcile/start.ts";
 import { RolloutStage } from "../rollout/stage.ts";
 import {
   checkWebhookSecret,
@@ -51,7 +51,7 @@ export interface ServiceOptions {
 
 /**
  * `knative-fleet run`: the pipeline as a service. Git source (poll + webhook) -> fleet model -> hub mirror
- * -> reconcile engine (hub CRs onto their spokes) -> status write-back; one leader at a time when
+ * -> reconciler (hub CRs onto their spokes) -> status write-back; one leader at a time when
  * replicated; probes and metrics on one port; a clean stop on SIGTERM.
  */
 export class FleetService {
@@ -61,7 +61,7 @@ export class FleetService {
   private http: { port: number; close(): Promise<void> } | undefined;
   private webhookServer: RunningHttpServer | undefined;
   private elector: LeaderElector | undefined;
-  private engine: Engine | undefined;
+  private reconciler: Reconciler | undefined;
   private events: EventRecorder | undefined;
   /** This replica's share of the clusters, when the reconcile is sharded. */
   private membership: ShardMembership | undefined;
@@ -148,8 +148,8 @@ export class FleetService {
     await this.stopLeading();
     await this.elector?.stop();
     await this.membership?.stop();
-    await this.engine?.stop();
-    this.engine = undefined;
+    await this.reconciler?.stop();
+    this.reconciler = undefined;
     await this.http?.close();
     await this.webhookServer?.close();
     this.log.info("knative-fleet stopped");
@@ -184,7 +184,7 @@ export class FleetService {
     }
     // In external mode the upstream operator reconciles the hub CRs: no controller here, only what it writes.
     const external = fleetSettings(config).reconciler === "external";
-    if (!this.membership && !external) this.engine = await this.startReconcile();
+    if (!this.membership && !external) this.reconciler = await this.startReconcile();
     if (external) {
       this.hubCrWatches = KNATIVE_KINDS.map((kind) => new Informer(hub, OPERATOR_API_VERSION, kind));
       for (const watch of this.hubCrWatches) {
@@ -242,18 +242,17 @@ export class FleetService {
   }
 
   /**
-   * The reconcile engine: started on becoming leader, or, when sharded, at start on every replica, each
+   * The reconciler: started on becoming leader, or, when sharded, at start on every replica, each
    * reconciling the clusters of its share.
    */
-  private startReconcile(): Promise<Engine> {
+  private startReconcile(): Promise<Reconciler> {
     const { config, log } = this.options;
     const hub = this.hubClient!;
     const pollIntervalMs =
       this.options.pollIntervalMs ??
       effectivePollInterval(parseDuration(config.remoteDeploymentsPollInterval));
-    return startEngine({
-      hub: this.options.hub,
-      hubClient: hub,
+    return startReconciler({
+      hub,
       providerFile: this.options.providerFile,
       allowedClusterProfileNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
       accessPolicy: config.access,
@@ -293,7 +292,7 @@ export class FleetService {
     });
   }
 
-  /** Joins the shard membership; the engine reconciles only this replica's share of the clusters. */
+  /** Joins the shard membership; the reconciler reconciles only this replica's share of the clusters. */
   private async startSharded(): Promise<void> {
     const { config, log } = this.options;
     const sharding = config.sharding;
@@ -320,7 +319,7 @@ export class FleetService {
       retryPeriodMs: parseDuration(sharding.retryPeriod),
       log: log.child({ component: "sharding" }),
       settle: async () => {
-        const controller = this.engine?.controller;
+        const controller = this.reconciler?.controller;
         if (!controller) return;
         const lost = [...controller.clusters()].filter((cluster) => !membership.owns(cluster));
         await Promise.all(lost.map((cluster) => controller.clusterSettled(cluster)));
@@ -330,20 +329,20 @@ export class FleetService {
       },
       vouch,
       onWidened: (owned) => {
-        const controller = this.engine?.controller;
+        const controller = this.reconciler?.controller;
         for (const cluster of controller?.clusters() ?? [])
           if (membership.owns(cluster) && !owned(cluster)) controller!.enqueueCluster(cluster);
         this.observeShards();
       },
     });
     this.membership = membership;
-    this.engine = await this.startReconcile();
+    this.reconciler = await this.startReconcile();
     membership.start();
   }
 
   private observeShards(): void {
     const membership = this.membership!;
-    const clusters = [...(this.engine?.controller.clusters() ?? [])].filter((c) => membership.owns(c));
+    const clusters = [...(this.reconciler?.controller.clusters() ?? [])].filter((c) => membership.owns(c));
     this.metrics.shardsObserved({ members: membership.members.length, clusters: clusters.length });
   }
 
@@ -423,8 +422,8 @@ export class FleetService {
     this.hubCrWatches = [];
     await this.syncs;
     if (!this.membership) {
-      await this.engine?.stop();
-      this.engine = undefined;
+      await this.reconciler?.stop();
+      this.reconciler = undefined;
     }
     await this.statusWriter?.stop();
     this.poller = undefined;

@@ -12,7 +12,7 @@ import type { Logger } from "../observability/log.ts";
  * cluster and the highest score wins, so all members agree from the member list alone, and a member
  * joining or leaving moves only the clusters it gains or had (about 1/N of them).
  */
-export function ownerOf(members: readonly string[], cluster: string): string | undefined {
+export function shardOwner(members: readonly string[], cluster: string): string | undefined {
   let best: string | undefined;
   let bestScore = -1;
   for (const member of members) {
@@ -40,7 +40,7 @@ export function viewDigest(members: readonly string[]): string {
  * only after its previous owner gave it up. An empty view owns nothing.
  */
 export function ownsUnder(views: readonly (readonly string[])[], member: string, cluster: string): boolean {
-  return views.every((view) => ownerOf(view, cluster) === member);
+  return views.every((view) => shardOwner(view, cluster) === member);
 }
 
 // ── The membership: Leases on the hub ───────────────────────────────────────────────────────────────────

@@ -12,8 +12,8 @@ import {
 import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeObject } from "../kube/object.ts";
+import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/decide.ts";
 import type { MirrorResult } from "../mirror/mirror.ts";
-import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/plan.ts";
 import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
 import type { PlacementReport } from "../placement/stage.ts";
 import type { RolloutReport } from "../rollout/stage.ts";

@@ -3,7 +3,7 @@ import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { anchorName } from "../../../src/install/identity.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
-import type { Engine } from "../../../src/reconcile/engine.ts";
+import type { Reconciler } from "../../../src/reconcile/start.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { deleteCrs, forceDeleteCrs, hubCr, KOURIER, startFleet } from "../../support/handover.ts";
 import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -31,7 +31,7 @@ const versionAnswer = (gitVersion: string) => {
 describe("a spoke below the release's minimum Kubernetes", () => {
   let hub: KubeClient;
   let spokeClient: KubeClient;
-  let engine: Engine;
+  let reconciler: Reconciler;
   let reports: ReconcileReport[];
   let proxy: LoopbackProxy;
   let reported = "v1.33.4";
@@ -71,13 +71,13 @@ describe("a spoke below the release's minimum Kubernetes", () => {
         caData: base64(testdata("ca.crt")),
       },
     );
-    ({ engine, reports } = await startFleet(sandbox));
+    ({ reconciler, reports } = await startFleet(sandbox));
   }, 120_000);
 
   afterAll(async () => {
     // Uninstalled by knative-fleet's own finalizer (cluster-scoped objects included), then forced if not.
     await deleteCrs(hub, [cr]).catch(() => forceDeleteCrs(hub, [cr]));
-    await engine?.stop();
+    await reconciler?.stop();
     await proxy?.close();
     await hub.delete(CLUSTER_PROFILE_API_VERSION, "ClusterProfile", NAMESPACE, spoke.name);
     await cleanSpokes(sandbox, [spoke.name]);

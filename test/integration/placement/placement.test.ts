@@ -8,7 +8,7 @@ import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "../../../src/api/labels.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
-import { identityOf, pruneToken } from "../../../src/mirror/plan.ts";
+import { identityOf, pruneToken } from "../../../src/mirror/decide.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
 import type { FleetService } from "../../../src/service/service.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";

@@ -9,7 +9,7 @@ import { diffObjects } from "../../../src/plan/diff.ts";
 import { buildPlan } from "../../../src/plan/plan.ts";
 import type { ResourcePlan } from "../../../src/plan/report.ts";
 import type { Revision } from "../../../src/plan/revisions.ts";
-import { type EngineDeps, finalizeInstall, reconcileInstall } from "../../../src/reconcile/reconciler.ts";
+import { finalizeInstall, type ReconcileDeps, reconcileInstall } from "../../../src/reconcile/reconciler.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { type CrOptions, crFile, crObject } from "../../support/fleet-files.ts";
@@ -53,7 +53,7 @@ const byApply = (object: KubeObject) => (field: { path: string }) =>
 
 describe("plan and the apply that follows agree, object by object", () => {
   let access: ClusterAccess;
-  let deps: EngineDeps;
+  let deps: ReconcileDeps;
   let installed: KnativeResource["status"];
 
   beforeAll(async () => {

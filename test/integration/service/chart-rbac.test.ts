@@ -14,8 +14,8 @@ import { buildFleetModel } from "../../../src/fleet/model.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { nameOf } from "../../../src/kube/object.ts";
+import { decideApplies, MirrorOptionsSchema } from "../../../src/mirror/decide.ts";
 import { mirror } from "../../../src/mirror/mirror.ts";
-import { MirrorOptionsSchema, planApplies } from "../../../src/mirror/plan.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
@@ -178,7 +178,7 @@ describe("the chart's RBAC", () => {
       ],
       { defaultNamespace: fleetNamespace },
     );
-    const steps = planApplies(
+    const steps = decideApplies(
       model.resources,
       { repository: "https://git.example/fleet.git", branch: "main", commit: "a1" },
       [],

@@ -16,11 +16,11 @@ import { RolloutDocumentSchema } from "../../../src/fleet/rollout-schema.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   type ApplyStep,
+  decideApplies,
+  decidePrune,
   identityOf,
   type PruneReport,
-  planApplies,
-  planPrune,
-} from "../../../src/mirror/plan.ts";
+} from "../../../src/mirror/decide.ts";
 import { PLACEMENT_LABEL } from "../../../src/placement/expand.ts";
 import type { Inventory } from "../../../src/placement/inventory.ts";
 import { matchesTerm } from "../../../src/placement/select.ts";
@@ -282,7 +282,7 @@ function baseHub(): KubeObject[] {
   const files = PATHS.map((path) => ({ path, text: BASE[path]! }));
   const { model } = mirrorInput(files, NS, "1".repeat(40));
   expect(model.diagnostics).toEqual([]);
-  return planApplies(model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
+  return decideApplies(model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
     "object" in step ? [step.object] : [],
   );
 }
@@ -296,7 +296,7 @@ describe("mutation corpus", () => {
       await tally.run(index, testCase, () => {
         const input = mirrorInput(testCase.files, NS, "2".repeat(40));
         tally.checkModel(index, testCase, input.model);
-        const prune = planPrune(input, hub, { applyFailures: 0, confirmedToken: undefined });
+        const prune = decidePrune(input, hub, { applyFailures: 0, confirmedToken: undefined });
         tally.checkPrune(index, testCase, input.model, hub, prune);
       });
     }
@@ -650,7 +650,7 @@ function placementHub(): KubeObject[] {
     "spoke-4-serving",
     "spoke-5-eventing",
   ]);
-  return planApplies(sync.model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
+  return decideApplies(sync.model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
     "object" in step ? [step.object] : [],
   );
 }
@@ -771,7 +771,7 @@ describe("mutation corpus of placements and rollout policies", () => {
           previous: new Map(),
         });
         const input = { ...mirrorInput(testCase.files, NS, "2".repeat(40)), model: sync.model };
-        const prune = planPrune(input, hub, {
+        const prune = decidePrune(input, hub, {
           applyFailures: 0,
           confirmedToken: undefined,
           held: departures.held,
@@ -814,7 +814,7 @@ describe("mutation corpus of placements and rollout policies", () => {
           }
         }
 
-        const steps = planApplies(sync.model.resources, sourceAt("2".repeat(40)), hub);
+        const steps = decideApplies(sync.model.resources, sourceAt("2".repeat(40)), hub);
         const status = renderStatusSummary({
           resources: hub,
           mirror: {

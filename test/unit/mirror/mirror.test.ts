@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
+import type { ApplyStep, MirrorGate } from "../../../src/mirror/decide.ts";
 import { mirror } from "../../../src/mirror/mirror.ts";
-import type { ApplyStep, MirrorGate } from "../../../src/mirror/plan.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
 import { crFile, mirrorInput } from "./support.ts";
 

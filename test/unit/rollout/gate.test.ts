@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { formatIdentity } from "../../../src/fleet/parse.ts";
-import type { PruneCandidate } from "../../../src/mirror/plan.ts";
+import type { PruneCandidate } from "../../../src/mirror/decide.ts";
 import { gatePrunes, healthOf } from "../../../src/rollout/gate.ts";
 import { historyOf } from "../../../src/rollout/state.ts";
 import { cluster, FakeHub, fleetModel } from "./support.ts";

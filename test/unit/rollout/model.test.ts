@@ -9,12 +9,12 @@ import { RolloutDocumentSchema, type RolloutSpec } from "../../../src/fleet/roll
 import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   type ApplyStep,
+  decideApplies,
+  decidePrune,
   MirrorOptionsSchema,
   mirroredObject,
-  planApplies,
-  planPrune,
-} from "../../../src/mirror/plan.ts";
-import { planDepartures } from "../../../src/placement/departures.ts";
+} from "../../../src/mirror/decide.ts";
+import { decideDepartures } from "../../../src/placement/departures.ts";
 import {
   PLACEMENT_KIND_LABEL,
   PLACEMENT_LABEL,
@@ -283,7 +283,7 @@ class Sim {
     this.observer.sample(this.now, before, healthBefore);
     if (phaseBefore !== "Halted") this.observer.settle(this.now, intent, before, healthBefore, spec, waveOf);
 
-    const departures = planDepartures({
+    const departures = decideDepartures({
       live,
       repository: REPOSITORY,
       desired: new Set(model.resources.map((d) => key(d))),
@@ -296,7 +296,7 @@ class Sim {
     });
     this.departedSince = departures.since;
     const held = departures.held as ResourceIdentity[];
-    const steps = planApplies(model.resources, source, live);
+    const steps = decideApplies(model.resources, source, live);
     const outcome = gateApplies(
       {
         spec,
@@ -334,7 +334,7 @@ class Sim {
       });
     }
     // Prunes behind the mirror's safeguards, in reverse wave order.
-    const prune = planPrune(
+    const prune = decidePrune(
       {
         model,
         source,

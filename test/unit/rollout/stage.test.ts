@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
+import { MirrorOptionsSchema } from "../../../src/mirror/decide.ts";
 import { mirror } from "../../../src/mirror/mirror.ts";
-import { MirrorOptionsSchema } from "../../../src/mirror/plan.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";

@@ -3,7 +3,7 @@ import type { FleetFile } from "../../../src/fleet/model.ts";
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
 import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/parse.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { type ApplyStep, planApplies } from "../../../src/mirror/plan.ts";
+import { type ApplyStep, decideApplies } from "../../../src/mirror/decide.ts";
 import type { InventoryCluster } from "../../../src/placement/inventory.ts";
 import { type GateInput, type GateOutcome, gateApplies } from "../../../src/rollout/gate.ts";
 import { revertStep, withReverts } from "../../../src/rollout/revert.ts";
@@ -78,7 +78,7 @@ export class FakeHub {
   ): GateOutcome {
     this.commits.set(commit, model);
     const source = { repository: REPOSITORY, branch: "main", commit };
-    const steps = planApplies(model.resources, source, this.live());
+    const steps = decideApplies(model.resources, source, this.live());
     const input: GateInput = {
       spec: model.rollout.policy!.rollout.spec,
       hubPaused: this.hubPaused,

@@ -23,7 +23,7 @@ export type OpenDeploymentCache = (
 export const openDeploymentInformer: OpenDeploymentCache = (client, namespace, onError) =>
   new Informer(client, "apps/v1", "Deployment", onError, namespace);
 
-export interface RolloutWatchOptions {
+export interface DeploymentWatchOptions {
   /** Re-checks a CR now: its last Deployment became Available, or a watch it relied on failed. */
   wake(resource: KnativeResource): void;
   /** After a watch of a cluster's namespace failed, that namespace is polled for this long before watching again. */
@@ -56,14 +56,14 @@ interface Waiter {
  * watch). A watch that fails is stopped, its CRs are woken, and that namespace goes back to polling every
  * --remote-deployments-poll-interval for `fallbackMs`.
  */
-export class RolloutWatches {
-  private readonly options: RolloutWatchOptions;
+export class DeploymentWatches {
+  private readonly options: DeploymentWatchOptions;
   private readonly open: OpenDeploymentCache;
   private readonly watches = new Map<string, NamespaceWatch>();
   private readonly waiters = new Map<string, Waiter>();
   private readonly failedUntil = new Map<string, number>();
 
-  constructor(options: RolloutWatchOptions) {
+  constructor(options: DeploymentWatchOptions) {
     this.options = options;
     this.open = options.open ?? openDeploymentInformer;
   }

@@ -181,7 +181,7 @@ function hubObject({ resource, path }: DesiredResource, source: MirrorSource): K
  * (desired-hash and field comparison, as on the spokes), so a sync of an unchanged fleet writes nothing.
  * Without a policy (`plan`'s picture of a hub) only what no policy allows is refused.
  */
-export function planApplies(
+export function decideApplies(
   resources: readonly DesiredResource[],
   source: MirrorSource,
   live: readonly KubeObject[],
@@ -234,7 +234,7 @@ function ownerConflict(current: KubeObject, repository: string): string | undefi
  * sync failed (a renamed CR whose new copy was refused keeps the old one). A prune of more than
  * maxPruneFraction of the mirrored CRs is held until a person confirms it with the token reported here.
  */
-export function planPrune(
+export function decidePrune(
   input: Pick<MirrorInput, "model" | "source" | "sourceRead" | "options" | "namespace">,
   live: readonly KubeObject[],
   sync: { applyFailures: number; confirmedToken: string | undefined; held?: readonly ResourceIdentity[] },
