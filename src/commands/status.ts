@@ -16,12 +16,13 @@ import {
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
-import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
-import { HELD_PRUNE_KEY, type HeldPrune, HeldPruneSchema, identityOf } from "../mirror/decide.ts";
+import { HELD_PRUNE_KEY, type HeldPrune, HeldPruneSchema } from "../mirror/decide.ts";
 import {
   describeRollout,
   peekRolloutState,

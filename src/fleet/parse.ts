@@ -3,6 +3,7 @@ import { isRecord } from "../kube/object.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
 import { looksLikeRollout, meantKind, misspelledKind } from "./document-kind.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
+import type { ResourceIdentity } from "./identity.ts";
 import { type DeclaredPlacement, isPlacementDocument, parsePlacementDocument } from "./placement-document.ts";
 import { PLACEMENT_API_VERSION } from "./placement-schema.ts";
 import { type DeclaredRollout, parseRolloutDocument } from "./rollout-document.ts";
@@ -17,13 +18,6 @@ export const DEFAULT_NAMESPACE = "knative-fleet";
 export interface ParseOptions {
   /** The namespace a CR without `metadata.namespace` gets. */
   defaultNamespace: string;
-}
-
-/** What makes a CR unique on the hub. */
-export interface ResourceIdentity {
-  kind: KnativeKind;
-  namespace: string;
-  name: string;
 }
 
 /**
@@ -76,11 +70,6 @@ export function parseFleetFile(path: string, text: string, options: ParseOptions
     return parsed.document;
   });
   return { path, documents, diagnostics };
-}
-
-/** `KnativeServing knative-fleet/spoke-1-serving` */
-export function formatIdentity(identity: ResourceIdentity): string {
-  return `${identity.kind} ${identity.namespace}/${identity.name}`;
 }
 
 function parseDocument(

@@ -1,4 +1,5 @@
 import type { KnativeResource } from "../api/knative.ts";
+import { formatIdentity, identityOf } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer, type InformerHandler } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
@@ -36,7 +37,7 @@ export interface DeploymentWatchOptions {
 interface NamespaceWatch {
   cache: DeploymentCache;
   synced: boolean;
-  /** CRs waiting on this watch, by crKey. */
+  /** CRs waiting on this watch, by identity. */
   waiters: Set<string>;
 }
 
@@ -101,7 +102,7 @@ export class DeploymentWatches {
       this.release(resource);
       return false;
     }
-    const key = crKey(resource);
+    const key = formatIdentity(identityOf(resource));
     // The CR may have moved to another cluster: keep only the watches it still needs.
     this.leave(key, this.waiters.get(key)?.cluster === cluster ? namespaces : []);
     const deployments = desired.filter((o) => o.kind === "Deployment");
@@ -113,7 +114,7 @@ export class DeploymentWatches {
 
   /** The CR waits no more (Ready, failed, deleted): it leaves its watches; a watch nobody waits on stops. */
   release(resource: Pick<KnativeResource, "kind" | "metadata">): void {
-    this.leave(crKey(resource), []);
+    this.leave(formatIdentity(identityOf(resource)), []);
   }
 
   /** How many watches run, for tests and metrics. */
@@ -194,5 +195,3 @@ export class DeploymentWatches {
 }
 
 const watchKey = (cluster: string, namespace: string): string => `${cluster}\u0000${namespace}`;
-const crKey = (resource: Pick<KnativeResource, "kind" | "metadata">): string =>
-  `${resource.kind}/${resource.metadata.namespace}/${resource.metadata.name}`;

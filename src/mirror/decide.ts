@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { admitHubCr, type HubCrPolicy } from "../admission/hub-cr.ts";
-import type { KnativeKind } from "../api/knative.ts";
 import {
   ADOPT_ANNOTATION,
   isManagedByFleet,
@@ -14,9 +13,9 @@ import {
 } from "../api/labels.ts";
 import { isUpToDate, withDesiredHash } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { DesiredResource, FleetModel } from "../fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
-import { type KubeObject, nameOf } from "../kube/object.ts";
+import type { KubeObject } from "../kube/object.ts";
 import { redactSecrets } from "../observability/redact.ts";
 
 // The pure half of the mirror: from the fleet model of one commit and the CRs on the hub, what to apply and
@@ -190,7 +189,7 @@ export function decideApplies(
   const liveByIdentity = new Map(live.map((object) => [formatIdentity(identityOf(object)), object]));
   return resources
     .map((desired): ApplyStep => {
-      const outcome = { ...desiredIdentity(desired), path: desired.path };
+      const outcome = { ...identityOf(desired.resource), path: desired.path };
       const refusal = admitHubCr(desired.resource, admission);
       if (refusal) {
         // Refused like a failed apply: the hub CR keeps its last good state and nothing is pruned.
@@ -253,7 +252,7 @@ export function decidePrune(
   // The CRs of a failed file count as declared: they keep their last good state; so do held ones.
   const declared = new Set(
     [
-      ...model.resources.map(desiredIdentity),
+      ...model.resources.map((desired) => identityOf(desired.resource)),
       ...failedFiles.flatMap((file) => file.declares),
       ...(sync.held ?? []),
     ].map(formatIdentity),
@@ -351,24 +350,12 @@ export function heldPruneRecord(prune: PruneReport): string | undefined {
   return JSON.stringify(record);
 }
 
-export function identityOf(object: KubeObject): ResourceIdentity {
-  return {
-    kind: object.kind as KnativeKind,
-    namespace: object.metadata.namespace ?? "",
-    name: nameOf(object),
-  };
-}
-
 function compareIdentities(a: ResourceIdentity, b: ResourceIdentity): number {
   return (
     compareStrings(a.kind, b.kind) ||
     compareStrings(a.namespace, b.namespace) ||
     compareStrings(a.name, b.name)
   );
-}
-
-function desiredIdentity({ resource: { kind, metadata } }: DesiredResource): ResourceIdentity {
-  return { kind, namespace: metadata.namespace, name: metadata.name };
 }
 
 function candidateOf(object: KubeObject): PruneCandidate {

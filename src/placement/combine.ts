@@ -1,4 +1,5 @@
 import type { Diagnostic } from "../fleet/diagnostic.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import {
   boundedDiagnostics,
   type Claim,
@@ -6,7 +7,6 @@ import {
   type DesiredResource,
   type FleetModel,
 } from "../fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
 import { type Expansion, PLACEMENT_LABEL } from "./expand.ts";
 
@@ -74,7 +74,7 @@ function placementConflicts(sources: readonly Source[]): Diagnostic[] {
   const claim = (source: Source, key: string, field: string): SourceClaim => ({
     key,
     subject: key,
-    owner: identityOf(source.resource),
+    owner: identityOf(source.resource.resource),
     path: source.resource.path,
     position: { line: source.resource.line, column: 1 },
     field,
@@ -85,7 +85,7 @@ function placementConflicts(sources: readonly Source[]): Diagnostic[] {
     return cluster === undefined ? [] : [claim(source, cluster, "spec.clusterProfileRef")];
   });
   const byName = sources.map((source) =>
-    claim(source, formatIdentity(identityOf(source.resource)), "metadata.name"),
+    claim(source, formatIdentity(identityOf(source.resource.resource)), "metadata.name"),
   );
   const describe = (other: SourceClaim) => describeSource(other.source);
   return [
@@ -115,7 +115,7 @@ function describeSource({ resource, fromPlacement }: Source): string {
   const where = `${resource.path}:${resource.line}`;
   return fromPlacement
     ? `placement ${resource.resource.metadata.labels?.[PLACEMENT_LABEL]} (${where})`
-    : `${formatIdentity(identityOf(resource))} (${where})`;
+    : `${formatIdentity(identityOf(resource.resource))} (${where})`;
 }
 
 function clusterRefOf({ resource }: DesiredResource): string | undefined {
@@ -127,8 +127,4 @@ function clusterRefOf({ resource }: DesiredResource): string | undefined {
 function clusterOf(desired: DesiredResource): string | undefined {
   const ref = clusterRefOf(desired);
   return ref ? `${desired.resource.kind} ${ref}` : undefined;
-}
-
-function identityOf({ resource }: DesiredResource): ResourceIdentity {
-  return { kind: resource.kind, namespace: resource.metadata.namespace, name: resource.metadata.name };
 }

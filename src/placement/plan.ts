@@ -1,5 +1,6 @@
 import { parseAllDocuments } from "yaml";
 import { compareStrings, type Diagnostic, formatDiagnostic } from "../fleet/diagnostic.ts";
+import { formatIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { isRecord, type KubeObject } from "../kube/object.ts";
@@ -58,9 +59,8 @@ export function planPlacements(
   const after = expandPlacements(head.placements, known, options);
   const combined = withPlacements(head, after);
   const headDiagnostics = new Set(head.diagnostics.map(formatDiagnostic));
-  const keyOf = (s: PlacementSelection) => `${s.kind} ${s.namespace}/${s.name}`;
-  const beforeByKey = new Map(before.selections.map((s) => [keyOf(s), s]));
-  const afterByKey = new Map(after.selections.map((s) => [keyOf(s), s]));
+  const beforeByKey = new Map(before.selections.map((s) => [formatIdentity(s), s]));
+  const afterByKey = new Map(after.selections.map((s) => [formatIdentity(s), s]));
   const keys = [...new Set([...beforeByKey.keys(), ...afterByKey.keys()])].sort(compareStrings);
   const placements = keys.map((key): PlacementPlanEntry => {
     const was = beforeByKey.get(key);

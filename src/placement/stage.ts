@@ -1,18 +1,11 @@
+import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
-import type { ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer, type InformerEvent } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { Logger } from "../observability/log.ts";
 import { withPlacements } from "./combine.ts";
-import {
-  crKey,
-  type Departure,
-  type DepartureInput,
-  type DepartureResult,
-  decideDepartures,
-  placementKey,
-} from "./departures.ts";
+import { type Departure, type DepartureInput, type DepartureResult, decideDepartures } from "./departures.ts";
 import { type ExpandOptions, expandPlacements, type PlacementSelection } from "./expand.ts";
 import {
   type Inventory,
@@ -200,10 +193,7 @@ export function expandForSync(
 ): PlacementSync {
   const expansion = expandPlacements(model.placements, inventory, options);
   const combined = withPlacements(model, expansion);
-  const placementKeyOfSelection = (s: PlacementSelection) => placementKey(s.kind, s.namespace, s.name);
-  const declared = new Set(
-    combined.files.flatMap((file) => file.declares).map((identity) => crKey(identity)),
-  );
+  const declared = new Set(combined.files.flatMap((file) => file.declares).map(formatIdentity));
   return {
     model: combined,
     selections: expansion.selections,
@@ -211,9 +201,9 @@ export function expandForSync(
       decideDepartures({
         ...input,
         desired: declared,
-        placements: new Set(expansion.selections.map(placementKeyOfSelection)),
+        placements: new Set(expansion.selections.map(formatIdentity)),
         pendingPlacements: new Set(
-          expansion.selections.filter((s) => s.pending !== undefined).map(placementKeyOfSelection),
+          expansion.selections.filter((s) => s.pending !== undefined).map(formatIdentity),
         ),
         failedPaths: new Set(combined.files.filter((f) => f.status === "failed").map((f) => f.path)),
       }),

@@ -1,8 +1,8 @@
 import { canonicalJson } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { fleetFileContent } from "../fleet/file-text.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { DesiredResource, FleetFile, FleetModel } from "../fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import {
   decideApplies,
   decidePrune,
@@ -72,9 +72,11 @@ export function resourceChanges(base: FleetModel, head: FleetModel): ResourceCha
     if (after) {
       if (before && canonicalJson(before.resource) === canonicalJson(after.resource)) return [];
       const action = before || baseFailed.has(key) ? "update" : "create";
-      return [{ identity: identityOf(after), action, head: after, path: after.path, ...base }];
+      return [{ identity: identityOf(after.resource), action, head: after, path: after.path, ...base }];
     }
-    const removed = before ? { identity: identityOf(before), path: before.path } : baseFailed.get(key)!;
+    const removed = before
+      ? { identity: identityOf(before.resource), path: before.path }
+      : baseFailed.get(key)!;
     return [{ ...removed, action: "delete", ...base }];
   });
 }
@@ -106,12 +108,10 @@ export function assessPrune(
   );
 }
 
-function identityOf({ resource: { kind, metadata } }: DesiredResource): ResourceIdentity {
-  return { kind, namespace: metadata.namespace, name: metadata.name };
-}
-
 function validByIdentity(model: FleetModel): Map<string, DesiredResource> {
-  return new Map(model.resources.map((resource) => [formatIdentity(identityOf(resource)), resource]));
+  return new Map(
+    model.resources.map((resource) => [formatIdentity(identityOf(resource.resource)), resource]),
+  );
 }
 
 function failedByIdentity(model: FleetModel): Map<string, { identity: ResourceIdentity; path: string }> {

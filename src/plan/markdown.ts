@@ -1,5 +1,5 @@
 import { compareStrings, formatDiagnostic } from "../fleet/diagnostic.ts";
-import { formatIdentity } from "../fleet/parse.ts";
+import { formatIdentity } from "../fleet/identity.ts";
 import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
 import { markdownCell, markdownCode, markdownCodeBlock, markdownText } from "../text/markdown.ts";
 import type { FieldChange } from "./diff.ts";

@@ -1,5 +1,5 @@
 import type { Diagnostic } from "../fleet/diagnostic.ts";
-import type { ResourceIdentity } from "../fleet/parse.ts";
+import type { ResourceIdentity } from "../fleet/identity.ts";
 import type { ObjectRef } from "../kube/object.ts";
 import type { PruneReport } from "../mirror/decide.ts";
 import type { ChangedFile, ResourceAction } from "./changes.ts";

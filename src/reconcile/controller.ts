@@ -10,6 +10,7 @@ import {
 } from "../api/knative.ts";
 import { FINALIZERS } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
+import { formatIdentity, identityOf } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { type KubeObject, nameOf } from "../kube/object.ts";
@@ -259,7 +260,7 @@ export class KnativeController {
       });
     } catch (err) {
       if (isConflict(err))
-        throw new Error(`${kind} ${metadata.namespace}/${metadata.name} changed meanwhile; retrying`);
+        throw new Error(`${formatIdentity(identityOf(object))} changed meanwhile; retrying`);
       throw err;
     }
   }

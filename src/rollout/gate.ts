@@ -1,12 +1,13 @@
+import { clusterLabel } from "../access/target.ts";
 import { findCondition, readinessOf } from "../api/conditions.ts";
 import type { KnativeStatus } from "../api/knative.ts";
 import { DESIRED_HASH_ANNOTATION, isManagedByFleet, SOURCE_COMMIT_ANNOTATION } from "../api/labels.ts";
 import { desiredHash } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
-import { type ApplyStep, identityOf, type PruneCandidate } from "../mirror/decide.ts";
+import type { ApplyStep, PruneCandidate } from "../mirror/decide.ts";
 import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
 import type { Content, CrState, Halt, RolloutState } from "./state.ts";
 import {
@@ -136,8 +137,6 @@ const clusterRefOf = (object: KubeObject | undefined): ClusterRef | undefined =>
   const ref = (object?.spec as { clusterProfileRef?: ClusterRef } | undefined)?.clusterProfileRef;
   return ref && typeof ref.name === "string" ? { namespace: ref.namespace ?? "", name: ref.name } : undefined;
 };
-
-const clusterLabel = (ref: ClusterRef | undefined): string => (ref ? clusterKey(ref) : "the hub");
 
 const isWrite = (step: ApplyStep | undefined): step is ApplyStep & { object: KubeObject } =>
   step?.action === "create" || step?.action === "update";

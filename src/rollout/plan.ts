@@ -1,7 +1,8 @@
+import { clusterLabel } from "../access/target.ts";
 import { canonicalJson } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
+import { formatIdentity, identityOf } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
-import { formatIdentity } from "../fleet/parse.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
 import { clusterKey } from "../placement/inventory.ts";
 import { markdownCell, markdownCode, markdownText } from "../text/markdown.ts";
@@ -55,7 +56,7 @@ export function planRollout(
   const { spec } = policy.rollout;
   const inventory = new Map((clusters ?? []).map((cluster) => [clusterKey(cluster), cluster]));
   const baseContent = new Map(
-    base.resources.map(({ resource }) => [formatIdentity(identity(resource)), canonicalJson(resource)]),
+    base.resources.map(({ resource }) => [formatIdentity(identityOf(resource)), canonicalJson(resource)]),
   );
   const waves: WavePlan[] = plannedWaves(spec).map((wave) => ({
     name: wave.name,
@@ -67,28 +68,24 @@ export function planRollout(
   }));
   const headKeys = new Set<string>();
   for (const { resource } of head.resources) {
-    const key = formatIdentity(identity(resource));
+    const key = formatIdentity(identityOf(resource));
     headKeys.add(key);
     const ref = (resource.spec as { clusterProfileRef?: ClusterRef }).clusterProfileRef;
     const before = baseContent.get(key);
     waves[waveIndexOf(spec, ref, inventory)]!.resources.push({
       resource: key,
-      cluster: ref ? clusterKey(ref) : "the hub",
+      cluster: clusterLabel(ref),
       change: before === undefined ? "create" : before === canonicalJson(resource) ? "none" : "update",
     });
   }
   for (const { resource } of base.resources) {
-    const key = formatIdentity(identity(resource));
+    const key = formatIdentity(identityOf(resource));
     if (headKeys.has(key)) continue;
     const ref = (resource.spec as { clusterProfileRef?: ClusterRef }).clusterProfileRef;
     waves[waveIndexOf(spec, ref, inventory)]!.deletions.push(key);
   }
   for (const wave of waves) wave.resources.sort((a, b) => compareStrings(a.resource, b.resource));
   return { ...plan, policy: `${policy.path}:${policy.position.line}`, waves };
-}
-
-function identity(resource: FleetModel["resources"][number]["resource"]) {
-  return { kind: resource.kind, namespace: resource.metadata.namespace, name: resource.metadata.name };
 }
 
 /** plan's rollout section, in Markdown. */

@@ -1,6 +1,6 @@
 import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
+import { formatIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
-import { formatIdentity } from "../fleet/parse.ts";
 import { type ApplyStep, type MirrorSource, mirroredObject } from "../mirror/decide.ts";
 import type { RevertRequest } from "./gate.ts";
 

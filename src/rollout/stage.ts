@@ -5,17 +5,11 @@ import {
   ROLLOUT_REFUSED_ANNOTATION,
   ROLLOUT_WAITING_ANNOTATION,
 } from "../api/labels.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
-import {
-  type ApplyStep,
-  identityOf,
-  type MirrorGate,
-  type MirrorSource,
-  type PruneCandidate,
-} from "../mirror/decide.ts";
+import type { ApplyStep, MirrorGate, MirrorSource, PruneCandidate } from "../mirror/decide.ts";
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";

@@ -10,9 +10,9 @@ import {
   SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
 import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
-import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/decide.ts";
+import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
 import type { MirrorResult } from "../mirror/mirror.ts";
 import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
 import type { PlacementReport } from "../placement/stage.ts";

@@ -71,4 +71,17 @@ describe("the layering of src/", () => {
     );
     expect(casts).toEqual([]);
   });
+
+  it("a hub object's identity has one home: fleet/identity.ts types, spells and reads it", () => {
+    const elsewhere = files(SRC)
+      .filter((file) => relative(SRC, file) !== "fleet/identity.ts")
+      .flatMap((file) =>
+        [
+          ...readFileSync(file, "utf8").matchAll(
+            /\$\{[^}`]*kind[^}`]*\} \$\{[^}`]*namespace[^}`]*\}\/\$\{[^}`]*name[^}`]*\}|function identityOf\b|interface \w*Identity\b/gi,
+          ),
+        ].map((m) => `${relative(SRC, file)}: ${m[0]}`),
+      );
+    expect(elsewhere).toEqual([]);
+  });
 });

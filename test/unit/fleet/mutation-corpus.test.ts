@@ -4,23 +4,17 @@ import { SOURCE_PATH_ANNOTATION } from "../../../src/api/labels.ts";
 import { formatDiagnostic } from "../../../src/fleet/diagnostic.ts";
 import { FleetDocumentSchema } from "../../../src/fleet/document-schema.ts";
 import { decodeFleetFile, type FleetFile } from "../../../src/fleet/file-text.ts";
+import { formatIdentity, identityOf } from "../../../src/fleet/identity.ts";
 import {
   buildFleetModel,
   type FleetModel,
   MAX_DIAGNOSTICS,
   MAX_DIAGNOSTICS_PER_FILE,
 } from "../../../src/fleet/model.ts";
-import { formatIdentity } from "../../../src/fleet/parse.ts";
 import { PlacementDocumentSchema } from "../../../src/fleet/placement-schema.ts";
 import { RolloutDocumentSchema } from "../../../src/fleet/rollout-schema.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import {
-  type ApplyStep,
-  decideApplies,
-  decidePrune,
-  identityOf,
-  type PruneReport,
-} from "../../../src/mirror/decide.ts";
+import { type ApplyStep, decideApplies, decidePrune, type PruneReport } from "../../../src/mirror/decide.ts";
 import { PLACEMENT_LABEL } from "../../../src/placement/expand.ts";
 import type { Inventory } from "../../../src/placement/inventory.ts";
 import { matchesTerm } from "../../../src/placement/select.ts";

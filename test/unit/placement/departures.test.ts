@@ -1,10 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { SOURCE_PATH_ANNOTATION, SOURCE_REPOSITORY_ANNOTATION } from "../../../src/api/labels.ts";
+import { formatIdentity } from "../../../src/fleet/identity.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { type DepartureInput, decideDepartures, placementKey } from "../../../src/placement/departures.ts";
+import { type DepartureInput, decideDepartures } from "../../../src/placement/departures.ts";
 
 const REPO = "https://git.example/fleet";
-const PLACEMENT = placementKey("KnativeServingPlacement", "knative-fleet", "serving");
+const PLACEMENT = formatIdentity({
+  kind: "KnativeServingPlacement",
+  namespace: "knative-fleet",
+  name: "serving",
+});
 const GRACE = 60_000;
 
 const cr = (

@@ -26,10 +26,10 @@ describe("the status rollup per placement", () => {
       ],
       departures: [
         {
-          kind: "KnativeServing",
+          kind: "KnativeServing" as const,
           namespace: "knative-fleet",
           name: "serving-gone",
-          placement: "knativeservingplacement knative-fleet/serving",
+          placement: "KnativeServingPlacement knative-fleet/serving",
           cluster: "fleet-system/gone",
           since: 1,
           pruneAt: 2,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatIdentity } from "../../../src/fleet/parse.ts";
+import { formatIdentity } from "../../../src/fleet/identity.ts";
 import type { PruneCandidate } from "../../../src/mirror/decide.ts";
 import { gatePrunes, healthOf } from "../../../src/rollout/gate.ts";
 import { historyOf } from "../../../src/rollout/state.ts";

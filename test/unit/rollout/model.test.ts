@@ -3,8 +3,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
 import type { FleetResource } from "../../../src/fleet/document-schema.ts";
+import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/identity.ts";
 import type { DesiredResource, FleetModel } from "../../../src/fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/parse.ts";
 import { RolloutDocumentSchema, type RolloutSpec } from "../../../src/fleet/rollout-schema.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import {
@@ -287,7 +287,7 @@ class Sim {
       live,
       repository: REPOSITORY,
       desired: new Set(model.resources.map((d) => key(d))),
-      placements: new Set(["knativeservingplacement knative-fleet/knative"]),
+      placements: new Set(["KnativeServingPlacement knative-fleet/knative"]),
       pendingPlacements: new Set(),
       failedPaths: new Set(model.files.filter((f) => f.status === "failed").map((f) => f.path)),
       now: this.now,

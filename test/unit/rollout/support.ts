@@ -1,7 +1,7 @@
 import { stringify } from "yaml";
+import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/identity.ts";
 import type { FleetFile } from "../../../src/fleet/model.ts";
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/parse.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { type ApplyStep, decideApplies } from "../../../src/mirror/decide.ts";
 import type { InventoryCluster } from "../../../src/placement/inventory.ts";
