@@ -1,3 +1,4 @@
+import { PLACEMENT_LABEL } from "../api/labels.ts";
 import type { Diagnostic } from "../fleet/diagnostic.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import {
@@ -8,7 +9,7 @@ import {
   type FleetModel,
 } from "../fleet/model.ts";
 import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
-import { type Expansion, PLACEMENT_LABEL } from "./expand.ts";
+import type { Expansion } from "./expand.ts";
 
 /**
  * The fleet model with the placements' CRs in it. Precedence: none. Two sources that give one cluster two

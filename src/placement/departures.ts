@@ -1,8 +1,13 @@
-import { SOURCE_PATH_ANNOTATION, SOURCE_REPOSITORY_ANNOTATION } from "../api/labels.ts";
+import {
+  PLACEMENT_KIND_LABEL,
+  PLACEMENT_LABEL,
+  SOURCE_CLUSTER_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+  SOURCE_REPOSITORY_ANNOTATION,
+} from "../api/labels.ts";
 import { formatIdentity, identityOf, type ObjectIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
-import { PLACEMENT_KIND_LABEL, PLACEMENT_LABEL, SOURCE_CLUSTER_ANNOTATION } from "./expand.ts";
 
 // A cluster that leaves a placement keeps its CR for a grace period, and is pruned (behind the mirror's
 // usual safeguards) only when it has stayed out that long. Whatever made it leave: a ClusterProfile deleted

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
+import { SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { isConflict, isNotFound } from "../kube/rest.ts";
@@ -44,11 +45,6 @@ export function ownsUnder(views: readonly (readonly string[])[], member: string,
 }
 
 // ── The membership: Leases on the hub ───────────────────────────────────────────────────────────────────
-
-/** Label on every member Lease of one sharded deployment; its value is the group name. */
-export const SHARD_GROUP_LABEL = "fleet.knative.dev/shard-group";
-/** Annotation on a member Lease: the digest of the member list whose share the member has narrowed to. */
-export const SHARD_VIEW_ANNOTATION = "fleet.knative.dev/shard-view";
 
 const LEASE_API_VERSION = "coordination.k8s.io/v1";
 

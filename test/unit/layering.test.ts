@@ -84,4 +84,23 @@ describe("the layering of src/", () => {
       );
     expect(elsewhere).toEqual([]);
   });
+
+  it("every label, annotation and extension name is spelt in api/labels.ts alone", () => {
+    // A string that reads `<domain>/<key>`, an API version (`<group>/v1beta1`) aside; comments do not count.
+    const withoutComments = (text: string) =>
+      text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:])\/\/.*$/gm, "$1");
+    const elsewhere = files(SRC)
+      .filter((file) => relative(SRC, file) !== "api/labels.ts")
+      .flatMap((file) =>
+        [
+          ...withoutComments(readFileSync(file, "utf8")).matchAll(
+            /["`](?:[a-z0-9-]+\.)+[a-z]{2,}\/[a-zA-Z][\w.-]*["`]/g,
+          ),
+        ]
+          .map((m) => m[0])
+          .filter((name) => !/\/v\d+(?:(?:alpha|beta)\d+)?["`]$/.test(name))
+          .map((name) => `${relative(SRC, file)}: ${name}`),
+      );
+    expect(elsewhere).toEqual([]);
+  });
 });

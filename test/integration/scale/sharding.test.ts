@@ -2,15 +2,11 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { nameOf } from "../../../src/kube/object.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import {
-  memberLeaseName,
-  SHARD_GROUP_LABEL,
-  SHARD_VIEW_ANNOTATION,
-  shardOwner,
-} from "../../../src/service/sharding.ts";
+import { memberLeaseName, shardOwner } from "../../../src/service/sharding.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parse as yamlParse } from "yaml";
-import { SOURCE_PATH_ANNOTATION } from "../../../src/api/labels.ts";
+import { PLACEMENT_LABEL, SOURCE_PATH_ANNOTATION } from "../../../src/api/labels.ts";
 import { formatDiagnostic } from "../../../src/fleet/diagnostic.ts";
 import { FleetDocumentSchema } from "../../../src/fleet/document-schema.ts";
 import { decodeFleetFile, type FleetFile } from "../../../src/fleet/file-text.ts";
@@ -15,7 +15,6 @@ import { PlacementDocumentSchema } from "../../../src/fleet/placement-schema.ts"
 import { RolloutDocumentSchema } from "../../../src/fleet/rollout-schema.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { type ApplyStep, decideApplies, decidePrune, type PruneReport } from "../../../src/mirror/decide.ts";
-import { PLACEMENT_LABEL } from "../../../src/placement/expand.ts";
 import type { Inventory } from "../../../src/placement/inventory.ts";
 import { matchesTerm } from "../../../src/placement/select.ts";
 import { expandForSync } from "../../../src/placement/stage.ts";

@@ -1,7 +1,12 @@
 import { writeFileSync } from "node:fs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
+import {
+  DESIRED_HASH_ANNOTATION,
+  PLACEMENT_KIND_LABEL,
+  PLACEMENT_LABEL,
+  SOURCE_CLUSTER_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import type { FleetResource } from "../../../src/fleet/document-schema.ts";
 import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/identity.ts";
 import type { DesiredResource, FleetModel } from "../../../src/fleet/model.ts";
@@ -15,11 +20,6 @@ import {
   mirroredObject,
 } from "../../../src/mirror/decide.ts";
 import { decideDepartures } from "../../../src/placement/departures.ts";
-import {
-  PLACEMENT_KIND_LABEL,
-  PLACEMENT_LABEL,
-  SOURCE_CLUSTER_ANNOTATION,
-} from "../../../src/placement/expand.ts";
 import type { InventoryCluster } from "../../../src/placement/inventory.ts";
 import { gateApplies, gatePrunes, healthOf } from "../../../src/rollout/gate.ts";
 import { revertStep, withReverts } from "../../../src/rollout/revert.ts";
