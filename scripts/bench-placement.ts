@@ -218,7 +218,6 @@ const sync = async () => {
   const result = await mirror(counted.client, {
     model: prepared.model,
     source: { repository: "bench://placement", branch: "main", commit: "0".repeat(40) },
-    sourceRead: true,
     options: MirrorOptionsSchema.parse({}),
     namespace: CR_NS,
     admission: ANY_NAMESPACE_ADMISSION,

@@ -4,7 +4,8 @@
 // its spokes: reads and server-side dry runs against whatever the spokes hold.
 // Usage: node scripts/bench-plan.ts [clusters=20] [runs=5]
 import { rm } from "node:fs/promises";
-import { ClusterAccess, loadProviderConfig } from "../src/access/index.ts";
+import { ClusterAccess } from "../src/access/cluster-access.ts";
+import { loadProviderConfig } from "../src/access/provider-config.ts";
 import { createTargetResolver } from "../src/access/target.ts";
 import { DEFAULT_FILE_SELECTION } from "../src/fleet/select.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../src/kube/kubeconfig.ts";

@@ -141,7 +141,6 @@ async function sync(fleet: FleetModel, commit: string, gated: boolean) {
   const result = await mirror(counted.client, {
     model: fleet,
     source: { repository: REPOSITORY, branch: "main", commit },
-    sourceRead: true,
     options: MirrorOptionsSchema.parse({}),
     namespace: NS,
     admission: ANY_NAMESPACE_ADMISSION,

@@ -1,6 +1,7 @@
 import { readFile, writeFile } from "node:fs/promises";
+import { ClusterAccess } from "../access/cluster-access.ts";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
-import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
+import { loadProviderConfig, type ProviderConfigState } from "../access/provider-config.ts";
 import { createTargetResolver } from "../access/target.ts";
 import { buildFleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";

@@ -13,9 +13,10 @@ export interface RestTransport {
   readonly server: string;
   /** The pool and headers for the next request; `rejected` is called if the server answers 401. */
   connect(): Promise<{ dispatcher: Dispatcher; headers: Record<string, string>; rejected?: () => void }>;
-  /** Per-request timeout in milliseconds (default 30 s). */
-  readonly timeoutMs?: number;
 }
+
+/** How long one request may take. */
+const REQUEST_TIMEOUT_MS = 30_000;
 
 export class KubeApiError extends Error {
   readonly status: number;
@@ -186,7 +187,7 @@ export class RestClient {
     const payload =
       req.body === undefined ? undefined : typeof req.body === "string" ? req.body : JSON.stringify(req.body);
     this.count(req.method);
-    const timeout = this.transport.timeoutMs ?? 30_000;
+    const timeout = REQUEST_TIMEOUT_MS;
     const response = await dispatcher.request({
       origin: this.origin,
       path: this.pathWithQuery(req.path, req.query),

@@ -46,8 +46,6 @@ export interface MirrorSource {
 export interface MirrorInput {
   model: FleetModel;
   source: MirrorSource;
-  /** False when fetching or reading the commit failed: the model may lack files, so nothing is pruned. */
-  sourceRead: boolean;
   options: MirrorOptions;
   /** knative-fleet's own hub namespace, where the prune-confirmation ConfigMap lives. */
   namespace: string;
@@ -126,7 +124,6 @@ export interface PruneCandidate extends ResourceIdentity {
 
 /** Why candidates were kept: the prune safeguards, in the order they are checked. */
 export type PruneReason =
-  | "source-unreadable"
   | "disabled"
   | "invalid-files"
   | "empty-desired-set"
@@ -227,26 +224,18 @@ function ownerConflict(current: KubeObject, repository: string): string | undefi
 }
 
 /**
- * Which of the CRs mirrored from this repository to delete, behind the safeguards: nothing is pruned when
- * Git could not be read, when pruning is off, when any fleet file failed validation (a broken file must not
+ * Which of the CRs mirrored from this repository to delete, behind the safeguards (a commit that cannot be
+ * fetched or read is never synced at all: the poller emits only whole snapshots): nothing is pruned when
+ * pruning is off, when any fleet file failed validation (a broken file must not
  * uninstall what it declared), when Git declares no CR at all (unless allowEmpty), or when an apply of this
  * sync failed (a renamed CR whose new copy was refused keeps the old one). A prune of more than
  * maxPruneFraction of the mirrored CRs is held until a person confirms it with the token reported here.
  */
 export function decidePrune(
-  input: Pick<MirrorInput, "model" | "source" | "sourceRead" | "options" | "namespace">,
+  input: Pick<MirrorInput, "model" | "source" | "options" | "namespace">,
   live: readonly KubeObject[],
   sync: { applyFailures: number; confirmedToken: string | undefined; held?: readonly ResourceIdentity[] },
 ): PruneReport {
-  if (!input.sourceRead) {
-    return {
-      state: "skipped",
-      reason: "source-unreadable",
-      message: "the fleet repository could not be read, so nothing is pruned",
-      candidates: [],
-      retained: [],
-    };
-  }
   const { model, options } = input;
   const failedFiles = model.files.filter((file) => file.status === "failed");
   // The CRs of a failed file count as declared: they keep their last good state; so do held ones.

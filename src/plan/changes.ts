@@ -98,7 +98,6 @@ export function assessPrune(
     {
       model: head,
       source,
-      sourceRead: true,
       options,
       // Where a confirmation would be given; the plan reports only the token.
       namespace: "",

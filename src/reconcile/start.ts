@@ -1,5 +1,6 @@
-import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
+import { ClusterAccess } from "../access/cluster-access.ts";
 import type { AccessPolicy } from "../access/policy.ts";
+import { loadProviderConfig } from "../access/provider-config.ts";
 import { clusterLabel, createTargetResolver } from "../access/target.ts";
 import type { LocationPolicy } from "../admission/locations.ts";
 import type { CrAdmission } from "../admission/tenancy.ts";

@@ -275,7 +275,7 @@ export class FleetService {
         else this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
         if (report.statusWritten || report.finalized) this.statusWriter?.request();
         const involved = {
-          apiVersion: "operator.knative.dev/v1beta1",
+          apiVersion: OPERATOR_API_VERSION,
           kind: report.kind,
           metadata: { name: report.name, namespace: report.namespace },
         };
@@ -380,7 +380,6 @@ export class FleetService {
     const mirrored = await mirror(hub, {
       model: prepared.model,
       source: { repository: config.repository.url, branch: config.repository.branch, commit },
-      sourceRead: true,
       options: settings.prune,
       namespace: settings.defaultNamespace,
       admission: hubCrPolicy(settings, this.options.kodataDir),

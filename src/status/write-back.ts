@@ -4,6 +4,7 @@ import type { KubeClient } from "../kube/client.ts";
 import type { MirrorResult } from "../mirror/mirror.ts";
 import { listHubResources } from "../mirror/mirror.ts";
 import type { Logger } from "../observability/log.ts";
+import type { StatusCommitOutcome } from "../observability/metrics.ts";
 import { redactSecrets } from "../observability/redact.ts";
 import type { CommitBase, GitSource } from "../source/index.ts";
 import { renderStatusSummary, STATUS_FILE_HEADS, type StatusFile } from "./summary.ts";
@@ -60,7 +61,7 @@ export interface StatusWriterOptions {
   /** At most one commit per interval; changes in between are coalesced into the next one. */
   intervalMs: number;
   log: Logger;
-  onCommitted?(outcome: "pushed" | "unchanged" | "failed"): void;
+  onCommitted?(outcome: StatusCommitOutcome): void;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ClusterAccess, loadProviderConfig } from "../../../src/access/index.ts";
+import { ClusterAccess } from "../../../src/access/cluster-access.ts";
+import { loadProviderConfig } from "../../../src/access/provider-config.ts";
 import { createTargetResolver } from "../../../src/access/target.ts";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
 import type { ApplyPlan } from "../../../src/apply/engine.ts";

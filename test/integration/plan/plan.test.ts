@@ -71,7 +71,6 @@ describe("knative-fleet plan against the sandbox", () => {
     const result = await mirror(hub, {
       model,
       source: { repository: repo.dir, branch, commit: revisions.head.commit },
-      sourceRead: true,
       options: MirrorOptionsSchema.parse({}),
       namespace: HUB_NAMESPACE,
       admission: ANY_NAMESPACE_ADMISSION,

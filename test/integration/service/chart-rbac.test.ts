@@ -212,7 +212,6 @@ describe("the chart's RBAC", () => {
         defaultNamespace: fleetNamespace,
       }),
       source: { repository: "https://git.example/fleet.git", branch: "main", commit: "a2" },
-      sourceRead: true,
       options: MirrorOptionsSchema.parse({ maxPruneFraction: 0 }),
       namespace: fleetNamespace,
       admission: ANY_NAMESPACE_ADMISSION,

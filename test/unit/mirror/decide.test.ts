@@ -372,15 +372,6 @@ describe("decidePrune", () => {
     expect(report.state).toBe("none");
   });
 
-  it("prunes nothing when the repository could not be read, and does not guess what left it", () => {
-    const input = { ...mirrorInput([], NS, COMMIT_2), sourceRead: false };
-    expect(decidePrune(input, mirroredHub(["a", "b"]), noFailures)).toMatchObject({
-      state: "skipped",
-      reason: "source-unreadable",
-      candidates: [],
-    });
-  });
-
   it("prunes nothing while any file is invalid, and the invalid file's CRs are not even candidates", () => {
     const broken = {
       ...crFile("b", { namespace: NS }),

@@ -43,7 +43,6 @@ export function mirrorInput(
   return {
     model: modelOf(files, namespace),
     source: sourceAt(commit),
-    sourceRead: true,
     options: MirrorOptionsSchema.parse(options),
     namespace,
     admission: ANY_NAMESPACE_ADMISSION,

@@ -41,7 +41,6 @@ function hubWithPlacements() {
     const result = await mirror(kube.client, {
       model: prepared.model,
       source: { repository: REPOSITORY, branch: "main", commit },
-      sourceRead: true,
       options: MirrorOptionsSchema.parse({}),
       namespace: NS,
       hold: prepared.hold,

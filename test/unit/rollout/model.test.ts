@@ -338,7 +338,6 @@ class Sim {
       {
         model,
         source,
-        sourceRead: true,
         options: MirrorOptionsSchema.parse({ maxPruneFraction: 1 }),
         namespace: "knative-fleet",
       },

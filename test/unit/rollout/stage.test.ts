@@ -38,7 +38,6 @@ function setup(onDue: () => void = () => {}, kube = hubWithKnativeKinds()) {
     const result = await mirror(kube.client, {
       model,
       source: { repository: REPOSITORY, branch: "main", commit },
-      sourceRead: true,
       options: MirrorOptionsSchema.parse({}),
       namespace: "knative-fleet",
       admission: ANY_NAMESPACE_ADMISSION,
