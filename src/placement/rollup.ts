@@ -1,3 +1,4 @@
+import type { ReadinessPhase } from "../api/conditions.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ObjectIdentity } from "../fleet/identity.ts";
 import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
@@ -6,7 +7,7 @@ import type { PlacementReport } from "./stage.ts";
 
 /** A hub CR's readiness as the status summary reads it. */
 export interface CrReadiness extends ObjectIdentity {
-  ready: "True" | "False" | "Unknown";
+  phase: ReadinessPhase;
   reason?: string;
 }
 
@@ -38,7 +39,7 @@ export function placementRollup(report: PlacementReport, crs: readonly CrReadine
         cluster: clusterKey(cluster),
         cr: byIdentity.get(formatIdentity({ kind, namespace: selection.namespace, name: cluster.crName })),
       }));
-      const notReady = readiness.filter(({ cr }) => cr?.ready !== "True");
+      const notReady = readiness.filter(({ cr }) => cr?.phase !== "Current");
       const first = notReady[0];
       const left = report.departures
         .filter((d) => d.placement === placement)

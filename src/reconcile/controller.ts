@@ -195,7 +195,7 @@ export class KnativeController {
     await this.ensureFinalizer(object, FINALIZERS[kind]);
     const outcome = await reconcileInstall(resource, this.options.deps);
     const statusWritten = await this.writeStatus(object, outcome.status);
-    const ready = readinessOf({ metadata: object.metadata, status: outcome.status }).ready === "True";
+    const ready = readinessOf({ metadata: object.metadata, status: outcome.status }).phase === "Current";
     report({
       cluster: outcome.cluster,
       error: outcome.error,

@@ -1,6 +1,6 @@
 import { stringify } from "yaml";
 import { clusterLabel } from "../access/target.ts";
-import { ConditionType, readinessOf } from "../api/conditions.ts";
+import { type ReadinessPhase, readinessOf } from "../api/conditions.ts";
 import type { ClusterProfileRef, KnativeStatus } from "../api/knative.ts";
 import {
   CONFIRM_PRUNE_ANNOTATION,
@@ -49,17 +49,15 @@ export interface StatusSummaryInput {
   mirror: MirrorResult & { placements?: PlacementReport; rollout?: RolloutReport };
 }
 
-type Readiness = "True" | "False" | "Unknown";
-
 interface ResourceRow extends ResourceIdentity {
   /** `namespace/name` of the ClusterProfile, or `hub`. */
   cluster: string;
-  ready: Readiness;
-  /** The installed Knative version. */
-  version?: string;
-  /** Why the CR is not ready. */
+  /** The readiness verdict (api/conditions.ts readinessOf), and why it is not Current. */
+  phase: ReadinessPhase;
   reason?: string;
   message?: string;
+  /** The installed Knative version. */
+  version?: string;
   /** The commit whose content the hub CR holds. */
   commit?: string;
   path?: string;
@@ -187,6 +185,12 @@ function pruneSummary({
   return { state, reason, message, candidates, retained, confirmation };
 }
 
+/** The verdict, as the row shows it: the phase, and why it is not Current. */
+function readinessRow(object: KubeObject, status: KnativeStatus | undefined) {
+  const { phase, reason, message } = readinessOf({ metadata: object.metadata, status });
+  return { phase, reason, message };
+}
+
 function resourceRow(object: KubeObject): ResourceRow {
   const spec = object.spec as { clusterProfileRef?: ClusterProfileRef } | undefined;
   const status = object.status as KnativeStatus | undefined;
@@ -194,38 +198,11 @@ function resourceRow(object: KubeObject): ResourceRow {
   return withoutUndefined({
     cluster: clusterLabel(spec?.clusterProfileRef),
     ...identityOf(object),
-    ...readiness(object, status),
+    ...readinessRow(object, status),
     version: status?.version,
     commit: annotations[SOURCE_COMMIT_ANNOTATION],
     path: annotations[SOURCE_PATH_ANNOTATION],
   });
-}
-
-/**
- * Ready as kstatus reads it: a status written for an older generation, or a CR being deleted, is in
- * progress whatever its conditions say. Otherwise Ready, explained by what blocks it (`readinessOf`).
- */
-function readiness(
-  object: KubeObject,
-  status: KnativeStatus | undefined,
-): Pick<ResourceRow, "ready" | "reason" | "message"> {
-  const read = readinessOf({ metadata: object.metadata, status });
-  if (read.deleting) {
-    return {
-      ready: "Unknown",
-      reason: "Deleting",
-      message: "the CR is being deleted; its cluster is being cleaned up",
-    };
-  }
-  if (read.stale || !status?.conditions?.some((c) => c.type === ConditionType.Ready)) {
-    return {
-      ready: "Unknown",
-      reason: "Reconciling",
-      message: "the hub controller has not reported on the current spec yet",
-    };
-  }
-  if (read.ready === "True") return { ready: "True" };
-  return { ready: read.ready, reason: read.blocking?.reason, message: read.blocking?.message };
 }
 
 function renderReadme(summary: Summary): string {
@@ -245,28 +222,32 @@ function renderReadme(summary: Summary): string {
   return `${sections.filter((section) => section !== "").join("\n\n")}\n`;
 }
 
-const READY_MARK: Record<Readiness, string> = { True: "✓", False: "✗", Unknown: "…" };
+const PHASE_MARK: Record<ReadinessPhase, string> = {
+  Current: "✓",
+  Failed: "✗",
+  InProgress: "…",
+  Terminating: "…",
+};
 
 function readinessCounts(rows: readonly ResourceRow[]): string {
   if (rows.length === 0) return "The hub holds no CR from the fleet repository.";
-  const tally = (ready: Readiness) => rows.filter((row) => row.ready === ready).length;
+  const tally = (...phases: ReadinessPhase[]) => rows.filter((row) => phases.includes(row.phase)).length;
   return (
-    `CRs on the hub: ${rows.length}; ready ${READY_MARK.True} ${tally("True")}, ` +
-    `not ready ${READY_MARK.False} ${tally("False")}, in progress ${READY_MARK.Unknown} ${tally("Unknown")}.`
+    `CRs on the hub: ${rows.length}; ready ${PHASE_MARK.Current} ${tally("Current")}, ` +
+    `not ready ${PHASE_MARK.Failed} ${tally("Failed")}, in progress ${PHASE_MARK.InProgress} ${tally("InProgress", "Terminating")}.`
   );
 }
 
 function resourcesTable(rows: readonly ResourceRow[]): string {
   if (rows.length === 0) return "";
   return table(
-    ["Cluster", "Kind", "CR", "Ready", "Version", "Reason", "Message", "Commit"],
+    ["Cluster", "Kind", "CR", "Ready", "Version", "Status", "Commit"],
     rows.map((row) => [
       row.cluster,
       row.kind,
       `${row.namespace}/${row.name}`,
-      READY_MARK[row.ready],
+      PHASE_MARK[row.phase],
       row.version ?? "",
-      row.reason ?? "",
       row.message ?? "",
       row.commit?.slice(0, 7) ?? "",
     ]),

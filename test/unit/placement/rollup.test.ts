@@ -37,12 +37,12 @@ describe("the status rollup per placement", () => {
       ],
     };
     const crs = [
-      { kind: "KnativeServing", namespace: "knative-fleet", name: "serving-a", ready: "True" as const },
+      { kind: "KnativeServing", namespace: "knative-fleet", name: "serving-a", phase: "Current" as const },
       {
         kind: "KnativeServing",
         namespace: "knative-fleet",
         name: "serving-b",
-        ready: "False" as const,
+        phase: "Failed" as const,
         reason: "InstallFailed",
       },
     ];

@@ -399,7 +399,7 @@ describe("the rollout gate", () => {
     expect(healthOf(cr({ observedGeneration: 3, conditions: [ready, deployments] })).healthy).toBe(true);
     expect(healthOf(cr({ observedGeneration: 2, conditions: [ready, deployments] }))).toEqual({
       healthy: false,
-      reason: "not reconciled yet (observedGeneration 2, generation 3)",
+      reason: "the hub controller has not reported on the current spec yet",
     });
     expect(healthOf(cr({ observedGeneration: 3, conditions: [ready] })).healthy).toBe(false);
     expect(healthOf(cr(undefined)).healthy).toBe(false);
