@@ -28,7 +28,7 @@ import {
 } from "../plan/index.ts";
 import { ReleaseLoader } from "../render/index.ts";
 import { planRollout, type RolloutPlan, renderRolloutPlan } from "../rollout/plan.ts";
-import type { AccessSettings, FleetSettings } from "../service/config.ts";
+import type { AccessSettings, FleetSettings } from "../sync/settings.ts";
 import { commandSettings } from "./access-settings.ts";
 import { type Command, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, type ParsedArgs, UsageError } from "./command.ts";
 import { HUB_OPTIONS, hubClient } from "./hub.ts";

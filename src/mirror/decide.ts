@@ -51,30 +51,6 @@ export interface MirrorInput {
   namespace: string;
   /** What may come onto the hub (src/admission): a CR it refuses is reported as `refused` and not written. */
   admission: HubCrPolicy;
-  /**
-   * CRs no file declares that are kept this sync anyway, chosen from the hub's CRs: a placement's cluster
-   * that left its selection less than a grace period ago (src/placement/departures.ts).
-   */
-  hold?(live: readonly KubeObject[]): ResourceIdentity[];
-  /** The rollout's gate (src/rollout): which changes go out now and which wait for their wave. */
-  gate?: MirrorGate;
-}
-
-/**
- * Decides which of a sync's changes are made now. Without one every change is made at once.
- */
-export interface MirrorGate {
-  /**
-   * The steps to take: a held create or update becomes `waiting`; a revert may be added as an update.
-   * Asynchronous so the gate can record what it lets through before any of it is written (write-ahead).
-   */
-  applies(
-    steps: readonly ApplyStep[],
-    live: readonly KubeObject[],
-    held: readonly ResourceIdentity[],
-  ): Promise<ApplyStep[]>;
-  /** The prune's candidates, those that wait for their wave (deletions go in reverse) marked `waiting`. */
-  prunes(candidates: readonly PruneCandidate[], live: readonly KubeObject[]): PruneCandidate[];
 }
 
 /**

@@ -9,7 +9,9 @@ import {
   type FleetModel,
 } from "../fleet/model.ts";
 import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
-import type { Expansion } from "./expand.ts";
+import { type Departure, type DepartureInput, type DepartureResult, decideDepartures } from "./departures.ts";
+import { type ExpandOptions, type Expansion, expandPlacements, type PlacementSelection } from "./expand.ts";
+import type { Inventory } from "./inventory.ts";
 
 /**
  * The fleet model with the placements' CRs in it. Precedence: none. Two sources that give one cluster two
@@ -128,4 +130,50 @@ function clusterRefOf({ resource }: DesiredResource): string | undefined {
 function clusterOf(desired: DesiredResource): string | undefined {
   const ref = clusterRefOf(desired);
   return ref ? `${desired.resource.kind} ${ref}` : undefined;
+}
+
+/** What the placements did in one sync, for the status rollup and plan. */
+export interface PlacementReport {
+  selections: PlacementSelection[];
+  /** Clusters out of their placement and waiting for the grace period (or a prune safeguard). */
+  departures: Departure[];
+}
+
+/** One sync's placements, expanded against the inventory: the sync's step between the model and the hub. */
+export interface PlacementSync {
+  /** The fleet model with every placement's CRs in it. */
+  model: FleetModel;
+  selections: PlacementSelection[];
+  /** Which live CRs of clusters out of their placement are kept, given the clock and the last departures. */
+  departures(
+    input: Pick<DepartureInput, "live" | "repository" | "now" | "gracePeriodMs" | "previous">,
+  ): DepartureResult;
+}
+
+/**
+ * The fleet model with its placements expanded against the inventory, and how to tell, once the hub is read,
+ * which CRs of clusters that left a placement are kept.
+ */
+export function expandForSync(
+  model: FleetModel,
+  inventory: Inventory,
+  options: ExpandOptions,
+): PlacementSync {
+  const expansion = expandPlacements(model.placements, inventory, options);
+  const combined = withPlacements(model, expansion);
+  const declared = new Set(combined.files.flatMap((file) => file.declares).map(formatIdentity));
+  return {
+    model: combined,
+    selections: expansion.selections,
+    departures: (input) =>
+      decideDepartures({
+        ...input,
+        desired: declared,
+        placements: new Set(expansion.selections.map(formatIdentity)),
+        pendingPlacements: new Set(
+          expansion.selections.filter((s) => s.pending !== undefined).map(formatIdentity),
+        ),
+        failedPaths: new Set(combined.files.filter((f) => f.status === "failed").map((f) => f.path)),
+      }),
+  };
 }

@@ -16,6 +16,9 @@ import type { KubeObject } from "../kube/object.ts";
 // it never reinstalls; slower flapping costs one uninstall and install per grace period at most. A
 // ClusterProfile that is only unhealthy never leaves: health is not read by selection at all.
 
+/** How long a departed cluster keeps its CR unless the service's config says otherwise. */
+export const DEFAULT_DEPARTURE_GRACE_PERIOD = "5m";
+
 export interface Departure extends ResourceIdentity {
   /** The placement's identity (`KnativeServingPlacement namespace/name`), as its CR's labels say. */
   placement: string;

@@ -3,11 +3,11 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { crAdmission, namespaceAllowlist } from "../admission/tenancy.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
-import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
+import type { FleetFile } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
-import { mirror } from "../mirror/mirror.ts";
+import { hubMirror } from "../mirror/mirror.ts";
 import { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
@@ -23,14 +23,8 @@ import {
   type Snapshot,
 } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
-import {
-  ConfigError,
-  fleetSettings,
-  gitSourceSpec,
-  hubCrPolicy,
-  parseDuration,
-  type ServiceConfig,
-} from "./config.ts";
+import { expandedModel, type SyncEdges, type SyncSettings, sync } from "../sync/sync.ts";
+import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
 import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
 import { podVoucher, ShardMembership } from "./sharding.ts";
@@ -74,8 +68,8 @@ export class FleetService {
   private rollout: RolloutStage | undefined;
   /** External mode: the hub CRs, watched so the status file follows the conditions upstream writes. */
   private hubCrWatches: Informer[] = [];
-  /** The last commit's model, expanded again when the inventory changes what placements select. */
-  private lastCommit: { model: FleetModel; commit: string } | undefined;
+  /** The last commit's files, synced again when the inventory changes what placements select. */
+  private lastCommit: { files: readonly FleetFile[]; commit: string } | undefined;
   /** Syncs run one at a time: a Git change and an inventory change never mirror concurrently. */
   private syncs: Promise<void> = Promise.resolve();
   private leading = false;
@@ -201,7 +195,7 @@ export class FleetService {
       log: log.child({ component: "placement" }),
       onChange: () => {
         const last = this.lastCommit;
-        if (last) void this.serialized(() => this.mirrorCommit(last.model, last.commit, "inventory"));
+        if (last) void this.serialized(() => this.syncCommit(last.files, last.commit, "inventory"));
       },
     });
     this.placements.start();
@@ -212,21 +206,21 @@ export class FleetService {
       source: { repository: config.repository.url, branch: config.repository.branch },
       inventory: () => placements.inventory().clusters,
       modelAt: async (commit) => {
-        const snapshot = await source.snapshotAt(commit);
-        return placements.prepare(this.fleetModel(snapshot), config.repository.url).model;
+        const { files } = await source.snapshotAt(commit);
+        return expandedModel(files, fleetSettings(config), placements.inventory()).model;
       },
       events: this.events!,
       log: log.child({ component: "rollout" }),
       checkIntervalMs: parseDuration(config.rollout.checkInterval),
       onDue: () => {
         const last = this.lastCommit;
-        if (last) void this.serialized(() => this.mirrorCommit(last.model, last.commit, "rollout"));
+        if (last) void this.serialized(() => this.syncCommit(last.files, last.commit, "rollout"));
       },
     });
     this.poller = new Poller({
       source,
       schedule: config.pollSchedule,
-      onSnapshot: (snapshot) => this.serialized(() => this.sync(snapshot)),
+      onSnapshot: (snapshot) => this.serialized(() => this.syncSnapshot(snapshot)),
       onFetched: (fetch) => this.metrics.gitFetchFinished(fetch),
       onPolled: (outcome) => this.metrics.pollFinished({ failed: outcome === "failed" }),
       onError: (err) => {
@@ -353,40 +347,28 @@ export class FleetService {
   }
 
   /** One commit of the fleet repository into the hub. */
-  private async sync(snapshot: Snapshot): Promise<void> {
-    const model = this.fleetModel(snapshot);
-    this.lastCommit = { model, commit: snapshot.commit };
-    await this.mirrorCommit(model, snapshot.commit, "git");
+  private async syncSnapshot(snapshot: Snapshot): Promise<void> {
+    this.lastCommit = { files: snapshot.files, commit: snapshot.commit };
+    await this.syncCommit(snapshot.files, snapshot.commit, "git");
   }
 
-  private fleetModel(snapshot: Snapshot): FleetModel {
-    const { defaultNamespace } = fleetSettings(this.options.config);
-    return buildFleetModel(snapshot.files, { defaultNamespace });
-  }
-
-  /** Mirrors a commit's model, its placements expanded against the inventory as it is now. */
-  private async mirrorCommit(
-    model: FleetModel,
+  /** Syncs a commit's files, its placements expanded against the inventory as it is now (src/sync). */
+  private async syncCommit(
+    files: readonly FleetFile[],
     commit: string,
     trigger: "git" | "inventory" | "rollout",
   ): Promise<void> {
     if (!this.leading) return;
     const { config, log } = this.options;
-    const hub = this.hubClient!;
-    const settings = fleetSettings(config);
     const started = performance.now();
-    const prepared = this.placements!.prepare(model, config.repository.url);
-    const rollout = await this.rollout!.prepare(prepared.model, commit);
-    const mirrored = await mirror(hub, {
-      model: prepared.model,
-      source: { repository: config.repository.url, branch: config.repository.branch, commit },
-      options: settings.prune,
-      namespace: settings.defaultNamespace,
-      admission: hubCrPolicy(settings, this.options.kodataDir),
-      hold: prepared.hold,
-      gate: rollout.gate,
-    });
-    const result = { ...mirrored, placements: prepared.report(), rollout: await rollout.finish() };
+    const settings: SyncSettings = { fleet: fleetSettings(config), kodataDir: this.options.kodataDir };
+    const edges: SyncEdges = {
+      hub: hubMirror(this.hubClient!, settings.fleet.defaultNamespace),
+      placements: this.placements!,
+      rollout: this.rollout!,
+    };
+    const source = { repository: config.repository.url, branch: config.repository.branch, commit };
+    const result = await sync({ source, files }, settings, edges);
     this.metrics.syncFinished({ durationMs: performance.now() - started, trigger });
     if (result.rollout)
       this.metrics.rolloutObserved({ ...result.rollout, wavesCompleted: result.rollout.history.length });
@@ -408,7 +390,7 @@ export class FleetService {
       },
       "fleet synced into the hub",
     );
-    this.statusWriter?.mirrored(result);
+    this.statusWriter?.synced(result);
   }
 
   private async stopLeading(): Promise<void> {

@@ -13,10 +13,9 @@ import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
-import type { MirrorResult } from "../mirror/mirror.ts";
 import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
-import type { PlacementReport } from "../placement/stage.ts";
 import type { RolloutReport } from "../rollout/stage.ts";
+import type { SyncResult } from "../sync/sync.ts";
 import { markdownCell, markdownText } from "../text/markdown.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
@@ -45,8 +44,8 @@ export interface StatusFile {
 export interface StatusSummaryInput {
   /** The KnativeServing and KnativeEventing CRs on the hub; hand-made ones (not mirrored) are left out. */
   resources: readonly KubeObject[];
-  /** The sync that ran against those CRs, with what each placement selected when the fleet has placements. */
-  mirror: MirrorResult & { placements?: PlacementReport; rollout?: RolloutReport };
+  /** The sync that ran against those CRs (what each placement selected, when the fleet has placements). */
+  sync: StatusSync;
 }
 
 interface ResourceRow extends ResourceIdentity {
@@ -111,24 +110,27 @@ export function renderStatusSummary(input: StatusSummaryInput): StatusFile[] {
   ];
 }
 
-function summarize({ resources, mirror }: StatusSummaryInput): Summary {
-  const outcomes = mirror.resources;
+/** What the status files read of a sync. */
+export type StatusSync = Omit<SyncResult, "model" | "placements"> & Partial<Pick<SyncResult, "placements">>;
+
+function summarize({ resources, sync }: StatusSummaryInput): Summary {
+  const outcomes = sync.resources;
   const rows = resources.filter(isManagedByFleet).map(resourceRow).sort(compareRows);
   const placements =
-    mirror.placements && mirror.placements.selections.length > 0
-      ? placementRollup(mirror.placements, rows)
+    sync.placements && sync.placements.selections.length > 0
+      ? placementRollup(sync.placements, rows)
       : undefined;
   return {
     resources: rows,
     // Mapped field by field: the YAML keeps key order, whichever check built the diagnostic.
-    validationErrors: mirror.diagnostics.map(({ path, line, column, field, message }) => ({
+    validationErrors: sync.diagnostics.map(({ path, line, column, field, message }) => ({
       path,
       line,
       column,
       field,
       message,
     })),
-    invalidFiles: mirror.failedFiles.map(({ path, declares }) => ({ path, declares })),
+    invalidFiles: sync.failedFiles.map(({ path, declares }) => ({ path, declares })),
     conflicts: outcomes
       .filter((outcome) => outcome.action === "conflict")
       .map(({ kind, namespace, name, path, reason }) =>
@@ -137,21 +139,21 @@ function summarize({ resources, mirror }: StatusSummaryInput): Summary {
     applyErrors: outcomes.flatMap(({ kind, namespace, name, path, error }) =>
       error === undefined ? [] : [{ kind, namespace, name, path, error }],
     ),
-    prune: pruneSummary(mirror.prune),
+    prune: pruneSummary(sync.prune),
     ...(placements ? { placements } : {}),
-    ...(mirror.rollout ? { rollout: rolloutSummary(mirror) } : {}),
+    ...(sync.rollout ? { rollout: rolloutSummary(sync) } : {}),
   };
 }
 
-function rolloutSummary(mirror: MirrorResult & { rollout?: RolloutReport }): RolloutSummary {
-  const { phase, commit, wave, paused, halt, message } = mirror.rollout!;
+function rolloutSummary(sync: StatusSync): RolloutSummary {
+  const { phase, commit, wave, paused, halt, message } = sync.rollout!;
   const waiting = [
-    ...mirror.resources.flatMap((outcome) =>
+    ...sync.resources.flatMap((outcome) =>
       outcome.action === "waiting"
         ? [{ resource: formatIdentity(outcome), reason: outcome.reason ?? "" }]
         : [],
     ),
-    ...mirror.prune.candidates.flatMap((candidate) =>
+    ...sync.prune.candidates.flatMap((candidate) =>
       candidate.waiting === undefined
         ? []
         : [{ resource: `${formatIdentity(candidate)} (deletion)`, reason: candidate.waiting }],

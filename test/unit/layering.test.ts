@@ -12,6 +12,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["observability", "fleet", "apply", "admission"],
   ["source", "render", "access", "mirror", "text", "placement"],
   ["install", "rollout"],
+  ["sync"],
   ["reconcile", "plan", "status"],
   ["service"],
   ["commands"],

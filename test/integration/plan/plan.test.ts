@@ -1,23 +1,20 @@
 import { rm } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import { buildFleetModel } from "../../../src/fleet/model.ts";
-import { DEFAULT_NAMESPACE } from "../../../src/fleet/parse.ts";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { describeRef, type KubeObject, nameOf, type ObjectRef } from "../../../src/kube/object.ts";
-import { MirrorOptionsSchema } from "../../../src/mirror/decide.ts";
-import { mirror } from "../../../src/mirror/mirror.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { diffObjects } from "../../../src/plan/diff.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
 import { type Reconciler, startReconciler } from "../../../src/reconcile/start.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { ANY_NAMESPACE_ADMISSION, crText } from "../../support/fleet-files.ts";
+import { crText } from "../../support/fleet-files.ts";
 import { startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
+import { syncInto } from "../../support/sync.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { createFleetRepo, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
 import { planJson, resourceOf, runPlan } from "../../unit/plan/support.ts";
@@ -67,13 +64,12 @@ describe("knative-fleet plan against the sandbox", () => {
   /** Mirrors a branch into the hub, as the service does after a merge. */
   async function merge(branch: string): Promise<void> {
     const revisions = await readRevisions(repo.dir, { base: branch, head: branch }, DEFAULT_FILE_SELECTION);
-    const model = buildFleetModel(revisions.head.files, { defaultNamespace: DEFAULT_NAMESPACE });
-    const result = await mirror(hub, {
-      model,
-      source: { repository: repo.dir, branch, commit: revisions.head.commit },
-      options: MirrorOptionsSchema.parse({}),
+    const result = await syncInto(hub, {
+      files: revisions.head.files,
       namespace: HUB_NAMESPACE,
-      admission: ANY_NAMESPACE_ADMISSION,
+      commit: revisions.head.commit,
+      repository: repo.dir,
+      branch,
     });
     expect(result.resources.every((outcome) => outcome.error === undefined)).toBe(true);
   }

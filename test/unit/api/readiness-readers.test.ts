@@ -99,7 +99,7 @@ describe("the readiness verdict, read by the status file, `knative-fleet status`
   const statusFile = parse(
     renderStatusSummary({
       resources: objects,
-      mirror: {
+      sync: {
         source: { repository: "https://git.example/fleet.git", branch: "main", commit: "c".repeat(40) },
         resources: [],
         prune: { state: "none", candidates: [], retained: [] },

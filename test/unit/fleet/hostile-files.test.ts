@@ -11,7 +11,7 @@ import { readFleetDir } from "../../../src/fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { decideApplies, decidePrune } from "../../../src/mirror/decide.ts";
-import { expandForSync } from "../../../src/placement/stage.ts";
+import { expandForSync } from "../../../src/placement/combine.ts";
 import { readFleetTree } from "../../../src/source/tree.ts";
 import { crFile, mirrorInput, REPOSITORY, sourceAt } from "../mirror/support.ts";
 

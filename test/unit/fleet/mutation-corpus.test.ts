@@ -15,9 +15,9 @@ import { PlacementDocumentSchema } from "../../../src/fleet/placement-schema.ts"
 import { RolloutDocumentSchema } from "../../../src/fleet/rollout-schema.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { type ApplyStep, decideApplies, decidePrune, type PruneReport } from "../../../src/mirror/decide.ts";
+import { expandForSync } from "../../../src/placement/combine.ts";
 import type { Inventory } from "../../../src/placement/inventory.ts";
 import { matchesTerm } from "../../../src/placement/select.ts";
-import { expandForSync } from "../../../src/placement/stage.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 import { seededRandom } from "../../support/seeded-random.ts";
 import { mirrorInput, REPOSITORY, sourceAt } from "../mirror/support.ts";
@@ -810,7 +810,7 @@ describe("mutation corpus of placements and rollout policies", () => {
         const steps = decideApplies(sync.model.resources, sourceAt("2".repeat(40)), hub);
         const status = renderStatusSummary({
           resources: hub,
-          mirror: {
+          sync: {
             source: sourceAt("2".repeat(40)),
             resources: steps.map((step) => {
               const { object: _object, ...outcome } = step as ApplyStep & { object?: KubeObject };

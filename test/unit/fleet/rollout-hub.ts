@@ -54,6 +54,6 @@ export function rolloutStage(): RolloutStage {
 /** What the stage's gate does with each CR of `model` the mirror would write to `hub`. */
 export async function gatedActions(stage: RolloutStage, model: FleetModel, hub: readonly KubeObject[]) {
   const steps = decideApplies(model.resources, sourceAt("2".repeat(40)), hub);
-  const gated = await (await stage.prepare(model, "2".repeat(40))).gate.applies(steps, hub, []);
-  return gated.map((step) => step.action);
+  const gated = await stage.gate(await stage.open(model, "2".repeat(40)), steps, hub, []);
+  return gated.steps.map((step) => step.action);
 }

@@ -161,6 +161,7 @@ describe("decideApplies: the admission, the same in every mode", () => {
   const admission: HubCrPolicy = {
     crNamespaces: [NS],
     clusterProfileNamespaces: ["fleet-system"],
+    hubInstall: false,
     locations: LocationPolicySchema.parse({}),
     kodataDir: "/opt/knative-fleet/kodata",
   };
@@ -169,12 +170,13 @@ describe("decideApplies: the admission, the same in every mode", () => {
   const admitted = (files: FleetFile[], live: readonly KubeObject[] = []) =>
     sync({ ...mirrorInput(files, NS, COMMIT_1), admission }, live);
 
-  it("refuses a metadata-service URL, another team's ClusterProfile namespace and another hub namespace", () => {
+  it("refuses a metadata-service URL, another team's ClusterProfile namespace, another hub namespace and the hub itself", () => {
     const steps = admitted([
       cr("metadata", { spec: { manifests: [{ URL: "http://169.254.169.254/latest/meta-data/" }] } }),
       cr("other-team", { clusterNamespace: "team-b" }),
       cr("elsewhere", { namespace: "kube-system" }),
       cr("local", { spec: { additionalManifests: [{ URL: "/var/run/secrets/kubernetes.io/token" }] } }),
+      cr("on-the-hub", { cluster: null }),
       cr("fine"),
     ]);
     expect(Object.fromEntries(steps.map((step) => [step.name, step.error ?? step.action]))).toEqual({
@@ -190,9 +192,12 @@ describe("decideApplies: the admission, the same in every mode", () => {
       local:
         "clusters/local.yaml:1: spec.additionalManifests[0].URL: manifest location /var/run/secrets/kubernetes.io/token " +
         "is refused: a local path must name a regular file or folder inside the kodata directory",
+      "on-the-hub":
+        "clusters/on-the-hub.yaml:1: spec.clusterProfileRef: is required: installing on the hub itself is " +
+        "disabled (hubInstall.enabled is false); name the ClusterProfile of the cluster to install on",
       fine: "create",
     });
-    expect(steps.filter((step) => step.action === "refused")).toHaveLength(4);
+    expect(steps.filter((step) => step.action === "refused")).toHaveLength(5);
   });
 
   it("checks an allowed prefix's URLs for a literal private address and credentials, the version filled in", () => {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
-import { MirrorOptionsSchema } from "../../../src/mirror/decide.ts";
-import { mirror } from "../../../src/mirror/mirror.ts";
+import { buildFleetModel, type FleetFile } from "../../../src/fleet/model.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
@@ -12,8 +11,9 @@ import {
   type RolloutState,
 } from "../../../src/rollout/state.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
-import { ANY_NAMESPACE_ADMISSION, crObject } from "../../support/fleet-files.ts";
-import { cluster, fleetModel, REPOSITORY } from "./support.ts";
+import { crObject } from "../../support/fleet-files.ts";
+import { syncInto } from "../../support/sync.ts";
+import { cluster, fleetFiles, fleetModel, REPOSITORY } from "./support.ts";
 
 const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
 
@@ -32,18 +32,16 @@ function setup(onDue: () => void = () => {}, kube = hubWithKnativeKinds()) {
       onDue,
     });
   let stage = newStage();
-  const sync = async (model: ReturnType<typeof fleetModel>, commit: string) => {
-    models.set(commit, model);
-    const prepared = await stage.prepare(model, commit);
-    const result = await mirror(kube.client, {
-      model,
-      source: { repository: REPOSITORY, branch: "main", commit },
-      options: MirrorOptionsSchema.parse({}),
+  const sync = async (files: FleetFile[], commit: string) => {
+    models.set(commit, buildFleetModel(files, { defaultNamespace: "knative-fleet" }));
+    const result = await syncInto(kube.client, {
+      files,
       namespace: "knative-fleet",
-      admission: ANY_NAMESPACE_ADMISSION,
-      gate: prepared.gate,
+      commit,
+      repository: REPOSITORY,
+      rollout: stage,
     });
-    return { result, report: await prepared.finish() };
+    return { result, report: result.rollout };
   };
   /** A new leader: nothing in memory but what it reads from the hub. */
   const restart = () => {
@@ -84,11 +82,11 @@ const healthy = (kube: FakeKube, name: string) => {
 describe("the rollout stage on a hub", () => {
   it("without a policy, sends what the mirror would and makes no request of its own", async () => {
     const { kube, stage, sync } = setup();
-    const model = fleetModel(["c1", "c2"], undefined, () => "1.21");
-    await sync(model, "a");
+    const files = fleetFiles(["c1", "c2"], undefined, () => "1.21");
+    await sync(files, "a");
     kube.resetCounts();
     const { report } = await sync(
-      fleetModel(["c1", "c2"], undefined, () => "1.22"),
+      fleetFiles(["c1", "c2"], undefined, () => "1.22"),
       "b",
     );
     expect(report).toBeUndefined();
@@ -100,7 +98,7 @@ describe("the rollout stage on a hub", () => {
   it("marks the CR that waits, stores the state, and clears the note when the policy is removed", async () => {
     const { kube, stage, sync } = setup();
     await sync(
-      fleetModel(["c1", "c2"], POLICY, () => "1.21"),
+      fleetFiles(["c1", "c2"], POLICY, () => "1.21"),
       "a",
     );
     const waitingNote = () =>
@@ -110,7 +108,7 @@ describe("the rollout stage on a hub", () => {
     expect(stored(kube)).toMatchObject({ phase: "Progressing", waveName: "canary", commit: "a" });
     // The policy goes: everything at once, and no note is left behind.
     await sync(
-      fleetModel(["c1", "c2"], undefined, () => "1.21"),
+      fleetFiles(["c1", "c2"], undefined, () => "1.21"),
       "b",
     );
     expect(kube.find("KnativeServing", "c2-serving")).toBeDefined();
@@ -121,7 +119,8 @@ describe("the rollout stage on a hub", () => {
   it("records what it lets through before the mirror writes it (a leader killed in between loses nothing)", async () => {
     const { kube, stage } = setup();
     const model = fleetModel(["c1", "c2"], POLICY, () => "1.21");
-    const gated = await (await stage.prepare(model, "a")).gate.applies(
+    const gated = await stage.gate(
+      await stage.open(model, "a"),
       [
         {
           kind: "KnativeServing",
@@ -135,7 +134,7 @@ describe("the rollout stage on a hub", () => {
       [],
       [],
     );
-    expect(gated.map((s) => [s.action, s.reason])).toEqual([["create", undefined]]);
+    expect(gated.steps.map((s) => [s.action, s.reason])).toEqual([["create", undefined]]);
     // Nothing is written yet, but the state already names the CR as let through.
     expect(kube.find("KnativeServing", "c1-serving")).toBeUndefined();
     expect(stored(kube)?.crs["KnativeServing knative-fleet/c1-serving"]?.released).toBeDefined();
@@ -146,7 +145,7 @@ describe("the rollout stage on a hub", () => {
     let due = 0;
     const { kube, stage, sync } = setup(() => due++);
     const policy = { ...POLICY, soak: "0s", maxUnavailable: "100%" };
-    const all = fleetModel(["c1", "c2", "c3", "c4"], policy, () => "1.21");
+    const all = fleetFiles(["c1", "c2", "c3", "c4"], policy, () => "1.21");
     // Install: canary c1 first, then the remaining c2, c3 and c4 once c1 reports healthy.
     await sync(all, "a");
     healthy(kube, "c1-serving");
@@ -155,7 +154,7 @@ describe("the rollout stage on a hub", () => {
     // c1 (canary) and c4 (remaining) leave: c4 first; c1 waits, and the stage asks to be called again.
     due = 0;
     const { result } = await sync(
-      fleetModel(["c2", "c3"], policy, () => "1.21"),
+      fleetFiles(["c2", "c3"], policy, () => "1.21"),
       "b",
     );
     expect(result.prune.candidates.map((c) => [c.name, c.waiting ?? "deleted"])).toEqual([
@@ -165,7 +164,7 @@ describe("the rollout stage on a hub", () => {
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(due).toBeGreaterThan(0);
     const { result: next } = await sync(
-      fleetModel(["c2", "c3"], policy, () => "1.21"),
+      fleetFiles(["c2", "c3"], policy, () => "1.21"),
       "b",
     );
     expect(next.prune.candidates.map((c) => [c.name, c.waiting ?? "deleted"])).toEqual([
@@ -177,11 +176,11 @@ describe("the rollout stage on a hub", () => {
   it("a broken policy holds every change and says why on the CR", async () => {
     const { kube, stage, sync } = setup();
     await sync(
-      fleetModel(["c1"], undefined, () => "1.21"),
+      fleetFiles(["c1"], undefined, () => "1.21"),
       "a",
     );
     const { report, result } = await sync(
-      fleetModel(["c1"], { waves: [] }, () => "1.22"),
+      fleetFiles(["c1"], { waves: [] }, () => "1.22"),
       "b",
     );
     expect(report?.phase).toBe("Invalid");
@@ -199,7 +198,7 @@ describe("the rollout stage on a hub", () => {
     const { kube, stage, sync } = setup(() => due++);
     const policy = { ...POLICY, soak: "0s" };
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     const secret = kube.find("Secret", ROLLOUT_KEY_SECRET);
@@ -212,7 +211,7 @@ describe("the rollout stage on a hub", () => {
     const forged = { ...JSON.parse(data.state!), phase: "Complete" };
     data.state = JSON.stringify(forged);
     const { report, result } = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(report?.phase).toBe("Refused");
@@ -226,7 +225,7 @@ describe("the rollout stage on a hub", () => {
       kube.objects().filter((o) => o.kind === "Event" && o.reason === "RolloutStateRefused");
     expect(refusals()).toHaveLength(1);
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(refusals()).toHaveLength(1); // one Event per refused content, not one a sync
@@ -238,7 +237,7 @@ describe("the rollout stage on a hub", () => {
     // Deleting the ConfigMap starts the rollout state over, canary first.
     kube.remove("ConfigMap", ROLLOUT_STATE_CONFIGMAP);
     const after = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(after.result.resources.map((r) => [r.name, r.action])).toEqual([
@@ -252,19 +251,19 @@ describe("the rollout stage on a hub", () => {
     const { kube, sync, restart, stage } = setup();
     const policy = { ...POLICY, soak: "0s" };
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     const earlier = structuredClone(kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data);
     healthy(kube, "c1-serving");
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     // A replay of the leader's own earlier (validly sealed) state.
     kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data = earlier;
     const { report } = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     expect(report?.phase).toBe("Refused");
@@ -273,7 +272,7 @@ describe("the rollout stage on a hub", () => {
     expect(
       (
         await sync(
-          fleetModel(["c1", "c2"], policy, () => "1.21"),
+          fleetFiles(["c1", "c2"], policy, () => "1.21"),
           "a",
         )
       ).report?.phase,
@@ -291,7 +290,7 @@ describe("the rollout stage on a hub", () => {
     });
     const { sync, stage } = setup(() => {}, kube);
     const { report, result } = await sync(
-      fleetModel(["c1", "c2"], POLICY, () => "1.21"),
+      fleetFiles(["c1", "c2"], POLICY, () => "1.21"),
       "a",
     );
     expect(report?.phase).toBe("Progressing");
@@ -303,31 +302,31 @@ describe("the rollout stage on a hub", () => {
     const { kube, sync, stage } = setup();
     const policy = { ...POLICY, soak: "0s", timeLimit: "0s", onFailure: "HaltAndRevert" };
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     healthy(kube, "c1-serving");
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     healthy(kube, "c2-serving");
     expect(
       (
         await sync(
-          fleetModel(["c1", "c2"], policy, () => "1.21"),
+          fleetFiles(["c1", "c2"], policy, () => "1.21"),
           "a",
         )
       ).report?.phase,
     ).toBe("Complete");
     // A change the canary never runs: it halts (time limit 0s) and the canary goes back to commit a.
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     await new Promise((resolve) => setTimeout(resolve, 5));
     const { report, result } = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(report?.phase).toBe("Halted");
@@ -345,21 +344,21 @@ describe("the rollout stage on a hub", () => {
     const { kube, sync, stage, models } = setup();
     const policy = { ...POLICY, soak: "0s", timeLimit: "0s", onFailure: "HaltAndRevert" };
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     healthy(kube, "c1-serving");
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     healthy(kube, "c2-serving");
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     // Commit a now reads differently (as a placement's override would after a relabel).
@@ -371,7 +370,7 @@ describe("the rollout stage on a hub", () => {
     const failures = () =>
       kube.objects().filter((o) => o.kind === "Event" && o.reason === "RolloutRevertFailed");
     const { result } = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(result.resources.find((r) => r.name === "c1-serving")?.action).toBe("unchanged");
@@ -383,7 +382,7 @@ describe("the rollout stage on a hub", () => {
       ),
     ]);
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     await new Promise((resolve) => setTimeout(resolve, 20));

@@ -32,11 +32,11 @@ export const cluster = (name: string, labels: Record<string, string> = {}): Inve
  * The fleet of the tests: one KnativeServing per cluster, `<cluster>-serving`, all at `version`; a cluster
  * whose version is `null` has a file that fails validation.
  */
-export function fleetModel(
+export function fleetFiles(
   clusters: readonly string[],
   rollout: Record<string, unknown> | undefined,
   version: (cluster: string) => string | Record<string, unknown> | null,
-): FleetModel {
+): FleetFile[] {
   const files: FleetFile[] = clusters.map((name) => {
     const wanted = version(name);
     if (wanted === null) {
@@ -49,8 +49,12 @@ export function fleetModel(
     });
   });
   if (rollout) files.push({ path: "rollout.yaml", text: rolloutText(rollout) });
-  return buildFleetModel(files, { defaultNamespace: "knative-fleet" });
+  return files;
 }
+
+/** The fleet model of those files. */
+export const fleetModel = (...args: Parameters<typeof fleetFiles>): FleetModel =>
+  buildFleetModel(fleetFiles(...args), { defaultNamespace: "knative-fleet" });
 
 /**
  * A hub that holds CRs like the API server does (generation bumps on a spec change) and whose controller

@@ -7,7 +7,7 @@ import {
   SOURCE_REPOSITORY_ANNOTATION,
 } from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import type { MirrorResult } from "../../../src/mirror/mirror.ts";
+import type { StatusSync } from "../../../src/status/summary.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
@@ -55,7 +55,7 @@ const ready: Condition[] = [
   { type: "Ready", status: "True" },
 ];
 
-function mirrorResult(overrides: Partial<MirrorResult> = {}): MirrorResult {
+function mirrorResult(overrides: Partial<StatusSync> = {}): StatusSync {
   return {
     source: { repository: "https://git.example/fleet.git", branch: "main", commit: COMMIT },
     resources: [],
@@ -166,10 +166,10 @@ const MIXED_MIRROR = mirrorResult({
   },
 });
 
-const readmeOf = (resources: readonly KubeObject[], mirror: MirrorResult) =>
-  renderStatusSummary({ resources, mirror }).find((file) => file.name === "README.md")!.content;
-const dataOf = (resources: readonly KubeObject[], mirror: MirrorResult) =>
-  renderStatusSummary({ resources, mirror }).find((file) => file.name === "fleet.yaml")!.content;
+const readmeOf = (resources: readonly KubeObject[], mirror: StatusSync) =>
+  renderStatusSummary({ resources, sync: mirror }).find((file) => file.name === "README.md")!.content;
+const dataOf = (resources: readonly KubeObject[], mirror: StatusSync) =>
+  renderStatusSummary({ resources, sync: mirror }).find((file) => file.name === "fleet.yaml")!.content;
 
 describe("renderStatusSummary", () => {
   it("renders a mixed fleet for people: ready, not ready, unreachable, in progress, errors, a held prune", () => {
@@ -289,10 +289,10 @@ These CRs are no longer in Git and are never pruned; delete them on the hub to u
   });
 
   it("is byte-identical for the same state, whatever the input order or the commit synced", () => {
-    const first = renderStatusSummary({ resources: MIXED_RESOURCES, mirror: MIXED_MIRROR });
+    const first = renderStatusSummary({ resources: MIXED_RESOURCES, sync: MIXED_MIRROR });
     const later = renderStatusSummary({
       resources: [...MIXED_RESOURCES].reverse(),
-      mirror: { ...MIXED_MIRROR, source: { ...MIXED_MIRROR.source, commit: "f".repeat(40) } },
+      sync: { ...MIXED_MIRROR, source: { ...MIXED_MIRROR.source, commit: "f".repeat(40) } },
     });
     expect(later).toEqual(first);
   });
