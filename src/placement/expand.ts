@@ -1,4 +1,4 @@
-import { OPERATOR_API_VERSION } from "../api/knative.ts";
+import { OPERATOR_API_VERSION, withEveryEventSource } from "../api/knative.ts";
 import { PLACEMENT_KIND_LABEL, PLACEMENT_LABEL, SOURCE_CLUSTER_ANNOTATION } from "../api/labels.ts";
 import { compareStrings, type Diagnostic, type FieldPath, formatFieldPath } from "../fleet/diagnostic.ts";
 import type { FleetResource } from "../fleet/document-schema.ts";
@@ -272,6 +272,6 @@ function placementCr(
       },
       annotations: { ...metadata.annotations, [SOURCE_CLUSTER_ANNOTATION]: clusterKey(ref) },
     },
-    spec: { ...spec, clusterProfileRef: { namespace: ref.namespace, name: ref.name } },
+    spec: withEveryEventSource({ ...spec, clusterProfileRef: { namespace: ref.namespace, name: ref.name } }),
   } as FleetResource;
 }

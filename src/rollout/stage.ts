@@ -27,6 +27,7 @@ import {
   type RolloutState,
   sealState,
   stateBinding,
+  stateText,
 } from "./state.ts";
 
 /** What the rollout did in one sync, for the log, the status summary and the metrics. */
@@ -185,7 +186,7 @@ export class RolloutStage {
     const outcome = gateApplies({ spec, hubPaused, commit, clusters, state, frozen, held, now }, steps, live);
     const revertEvents: RolloutEvent[] = [];
     const reverts = await this.#reverts(outcome, revertEvents);
-    const text = JSON.stringify(outcome.state);
+    const text = stateText(outcome.state);
     if (text !== opened.stateText) await this.#store(outcome.state, text);
     return { steps: withReverts(outcome.steps, reverts), outcome, revertEvents };
   }
