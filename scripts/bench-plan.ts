@@ -11,6 +11,7 @@ import { DEFAULT_FILE_SELECTION } from "../src/fleet/select.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../src/kube/kubeconfig.ts";
 import { buildPlan, type LiveClusters, readRevisions } from "../src/plan/index.ts";
 import { createKodataSource, ReleaseLoader } from "../src/render/index.ts";
+import { DEFAULT_FLEET_SETTINGS } from "../src/sync/settings.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
 import { crText } from "../test/support/fleet-files.ts";
@@ -49,7 +50,7 @@ async function bench(label: string, dir: string, head: string, clusters?: LiveCl
   const plan = async (releases: ReleaseLoader) => {
     const started = performance.now();
     const revisions = await readRevisions(dir, { base: "main", head }, DEFAULT_FILE_SELECTION);
-    const result = await buildPlan(revisions, { releases, clusters });
+    const result = await buildPlan(revisions, { releases, settings: DEFAULT_FLEET_SETTINGS, clusters });
     return { ms: performance.now() - started, result };
   };
   const cold = await plan(newLoader());

@@ -12,6 +12,7 @@ import type { ResourcePlan } from "../../../src/plan/report.ts";
 import type { Revision } from "../../../src/plan/revisions.ts";
 import { finalizeInstall, type ReconcileDeps, reconcileInstall } from "../../../src/reconcile/reconciler.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
+import { DEFAULT_FLEET_SETTINGS } from "../../../src/sync/settings.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { type CrOptions, crFile, crObject } from "../../support/fleet-files.ts";
 import { adminClient, installFleetCrds } from "../../support/hub.ts";
@@ -85,7 +86,7 @@ describe("plan and the apply that follows agree, object by object", () => {
   async function planOf(base: CrOptions | null, head: CrOptions | null): Promise<ResourcePlan> {
     const plan = await buildPlan(
       { repository: "agree", base: revision("base", base), head: revision("head", head) },
-      { releases, clusters: { hub, targets: deps.targets } },
+      { releases, settings: DEFAULT_FLEET_SETTINGS, clusters: { hub, targets: deps.targets } },
     );
     const planned = plan.clusters.flatMap((c) => c.resources).find((r) => r.name === NAME)!;
     expect(planned.source).toBe("live");

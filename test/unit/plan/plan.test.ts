@@ -8,6 +8,7 @@ import { buildPlan } from "../../../src/plan/plan.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
+import { DEFAULT_FLEET_SETTINGS } from "../../../src/sync/settings.ts";
 import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
@@ -39,7 +40,7 @@ async function repoWith(change: Record<string, string | null>): Promise<FleetRep
 
 async function planOf(repo: FleetRepo): Promise<FleetPlan> {
   const revisions = await readRevisions(repo.dir, { base: "main", head: "change" }, DEFAULT_FILE_SELECTION);
-  return buildPlan(revisions, { releases });
+  return buildPlan(revisions, { releases, settings: DEFAULT_FLEET_SETTINGS });
 }
 
 const names = (refs: readonly { kind: string; name: string }[], kind: string) =>
@@ -180,10 +181,15 @@ describe("plan, offline", SLOW, () => {
     const revisions = await readRevisions(repo.dir, { base: "main", head: "change" }, DEFAULT_FILE_SELECTION);
     const plan = await buildPlan(revisions, {
       releases,
-      kubernetesVersions: new Map([
-        ["fleet-system/spoke-1", "v1.33.4"], // 1.22 needs v1.34.0
-        ["fleet-system/spoke-2", "v1.34.0"],
-      ]),
+      settings: DEFAULT_FLEET_SETTINGS,
+      inventory: {
+        source: "snapshot",
+        inventory: { clusters: [], decisions: [] },
+        kubernetesVersions: new Map([
+          ["fleet-system/spoke-1", "v1.33.4"], // 1.22 needs v1.34.0
+          ["fleet-system/spoke-2", "v1.34.0"],
+        ]),
+      },
     });
     const refused = resourceOf(plan, "spoke-1-serving");
     expect(refused.version).toEqual({ from: "1.21.3", to: "1.22.1" });
