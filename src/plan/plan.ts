@@ -32,7 +32,15 @@ import { type ClusterView, type LiveClusters, liveView, offlineView } from "./cl
 import { diffObjects } from "./diff.ts";
 import type { PlanInventory } from "./inventory.ts";
 import { maskText } from "./mask.ts";
-import type { ClusterPlan, Finding, FleetPlan, ObjectChange, PlanSource, ResourcePlan } from "./report.ts";
+import type {
+  ClusterPlan,
+  Finding,
+  FleetFinding,
+  FleetPlan,
+  ObjectChange,
+  PlanSource,
+  ResourcePlan,
+} from "./report.ts";
 import type { Revision, Revisions } from "./revisions.ts";
 
 export interface PlanOptions {
@@ -120,7 +128,11 @@ export async function buildPlan(revisions: Revisions, options: PlanOptions): Pro
     changes.flatMap(rolloutChange),
     options.inventory?.inventory.clusters,
   );
-  const findings = [...placementFindings(placements, gracePeriod), ...rolloutFindings(rollout)];
+  const findings = [
+    ...noFilesFinding(revisions, options.settings),
+    ...placementFindings(placements, gracePeriod),
+    ...rolloutFindings(rollout),
+  ];
   const all = [...resources.flatMap((resource) => resource.findings), ...findings];
   const diagnostics = head.diagnostics.map((d) => ({ ...d, message: maskText(d.message) }));
   return {
@@ -143,6 +155,22 @@ export async function buildPlan(revisions: Revisions, options: PlanOptions): Pro
       all.filter((finding) => finding.severity === "error").length,
     warnings: all.filter((finding) => finding.severity === "warning").length,
   };
+}
+
+/**
+ * Head without a single fleet file is more often a wrong glob or a moved folder than an empty fleet: an
+ * error, as for `validate` (the service would hold the prune of every CR for a person).
+ */
+function noFilesFinding(revisions: Revisions, settings: FleetSettings): FleetFinding[] {
+  if (revisions.head.files.length > 0) return [];
+  return [
+    {
+      subject: revisions.head.ref,
+      severity: "error",
+      code: "no-fleet-files",
+      message: `no file of head matches ${settings.selection.pathGlob}: merging would remove every CR of the fleet`,
+    },
+  ];
 }
 
 /** A changed CR in the rollout's view: the cluster it installs on decides its wave. */

@@ -45,6 +45,8 @@ export type FindingCode =
   | "placement-selects-none"
   /** what a placement selects needs the hub's ClusterProfiles: its CRs are not in the plan */
   | "placement-unknown"
+  /** no file of head matches the file glob */
+  | "no-fleet-files"
   /** the rollout policy is removed: the next change goes to every cluster at once */
   | "rollout-removed"
   /** the rollout policy fails validation: every change waits until it is fixed */
