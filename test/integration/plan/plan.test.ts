@@ -1,4 +1,7 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
@@ -17,13 +20,15 @@ import { knativeReleasesDir } from "../../support/shared.ts";
 import { syncInto } from "../../support/sync.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { createFleetRepo, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
-import { planJson, resourceOf, runPlan } from "../../unit/plan/support.ts";
+import * as planCli from "../../unit/plan/support.ts";
 
 // The plan against the sandbox's real hub and spokes, with the real mirror and reconciler doing what merging
 // does: the base branch is mirrored to the hub and installed, the plan runs, then head is mirrored and the
 // reconciler applies it, and the cluster is compared with what the plan said.
 
 const sandbox = loadSandbox();
+/** The service's repository as its config names it, and the config `plan` is given: they agree. */
+const REPOSITORY = "https://git.example/plan-test.git";
 const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof sandbox.spokes)[0]];
 const HUB_NAMESPACE = "plan-test";
 const SERVING = "clusters/spoke-1/knative-serving.yaml";
@@ -53,6 +58,17 @@ const eventing = (version = "1.21", spec: Record<string, unknown> = {}) =>
   });
 
 const hub = adminClient(sandbox.hub);
+const configDir = mkdtempSync(join(tmpdir(), "knative-fleet-plan-config-"));
+const CONFIG = join(configDir, "config.yaml");
+writeFileSync(
+  CONFIG,
+  `repository: {url: "${REPOSITORY}"}\ntenancy: {crNamespaces: [${HUB_NAMESPACE}]}\n` +
+    `allowedClusterProfileNamespaces: [${sandbox.clusterProfileNamespace}]\n`,
+);
+/** plan as the service's config says, so it admits this test's hub namespace as the service does. */
+const planJson = (...argv: string[]) => planCli.planJson("--config", CONFIG, ...argv);
+const runPlan = (...argv: string[]) => planCli.runPlan("--config", CONFIG, ...argv);
+const { resourceOf } = planCli;
 const spokeOne = adminClient(spoke1);
 const spokeTwo = adminClient(spoke2);
 
@@ -68,7 +84,7 @@ describe("knative-fleet plan against the sandbox", () => {
       files: revisions.head.files,
       namespace: HUB_NAMESPACE,
       commit: revisions.head.commit,
-      repository: repo.dir,
+      repository: REPOSITORY,
       branch,
     });
     expect(result.resources.every((outcome) => outcome.error === undefined)).toBe(true);
@@ -141,6 +157,7 @@ describe("knative-fleet plan against the sandbox", () => {
     }
     await reconciler?.stop();
     await rm(repo.dir, { recursive: true, force: true });
+    await rm(configDir, { recursive: true, force: true });
     console.log("plan figures (ms):", JSON.stringify(figures));
   });
 
