@@ -236,9 +236,18 @@ function objectGroups(refs: readonly ObjectRef[]): string[] {
   );
 }
 
+/** A label or annotation that names the release: an upgrade changes it on every object it installs. */
+const VERSION_MARKER = /^metadata\.(labels|annotations)\["[^"]*(version|release)"\]$/;
+
+const onlyVersionMarkers = (change: ObjectChange): boolean =>
+  change.refused === undefined &&
+  change.fields.length > 0 &&
+  change.fields.every((field) => VERSION_MARKER.test(field.path));
+
 /**
- * Changed objects with their field diffs. Objects whose diffs are identical (a version label on a release
- * upgrade) share one diff, so the few particular changes stand out.
+ * Changed objects with their field diffs. Objects whose only change is the release's version label are
+ * counted per kind on one line each, with the label's change once; of the others, objects whose diffs are
+ * identical share one diff, so the few particular changes stand out.
  */
 function changedSection(changes: readonly ObjectChange[]): string {
   if (changes.length === 0) return "";
@@ -249,8 +258,24 @@ function changedSection(changes: readonly ObjectChange[]): string {
       `${markdownCode(describeRef(change))}: ❌ the API server refuses the apply: ${markdownText(change.refused!)}`,
     );
   }
+  const versionOnly = changes.filter(onlyVersionMarkers);
+  if (versionOnly.length > 0) {
+    const kinds = Map.groupBy(
+      versionOnly,
+      (ref) => `${kindOf(ref)}${ref.namespace ? ` in ${ref.namespace}` : ""}`,
+    );
+    const distinct = new Map(
+      versionOnly.flatMap((change) => change.fields).map((field) => [JSON.stringify(field), field]),
+    );
+    const lines = [...distinct.values()].flatMap(fieldLines);
+    parts.push(
+      `Only the version label changes on ${versionOnly.length} of them (-o json names each):\n\n` +
+        [...kinds].map(([kind, members]) => `- ${markdownText(kind)}: ${members.length}`).join("\n") +
+        `\n\n${markdownCodeBlock("diff", lines)}`,
+    );
+  }
   const sameDiff = Map.groupBy(
-    changes.filter((change) => change.refused === undefined),
+    changes.filter((change) => change.refused === undefined && !onlyVersionMarkers(change)),
     (change) => JSON.stringify(change.fields),
   );
   for (const group of sameDiff.values()) {

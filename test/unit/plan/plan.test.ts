@@ -104,6 +104,21 @@ describe("plan, offline", SLOW, () => {
     );
     // Eventing's file did not change: it is not in the plan.
     expect(plan.clusters.map((cluster) => cluster.cluster)).toEqual(["fleet-system/spoke-1"]);
+    // The objects whose only change is the version label: a count per kind and the label's change once;
+    // the particular changes keep their own diffs.
+    const versionOnly = updated.objects.changed.filter((change) =>
+      change.fields.every((field) => field.path === 'metadata.labels["app.kubernetes.io/version"]'),
+    );
+    expect(versionOnly.length).toBeGreaterThan(20);
+    const text = renderMarkdown(plan);
+    expect(text).toContain(`Only the version label changes on ${versionOnly.length} of them`);
+    expect(text).toMatch(/^- ClusterRole\.rbac\.authorization\.k8s\.io: \d+$/m);
+    expect(text).toContain(
+      '- metadata.labels["app.kubernetes.io/version"]: "1.21.3"\n+ metadata.labels["app.kubernetes.io/version"]: "1.22.1"\n',
+    );
+    for (const quiet of versionOnly) expect(text).not.toContain(`\`${quiet.name}\``);
+    expect(text).toContain("`ConfigMap knative-serving/config-autoscaler`");
+    expect(text.split("\n").length).toBeLessThan(250);
   });
 
   it("a removed file: which cluster loses Knative and what FinalizeRemoteCluster deletes; CRDs stay", async () => {
