@@ -300,9 +300,10 @@ export function readinessOf(cr: ReadinessSource): Readiness {
       },
     }),
   };
-  // A deletion says what holds its cleanup up, as far as the conditions tell (an unreachable cluster).
+  // A deletion says what holds its cleanup up, as far as the conditions tell (an unreachable cluster); the
+  // API server bumps a custom resource's generation when it marks it deleted, so stale or not they tell it.
   if (facts.deleting) {
-    const why = blocking && !facts.stale ? `; ${describeCondition(blocking)}` : "";
+    const why = blocking ? `; ${describeCondition(blocking)}` : "";
     return { phase: "Terminating", reason: "Deleting", message: `${DELETING}${why}`, ...facts };
   }
   if (facts.stale || ready === undefined) {

@@ -195,6 +195,20 @@ describe("readinessOf: the one reader of a CR's readiness", () => {
       stale: false,
       deleting: true,
     });
+    // Marking a custom resource deleted bumps its generation: its last conditions still say what holds it.
+    expect(
+      readinessOf({
+        metadata: { deletionTimestamp: at, generation: 2 },
+        status: {
+          observedGeneration: 1,
+          conditions: [c("Ready", "False"), { ...c("TargetClusterResolved", "False"), reason: "Gone" }],
+        },
+      }),
+    ).toMatchObject({
+      phase: "Terminating",
+      stale: true,
+      message: "the CR is being deleted; its cluster is being cleaned up; TargetClusterResolved=False (Gone)",
+    });
   });
 
   it("is Current only with Ready and DeploymentsAvailable True on the current spec; Failed while Ready is False", () => {
