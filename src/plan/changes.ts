@@ -7,7 +7,6 @@ import type { DesiredResource, FleetFile } from "../fleet/model.ts";
 import type { PruneReport } from "../mirror/decide.ts";
 import type { Departure } from "../placement/departures.ts";
 import type { SyncResult } from "../sync/sync.ts";
-import type { RemovalReport } from "./report.ts";
 
 // What a change does to the fleet's CRs, read off the syncs of base and head: which files changed, and which
 // CRs head's sync creates, updates, refuses, leaves blocked, prunes (behind its safeguards) or keeps for a
@@ -39,7 +38,18 @@ export function changedFiles(base: readonly FleetFile[], head: readonly FleetFil
 export type ResourceAction = "create" | "update" | "reinstall" | "delete" | "blocked" | "refused";
 
 /** What the prune does with a removed CR once head is merged. */
-export type RemovalDecision = Omit<RemovalReport, "kept" | "sharedWith">;
+export interface RemovalDecision {
+  /**
+   * `pruned` deletes the hub CR (its finalizer then runs FinalizeRemoteCluster); `held` waits for a
+   * person's confirmation; `skipped` waits for a safeguard to clear; `retained` never deletes it
+   * (`fleet.knative.dev/prune: disabled`); `departure` deletes it once its cluster has stayed out of its
+   * placement for the departure grace period.
+   */
+  prune: "pruned" | "held" | "skipped" | "retained" | "departure";
+  message?: string;
+  /** For a held prune: the token that confirms exactly this prune on the hub. */
+  token?: string;
+}
 
 /** A CR the merge changes. */
 export interface ResourceChange {

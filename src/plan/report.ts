@@ -4,7 +4,7 @@ import type { ObjectRef } from "../kube/object.ts";
 import type { PruneReport } from "../mirror/decide.ts";
 import type { PlacementPlan } from "../placement/plan.ts";
 import type { RolloutPlan } from "../rollout/plan.ts";
-import type { ChangedFile, ResourceAction } from "./changes.ts";
+import type { ChangedFile, RemovalDecision, ResourceAction } from "./changes.ts";
 import type { FieldChange } from "./diff.ts";
 
 // The plan as data: what `-o json` prints and the Markdown is rendered from. Everything is sorted
@@ -73,17 +73,7 @@ export interface ObjectChanges {
 }
 
 /** What happens to a CR whose file is removed, or whose cluster leaves its placement. */
-export interface RemovalReport {
-  /**
-   * The mirror's decision once head is merged: `pruned` deletes the hub CR (its finalizer then runs
-   * FinalizeRemoteCluster); `held` waits for a person's confirmation; `skipped` waits for a safeguard to
-   * clear; `retained` never deletes it (`fleet.knative.dev/prune: disabled`); `departure` deletes it once
-   * its cluster has stayed out of its placement for the departure grace period.
-   */
-  prune: "pruned" | "held" | "skipped" | "retained" | "departure";
-  message?: string;
-  /** For a held prune: the token that confirms exactly this prune on the hub. */
-  token?: string;
+export interface RemovalReport extends RemovalDecision {
   /** Another CR of the kind installs on the same cluster: FinalizeRemoteCluster leaves the cluster alone. */
   sharedWith?: string;
   /** What stays on the cluster: CRDs, the install namespace, objects outside it. */

@@ -42,7 +42,37 @@ function crossImports(): [string, string][] {
   });
 }
 
+/** The files each src file imports (type-only imports included: a circle of types is a circle still). */
+function importGraph(): Map<string, string[]> {
+  return new Map(
+    files(SRC).map((file) => [
+      relative(SRC, file),
+      [...readFileSync(file, "utf8").matchAll(/from "(\.[^"]+)"/g)].map((m) =>
+        relative(SRC, join(file, "..", m[1]!)),
+      ),
+    ]),
+  );
+}
+
 describe("the layering of src/", () => {
+  it("no file imports itself through others: no import circle, within a folder either", () => {
+    const graph = importGraph();
+    const circles: string[] = [];
+    const state = new Map<string, "open" | "done">();
+    const visit = (file: string, path: string[]): void => {
+      if (state.get(file) === "done") return;
+      if (state.get(file) === "open") {
+        circles.push([...path.slice(path.indexOf(file)), file].join(" -> "));
+        return;
+      }
+      state.set(file, "open");
+      for (const next of graph.get(file) ?? []) visit(next, [...path, file]);
+      state.set(file, "done");
+    };
+    for (const file of graph.keys()) visit(file, []);
+    expect(circles).toEqual([]);
+  });
+
   it("knows every folder", () => {
     const folders = new Set(files(SRC).map(folderOf));
     expect([...folders].filter((f) => !layerOf.has(f))).toEqual([]);
