@@ -217,8 +217,8 @@ describe("placements: one file for many clusters, following the inventory", () =
     );
     expect(code).toBe(0);
     expect(stdout).toContain("Selection read from the hub's ClusterProfiles and PlacementDecisions.");
-    expect(stdout).toContain("- selects after the merge: ` fleet-system/spoke-1 `, ` fleet-system/spoke-3 `");
-    expect(stdout).toContain("` fleet-system/spoke-3 ` → ` serving-spoke-3 ` (overrides 0)");
+    expect(stdout).toContain("- selects after the merge: `fleet-system/spoke-1`, `fleet-system/spoke-3`");
+    expect(stdout).toContain("fleet-system/spoke-3 → serving-spoke-3 (overrides 0)");
   });
 
   it("an override null: the key is gone on the hub CR and the spoke's ConfigMap", async () => {
