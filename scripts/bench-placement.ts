@@ -11,8 +11,6 @@ import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../src/api/knative.ts";
 import { buildFleetModel, type FleetModel } from "../src/fleet/model.ts";
 import type { KubeClient } from "../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../src/kube/kubeconfig.ts";
-import { mirror } from "../src/mirror/mirror.ts";
-import { MirrorOptionsSchema } from "../src/mirror/plan.ts";
 import { silentLogger } from "../src/observability/log.ts";
 import { withPlacements } from "../src/placement/combine.ts";
 import { expandPlacements } from "../src/placement/expand.ts";
@@ -20,7 +18,7 @@ import type { InventoryCluster } from "../src/placement/inventory.ts";
 import { PlacementStage } from "../src/placement/stage.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
-import { ANY_NAMESPACE_ADMISSION } from "../test/support/fleet-files.ts";
+import { syncInto } from "../test/support/sync.ts";
 
 const clusterCount = Number(process.argv[2] ?? 1000);
 const runs = Number(process.argv[3] ?? 5);
@@ -89,10 +87,8 @@ const FILES = {
   ),
 };
 
-const model: FleetModel = buildFleetModel(
-  Object.entries(FILES).map(([path, text]) => ({ path, text })),
-  { defaultNamespace: CR_NS },
-);
+const files = Object.entries(FILES).map(([path, text]) => ({ path, text }));
+const model: FleetModel = buildFleetModel(files, { defaultNamespace: CR_NS });
 if (model.diagnostics.length > 0) throw new Error(JSON.stringify(model.diagnostics));
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -212,17 +208,14 @@ const stage = new PlacementStage({
 stage.start();
 while (stage.inventory().clusters?.length !== clusterCount) await sleep(100);
 const sync = async () => {
-  const prepared = stage.prepare(model, "bench://placement");
   counted.reset();
   const started = performance.now();
-  const result = await mirror(counted.client, {
-    model: prepared.model,
-    source: { repository: "bench://placement", branch: "main", commit: "0".repeat(40) },
-    sourceRead: true,
-    options: MirrorOptionsSchema.parse({}),
+  const result = await syncInto(counted.client, {
+    files,
     namespace: CR_NS,
-    admission: ANY_NAMESPACE_ADMISSION,
-    hold: prepared.hold,
+    commit: "0".repeat(40),
+    repository: "bench://placement",
+    placements: stage,
   });
   const writes = result.resources.filter((r) => r.action === "create" || r.action === "update").length;
   return { requests: counted.count(), writes, ms: performance.now() - started };

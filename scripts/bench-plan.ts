@@ -1,23 +1,31 @@
 // Measures `knative-fleet plan` on a real Git repository with branches against the real releases of
 // ../shared: offline for a change to 1 of N clusters and to all N, cold (the release manifests parsed
 // first, as in a CI job) and warm; then, with a sandbox (KNATIVE_FLEET_SANDBOX=<state dir>), live against
-// its spokes: reads and server-side dry runs against whatever the spokes hold.
+// its spokes: reads and server-side dry runs against whatever the spokes hold. With --placement, one
+// placement file selecting N clusters (by label, from a snapshot inventory) whose template goes from 1.21 to
+// 1.22: N CRs upgraded, offline, with the process's peak RSS (run alone, so the figure is this case's).
 // Usage: node scripts/bench-plan.ts [clusters=20] [runs=5]
+//        node scripts/bench-plan.ts --placement [clusters=100] [runs=3]
 import { rm } from "node:fs/promises";
-import { ClusterAccess, loadProviderConfig } from "../src/access/index.ts";
+import { stringify } from "yaml";
+import { ClusterAccess } from "../src/access/cluster-access.ts";
+import { loadProviderConfig } from "../src/access/provider-config.ts";
 import { createTargetResolver } from "../src/access/target.ts";
 import { DEFAULT_FILE_SELECTION } from "../src/fleet/select.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../src/kube/kubeconfig.ts";
-import { buildPlan, type LiveClusters, readRevisions } from "../src/plan/index.ts";
+import { buildPlan, type LiveClusters, type PlanInventory, readRevisions } from "../src/plan/index.ts";
 import { createKodataSource, ReleaseLoader } from "../src/render/index.ts";
+import { DEFAULT_FLEET_SETTINGS } from "../src/sync/settings.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
 import { crText } from "../test/support/fleet-files.ts";
 import { knativeReleasesDir } from "../test/support/shared.ts";
 import { createFleetRepo } from "../test/unit/plan/fleet-repo.ts";
 
-const clusterCount = Number(process.argv[2] ?? 20);
-const runs = Number(process.argv[3] ?? 5);
+const placementCase = process.argv[2] === "--placement";
+const args = process.argv.slice(placementCase ? 3 : 2);
+const clusterCount = Number(args[0] ?? (placementCase ? 100 : 20));
+const runs = Number(args[1] ?? (placementCase ? 3 : 5));
 
 const servingFile = (cluster: string) => `clusters/${cluster}/knative-serving.yaml`;
 const serving = (cluster: string, scaleToZero: boolean) =>
@@ -44,11 +52,40 @@ async function fleetOf(clusters: readonly string[]) {
 const newLoader = () => new ReleaseLoader(createKodataSource({ dir: knativeReleasesDir() }));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-async function bench(label: string, dir: string, head: string, clusters?: LiveClusters): Promise<void> {
+/** A repository with one placement selecting every cluster labelled env=prod; branch `upgrade` bumps it. */
+async function placementFleet() {
+  const repo = await createFleetRepo();
+  const placement = (version: string) =>
+    stringify({
+      apiVersion: "fleet.knative.dev/v1alpha1",
+      kind: "KnativeServingPlacement",
+      metadata: { name: "serving" },
+      spec: {
+        clusterSelectorTerms: [{ labelSelector: { matchLabels: { env: "prod" } } }],
+        template: { spec: { version, ingress: { kourier: { enabled: true } } } },
+      },
+    });
+  await repo.commit("main", { "clusters/placements/serving.yaml": placement("1.21") });
+  await repo.commit("upgrade", { "clusters/placements/serving.yaml": placement("1.22") });
+  return repo;
+}
+
+async function bench(
+  label: string,
+  dir: string,
+  head: string,
+  clusters?: LiveClusters,
+  inventory?: PlanInventory,
+): Promise<void> {
   const plan = async (releases: ReleaseLoader) => {
     const started = performance.now();
     const revisions = await readRevisions(dir, { base: "main", head }, DEFAULT_FILE_SELECTION);
-    const result = await buildPlan(revisions, { releases, clusters });
+    const result = await buildPlan(revisions, {
+      releases,
+      settings: DEFAULT_FLEET_SETTINGS,
+      ...(clusters && { clusters }),
+      ...(inventory && { inventory }),
+    });
     return { ms: performance.now() - started, result };
   };
   const cold = await plan(newLoader());
@@ -63,6 +100,36 @@ async function bench(label: string, dir: string, head: string, clusters?: LiveCl
     `${label}: ${resources.length} CRs (${sources}), ${changed} objects changed; ` +
       `cold ${cold.ms.toFixed(0)} ms, warm median ${median(warm).toFixed(0)} ms (${runs} runs)`,
   );
+}
+
+if (placementCase) {
+  const repo = await placementFleet();
+  const inventory: PlanInventory = {
+    source: "snapshot",
+    inventory: {
+      clusters: Array.from({ length: clusterCount }, (_, i) => ({
+        namespace: "fleet-system",
+        name: `cluster-${i + 1}`,
+        labels: { env: "prod" },
+        properties: new Map<string, string>(),
+      })),
+      decisions: [],
+    },
+    kubernetesVersions: new Map(),
+  };
+  try {
+    await bench(
+      `offline, a placement over ${clusterCount} clusters, 1.21 -> 1.22`,
+      repo.dir,
+      "upgrade",
+      undefined,
+      inventory,
+    );
+  } finally {
+    await rm(repo.dir, { recursive: true, force: true });
+  }
+  console.log(`peak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB`);
+  process.exit(0);
 }
 
 const offline = await fleetOf(Array.from({ length: clusterCount }, (_, i) => `cluster-${i + 1}`));

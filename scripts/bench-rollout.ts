@@ -6,18 +6,16 @@
 // controller: after each sync it reports every changed CR healthy (a status write it does not count).
 // Usage: node scripts/bench-rollout.ts [crs=20]
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../src/api/knative.ts";
-import { buildFleetModel, type FleetModel } from "../src/fleet/model.ts";
+import type { FleetFile } from "../src/fleet/model.ts";
 import type { KubeClient } from "../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../src/kube/kubeconfig.ts";
-import { mirror } from "../src/mirror/mirror.ts";
-import { MirrorOptionsSchema } from "../src/mirror/plan.ts";
 import { EventRecorder } from "../src/observability/events.ts";
 import { silentLogger } from "../src/observability/log.ts";
 import { RolloutStage } from "../src/rollout/stage.ts";
 import { ROLLOUT_STATE_CONFIGMAP } from "../src/rollout/state.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
-import { ANY_NAMESPACE_ADMISSION } from "../test/support/fleet-files.ts";
+import { syncInto } from "../test/support/sync.ts";
 
 const crCount = Number(process.argv[2] ?? 20);
 const NS = "bench-rollout";
@@ -48,23 +46,19 @@ spec:
       .map((name) => `{ namespace: fleet-system, name: ${name} }`)
       .join(", ")}]
 `;
-const model = (version: string, policy: boolean): FleetModel =>
-  buildFleetModel(
-    [
-      ...clusters.map((cluster) => ({
-        path: `clusters/${cluster}.yaml`,
-        text: `apiVersion: operator.knative.dev/v1beta1
+const files = (version: string, policy: boolean): FleetFile[] => [
+  ...clusters.map((cluster) => ({
+    path: `clusters/${cluster}.yaml`,
+    text: `apiVersion: operator.knative.dev/v1beta1
 kind: KnativeServing
 metadata: { name: serving-${cluster}, namespace: ${NS} }
 spec:
   version: "${version}"
   clusterProfileRef: { namespace: fleet-system, name: ${cluster} }
 `,
-      })),
-      ...(policy ? [{ path: "clusters/rollout.yaml", text: POLICY }] : []),
-    ],
-    { defaultNamespace: NS },
-  );
+  })),
+  ...(policy ? [{ path: "clusters/rollout.yaml", text: POLICY }] : []),
+];
 
 /** The real hub client, counting its requests by method. */
 function countingClient() {
@@ -135,19 +129,16 @@ async function reportHealthy(hub: KubeClient) {
   }
 }
 
-async function sync(fleet: FleetModel, commit: string, gated: boolean) {
-  // Without the stage at all: the mirror alone, the baseline the gate is measured against.
-  const rollout = gated ? await stage.prepare(fleet, commit) : undefined;
-  const result = await mirror(counted.client, {
-    model: fleet,
-    source: { repository: REPOSITORY, branch: "main", commit },
-    sourceRead: true,
-    options: MirrorOptionsSchema.parse({}),
+async function sync(fleet: FleetFile[], commit: string, gated: boolean) {
+  // Without the stage at all: the sync alone, the baseline the gate is measured against.
+  const result = await syncInto(counted.client, {
+    files: fleet,
     namespace: NS,
-    admission: ANY_NAMESPACE_ADMISSION,
-    ...(rollout ? { gate: rollout.gate } : {}),
+    commit,
+    repository: REPOSITORY,
+    ...(gated && { rollout: stage }),
   });
-  const report = await rollout?.finish();
+  const report = result.rollout;
   await new Promise((resolve) => setTimeout(resolve, 50)); // the stage's Events are sent without waiting
   const requests = counted.take();
   const applied = result.resources.filter((r) => r.action === "create" || r.action === "update").length;
@@ -161,16 +152,16 @@ const show = (counts: Record<string, number>) =>
     .map(([method, n]) => `${method} ${n}`)
     .join(", ");
 
-await sync(model("1.21", false), "c1", false);
+await sync(files("1.21", false), "c1", false);
 await reportHealthy(admin);
-const baseline = await sync(model("1.21", false), "c1", false);
+const baseline = await sync(files("1.21", false), "c1", false);
 console.log(`${crCount} CRs; waves: canary 1, ring ${ringSize}, remaining ${crCount - 1 - ringSize}`);
 console.log(
   `sync without a policy, nothing to change: ${total(baseline.requests)} requests (${show(baseline.requests)})`,
 );
-const adopted = await sync(model("1.21", true), "c2", true);
+const adopted = await sync(files("1.21", true), "c2", true);
 console.log(`policy added, no CR changes: ${total(adopted.requests)} requests (${show(adopted.requests)})`);
-const idle = await sync(model("1.21", true), "c2", true);
+const idle = await sync(files("1.21", true), "c2", true);
 console.log(
   `sync with the policy, nothing to change: ${total(idle.requests)} requests (${show(idle.requests)})`,
 );
@@ -178,7 +169,7 @@ console.log(
 console.log("\nversion bump 1.21 -> 1.22, the controller reporting healthy after each sync:");
 console.log("| sync | open wave after | CRs applied | hub requests | extra over the mirror's | by method |");
 console.log("| --- | --- | --- | --- | --- | --- |");
-const bumped = model("1.22", true);
+const bumped = files("1.22", true);
 for (let i = 1; i <= 6; i++) {
   const step = await sync(bumped, "c3", true);
   const extra = total(step.requests) - total(baseline.requests) - step.applied;

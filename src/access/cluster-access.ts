@@ -1,4 +1,4 @@
-import { type Logger, pino } from "pino";
+import type { Logger } from "pino";
 import { type ClusterProfile, ClusterProfileSchema } from "../api/clusterprofile.ts";
 import { TargetClusterReason } from "../api/conditions.ts";
 import type { ClusterProfileRef } from "../api/knative.ts";
@@ -6,6 +6,7 @@ import { formatFieldPath } from "../fleet/diagnostic.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
+import { silentLogger } from "../observability/log.ts";
 import { type ClusterProfileResource, clusterProfileResource } from "./clusterprofile-version.ts";
 import { ClusterProfileWatch } from "./clusterprofile-watch.ts";
 import { AccessError, causeText } from "./errors.ts";
@@ -93,7 +94,7 @@ export class ClusterAccess {
 
   constructor(options: ClusterAccessOptions) {
     this.#options = options;
-    this.#logger = (options.logger ?? pino({ level: "silent" })).child({ component: "cluster-access" });
+    this.#logger = (options.logger ?? silentLogger).child({ component: "cluster-access" });
   }
 
   /**

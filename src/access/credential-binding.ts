@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
 import type { ClusterProfileRef } from "../api/knative.ts";
+import { EXEC_EXTENSION } from "../api/labels.ts";
 import { accessProviderFailed } from "./errors.ts";
 import type { AccessPolicy } from "./policy.ts";
 
@@ -14,9 +15,6 @@ import type { AccessPolicy } from "./policy.ts";
 // so a name alone is ambiguous as soon as ClusterProfiles come from two namespaces. Here the credential is
 // bound to the whole identity: the name to the ClusterProfile's name, the namespace to one of the
 // ClusterProfile namespace's own (access.credentialNamespaces), which the plugin is pointed at.
-
-/** SIG Auth's reserved extension name: what a ClusterProfile passes its plugin (ExecCredential spec.cluster.config). */
-export const EXEC_EXTENSION = "client.authentication.k8s.io/exec";
 
 /**
  * Checks the exec extension against the ClusterProfile it came from and says where the plugin must read:

@@ -8,7 +8,8 @@ import {
 } from "../api/clusterprofile.ts";
 import { TargetClusterReason } from "../api/conditions.ts";
 import type { ClusterProfileRef } from "../api/knative.ts";
-import { boundCredentialsNamespace, EXEC_EXTENSION } from "./credential-binding.ts";
+import { EXEC_EXTENSION } from "../api/labels.ts";
+import { boundCredentialsNamespace } from "./credential-binding.ts";
 import { AccessError, accessProviderFailed, remoteClientCreationFailed } from "./errors.ts";
 import type { ExecClusterInfo } from "./exec-credential.ts";
 import type { ExecPlugin } from "./exec-plugin.ts";

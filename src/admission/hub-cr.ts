@@ -13,6 +13,11 @@ export interface HubCrPolicy {
   crNamespaces: readonly string[] | undefined;
   /** Namespaces whose ClusterProfiles may be targeted (allowedClusterProfileNamespaces); undefined: every one. */
   clusterProfileNamespaces: readonly string[] | undefined;
+  /**
+   * Whether a CR without spec.clusterProfileRef may install on the hub itself (hubInstall.enabled). Checked
+   * here too: with `reconciler: external` the upstream operator would install such a CR on the hub.
+   */
+  hubInstall: boolean;
   /** Which spec.manifests / spec.additionalManifests locations may be read. */
   locations: LocationPolicy;
   /** The only directory local manifest paths may point into; none: every local path is refused. */
@@ -39,7 +44,7 @@ export interface Refusal {
 /**
  * The first reason `cr` may not be mirrored, or undefined. Checks, in order: the abandon-cleanup annotation
  * (only a hub operator sets it, whatever the policy), the hub namespace (tenancy), the ClusterProfile's
- * namespace, and every manifest location's text (prefix, scheme, literal address, credentials, local paths
+ * namespace (without one: whether hub installs are on), and every manifest location's text (prefix, scheme, literal address, credentials, local paths
  * inside kodata). What needs the world (DNS, the file behind a path) is checked again when the manifests
  * are read. Without a policy (a picture of the hub, not a write) only the first check applies.
  */
@@ -63,6 +68,14 @@ export function admitHubCr(cr: AdmittedCr, policy: HubCrPolicy | undefined): Ref
     };
   }
   const ref = cr.spec.clusterProfileRef;
+  if (ref === undefined && !policy.hubInstall) {
+    return {
+      field: "spec.clusterProfileRef",
+      message:
+        "is required: installing on the hub itself is disabled (hubInstall.enabled is false); name the " +
+        "ClusterProfile of the cluster to install on",
+    };
+  }
   if (
     ref !== undefined &&
     policy.clusterProfileNamespaces !== undefined &&

@@ -218,11 +218,12 @@ export const markDeploymentsNotReady = (conditions: Condition[], waiting: readon
 export const markDeploymentsAvailable = (conditions: Condition[], now: Date): Condition[] =>
   markCondition(conditions, { type: ConditionType.DeploymentsAvailable, status: "True" }, now);
 
-// --- Readiness: the one reader every consumer calls (kstatus' Compute) ---
+// --- Readiness: the one verdict every consumer shows (kstatus' Compute) ---
 
 /**
  * The conditions Ready summarizes, in the order an install passes them: the first that is not True is the
- * cause; the later ones mostly wait on it (nothing installs without a target).
+ * cause; the later ones mostly wait on it (nothing installs without a target). READY_DEPENDENCIES keeps
+ * upstream's order instead, which Ready's own reason and message follow.
  */
 const INSTALL_ORDER = [
   ConditionType.TargetClusterResolved,
@@ -232,14 +233,27 @@ const INSTALL_ORDER = [
   ConditionType.DependenciesInstalled,
 ] as const;
 
+/**
+ * kstatus' statuses, for a hub CR: `Current`, Ready on the current spec with its Deployments available;
+ * `InProgress`, on its way (not reported on yet, or Ready Unknown); `Failed`, Ready False; `Terminating`,
+ * being deleted (its cluster is being cleaned up).
+ */
+export type ReadinessPhase = "Current" | "InProgress" | "Failed" | "Terminating";
+
 export interface Readiness {
+  /** The verdict: the status file, `knative-fleet status`, the rollout gate and the metrics all show this. */
+  phase: ReadinessPhase;
+  /** Why it is not Current, as one word: Deleting, Reconciling, or the blocking condition's reason. */
+  reason?: string;
+  /** Why it is not Current, for people, on one line; absent when Current. */
+  message?: string;
   /** The Ready condition's status; Unknown when there is none. */
   ready: Condition["status"];
   /** The controller has not reported on the current spec: the status describes an older one, or none. */
   stale: boolean;
   /** The CR is being deleted (its cluster is being cleaned up). */
   deleting: boolean;
-  /** Why it is not Ready: the first condition in install order that is not True, else Ready itself. */
+  /** The first condition in install order that is not True, else Ready itself when it is not True. */
   blocking?: Pick<Condition, "type" | "status" | "reason" | "message">;
 }
 
@@ -249,25 +263,63 @@ export interface ReadinessSource {
   status?: { observedGeneration?: number; conditions?: Condition[] };
 }
 
+const DELETING = "the CR is being deleted; its cluster is being cleaned up";
+const NOT_REPORTED = "the hub controller has not reported on the current spec yet";
+
+/**
+ * The one verdict on a hub CR. A CR being deleted is Terminating, and one whose status describes an older
+ * spec (or none) is InProgress, whatever its conditions say. Otherwise it is Current only with Ready and
+ * DeploymentsAvailable True (a CR whose Deployments are not reported as available is not yet serving);
+ * Failed while Ready is False; else InProgress, each explained by the first condition in install order
+ * that is not True.
+ */
 export function readinessOf(cr: ReadinessSource): Readiness {
   const conditions = cr.status?.conditions ?? [];
   const ready = findCondition(conditions, ConditionType.Ready);
   const generation = typeof cr.metadata.generation === "number" ? cr.metadata.generation : undefined;
-  const cause = INSTALL_ORDER.map((type) => findCondition(conditions, type)).find(
-    (condition) => condition !== undefined && condition.status !== "True",
-  );
-  const blocking = cause ?? (ready?.status === "True" ? undefined : ready);
-  return {
+  const observed = cr.status?.observedGeneration;
+  const cause =
+    INSTALL_ORDER.map((type) => findCondition(conditions, type)).find(
+      (condition) => condition !== undefined && condition.status !== "True",
+    ) ?? (ready?.status === "True" ? undefined : ready);
+  const blocking =
+    cause ??
+    (findCondition(conditions, ConditionType.DeploymentsAvailable) === undefined && ready !== undefined
+      ? { type: ConditionType.DeploymentsAvailable, status: "Unknown" as const }
+      : undefined);
+  const facts = {
     ready: ready?.status ?? "Unknown",
-    stale: generation !== undefined && (cr.status?.observedGeneration ?? 0) < generation,
+    stale: observed === undefined || (generation !== undefined && observed < generation),
     deleting: Boolean(cr.metadata.deletionTimestamp),
     ...(blocking && {
       blocking: {
         type: blocking.type,
         status: blocking.status,
-        reason: blocking.reason,
-        message: blocking.message,
+        ...(blocking.reason !== undefined && { reason: blocking.reason }),
+        ...(blocking.message !== undefined && { message: blocking.message }),
       },
     }),
   };
+  // A deletion says what holds its cleanup up, as far as the conditions tell (an unreachable cluster); the
+  // API server bumps a custom resource's generation when it marks it deleted, so stale or not they tell it.
+  if (facts.deleting) {
+    const why = blocking ? `; ${describeCondition(blocking)}` : "";
+    return { phase: "Terminating", reason: "Deleting", message: `${DELETING}${why}`, ...facts };
+  }
+  if (facts.stale || ready === undefined) {
+    return { phase: "InProgress", reason: "Reconciling", message: NOT_REPORTED, ...facts };
+  }
+  if (blocking === undefined) return { phase: "Current", ...facts };
+  return {
+    phase: ready.status === "False" ? "Failed" : "InProgress",
+    reason: blocking.reason ?? `${blocking.type}NotTrue`,
+    message: describeCondition(blocking),
+    ...facts,
+  };
+}
+
+/** `DeploymentsAvailable=False (NotReady: Waiting on deployments: webhook)`. */
+function describeCondition(condition: Pick<Condition, "type" | "status" | "reason" | "message">): string {
+  const detail = [condition.reason, condition.message?.trim()].filter(Boolean).join(": ");
+  return `${condition.type}=${condition.status}${detail ? ` (${detail})` : ""}`;
 }

@@ -1,4 +1,5 @@
-// The vocabulary on the wire: every label, annotation and finalizer name knative-fleet reads or writes.
+// The vocabulary on the wire: every label, annotation, finalizer and extension name knative-fleet reads or
+// writes (test/unit/layering.test.ts finds no such name spelt elsewhere).
 // Names shared with the upstream Knative Operator keep its spelling, so CRs and installs move between the two.
 
 const FLEET = "fleet.knative.dev/";
@@ -24,6 +25,19 @@ export const PROTECTED_ANNOTATION = "operator.knative.dev/protected";
 export const DESCRIPTION_ANNOTATION = "operator.knative.dev/description";
 /** The anchor's data key holding what was applied (a cli-utils style inventory), one JSON ref a line. */
 export const INVENTORY_KEY = "inventory";
+
+/** Which component an object belongs to; upstream sets it where a release leaves it out. */
+export const NAME_LABEL = "app.kubernetes.io/name";
+/** Istio's sidecar injection switch: upstream turns it off on its Jobs. */
+export const ISTIO_INJECT_ANNOTATION = "sidecar.istio.io/inject";
+/**
+ * The annotation the upstream operator's client (manifestival) reads as the "original" of its three-way merge
+ * and writes after each apply. knative-fleet applies server-side and would otherwise leave it as the last
+ * client-side writer left it: after a hand-over the upstream operator would then merge against a stale or
+ * missing original and keep fields a new release dropped (a CRD keeping its conversion webhook while its
+ * strategy becomes None, which the API server refuses). Writing what was applied keeps its merge right.
+ */
+export const LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration";
 
 // --- On hub CRs: set by a fleet file, or by the mirror ---
 
@@ -56,6 +70,22 @@ export const FINALIZERS = {
   KnativeEventing: "knativeeventings.operator.knative.dev",
 } as const;
 
+// --- On the hub CRs a placement makes (src/placement), so the hub, the status and people can trace them ---
+
+/** The placement's name. */
+export const PLACEMENT_LABEL = `${FLEET}placement`;
+/** The placement's kind, in lower case (a label value), e.g. `knativeservingplacement`. */
+export const PLACEMENT_KIND_LABEL = `${FLEET}placement-kind`;
+/** The ClusterProfile (`namespace/name`) the CR was made for. */
+export const SOURCE_CLUSTER_ANNOTATION = `${FLEET}source-cluster`;
+
+// --- Read from the inventory (SIG Multicluster) ---
+
+/** On a PlacementDecision: the key that ties the slices of one decision together. */
+export const DECISION_KEY_LABEL = "multicluster.x-k8s.io/decision-key";
+/** SIG Auth's reserved extension name: what a ClusterProfile passes its plugin (ExecCredential spec.cluster.config). */
+export const EXEC_EXTENSION = "client.authentication.k8s.io/exec";
+
 // --- Rollout (src/rollout) ---
 
 /** On a hub CR that keeps its last applied spec: the revision it waits for and why. */
@@ -64,6 +94,13 @@ export const ROLLOUT_WAITING_ANNOTATION = `${FLEET}rollout-waiting`;
 export const ROLLOUT_PAUSED_ANNOTATION = `${FLEET}rollout-paused`;
 /** On the rollout state ConfigMap, set by knative-fleet: why it refuses the state (not written by it). */
 export const ROLLOUT_REFUSED_ANNOTATION = `${FLEET}rollout-refused`;
+
+// --- Sharding (src/service/sharding.ts): on the member Leases ---
+
+/** On every member Lease of one sharded deployment; its value is the group name. */
+export const SHARD_GROUP_LABEL = `${FLEET}shard-group`;
+/** The digest of the member list whose share the member has narrowed to. */
+export const SHARD_VIEW_ANNOTATION = `${FLEET}shard-view`;
 
 // --- On the prune-confirmation ConfigMap in knative-fleet's hub namespace ---
 

@@ -6,7 +6,7 @@ import { describeRef, field, type KubeObject, nameOf } from "../kube/object.ts";
 // Waiting for the CRDs an apply pass wrote to become Established: one watch on the cluster, selected as
 // narrowly as the API allows, from the resourceVersion of its list (no event lost between the two), stopped
 // as soon as every CRD is Established or the wait ends. A failed list or watch falls back to polling, as
-// install/rollout-watch.ts does for Deployments.
+// install/deployment-watch.ts does for Deployments.
 
 const CRD_API_VERSION = "apiextensions.k8s.io/v1";
 const CRD_KIND = "CustomResourceDefinition";

@@ -1,10 +1,5 @@
-import {
-  type AccessSettings,
-  ConfigError,
-  type FleetSettings,
-  loadFleetSettings,
-  type ServiceConfig,
-} from "../service/config.ts";
+import { ConfigError, loadFleetSettings, type ServiceConfig } from "../service/config.ts";
+import type { AccessSettings, FleetSettings } from "../sync/settings.ts";
 import { UsageError } from "./command.ts";
 
 /**

@@ -9,6 +9,8 @@ import type { ParseArgsOptionsConfig } from "node:util";
 export const EXIT_OK = 0;
 export const EXIT_FINDINGS = 1;
 export const EXIT_ERROR = 2;
+/** Only with `plan --detailed-exitcode`: nothing wrong, and the merge changes something. */
+export const EXIT_CHANGES = 3;
 
 export interface CommandContext {
   stdout: NodeJS.WritableStream;

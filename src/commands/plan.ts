@@ -1,35 +1,32 @@
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
+import { ClusterAccess } from "../access/cluster-access.ts";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
-import { ClusterAccess, loadProviderConfig, type ProviderConfigState } from "../access/index.ts";
+import { loadProviderConfig, type ProviderConfigState } from "../access/provider-config.ts";
 import { createTargetResolver } from "../access/target.ts";
-import { buildFleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
-import type { KubeObject } from "../kube/object.ts";
 import { redactSecrets } from "../observability/redact.ts";
-import type { Inventory } from "../placement/inventory.ts";
-import {
-  type PlacementPlan,
-  planPlacements,
-  readHubInventory,
-  readInventorySnapshot,
-  readSnapshotObjects,
-  renderPlacementPlan,
-} from "../placement/plan.ts";
 import {
   buildPlan,
-  clusterKubernetesVersions,
   type FleetPlan,
+  InventoryError,
   type LiveClusters,
   RevisionError,
-  type Revisions,
+  readPlanInventory,
   readRevisions,
   renderMarkdown,
 } from "../plan/index.ts";
 import { ReleaseLoader } from "../render/index.ts";
-import { planRollout, type RolloutPlan, renderRolloutPlan } from "../rollout/plan.ts";
-import type { AccessSettings, FleetSettings } from "../service/config.ts";
+import type { AccessSettings, FleetSettings } from "../sync/settings.ts";
 import { commandSettings } from "./access-settings.ts";
-import { type Command, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, type ParsedArgs, UsageError } from "./command.ts";
+import {
+  type Command,
+  EXIT_CHANGES,
+  EXIT_ERROR,
+  EXIT_FINDINGS,
+  EXIT_OK,
+  type ParsedArgs,
+  UsageError,
+} from "./command.ts";
 import { HUB_OPTIONS, hubClient } from "./hub.ts";
 import { findKodata, type KodataLocation, kodataSource, missingKodataMessage } from "./kodata.ts";
 import { OUTPUT_OPTION, outputFormat } from "./output.ts";
@@ -48,8 +45,9 @@ removed file uninstalls. Offline (no --kubeconfig or --context), each CR's rende
 head; live, each cluster is read and changes come from server-side dry runs. Nothing is written anywhere.
 Secret data and credential-like values are masked. Same commits, same cluster state: same output.
 
-Exit code 0: nothing wrong; 1: validation errors or checks that fail (the hub would refuse or fail a CR);
-2: usage errors, or a cluster that could not be read (its part of the plan is then offline).
+Exit code 0: nothing wrong; 1: any error the plan shows (validation, placements, the hub's admission,
+checks that fail); 2: usage errors, or a cluster that could not be read (its part of the plan is then
+offline); with --detailed-exitcode, 3: nothing wrong and the merge changes a CR.
 
 Flags:
   --repo DIR|URL                        fleet repository: a local clone (any ref or commit), or an http(s)
@@ -73,6 +71,8 @@ Flags:
                                         list) that placements select from; live, the hub's are read
   -o, --output markdown|json            output format (default markdown)
   --output-file FILE                    write to FILE instead of stdout
+  --detailed-exitcode                   exit 3 when the merge changes a CR and nothing is wrong (0: it
+                                        changes nothing), as terraform plan -detailed-exitcode
   -h, --help                            show this help`,
   options: {
     repo: { type: "string" },
@@ -85,60 +85,54 @@ Flags:
     "cluster-profiles": { type: "string" },
     ...OUTPUT_OPTION,
     "output-file": { type: "string" },
+    "detailed-exitcode": { type: "boolean" },
   },
   outputFormats: PLAN_FORMATS,
   allowPositionals: false,
   async run(args, ctx) {
     const options = await parseOptions(args);
-    let revisions: Revisions;
-    let clusters: Awaited<ReturnType<typeof connect>>;
-    try {
-      revisions = await readRevisions(options.repo, options, options.settings.selection);
-      clusters = await connect(options.hub, options.providerFile, options.settings.access);
-    } catch (err) {
-      if (!(err instanceof RevisionError || err instanceof ClusterSetupError)) throw err;
-      ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
-      return EXIT_ERROR;
-    }
-    let plan: FleetPlan;
-    let placements: PlacementPlan;
-    let rollout: RolloutPlan | undefined;
     const { settings } = options;
     const kodata = kodataSource(options.kodata, settings.locations);
-    const hub = clusters && {
-      client: clusters.live.hub,
-      clusterProfileApiVersion: clusters.clusterProfileApiVersion,
-    };
+    let clusters: Awaited<ReturnType<typeof connect>>;
+    let plan: FleetPlan;
     try {
-      plan = await buildPlan(revisions, {
-        releases: new ReleaseLoader(kodata.source),
-        clusters: clusters?.live,
-        kubernetesVersions: clusterKubernetesVersions(await readClusterProfiles(options, hub)),
-        defaultNamespace: settings.defaultNamespace,
-        prune: settings.prune,
-      });
-      placements = await placementPlan(revisions, options, hub);
-      rollout = await rolloutPlan(revisions, options, hub);
+      const revisions = await readRevisions(options.repo, options, settings.selection);
+      clusters = await connect(options.hub, options.providerFile, settings.access);
+      try {
+        plan = await buildPlan(revisions, {
+          releases: new ReleaseLoader(kodata.source),
+          settings,
+          ...(options.kodata && { kodataDir: options.kodata.dir }),
+          ...(options.repository && { repository: options.repository }),
+          inventory: await readPlanInventory({
+            ...(options.clusterProfiles !== undefined && { snapshot: options.clusterProfiles }),
+            ...(clusters && {
+              hub: { client: clusters.live.hub, clusterProfileApiVersion: clusters.clusterProfileApiVersion },
+            }),
+          }),
+          ...(clusters && { clusters: clusters.live }),
+        });
+      } finally {
+        await clusters?.access.close();
+      }
     } catch (err) {
-      if (!(err instanceof ClusterSetupError)) throw err;
+      if (
+        !(err instanceof RevisionError || err instanceof ClusterSetupError || err instanceof InventoryError)
+      )
+        throw err;
       ctx.stderr.write(`knative-fleet plan: ${err.message}\n`);
       return EXIT_ERROR;
-    } finally {
-      await clusters?.access.close();
     }
     if (kodata.used()) {
       ctx.stderr.write(`knative-fleet plan: ${missingKodataMessage()}\n`);
       return EXIT_ERROR;
     }
     const text = redactSecrets(
-      options.format === "json"
-        ? `${JSON.stringify({ ...plan, placements, ...(rollout ? { rollout } : {}) }, null, 2)}\n`
-        : `${renderMarkdown(plan)}${placements.placements.length > 0 ? `\n${renderPlacementPlan(placements)}\n` : ""}${rollout ? `\n${renderRolloutPlan(rollout)}\n` : ""}`,
+      options.format === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderMarkdown(plan),
     );
     if (options.outputFile === undefined) ctx.stdout.write(text);
     else await writeFile(options.outputFile, text);
-    const code = exitCode(plan);
-    return code === EXIT_OK && placements.diagnostics.length > 0 ? EXIT_FINDINGS : code;
+    return planExitCode(plan, options.detailedExitCode);
   },
 };
 
@@ -154,6 +148,10 @@ interface PlanCommandOptions {
   format: PlanFormat;
   outputFile?: string;
   settings: FleetSettings;
+  /** The service's repository.url (--config): live, the hub's CRs are that repository's. */
+  repository?: string;
+  /** --detailed-exitcode: 3 when the merge changes a CR and nothing is wrong. */
+  detailedExitCode: boolean;
 }
 
 async function parseOptions(args: ParsedArgs): Promise<PlanCommandOptions> {
@@ -173,8 +171,11 @@ async function parseOptions(args: ParsedArgs): Promise<PlanCommandOptions> {
       "--clusterprofile-provider-file needs --kubeconfig (or --context): the ClusterProfiles are on the hub",
     );
   }
+  const { settings, config } = commandSettings(text("config"));
   return {
-    settings: commandSettings(text("config")).settings,
+    settings,
+    ...(config && { repository: config.repository.url }),
+    detailedExitCode: values["detailed-exitcode"] === true,
     repo: required("repo"),
     base: required("base"),
     head: required("head"),
@@ -185,82 +186,6 @@ async function parseOptions(args: ParsedArgs): Promise<PlanCommandOptions> {
     format,
     outputFile: text("output-file"),
   };
-}
-
-/** What each placement selects before and after the merge: from the hub when live, else the snapshot. */
-async function placementPlan(
-  revisions: Revisions,
-  options: PlanCommandOptions,
-  hub: { client: LiveClusters["hub"]; clusterProfileApiVersion: string } | undefined,
-): Promise<PlacementPlan> {
-  const { defaultNamespace, access } = options.settings;
-  const modelOf = (files: Revisions["base"]["files"]) => buildFleetModel(files, { defaultNamespace });
-  const expand = { allowedNamespaces: access.namespaces };
-  const [base, head] = [modelOf(revisions.base.files), modelOf(revisions.head.files)];
-  if (base.placements.length === 0 && head.placements.length === 0) {
-    return { inventory: "none", placements: [], diagnostics: [] };
-  }
-  const from = await readInventory(options, hub);
-  return planPlacements(base, head, from, expand);
-}
-
-/** The --cluster-profiles snapshot, read by `parse`; an unreadable or invalid one is a usage error. */
-async function readSnapshot<T>(path: string, parse: (path: string, text: string) => T): Promise<T> {
-  const text = await readFile(path, "utf8").catch((err: Error) => {
-    throw new ClusterSetupError(`--cluster-profiles: ${err.message}`);
-  });
-  try {
-    return parse(path, text);
-  } catch (err) {
-    throw new ClusterSetupError((err as Error).message);
-  }
-}
-
-/**
- * The ClusterProfiles the plan reads each cluster's Kubernetes version from: the snapshot file, the hub's
- * (none when the hub does not list them), or none.
- */
-async function readClusterProfiles(
-  options: PlanCommandOptions,
-  hub: { client: LiveClusters["hub"]; clusterProfileApiVersion: string } | undefined,
-): Promise<KubeObject[]> {
-  if (options.clusterProfiles !== undefined)
-    return readSnapshot(options.clusterProfiles, readSnapshotObjects);
-  if (hub === undefined) return [];
-  const profiles = await hub.client
-    .list(hub.clusterProfileApiVersion, "ClusterProfile")
-    .catch(() => undefined);
-  return profiles?.items ?? [];
-}
-
-/** The ClusterProfiles (and PlacementDecisions) selection reads: a snapshot file, the hub, or none. */
-async function readInventory(
-  options: PlanCommandOptions,
-  hub: { client: LiveClusters["hub"]; clusterProfileApiVersion: string } | undefined,
-): Promise<{ source: "hub" | "snapshot"; inventory: Inventory } | undefined> {
-  if (options.clusterProfiles !== undefined) {
-    return {
-      source: "snapshot",
-      inventory: await readSnapshot(options.clusterProfiles, readInventorySnapshot),
-    };
-  }
-  if (hub !== undefined) {
-    return { source: "hub", inventory: await readHubInventory(hub.client, hub.clusterProfileApiVersion) };
-  }
-  return undefined;
-}
-
-/** The waves the merge goes through, the clusters' labels read like placement selection reads them. */
-async function rolloutPlan(
-  revisions: Revisions,
-  options: PlanCommandOptions,
-  hub: { client: LiveClusters["hub"]; clusterProfileApiVersion: string } | undefined,
-): Promise<RolloutPlan | undefined> {
-  const { defaultNamespace } = options.settings;
-  const base = buildFleetModel(revisions.base.files, { defaultNamespace });
-  const head = buildFleetModel(revisions.head.files, { defaultNamespace });
-  if (head.rollout.policy === undefined && head.rollout.failedPaths.length === 0) return undefined;
-  return planRollout(base, head, (await readInventory(options, hub))?.inventory.clusters);
 }
 
 /** The hub kubeconfig or the provider file cannot be used: a usage error, nothing is planned. */
@@ -295,9 +220,13 @@ async function connect(
   };
 }
 
-/** 2 when a cluster could not be read (the plan is partly offline), 1 for errors, else 0. */
-function exitCode(plan: FleetPlan): number {
+/**
+ * 2 when a cluster could not be read (the plan is partly offline), 1 for any error, else 0; with
+ * --detailed-exitcode, 3 when the merge changes a CR and nothing is wrong.
+ */
+function planExitCode(plan: FleetPlan, detailed: boolean): number {
   const findings = plan.clusters.flatMap((cluster) => cluster.resources.flatMap((r) => r.findings));
   if (findings.some((finding) => finding.code === "cluster-unreachable")) return EXIT_ERROR;
-  return plan.errors > 0 ? EXIT_FINDINGS : EXIT_OK;
+  if (plan.errors > 0) return EXIT_FINDINGS;
+  return detailed && plan.changes > 0 ? EXIT_CHANGES : EXIT_OK;
 }

@@ -1,5 +1,5 @@
 import { createLogger } from "../observability/log.ts";
-import { effectivePollInterval } from "../reconcile/engine.ts";
+import { effectivePollInterval } from "../reconcile/start.ts";
 import { ConfigError, loadServiceConfig, parseDuration } from "../service/config.ts";
 import { keepServingOnUncaughtErrors } from "../service/http-server.ts";
 import { processIdentity } from "../service/leader-election.ts";

@@ -1,6 +1,6 @@
 import { causeText } from "../access/errors.ts";
 import { clusterLabel } from "../access/target.ts";
-import { ConditionType, findCondition, readinessOf } from "../api/conditions.ts";
+import { ConditionType, findCondition, type ReadinessPhase, readinessOf } from "../api/conditions.ts";
 import {
   type ClusterProfileRef,
   type Condition,
@@ -16,12 +16,13 @@ import {
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
-import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
-import { HELD_PRUNE_KEY, type HeldPrune, HeldPruneSchema, identityOf } from "../mirror/plan.ts";
+import { HELD_PRUNE_KEY, type HeldPrune, HeldPruneSchema } from "../mirror/decide.ts";
 import {
   describeRollout,
   peekRolloutState,
@@ -47,13 +48,14 @@ export const statusCommand: Command = {
   usage: `Usage: knative-fleet status [flags]
 
 Lists every KnativeServing and KnativeEventing CR on the hub, one row each: its target cluster, Ready, the
-installed version and what holds it back (the first condition that is not True); -o wide adds whether the
+installed version and its status: Current, InProgress, Failed or Terminating (the verdict the status file
+and the rollout gate read too) and what holds it back (the first condition that is not True); -o wide adds whether the
 controller has caught up with its spec and the fleet file and commit it came from. A CR being deleted says so.
 With a rollout policy, a line says where the current rollout is, and for a halt which wave, CR and cluster
 halted it and why (docs/rollout.md). With a prune held for a person's confirmation (more than
 maxPruneFraction of the CRs), a line names the CRs and gives the command that confirms it.
 With -w, it prints the listing again whenever a CR changes, until interrupted (Ctrl-C).
-Exit code 0 when every CR is Ready, 1 when any is not (or is stale, or being deleted, or the rollout is
+Exit code 0 when every CR is Current, 1 when any is not (or is stale, or being deleted, or the rollout is
 halted or its state refused, or a prune waits for confirmation), 2 when the hub cannot be read
 (docs/cli.md#exit-codes).
 
@@ -257,14 +259,17 @@ function hubErrorText(server: string, err: unknown): string {
 export interface StatusRow extends ResourceIdentity {
   /** `namespace/name` of the target ClusterProfile, or `hub`. */
   cluster: string;
+  /** The readiness verdict (api/conditions.ts readinessOf), as the status file and the rollout gate read it. */
+  phase: ReadinessPhase;
+  /** Why it is not Current: a word, and a line for people. */
+  reason?: string;
+  message?: string;
   /** The Ready condition's status; Unknown until the controller has written one. */
   ready: Condition["status"];
   /** The installed Knative version. */
   version?: string;
-  /** The first condition that is not True (see BLOCKING_ORDER), or Ready itself: what holds the CR back. */
+  /** The first condition in install order that is not True, or Ready itself: what holds the CR back. */
   condition?: string;
-  reason?: string;
-  message?: string;
   generation?: number;
   observedGeneration?: number;
   /** The controller has not reported on the current spec: the status describes an older one, or none. */
@@ -290,8 +295,8 @@ export function statusRows(objects: readonly KubeObject[]): StatusRow[] {
   return objects.map(statusRow).sort(compareRows);
 }
 
-/** Ready, on the current spec, and not being deleted. */
-export const isSettled = (row: StatusRow): boolean => row.ready === "True" && !row.stale && !row.deleting;
+/** Current: Ready on the current spec with its Deployments available, and not being deleted. */
+export const isSettled = (row: StatusRow): boolean => row.phase === "Current";
 
 function statusRow(object: KubeObject): StatusRow {
   const { metadata } = object;
@@ -305,11 +310,12 @@ function statusRow(object: KubeObject): StatusRow {
   return {
     cluster: clusterLabel(spec?.clusterProfileRef),
     ...identity,
+    phase: read.phase,
+    reason: read.reason,
+    message: read.message,
     ready: read.ready,
     version: status?.version,
     condition: read.blocking?.type,
-    reason: read.blocking?.reason,
-    message: read.blocking?.message,
     generation,
     observedGeneration,
     stale: read.stale,
@@ -376,19 +382,9 @@ function sourceCell({ path, commit }: StatusRow): string {
   return `${path ?? ""}${commit === undefined ? "" : `@${commit.slice(0, 7)}`}`;
 }
 
-function statusCell(row: StatusRow): string {
-  const parts: string[] = [];
-  const { deleting } = row;
-  if (deleting) {
-    const pending =
-      deleting.finalizers.length > 0 ? ` (finalizer ${deleting.finalizers.join(", ")} pending)` : "";
-    parts.push(`Deleting${pending}`);
-  }
-  if (row.condition !== undefined) {
-    const reason = row.reason ?? `${row.condition} is not True`;
-    parts.push(row.message ? `${reason}: ${row.message}` : reason);
-  } else if (row.stale) {
-    parts.push(`waiting for the controller to observe generation ${row.generation}`);
-  }
-  return parts.join("; ") || "-";
+/** The verdict: its phase (for a deletion, the finalizers it waits for), and why it is not Current. */
+function statusCell({ phase, message, deleting }: StatusRow): string {
+  const finalizers = deleting?.finalizers ?? [];
+  const pending = finalizers.length > 0 ? ` (finalizer ${finalizers.join(", ")} pending)` : "";
+  return `${phase}${pending}${message === undefined ? "" : `: ${message}`}`;
 }

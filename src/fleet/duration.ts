@@ -7,3 +7,9 @@ export function durationMs(text: string): number | undefined {
   if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text.trim()) return undefined;
   return parts.reduce((ms, p) => ms + Number(p[1]) * DURATION_UNITS[p[2]!]!, 0);
 }
+
+/** Milliseconds as a Go duration, in the largest unit that divides them: 300000 -> "5m", 90000 -> "90s". */
+export function formatDuration(ms: number): string {
+  const unit = (["h", "m", "s"] as const).find((u) => ms % DURATION_UNITS[u]! === 0);
+  return unit ? `${ms / DURATION_UNITS[unit]!}${unit}` : `${ms}ms`;
+}

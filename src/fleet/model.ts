@@ -2,14 +2,8 @@ import { compareDiagnostics, compareStrings, type Diagnostic, type SourcePositio
 import { pathLooksLikeRollout, textLooksLikeRollout } from "./document-kind.ts";
 import type { FleetResource } from "./document-schema.ts";
 import { type FleetFile, shapeProblem } from "./file-text.ts";
-import {
-  type Declaration,
-  formatIdentity,
-  type ParsedFleetFile,
-  type ParseOptions,
-  parseFleetFile,
-  type ResourceIdentity,
-} from "./parse.ts";
+import { formatIdentity, type ResourceIdentity } from "./identity.ts";
+import { type Declaration, type ParsedFleetFile, type ParseOptions, parseFleetFile } from "./parse.ts";
 import type { DeclaredPlacement } from "./placement-document.ts";
 import type { DeclaredRollout } from "./rollout-document.ts";
 import { ROLLOUT_KIND } from "./rollout-schema.ts";

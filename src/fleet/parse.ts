@@ -1,12 +1,15 @@
 import { KNATIVE_KINDS, type KnativeKind, OPERATOR_API_VERSION } from "../api/knative.ts";
+import { isRecord } from "../kube/object.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
 import { looksLikeRollout, meantKind, misspelledKind } from "./document-kind.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
+import type { ResourceIdentity } from "./identity.ts";
 import { type DeclaredPlacement, isPlacementDocument, parsePlacementDocument } from "./placement-document.ts";
 import { PLACEMENT_API_VERSION } from "./placement-schema.ts";
 import { type DeclaredRollout, parseRolloutDocument } from "./rollout-document.ts";
 import { ROLLOUT_API_VERSION, ROLLOUT_KIND } from "./rollout-schema.ts";
 import { validateAgainstSchema } from "./schema-diagnostics.ts";
+import { withDefaultNamespace, withoutNullFields } from "./values.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "./yaml-source.ts";
 
 /** The hub namespace a CR is mirrored to when its fleet file names none. */
@@ -15,13 +18,6 @@ export const DEFAULT_NAMESPACE = "knative-fleet";
 export interface ParseOptions {
   /** The namespace a CR without `metadata.namespace` gets. */
   defaultNamespace: string;
-}
-
-/** What makes a CR unique on the hub. */
-export interface ResourceIdentity {
-  kind: KnativeKind;
-  namespace: string;
-  name: string;
 }
 
 /**
@@ -74,11 +70,6 @@ export function parseFleetFile(path: string, text: string, options: ParseOptions
     return parsed.document;
   });
   return { path, documents, diagnostics };
-}
-
-/** `KnativeServing knative-fleet/spoke-1-serving` */
-export function formatIdentity(identity: ResourceIdentity): string {
-  return `${identity.kind} ${identity.namespace}/${identity.name}`;
 }
 
 function parseDocument(
@@ -189,29 +180,6 @@ function readCluster(document: SourceDocument, spec: unknown): Declaration["clus
   return { label: `ClusterProfile ${ref.namespace}/${ref.name}`, ...cluster };
 }
 
-/**
- * The API server drops null fields of a CR before validating it (`registry:` with everything below
- * commented out), so they count as absent here too.
- */
-export function withoutNullFields(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(withoutNullFields);
-  if (!isRecord(value)) return value;
-  return Object.fromEntries(
-    Object.entries(value)
-      .filter(([, field]) => field !== null)
-      .map(([key, field]) => [key, withoutNullFields(field)]),
-  );
-}
-
-export function withDefaultNamespace(value: unknown, defaultNamespace: string): unknown {
-  if (!isRecord(value) || !isRecord(value.metadata) || value.metadata.namespace !== undefined) return value;
-  return { ...value, metadata: { ...value.metadata, namespace: defaultNamespace } };
-}
-
 function isKnativeKind(kind: unknown): kind is KnativeKind {
   return (KNATIVE_KINDS as readonly unknown[]).includes(kind);
-}
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

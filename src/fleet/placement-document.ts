@@ -1,7 +1,7 @@
+import { isRecord } from "../kube/object.ts";
 import type { Diagnostic, FieldPath } from "./diagnostic.ts";
 import { formatFieldPath } from "./diagnostic.ts";
 import { mergePatch } from "./merge-patch.ts";
-import { isRecord, withDefaultNamespace, withoutNullFields } from "./parse.ts";
 import {
   isPlacementKind,
   PLACEMENT_API_VERSION,
@@ -10,6 +10,7 @@ import {
   TEMPLATE_SPEC_SCHEMAS,
 } from "./placement-schema.ts";
 import { safeParsePlainKeys, schemaProblems, validateAgainstSchema } from "./schema-diagnostics.ts";
+import { withDefaultNamespace, withoutNullFields } from "./values.ts";
 import { locateField, plainScalarSourceAt, type SourceDocument } from "./yaml-source.ts";
 
 /** A valid placement document of a fleet file, with where it was written. */

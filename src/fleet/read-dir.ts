@@ -29,6 +29,29 @@ export async function readFleetDir(dir: string, selection: FileSelection): Promi
   return files.sort((a, b) => compareStrings(a.path, b.path));
 }
 
+/** YAML files' names: what a fleet file is written as, whatever the glob says. */
+const YAML_FILE = /\.ya?ml$/i;
+
+/**
+ * The YAML files below `dir` that the selection leaves out, sorted: a fleet file put where the glob does
+ * not reach is read by nobody, and says nothing about it. The status folder and hidden files and folders
+ * (.git, CI configuration such as .github/workflows) are no candidates.
+ */
+export async function yamlFilesLeftOut(dir: string, selection: FileSelection): Promise<string[]> {
+  const filter = createFileFilter(selection);
+  const found: string[] = [];
+  const visit = async (folder: string, relative: string): Promise<void> => {
+    for (const entry of await readdir(folder, { withFileTypes: true })) {
+      const path = relative === "" ? entry.name : `${relative}/${entry.name}`;
+      if (entry.name.startsWith(".") || filter.isStatus(path)) continue;
+      if (entry.isDirectory()) await visit(join(folder, entry.name), path);
+      else if (YAML_FILE.test(entry.name) && !filter.matches(path)) found.push(path);
+    }
+  };
+  await visit(dir, "");
+  return found.sort(compareStrings);
+}
+
 async function entryKind(folder: string, entry: Dirent): Promise<EntryKind> {
   if (entry.isSymbolicLink()) return "symlink";
   if (entry.isFile()) return "file";

@@ -1,7 +1,8 @@
+import { isRecord } from "../kube/object.ts";
 import type { Diagnostic, SourcePosition } from "./diagnostic.ts";
-import { isRecord, withDefaultNamespace, withoutNullFields } from "./parse.ts";
 import { type RolloutDocument, RolloutDocumentSchema } from "./rollout-schema.ts";
 import { validateAgainstSchema } from "./schema-diagnostics.ts";
+import { withDefaultNamespace, withoutNullFields } from "./values.ts";
 import type { SourceDocument } from "./yaml-source.ts";
 
 /** The valid rollout policy of a fleet repository, with where it was written. */

@@ -22,7 +22,7 @@ export interface Selection {
   fieldSelector?: string;
 }
 
-export const FIELD_MANAGER = "knative-fleet";
+const FIELD_MANAGER = "knative-fleet";
 
 /**
  * Unstructured Kubernetes client: discovery-based paths, server-side apply with one field manager, list,
@@ -186,5 +186,5 @@ export class KubeClient {
   }
 }
 
-export const apiPrefix = (apiVersion: string): string =>
+const apiPrefix = (apiVersion: string): string =>
   groupOf(apiVersion) ? `/apis/${apiVersion}` : `/api/${apiVersion}`;

@@ -315,7 +315,3 @@ function delegatedCredential(kc: KubeConfig): () => Promise<RequestCredential> {
     };
   };
 }
-
-/** The default namespace of the kubeconfig's current context, or "default". */
-export const contextNamespace = (kc: KubeConfig): string =>
-  kc.getContextObject(kc.getCurrentContext())?.namespace ?? "default";

@@ -50,7 +50,8 @@ export function groupOf(apiVersion: string): string {
 }
 
 /** The object's name, or its `generateName` prefix while the server has not named it yet. */
-export const nameOf = (o: KubeObject): string => o.metadata.name ?? o.metadata.generateName ?? "";
+export const nameOf = (o: Pick<KubeObject, "metadata">): string =>
+  o.metadata.name ?? o.metadata.generateName ?? "";
 
 export const refOf = (o: KubeObject): ObjectRef => ({
   apiVersion: o.apiVersion,

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Dispatcher } from "undici";
-import { splitServer } from "./transport.ts";
 
 /**
  * A small JSON REST client for one Kubernetes API server, on undici. The transport supplies, request by
@@ -14,9 +13,10 @@ export interface RestTransport {
   readonly server: string;
   /** The pool and headers for the next request; `rejected` is called if the server answers 401. */
   connect(): Promise<{ dispatcher: Dispatcher; headers: Record<string, string>; rejected?: () => void }>;
-  /** Per-request timeout in milliseconds (default 30 s). */
-  readonly timeoutMs?: number;
 }
+
+/** How long one request may take. */
+const REQUEST_TIMEOUT_MS = 30_000;
 
 export class KubeApiError extends Error {
   readonly status: number;
@@ -192,7 +192,7 @@ export class RestClient {
     const payload =
       req.body === undefined ? undefined : typeof req.body === "string" ? req.body : JSON.stringify(req.body);
     this.count(req.method);
-    const timeout = this.transport.timeoutMs ?? 30_000;
+    const timeout = REQUEST_TIMEOUT_MS;
     const response = await dispatcher.request({
       origin: this.origin,
       path: this.pathWithQuery(req.path, req.query),
@@ -236,4 +236,10 @@ export class RestClient {
   private count(method: string): void {
     this.requestCounts.set(method, (this.requestCounts.get(method) ?? 0) + 1);
   }
+}
+
+/** Splits a server URL into the origin undici connects to and the path prefix every request path gets. */
+export function splitServer(server: string): { origin: string; pathPrefix: string } {
+  const url = new URL(server);
+  return { origin: url.origin, pathPrefix: url.pathname.replace(/\/+$/, "") };
 }

@@ -31,9 +31,6 @@ export interface KubeTransportOptions {
   credential(): Promise<RequestCredential>;
   /** Throws when no request may start any more (the client was closed or replaced). */
   checkOpen?(): void;
-  /** Per-request timeout in milliseconds (default 30 s). */
-  timeoutMs?: number;
-  connectTimeoutMs?: number;
 }
 
 const USER_AGENT = "knative-fleet";
@@ -53,14 +50,12 @@ const CONNECT_TIMEOUT_MS = 10_000;
  */
 export class KubeTransport implements RestTransport {
   readonly server: string;
-  readonly timeoutMs: number | undefined;
   readonly #connection: ServerConnection;
   readonly #options: KubeTransportOptions;
   #pool: { clientCertificate: string | undefined; dispatcher: Dispatcher } | undefined;
 
   constructor(connection: ServerConnection, options: KubeTransportOptions) {
     this.server = connection.server.replace(/\/+$/, "");
-    this.timeoutMs = options.timeoutMs;
     this.#connection = connection;
     this.#options = options;
   }
@@ -103,7 +98,7 @@ export class KubeTransport implements RestTransport {
       ...(tlsServerName === undefined ? {} : { servername: tlsServerName }),
       rejectUnauthorized: !insecureSkipTlsVerify,
     };
-    const timeout = this.#options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
+    const timeout = CONNECT_TIMEOUT_MS;
     const dispatcher =
       proxyUrl === undefined
         ? new Agent({ connect: { ...tls, timeout } })
@@ -112,10 +107,4 @@ export class KubeTransport implements RestTransport {
     previous?.close().catch(() => undefined); // a pool that fails to close has nothing left to clean up
     return dispatcher;
   }
-}
-
-/** Splits a server URL into the origin undici connects to and the path prefix every request path gets. */
-export function splitServer(server: string): { origin: string; pathPrefix: string } {
-  const url = new URL(server);
-  return { origin: url.origin, pathPrefix: url.pathname.replace(/\/+$/, "") };
 }

@@ -1,76 +1,62 @@
-import { admitHubObject } from "../admission/hub-cr.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "../api/labels.ts";
-import type { Diagnostic } from "../fleet/diagnostic.ts";
-import type { FileResult } from "../fleet/model.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
-import {
-  HELD_PRUNE_KEY,
-  heldPruneRecord,
-  type MirrorInput,
-  type MirrorSource,
-  type PruneReport,
-  planApplies,
-  planPrune,
-  type ResourceOutcome,
-} from "./plan.ts";
+import { HELD_PRUNE_KEY, heldPruneRecord, type PruneReport } from "./decide.ts";
 
-/** What one sync did, for the service loop's log and the status summary. */
-export interface MirrorResult {
-  source: MirrorSource;
-  /** Every desired CR, by kind, namespace and name. */
-  resources: ResourceOutcome[];
-  prune: PruneReport;
-  /** The fleet files' errors. */
-  diagnostics: Diagnostic[];
-  /** The files that failed validation, with the CRs they declare: those keep their last good state. */
-  failedFiles: FileResult[];
+// The mirror's side of the hub: what a sync reads there and writes back. `hubMirror` is the hub itself;
+// `MemoryHub` a picture of it held in memory, which `plan` runs the same sync over, dry: the same
+// decisions, no request (a dry-run is an option of the same applier, as in cli-utils).
+
+/** What a sync reads from the hub before it decides anything. */
+export interface HubRead {
+  /** The KnativeServing and KnativeEventing CRs in every namespace, mirrored or not. */
+  live: KubeObject[];
+  /** The prune-confirmation ConfigMap, where a person confirms a held prune. */
+  confirmation?: KubeObject;
 }
 
-/**
- * Mirrors the fleet model of one commit into the hub: server-side applies each desired CR whose content
- * changed, leaves hand-made CRs alone, then prunes behind the safeguards of `planPrune`. A CR the hub
- * refuses is reported on its own; only a failure to read the hub fails the sync.
- */
-export async function mirror(hub: KubeClient, input: MirrorInput): Promise<MirrorResult> {
-  const [live, confirmation] = await Promise.all([
-    listHubResources(hub),
-    hub.get("v1", "ConfigMap", input.namespace, PRUNE_CONFIRMATION_CONFIGMAP),
-  ]);
-  const confirmedToken = confirmation?.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION];
-  const resources: ResourceOutcome[] = [];
-  const planned = planApplies(input.model.resources, input.source, live, input.admission);
-  const held = input.hold?.(live) ?? [];
-  for (const step of input.gate ? await input.gate.applies(planned, live, held) : planned) {
-    if (step.action === "create" || step.action === "update") {
-      const { object, ...outcome } = step;
-      // What the gate lets through is admitted too: a revert is read from an older commit, and today's rules hold.
-      const refusal = admitHubObject(object, input.admission);
-      if (refusal) {
-        const error = `${outcome.path}: ${refusal.field}: ${refusal.message}`;
-        resources.push({ ...outcome, action: "refused", error });
-        continue;
-      }
-      resources.push({ ...outcome, ...(await attempt(() => hub.apply(object))) });
-    } else {
-      resources.push(step);
-    }
-  }
-  const applyFailures = resources.filter((outcome) => outcome.error !== undefined).length;
-  const prunePlan = planPrune(input, live, { applyFailures, confirmedToken, held });
-  const ordered =
-    input.gate && prunePlan.state === "pruned"
-      ? { ...prunePlan, candidates: input.gate.prunes(prunePlan.candidates, live) }
-      : prunePlan;
-  const prune = ordered.state === "pruned" ? await deleteCandidates(hub, ordered) : ordered;
-  await recordHeldPrune(hub, input.namespace, prune, confirmation);
+export interface MirrorHub {
+  read(): Promise<HubRead>;
+  /** Server-side apply of a hub CR; a refusal is thrown. */
+  apply(object: KubeObject): Promise<void>;
+  delete(identity: ResourceIdentity): Promise<void>;
+  /** Writes the held prune on the prune-confirmation ConfigMap, or takes it away; only when it changes. */
+  recordHeldPrune(prune: PruneReport, confirmation: KubeObject | undefined): Promise<void>;
+}
+
+/** The token a person confirmed a held prune with, on the prune-confirmation ConfigMap. */
+export const confirmedToken = (confirmation: KubeObject | undefined): string | undefined =>
+  confirmation?.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION];
+
+/** The hub, through the process's client; knative-fleet's own objects live in `namespace`. */
+export function hubMirror(hub: KubeClient, namespace: string): MirrorHub {
   return {
-    source: input.source,
-    resources,
-    prune,
-    diagnostics: input.model.diagnostics,
-    failedFiles: input.model.files.filter((file) => file.status === "failed"),
+    read: async () => {
+      const [live, confirmation] = await Promise.all([
+        listHubResources(hub),
+        hub.get("v1", "ConfigMap", namespace, PRUNE_CONFIRMATION_CONFIGMAP),
+      ]);
+      return { live, ...(confirmation && { confirmation }) };
+    },
+    apply: async (object) => {
+      await hub.apply(object);
+    },
+    delete: async ({ kind, namespace: ns, name }) => {
+      await hub.delete(OPERATOR_API_VERSION, kind, ns, name);
+    },
+    recordHeldPrune: async (prune, configMap) => {
+      const held = heldPruneRecord(prune);
+      const have = (configMap?.data as Record<string, string> | undefined)?.[HELD_PRUNE_KEY];
+      if (held === have || (held === undefined && configMap === undefined)) return;
+      await hub.apply({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: PRUNE_CONFIRMATION_CONFIGMAP, namespace },
+        data: held === undefined ? {} : { [HELD_PRUNE_KEY]: held },
+      });
+    },
   };
 }
 
@@ -81,49 +67,27 @@ export async function listHubResources(hub: KubeClient): Promise<KubeObject[]> {
 }
 
 /**
- * A held prune is written on the prune-confirmation ConfigMap (data key `held`), where a person confirms it
- * and `knative-fleet status` reads it; removed once nothing is held. Written only when it changes.
+ * The hub CRs held in memory: what a dry sync reads, and what its writes change. A sync of base over it
+ * leaves the hub as merging base would; a sync of head over that is the merge. Nothing is sent anywhere.
  */
-async function recordHeldPrune(
-  hub: KubeClient,
-  namespace: string,
-  prune: PruneReport,
-  configMap: KubeObject | undefined,
-): Promise<void> {
-  const held = heldPruneRecord(prune);
-  const have = (configMap?.data as Record<string, string> | undefined)?.[HELD_PRUNE_KEY];
-  if (held === have || (held === undefined && configMap === undefined)) return;
-  await hub.apply({
-    apiVersion: "v1",
-    kind: "ConfigMap",
-    metadata: { name: PRUNE_CONFIRMATION_CONFIGMAP, namespace },
-    data: held === undefined ? {} : { [HELD_PRUNE_KEY]: held },
-  });
-}
+export class MemoryHub implements MirrorHub {
+  readonly #objects = new Map<string, KubeObject>();
 
-/** Deletes the candidates; the hub controller's finalizer then uninstalls each from its cluster. */
-async function deleteCandidates(hub: KubeClient, report: PruneReport): Promise<PruneReport> {
-  const candidates = [];
-  for (const candidate of report.candidates) {
-    if (candidate.waiting !== undefined) {
-      candidates.push(candidate);
-      continue;
-    }
-    const { kind, namespace, name } = candidate;
-    candidates.push({
-      ...candidate,
-      ...(await attempt(() => hub.delete(OPERATOR_API_VERSION, kind, namespace, name))),
-    });
+  constructor(objects: readonly KubeObject[] = []) {
+    for (const object of objects) this.#objects.set(formatIdentity(identityOf(object)), object);
   }
-  return { ...report, candidates };
-}
 
-/** Runs one write; a refusal becomes the CR's error instead of failing the whole sync. */
-async function attempt(write: () => Promise<unknown>): Promise<{ error?: string }> {
-  try {
-    await write();
-    return {};
-  } catch (err) {
-    return { error: err instanceof Error ? err.message : String(err) };
+  async read(): Promise<HubRead> {
+    return { live: [...this.#objects.values()] };
   }
+
+  async apply(object: KubeObject): Promise<void> {
+    this.#objects.set(formatIdentity(identityOf(object)), object);
+  }
+
+  async delete(identity: ResourceIdentity): Promise<void> {
+    this.#objects.delete(formatIdentity(identity));
+  }
+
+  async recordHeldPrune(): Promise<void> {}
 }

@@ -1,4 +1,6 @@
+import { PLACEMENT_LABEL } from "../api/labels.ts";
 import type { Diagnostic } from "../fleet/diagnostic.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import {
   boundedDiagnostics,
   type Claim,
@@ -6,9 +8,10 @@ import {
   type DesiredResource,
   type FleetModel,
 } from "../fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
 import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
-import { type Expansion, PLACEMENT_LABEL } from "./expand.ts";
+import { type Departure, type DepartureInput, type DepartureResult, decideDepartures } from "./departures.ts";
+import { type ExpandOptions, type Expansion, expandPlacements, type PlacementSelection } from "./expand.ts";
+import type { Inventory } from "./inventory.ts";
 
 /**
  * The fleet model with the placements' CRs in it. Precedence: none. Two sources that give one cluster two
@@ -74,7 +77,7 @@ function placementConflicts(sources: readonly Source[]): Diagnostic[] {
   const claim = (source: Source, key: string, field: string): SourceClaim => ({
     key,
     subject: key,
-    owner: identityOf(source.resource),
+    owner: identityOf(source.resource.resource),
     path: source.resource.path,
     position: { line: source.resource.line, column: 1 },
     field,
@@ -85,7 +88,7 @@ function placementConflicts(sources: readonly Source[]): Diagnostic[] {
     return cluster === undefined ? [] : [claim(source, cluster, "spec.clusterProfileRef")];
   });
   const byName = sources.map((source) =>
-    claim(source, formatIdentity(identityOf(source.resource)), "metadata.name"),
+    claim(source, formatIdentity(identityOf(source.resource.resource)), "metadata.name"),
   );
   const describe = (other: SourceClaim) => describeSource(other.source);
   return [
@@ -115,7 +118,7 @@ function describeSource({ resource, fromPlacement }: Source): string {
   const where = `${resource.path}:${resource.line}`;
   return fromPlacement
     ? `placement ${resource.resource.metadata.labels?.[PLACEMENT_LABEL]} (${where})`
-    : `${formatIdentity(identityOf(resource))} (${where})`;
+    : `${formatIdentity(identityOf(resource.resource))} (${where})`;
 }
 
 function clusterRefOf({ resource }: DesiredResource): string | undefined {
@@ -129,6 +132,48 @@ function clusterOf(desired: DesiredResource): string | undefined {
   return ref ? `${desired.resource.kind} ${ref}` : undefined;
 }
 
-function identityOf({ resource }: DesiredResource): ResourceIdentity {
-  return { kind: resource.kind, namespace: resource.metadata.namespace, name: resource.metadata.name };
+/** What the placements did in one sync, for the status rollup and plan. */
+export interface PlacementReport {
+  selections: PlacementSelection[];
+  /** Clusters out of their placement and waiting for the grace period (or a prune safeguard). */
+  departures: Departure[];
+}
+
+/** One sync's placements, expanded against the inventory: the sync's step between the model and the hub. */
+export interface PlacementSync {
+  /** The fleet model with every placement's CRs in it. */
+  model: FleetModel;
+  selections: PlacementSelection[];
+  /** Which live CRs of clusters out of their placement are kept, given the clock and the last departures. */
+  departures(
+    input: Pick<DepartureInput, "live" | "repository" | "now" | "gracePeriodMs" | "previous">,
+  ): DepartureResult;
+}
+
+/**
+ * The fleet model with its placements expanded against the inventory, and how to tell, once the hub is read,
+ * which CRs of clusters that left a placement are kept.
+ */
+export function expandForSync(
+  model: FleetModel,
+  inventory: Inventory,
+  options: ExpandOptions,
+): PlacementSync {
+  const expansion = expandPlacements(model.placements, inventory, options);
+  const combined = withPlacements(model, expansion);
+  const declared = new Set(combined.files.flatMap((file) => file.declares).map(formatIdentity));
+  return {
+    model: combined,
+    selections: expansion.selections,
+    departures: (input) =>
+      decideDepartures({
+        ...input,
+        desired: declared,
+        placements: new Set(expansion.selections.map(formatIdentity)),
+        pendingPlacements: new Set(
+          expansion.selections.filter((s) => s.pending !== undefined).map(formatIdentity),
+        ),
+        failedPaths: new Set(combined.files.filter((f) => f.status === "failed").map((f) => f.path)),
+      }),
+  };
 }

@@ -1,8 +1,13 @@
-import type { KnativeKind } from "../api/knative.ts";
-import { SOURCE_PATH_ANNOTATION, SOURCE_REPOSITORY_ANNOTATION } from "../api/labels.ts";
-import type { ResourceIdentity } from "../fleet/parse.ts";
-import { type KubeObject, nameOf } from "../kube/object.ts";
-import { PLACEMENT_KIND_LABEL, PLACEMENT_LABEL, SOURCE_CLUSTER_ANNOTATION } from "./expand.ts";
+import {
+  PLACEMENT_KIND_LABEL,
+  PLACEMENT_LABEL,
+  SOURCE_CLUSTER_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+  SOURCE_REPOSITORY_ANNOTATION,
+} from "../api/labels.ts";
+import { formatIdentity, identityOf, type ObjectIdentity, type ResourceIdentity } from "../fleet/identity.ts";
+import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
+import type { KubeObject } from "../kube/object.ts";
 
 // A cluster that leaves a placement keeps its CR for a grace period, and is pruned (behind the mirror's
 // usual safeguards) only when it has stayed out that long. Whatever made it leave: a ClusterProfile deleted
@@ -11,14 +16,11 @@ import { PLACEMENT_KIND_LABEL, PLACEMENT_LABEL, SOURCE_CLUSTER_ANNOTATION } from
 // it never reinstalls; slower flapping costs one uninstall and install per grace period at most. A
 // ClusterProfile that is only unhealthy never leaves: health is not read by selection at all.
 
-export interface HubCrKey {
-  kind: string;
-  namespace: string;
-  name: string;
-}
+/** How long a departed cluster keeps its CR unless the service's config says otherwise. */
+export const DEFAULT_DEPARTURE_GRACE_PERIOD = "5m";
 
-export interface Departure extends HubCrKey {
-  /** `kind namespace/name` of the placement, as its CR's labels say. */
+export interface Departure extends ResourceIdentity {
+  /** The placement's identity (`KnativeServingPlacement namespace/name`), as its CR's labels say. */
   placement: string;
   cluster: string;
   /** When it was first seen out of the selection (ms since the epoch). */
@@ -33,12 +35,12 @@ export interface DepartureInput {
   /** The fleet repository: only its CRs are considered. */
   repository: string;
   /**
-   * `kind namespace/name` of the CRs the fleet declares now: those it wants, and those of clusters a
+   * The identities (formatIdentity) of the CRs the fleet declares now: those it wants, and those of clusters a
    * placement selects but cannot make a CR for now (a conflict, an override that breaks the spec). A
    * cluster still selected has not left, whatever is wrong with its CR.
    */
   desired: ReadonlySet<string>;
-  /** `placementKind namespace/name` of the placements Git declares now, valid or pending. */
+  /** The identities of the placements Git declares now, valid or pending. */
   placements: ReadonlySet<string>;
   /** Placements not expanded now (the hub could not tell what they select): every CR of theirs is kept. */
   pendingPlacements: ReadonlySet<string>;
@@ -64,37 +66,28 @@ export interface DepartureResult {
   nextDue?: number;
 }
 
-export const crKey = (cr: HubCrKey): string => `${cr.kind} ${cr.namespace}/${cr.name}`;
-
 /** The placement a hub CR came from, by its labels; undefined for a CR from a per-cluster file. */
-export function placementKeyOf(object: KubeObject): string | undefined {
+export function placementOf(object: KubeObject): ObjectIdentity | undefined {
   const labels = object.metadata.labels ?? {};
   const name = labels[PLACEMENT_LABEL];
-  const kind = labels[PLACEMENT_KIND_LABEL];
+  // The label holds the kind in lower case, as a label value must be.
+  const kind = Object.keys(PLACEMENT_KINDS).find((k) => k.toLowerCase() === labels[PLACEMENT_KIND_LABEL]);
   if (name === undefined || kind === undefined) return undefined;
-  return `${kind} ${object.metadata.namespace ?? ""}/${name}`;
+  return { kind, namespace: object.metadata.namespace ?? "", name };
 }
 
-/** `kind namespace/name` of a placement, in the same spelling as `placementKeyOf`. */
-export const placementKey = (kind: string, namespace: string, name: string): string =>
-  `${kind.toLowerCase()} ${namespace}/${name}`;
-
-export function planDepartures(input: DepartureInput): DepartureResult {
+export function decideDepartures(input: DepartureInput): DepartureResult {
   const held: ResourceIdentity[] = [];
   const departures: Departure[] = [];
   const since = new Map<string, number>();
   let nextDue: number | undefined;
   for (const object of input.live) {
-    const placement = placementKeyOf(object);
-    if (placement === undefined || object.metadata.deletionTimestamp) continue;
+    const from = placementOf(object);
+    if (from === undefined || object.metadata.deletionTimestamp) continue;
     if (object.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION] !== input.repository) continue;
-    // `live` is the mirror's list of KnativeServing and KnativeEventing CRs.
-    const cr = {
-      kind: object.kind as KnativeKind,
-      namespace: object.metadata.namespace ?? "",
-      name: nameOf(object),
-    };
-    const key = crKey(cr);
+    const placement = formatIdentity(from);
+    const cr = identityOf(object);
+    const key = formatIdentity(cr);
     if (input.desired.has(key)) continue;
     const unreadable = input.failedPaths.has(object.metadata.annotations?.[SOURCE_PATH_ANNOTATION] ?? "");
     // A placement deleted from Git is a deliberate change: its CRs go like a removed file's.

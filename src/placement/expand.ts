@@ -1,4 +1,5 @@
 import { OPERATOR_API_VERSION, withEveryEventSource } from "../api/knative.ts";
+import { PLACEMENT_KIND_LABEL, PLACEMENT_LABEL, SOURCE_CLUSTER_ANNOTATION } from "../api/labels.ts";
 import { compareStrings, type Diagnostic, type FieldPath, formatFieldPath } from "../fleet/diagnostic.ts";
 import type { FleetResource } from "../fleet/document-schema.ts";
 import { type DesiredResource, namedAndCounted } from "../fleet/model.ts";
@@ -8,11 +9,6 @@ import { locateField } from "../fleet/yaml-source.ts";
 import { clusterKey, type Inventory, type InventoryCluster } from "./inventory.ts";
 import { placementCrName } from "./naming.ts";
 import { matchesTerm } from "./select.ts";
-
-/** Labels and annotations a placement's CRs carry, so the hub, the status and people can trace them. */
-export const PLACEMENT_LABEL = "fleet.knative.dev/placement";
-export const PLACEMENT_KIND_LABEL = "fleet.knative.dev/placement-kind";
-export const SOURCE_CLUSTER_ANNOTATION = "fleet.knative.dev/source-cluster";
 
 export interface ExpandOptions {
   /** The namespaces whose ClusterProfiles may be selected; undefined allows every namespace. */

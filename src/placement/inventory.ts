@@ -1,4 +1,5 @@
 import { CLUSTER_PROFILE_GROUP } from "../api/clusterprofile.ts";
+import { DECISION_KEY_LABEL } from "../api/labels.ts";
 import type { KubeObject } from "../kube/object.ts";
 
 // What selection reads of the hub: each ClusterProfile's identity, labels and status.properties, and the
@@ -6,7 +7,6 @@ import type { KubeObject } from "../kube/object.ts";
 // time and must never change which clusters a placement selects.
 
 export const PLACEMENT_DECISION_API_VERSION = `${CLUSTER_PROFILE_GROUP}/v1alpha1`;
-export const DECISION_KEY_LABEL = "multicluster.x-k8s.io/decision-key";
 
 export interface InventoryCluster {
   namespace: string;

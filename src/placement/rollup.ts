@@ -1,13 +1,13 @@
+import type { ReadinessPhase } from "../api/conditions.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
+import { formatIdentity, type ObjectIdentity } from "../fleet/identity.ts";
+import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
+import type { PlacementReport } from "./combine.ts";
 import { clusterKey } from "./inventory.ts";
-import type { PlacementReport } from "./stage.ts";
 
 /** A hub CR's readiness as the status summary reads it. */
-export interface CrReadiness {
-  kind: string;
-  namespace: string;
-  name: string;
-  ready: "True" | "False" | "Unknown";
+export interface CrReadiness extends ObjectIdentity {
+  phase: ReadinessPhase;
   reason?: string;
 }
 
@@ -29,22 +29,20 @@ export interface PlacementRollupRow {
 }
 
 export function placementRollup(report: PlacementReport, crs: readonly CrReadiness[]): PlacementRollupRow[] {
-  const byIdentity = new Map(crs.map((cr) => [`${cr.kind} ${cr.namespace}/${cr.name}`, cr]));
+  const byIdentity = new Map(crs.map((cr) => [formatIdentity(cr), cr]));
   return report.selections
     .map((selection) => {
-      const placement = `${selection.kind} ${selection.namespace}/${selection.name}`;
-      const kind = selection.kind.replace(/Placement$/, "");
+      const placement = formatIdentity(selection);
+      const kind = PLACEMENT_KINDS[selection.kind];
       const clusters = selection.clusters ?? [];
       const readiness = clusters.map((cluster) => ({
         cluster: clusterKey(cluster),
-        cr: byIdentity.get(`${kind} ${selection.namespace}/${cluster.crName}`),
+        cr: byIdentity.get(formatIdentity({ kind, namespace: selection.namespace, name: cluster.crName })),
       }));
-      const notReady = readiness.filter(({ cr }) => cr?.ready !== "True");
+      const notReady = readiness.filter(({ cr }) => cr?.phase !== "Current");
       const first = notReady[0];
       const left = report.departures
-        .filter(
-          (d) => d.placement === `${selection.kind.toLowerCase()} ${selection.namespace}/${selection.name}`,
-        )
+        .filter((d) => d.placement === placement)
         .map((d) => d.cluster)
         .sort(compareStrings);
       return {

@@ -1,41 +1,15 @@
-import type { FleetModel } from "../fleet/model.ts";
-import type { ResourceIdentity } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer, type InformerEvent } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { Logger } from "../observability/log.ts";
-import { withPlacements } from "./combine.ts";
-import {
-  crKey,
-  type Departure,
-  type DepartureInput,
-  type DepartureResult,
-  placementKey,
-  planDepartures,
-} from "./departures.ts";
-import { type ExpandOptions, expandPlacements, type PlacementSelection } from "./expand.ts";
+import type { PlacementSync } from "./combine.ts";
+import type { DepartureResult } from "./departures.ts";
 import {
   type Inventory,
   inventoryClusterOf,
   inventoryDecisionOf,
   PLACEMENT_DECISION_API_VERSION,
 } from "./inventory.ts";
-
-/** What the placements did in one sync, for the status rollup. */
-export interface PlacementReport {
-  selections: PlacementSelection[];
-  /** Clusters out of their placement and waiting for the grace period (or a prune safeguard). */
-  departures: Departure[];
-}
-
-export interface PreparedSync {
-  /** The fleet model with every placement's CRs in it. */
-  model: FleetModel;
-  /** For the mirror: the hub CRs to keep although no file declares them. */
-  hold(live: readonly KubeObject[]): ResourceIdentity[];
-  /** Valid once the mirror has called `hold`. */
-  report(): PlacementReport;
-}
 
 export interface PlacementStageOptions {
   hub: KubeClient;
@@ -132,31 +106,22 @@ export class PlacementStage {
     };
   }
 
-  /** Expands the model's placements for one sync of `repository`. */
-  prepare(model: FleetModel, repository: string): PreparedSync {
-    const options: ExpandOptions = this.#options.allowedNamespaces
-      ? { allowedNamespaces: this.#options.allowedNamespaces }
-      : {};
-    const sync = expandForSync(model, this.inventory(), options);
-    let departures: Departure[] = [];
-    return {
-      model: sync.model,
-      hold: (live) => {
-        const now = this.#now();
-        const result = sync.departures({
-          live,
-          repository,
-          now,
-          gracePeriodMs: this.#options.departureGracePeriodMs,
-          previous: this.#departedSince,
-        });
-        this.#departedSince = result.since;
-        departures = result.departures;
-        this.#scheduleDue(result.nextDue, now);
-        return result.held;
-      },
-      report: () => ({ selections: sync.selections, departures }),
-    };
+  /**
+   * Which CRs of clusters that left their placement this sync keeps, by the departure clock this stage
+   * holds across syncs; the sync that prunes a departure once its grace period ends is scheduled here.
+   */
+  hold(sync: PlacementSync, live: readonly KubeObject[], repository: string): DepartureResult {
+    const now = this.#now();
+    const result = sync.departures({
+      live,
+      repository,
+      now,
+      gracePeriodMs: this.#options.departureGracePeriodMs,
+      previous: this.#departedSince,
+    });
+    this.#departedSince = result.since;
+    this.#scheduleDue(result.nextDue, now);
+    return result;
   }
 
   #now(): number {
@@ -180,44 +145,6 @@ export class PlacementStage {
     this.#dueTimer = setTimeout(() => this.#changed(), Math.max(0, due - now) + 50);
     this.#dueTimer.unref();
   }
-}
-
-/** One sync's placements, expanded: the pure part of `PlacementStage.prepare`. */
-export interface PlacementSync {
-  /** The fleet model with every placement's CRs in it. */
-  model: FleetModel;
-  selections: PlacementSelection[];
-  /** Which live CRs of clusters out of their placement are kept, given the clock and the last departures. */
-  departures(
-    input: Pick<DepartureInput, "live" | "repository" | "now" | "gracePeriodMs" | "previous">,
-  ): DepartureResult;
-}
-
-export function expandForSync(
-  model: FleetModel,
-  inventory: Inventory,
-  options: ExpandOptions,
-): PlacementSync {
-  const expansion = expandPlacements(model.placements, inventory, options);
-  const combined = withPlacements(model, expansion);
-  const placementKeyOfSelection = (s: PlacementSelection) => placementKey(s.kind, s.namespace, s.name);
-  const declared = new Set(
-    combined.files.flatMap((file) => file.declares).map((identity) => crKey(identity)),
-  );
-  return {
-    model: combined,
-    selections: expansion.selections,
-    departures: (input) =>
-      planDepartures({
-        ...input,
-        desired: declared,
-        placements: new Set(expansion.selections.map(placementKeyOfSelection)),
-        pendingPlacements: new Set(
-          expansion.selections.filter((s) => s.pending !== undefined).map(placementKeyOfSelection),
-        ),
-        failedPaths: new Set(combined.files.filter((f) => f.status === "failed").map((f) => f.path)),
-      }),
-  };
 }
 
 /** Whether an event changes what selection reads: existence, labels, properties, or any decision. */

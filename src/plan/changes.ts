@@ -1,19 +1,16 @@
+import { clusterLabel } from "../access/target.ts";
 import { canonicalJson } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { fleetFileContent } from "../fleet/file-text.ts";
-import type { DesiredResource, FleetFile, FleetModel } from "../fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
-import {
-  type MirrorOptions,
-  MirrorOptionsSchema,
-  type MirrorSource,
-  type PruneReport,
-  planApplies,
-  planPrune,
-} from "../mirror/plan.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import type { DesiredResource, FleetFile } from "../fleet/model.ts";
+import type { PruneReport } from "../mirror/decide.ts";
+import type { Departure } from "../placement/departures.ts";
+import type { SyncResult } from "../sync/sync.ts";
 
-// What a change does to the fleet's CRs, from the fleet models of base and head alone: which files
-// changed, which CRs are created, updated, deleted or blocked, and what the mirror's prune would do.
+// What a change does to the fleet's CRs, read off the syncs of base and head: which files changed, and which
+// CRs head's sync creates, updates, refuses, leaves blocked, prunes (behind its safeguards) or keeps for a
+// departed cluster's grace period; a CR removed and another made for the same cluster is one reinstall.
 
 export interface ChangedFile {
   path: string;
@@ -35,91 +32,165 @@ export function changedFiles(base: readonly FleetFile[], head: readonly FleetFil
 
 /**
  * `blocked`: head declares the CR in a file with errors, so the mirror leaves its hub CR (and cluster) at
- * the last good state.
+ * the last good state. `refused`: the hub's admission refuses it, or another repository owns it.
+ * `reinstall`: the CR replaces another that is removed for the same cluster under another name.
  */
-export type ResourceAction = "create" | "update" | "delete" | "blocked";
+export type ResourceAction = "create" | "update" | "reinstall" | "delete" | "blocked" | "refused";
 
-/** A CR whose desired state differs between base and head. */
+/** What the prune does with a removed CR once head is merged. */
+export interface RemovalDecision {
+  /**
+   * `pruned` deletes the hub CR (its finalizer then runs FinalizeRemoteCluster); `held` waits for a
+   * person's confirmation; `skipped` waits for a safeguard to clear; `retained` never deletes it
+   * (`fleet.knative.dev/prune: disabled`); `departure` deletes it once its cluster has stayed out of its
+   * placement for the departure grace period.
+   */
+  prune: "pruned" | "held" | "skipped" | "retained" | "departure";
+  message?: string;
+  /** For a held prune: the token that confirms exactly this prune on the hub. */
+  token?: string;
+}
+
+/** A CR the merge changes. */
 export interface ResourceChange {
   identity: ResourceIdentity;
   action: ResourceAction;
-  /** The CR as base declares it; absent when base declares it nowhere, or only in a file with errors. */
+  /** The CR as base declares it; for a reinstall, the CR it replaces. */
   base?: DesiredResource;
-  /** The CR as head declares it; present for create and update. */
+  /** The CR as head declares it: created, updated or reinstalled. */
   head?: DesiredResource;
   /** The fleet file declaring it: head's, else base's. */
   path: string;
+  /** Why the hub refuses it: the admission, or another repository's CR of that name. */
+  refusal?: string;
+  /** A delete's (or the replaced CR's) prune decision. */
+  removal?: RemovalDecision;
+  /** A reinstall's removed CR. */
+  replaces?: ResourceIdentity;
 }
 
 /**
- * The CRs a change touches, by identity, so a CR that moves to another file unchanged is no change. A CR
- * counts as touched when its content, or its file's validity, differs: an edit elsewhere that makes the
- * CR a duplicate blocks it although its own file is unchanged.
+ * The CRs the merge changes, by identity, from what head's sync does after base's: its creates and updates
+ * (a CR whose content is unchanged, moved to another file, is no change), refusals, the CRs of its failed
+ * files, its prune and the departures it keeps.
  */
-export function resourceChanges(base: FleetModel, head: FleetModel): ResourceChange[] {
-  const [baseValid, headValid] = [validByIdentity(base), validByIdentity(head)];
-  const [baseFailed, headFailed] = [failedByIdentity(base), failedByIdentity(head)];
-  const keys = new Set([
-    ...baseValid.keys(),
-    ...headValid.keys(),
-    ...baseFailed.keys(),
-    ...headFailed.keys(),
-  ]);
-  return [...keys].sort(compareStrings).flatMap((key): ResourceChange[] => {
-    const [before, after, blocked] = [baseValid.get(key), headValid.get(key), headFailed.get(key)];
-    const base = before ? { base: before } : {};
-    if (blocked) return [{ identity: blocked.identity, action: "blocked", path: blocked.path, ...base }];
-    if (after) {
-      if (before && canonicalJson(before.resource) === canonicalJson(after.resource)) return [];
-      const action = before || baseFailed.has(key) ? "update" : "create";
-      return [{ identity: identityOf(after), action, head: after, path: after.path, ...base }];
+export function resourceChanges(base: SyncResult, head: SyncResult, gracePeriod: string): ResourceChange[] {
+  const baseDesired = byIdentity(base.model.resources);
+  const headDesired = byIdentity(head.model.resources);
+  const changes = new Map<string, ResourceChange>();
+  for (const outcome of head.resources) {
+    const key = formatIdentity(outcome);
+    const identity = { kind: outcome.kind, namespace: outcome.namespace, name: outcome.name };
+    const before = baseDesired.get(key);
+    const after = headDesired.get(key);
+    const common = { identity, path: outcome.path, ...(before && { base: before }) };
+    if (outcome.action === "create" || outcome.action === "update") {
+      if (before && after && canonicalJson(before.resource) === canonicalJson(after.resource)) continue;
+      changes.set(key, { ...common, action: outcome.action, ...(after && { head: after }) });
+    } else if (outcome.action === "refused" || outcome.action === "conflict") {
+      const refusal = outcome.error ?? outcome.reason ?? "";
+      changes.set(key, { ...common, action: "refused", refusal, ...(after && { head: after }) });
     }
-    const removed = before ? { identity: identityOf(before), path: before.path } : baseFailed.get(key)!;
-    return [{ ...removed, action: "delete", ...base }];
-  });
+  }
+  for (const file of head.failedFiles) {
+    for (const identity of file.declares) {
+      const key = formatIdentity(identity);
+      const before = baseDesired.get(key);
+      changes.set(key, { identity, action: "blocked", path: file.path, ...(before && { base: before }) });
+    }
+  }
+  const removed = (
+    candidate: ResourceIdentity & { path?: string },
+    removal: RemovalDecision,
+  ): ResourceChange => {
+    const before = baseDesired.get(formatIdentity(candidate));
+    const { kind, namespace, name } = candidate;
+    return {
+      identity: { kind, namespace, name },
+      action: "delete",
+      path: before?.path ?? candidate.path ?? "",
+      ...(before && { base: before }),
+      removal,
+    };
+  };
+  for (const candidate of head.prune.candidates) {
+    changes.set(formatIdentity(candidate), removed(candidate, pruneDecision(head.prune)));
+  }
+  for (const candidate of head.prune.retained) {
+    changes.set(formatIdentity(candidate), removed(candidate, RETAINED));
+  }
+  for (const departure of head.placements.departures) {
+    changes.set(formatIdentity(departure), removed(departure, departed(departure, gracePeriod)));
+  }
+  return withReinstalls([...changes.values()]).sort((a, b) =>
+    compareStrings(formatIdentity(a.identity), formatIdentity(b.identity)),
+  );
 }
 
 /**
- * What the mirror's prune would do once head is merged, behind its safeguards (mirror/plan.ts
- * `planPrune`, default options): the hub is taken to hold base's CRs, mirrored from this repository.
+ * A CR created for a cluster whose CR of the kind is removed (a cluster moved from its own file into a
+ * placement, a placement renamed): one reinstall, the create carrying the removal of the CR it replaces.
  */
-export function assessPrune(
-  base: FleetModel,
-  head: FleetModel,
-  source: MirrorSource,
-  options: MirrorOptions = MirrorOptionsSchema.parse({}),
-): PruneReport {
-  const hub = planApplies(base.resources, source, []).flatMap((step) =>
-    step.action === "create" ? [step.object] : [],
+function withReinstalls(changes: readonly ResourceChange[]): ResourceChange[] {
+  const slot = (change: ResourceChange, desired: DesiredResource | undefined) =>
+    desired?.resource.spec.clusterProfileRef &&
+    `${change.identity.kind} ${clusterLabel(desired.resource.spec.clusterProfileRef)}`;
+  const goes = (change: ResourceChange) =>
+    change.action === "delete" &&
+    (change.removal?.prune === "pruned" || change.removal?.prune === "departure");
+  const removals = new Map(
+    changes.filter(goes).flatMap((change) => {
+      const key = slot(change, change.base);
+      return key ? [[key, change] as const] : [];
+    }),
   );
-  return planPrune(
-    {
-      model: head,
-      source,
-      sourceRead: true,
-      options,
-      // Where a confirmation would be given; the plan reports only the token.
-      namespace: "",
-    },
-    hub,
-    { applyFailures: 0, confirmedToken: undefined },
-  );
+  const replaced = new Set<ResourceChange>();
+  const merged = changes.map((change): ResourceChange => {
+    const removal = change.action === "create" ? removals.get(slot(change, change.head) ?? "") : undefined;
+    if (removal === undefined || replaced.has(removal)) return change;
+    replaced.add(removal);
+    return {
+      ...change,
+      action: "reinstall",
+      ...(removal.base && { base: removal.base }),
+      ...(removal.removal && { removal: removal.removal }),
+      replaces: removal.identity,
+    };
+  });
+  return merged.filter((change) => !replaced.has(change));
 }
 
-function identityOf({ resource: { kind, metadata } }: DesiredResource): ResourceIdentity {
-  return { kind, namespace: metadata.namespace, name: metadata.name };
+function byIdentity(resources: readonly DesiredResource[]): Map<string, DesiredResource> {
+  return new Map(resources.map((desired) => [formatIdentity(identityOf(desired.resource)), desired]));
 }
 
-function validByIdentity(model: FleetModel): Map<string, DesiredResource> {
-  return new Map(model.resources.map((resource) => [formatIdentity(identityOf(resource)), resource]));
+const RETAINED: RemovalDecision = {
+  prune: "retained",
+  message:
+    "fleet.knative.dev/prune: disabled keeps the CR on the hub and Knative on its cluster; delete the hub CR to uninstall",
+};
+
+/** What the prune's safeguards do with the removed CRs. */
+function pruneDecision(report: PruneReport): RemovalDecision {
+  if (report.state === "held") {
+    return {
+      prune: "held",
+      ...(report.message !== undefined && { message: report.message }),
+      ...(report.confirmation && { token: report.confirmation.token }),
+    };
+  }
+  if (report.state === "skipped") {
+    return { prune: "skipped", ...(report.message !== undefined && { message: report.message }) };
+  }
+  return { prune: "pruned" };
 }
 
-function failedByIdentity(model: FleetModel): Map<string, { identity: ResourceIdentity; path: string }> {
-  return new Map(
-    model.files
-      .filter((file) => file.status === "failed")
-      .flatMap((file) =>
-        file.declares.map((identity) => [formatIdentity(identity), { identity, path: file.path }]),
-      ),
-  );
+/** A cluster out of its placement: its CR is pruned once it has stayed out the grace period. */
+function departed(departure: Departure, gracePeriod: string): RemovalDecision {
+  return {
+    prune: "departure",
+    message:
+      `${departure.cluster} leaves ${departure.placement}: its CR is kept for the departure grace period ` +
+      `(${gracePeriod}) and pruned once the cluster has stayed out that long, behind the prune safeguards`,
+  };
 }

@@ -3,14 +3,16 @@ import { KUBERNETES_VERSION_UNSUPPORTED } from "../api/conditions.ts";
 import type { KnativeResource } from "../api/knative.ts";
 import { installNamespace, sameClusterProfile } from "../install/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
+import type { PlacementPlan } from "../placement/plan.ts";
 import {
   checkKubernetesVersion,
   checkVersionMigration,
   type Release,
   VersionError,
 } from "../render/index.ts";
+import type { RolloutPlan } from "../rollout/plan.ts";
 import { maskText } from "./mask.ts";
-import type { Finding } from "./report.ts";
+import type { Finding, FleetFinding } from "./report.ts";
 
 // Checks of an added or changed CR that stop the hub controller, or change more than the diff suggests.
 
@@ -123,4 +125,83 @@ function ingressClass(objects: Iterable<KubeObject>, namespace: string): string 
     return INGRESS_CLASS_KEYS.map((key) => data[key]).find((value) => value !== undefined) ?? "";
   }
   return undefined;
+}
+
+/** The hub's admission refuses the CR, or another repository owns its name: nothing of it is applied. */
+export function hubRefuses(refusal: string): Finding {
+  return {
+    severity: "error",
+    code: "hub-refuses",
+    message: `${maskText(refusal)}; the mirror does not write it, and nothing is pruned while it is refused`,
+  };
+}
+
+/**
+ * A placement that selects no cluster after the merge: a warning, naming the clusters it selected before
+ * (their CRs go once the grace period ends); one whose selection needs the hub's ClusterProfiles.
+ */
+export function placementFindings(plan: PlacementPlan, gracePeriod: string): FleetFinding[] {
+  return plan.placements.flatMap((entry): FleetFinding[] => {
+    const subject = entry.placement;
+    if (entry.pending !== undefined) {
+      return [
+        {
+          subject,
+          severity: "warning",
+          code: "placement-unknown",
+          message: `what it selects is unknown (${entry.pending}): its CRs are not in this plan`,
+        },
+      ];
+    }
+    if (entry.after === undefined || entry.after.length > 0) return [];
+    const lost = entry.before ?? [];
+    return [
+      {
+        subject,
+        severity: "warning",
+        code: "placement-selects-none",
+        message:
+          lost.length > 0
+            ? `selects ${lost.join(", ")} before the merge and no cluster after it: ${lost.length === 1 ? "its CR is" : "their CRs are"} pruned once the departure grace period (${gracePeriod}) ends, uninstalling Knative there`
+            : "selects no cluster after the merge",
+      },
+    ];
+  });
+}
+
+/** Removing or breaking the rollout policy, or setting allAtOnce: what the next change then does. */
+export function rolloutFindings(plan: RolloutPlan | undefined): FleetFinding[] {
+  if (plan === undefined) return [];
+  if (plan.removed !== undefined) {
+    return [
+      {
+        subject: plan.removed,
+        severity: "warning",
+        code: "rollout-removed",
+        message:
+          "the merge removes the rollout policy: from then on every change goes to every cluster at once, " +
+          "without waves, soak or health checks",
+      },
+    ];
+  }
+  if (plan.policy === undefined) {
+    return [
+      {
+        subject: plan.failedPaths.join(", "),
+        severity: "warning",
+        code: "rollout-invalid",
+        message: "the rollout policy fails validation: after the merge every change waits until it is fixed",
+      },
+    ];
+  }
+  if (!plan.allAtOnce) return [];
+  return [
+    {
+      subject: plan.policy,
+      severity: "warning",
+      code: "rollout-all-at-once",
+      message:
+        "allAtOnce is set: the merge goes to every cluster at once, without waves, soak or health checks",
+    },
+  ];
 }

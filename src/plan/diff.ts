@@ -1,6 +1,5 @@
-import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
+import { DESIRED_HASH_ANNOTATION, LAST_APPLIED_ANNOTATION } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
-import { LAST_APPLIED_ANNOTATION } from "../apply/last-applied.ts";
 import { compareStrings, formatFieldPath } from "../fleet/diagnostic.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { isRecord } from "../kube/object.ts";

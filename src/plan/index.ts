@@ -3,6 +3,7 @@ export type { ChangedFile, ResourceAction } from "./changes.ts";
 export { clusterKubernetesVersions } from "./checks.ts";
 export type { LiveClusters } from "./cluster-view.ts";
 export type { FieldChange } from "./diff.ts";
+export { InventoryError, type PlanInventory, readPlanInventory } from "./inventory.ts";
 export { PLAN_MARKER, renderMarkdown } from "./markdown.ts";
 export { buildPlan, type PlanOptions } from "./plan.ts";
 export type {

@@ -1,6 +1,9 @@
 import { compareStrings, formatDiagnostic } from "../fleet/diagnostic.ts";
-import { formatIdentity } from "../fleet/parse.ts";
+import { formatIdentity } from "../fleet/identity.ts";
 import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
+import { clusterKey } from "../placement/inventory.ts";
+import { NEEDS_HUB, type PlacementPlan } from "../placement/plan.ts";
+import type { RolloutPlan } from "../rollout/plan.ts";
 import { markdownCell, markdownCode, markdownCodeBlock, markdownText } from "../text/markdown.ts";
 import type { FieldChange } from "./diff.ts";
 import type { ClusterPlan, Finding, FleetPlan, ObjectChange, PlanSource, ResourcePlan } from "./report.ts";
@@ -15,7 +18,9 @@ const MAX_VALUE_LENGTH = 120;
 
 /**
  * The plan as a pull-request comment: verdict, a summary table (cluster, CR, action, objects +/~/-),
- * validation errors and findings, then one collapsed section per cluster. Same plan, same text.
+ * validation errors and findings, one collapsed section per cluster, then the placements and the rollout.
+ * Same plan, same text. Every value that comes from the repository, the pull request or a cluster goes
+ * through text/markdown.ts, whatever section it is in.
  */
 export function renderMarkdown(plan: FleetPlan): string {
   const resources = plan.clusters.flatMap((cluster) => cluster.resources);
@@ -26,8 +31,10 @@ export function renderMarkdown(plan: FleetPlan): string {
     verdict(plan),
     resources.length > 0 ? summaryTable(resources) : "Merging changes no CR.",
     validationSection(plan),
-    findingsSection(resources),
+    findingsSection(plan, resources),
     ...plan.clusters.map(clusterSection),
+    placementsSection(plan.placements),
+    plan.rollout ? rolloutSection(plan.rollout) : "",
   ];
   return `${sections.filter((section) => section !== "").join("\n\n")}\n`;
 }
@@ -74,8 +81,12 @@ function actionText(resource: ResourcePlan): string {
   switch (resource.action) {
     case "blocked":
       return "⛔ **blocked**: invalid file, not applied";
+    case "refused":
+      return `⛔ **refused** by the hub, not applied${errors}`;
     case "delete":
       return `⚠️ **delete**: ${removalText(resource)}${source}${errors}`;
+    case "reinstall":
+      return `⚠️ **reinstall**${version}, replacing ${markdownCell(resource.replaces ?? "")}${source}${errors}`;
     default:
       return `${resource.action}${version}${source}${errors}`;
   }
@@ -89,23 +100,34 @@ function removalText({ removal, kind }: ResourcePlan): string {
       return `uninstalls ${kind} once a person confirms`;
     case "skipped":
       return `uninstalls ${kind} once the safeguard clears`;
+    case "departure":
+      return `uninstalls ${kind} after the departure grace period`;
     default:
       return removal?.sharedWith ? "hub CR deleted; cluster untouched" : `uninstalls ${kind}`;
   }
 }
 
 function validationSection(plan: FleetPlan): string {
-  if (plan.diagnostics.length === 0) return "";
+  const total = plan.diagnostics.length + plan.omittedDiagnostics;
+  if (total === 0) return "";
+  const omitted = plan.omittedDiagnostics > 0 ? [`… ${plan.omittedDiagnostics} more errors left out`] : [];
   return [
-    `### Validation errors in head (${plan.diagnostics.length})`,
+    `### Validation errors in head (${total})`,
     "A file with an error is not applied: its CRs keep their last good state, and nothing is pruned.",
-    markdownCodeBlock("text", plan.diagnostics.map(formatDiagnostic)),
+    markdownCodeBlock("text", [...plan.diagnostics.map(formatDiagnostic), ...omitted]),
   ].join("\n\n");
 }
 
 const SEVERITY_MARK: Record<Finding["severity"], string> = { error: "❌", warning: "⚠️" };
 
-function findingsSection(resources: readonly ResourcePlan[]): string {
+function findingsSection(plan: FleetPlan, resources: readonly ResourcePlan[]): string {
+  const fleet = [...plan.findings]
+    .sort((a, b) => compareStrings(a.severity, b.severity))
+    .map(
+      (finding) =>
+        `- ${SEVERITY_MARK[finding.severity]} ${markdownText(finding.subject)}: ` +
+        `${markdownCode(finding.code)} ${markdownText(finding.message)}`,
+    );
   const lines = resources.flatMap((resource) =>
     [...resource.findings]
       .sort((a, b) => compareStrings(a.severity, b.severity))
@@ -115,7 +137,8 @@ function findingsSection(resources: readonly ResourcePlan[]): string {
           `${markdownText(formatIdentity(resource))}: ${markdownCode(finding.code)} ${markdownText(finding.message)}`,
       ),
   );
-  return lines.length > 0 ? ["### Findings", lines.join("\n")].join("\n\n") : "";
+  const all = [...fleet, ...lines];
+  return all.length > 0 ? ["### Findings", all.join("\n")].join("\n\n") : "";
 }
 
 function clusterSection(cluster: ClusterPlan): string {
@@ -127,7 +150,9 @@ function clusterSection(cluster: ClusterPlan): string {
     }),
     { created: 0, changed: 0, deleted: 0 },
   );
-  const removes = cluster.resources.some((resource) => resource.action === "delete") ? " ⚠️ removal" : "";
+  const removes = cluster.resources.some((r) => r.action === "delete" || r.action === "reinstall")
+    ? " ⚠️ removal"
+    : "";
   return [
     "<details>",
     `<summary><b>${markdownText(cluster.cluster)}</b>: ${count(cluster.resources.length, "CR")}, ` +
@@ -172,10 +197,17 @@ function resourceFacts(resource: ResourcePlan): string {
   return [`File ${markdownCode(resource.path)}.${source}`, ...findings].join("  \n");
 }
 
-function removalSection({ action, removal, cluster, kind, objects }: ResourcePlan): string {
-  if (action !== "delete" || !removal) return "";
+function removalSection({ action, removal, cluster, kind, objects, replaces }: ResourcePlan): string {
+  if ((action !== "delete" && action !== "reinstall") || !removal) return "";
   if (removal.prune === "retained") return `Kept: ${markdownText(removal.message ?? "")}.`;
   const clusterText = markdownText(cluster);
+  if (action === "reinstall") {
+    return (
+      `**${clusterText} keeps ${kind}, reinstalled**: ${markdownText(replaces ?? "")} is removed and this CR ` +
+      "applies every object again in its place; the removal leaves the cluster alone while this CR installs there."
+    );
+  }
+  const grace = removal.prune === "departure" ? ` ${markdownText(removal.message ?? "")}.` : "";
   if (removal.sharedWith) {
     return (
       `**The hub CR is deleted, but ${clusterText} keeps Knative**: ${markdownText(removal.sharedWith)} also installs ${kind} ` +
@@ -183,10 +215,10 @@ function removalSection({ action, removal, cluster, kind, objects }: ResourcePla
     );
   }
   if (objects.deleted.length === 0)
-    return `${clusterText} has nothing of this install: nothing is deleted there.`;
+    return `${clusterText} has nothing of this install: nothing is deleted there.${grace}`;
   return (
     `**${clusterText} loses ${kind}.** FinalizeRemoteCluster deletes the cluster-scoped objects (CRDs excepted) and ` +
-    "the anchor ConfigMap; the cluster's garbage collector then deletes every object the anchor owns."
+    `the anchor ConfigMap; the cluster's garbage collector then deletes every object the anchor owns.${grace}`
   );
 }
 
@@ -204,9 +236,18 @@ function objectGroups(refs: readonly ObjectRef[]): string[] {
   );
 }
 
+/** A label or annotation that names the release: an upgrade changes it on every object it installs. */
+const VERSION_MARKER = /^metadata\.(labels|annotations)\["[^"]*(version|release)"\]$/;
+
+const onlyVersionMarkers = (change: ObjectChange): boolean =>
+  change.refused === undefined &&
+  change.fields.length > 0 &&
+  change.fields.every((field) => VERSION_MARKER.test(field.path));
+
 /**
- * Changed objects with their field diffs. Objects whose diffs are identical (a version label on a release
- * upgrade) share one diff, so the few particular changes stand out.
+ * Changed objects with their field diffs. Objects whose only change is the release's version label are
+ * counted per kind on one line each, with the label's change once; of the others, objects whose diffs are
+ * identical share one diff, so the few particular changes stand out.
  */
 function changedSection(changes: readonly ObjectChange[]): string {
   if (changes.length === 0) return "";
@@ -217,8 +258,24 @@ function changedSection(changes: readonly ObjectChange[]): string {
       `${markdownCode(describeRef(change))}: ❌ the API server refuses the apply: ${markdownText(change.refused!)}`,
     );
   }
+  const versionOnly = changes.filter(onlyVersionMarkers);
+  if (versionOnly.length > 0) {
+    const kinds = Map.groupBy(
+      versionOnly,
+      (ref) => `${kindOf(ref)}${ref.namespace ? ` in ${ref.namespace}` : ""}`,
+    );
+    const distinct = new Map(
+      versionOnly.flatMap((change) => change.fields).map((field) => [JSON.stringify(field), field]),
+    );
+    const lines = [...distinct.values()].flatMap(fieldLines);
+    parts.push(
+      `Only the version label changes on ${versionOnly.length} of them (-o json names each):\n\n` +
+        [...kinds].map(([kind, members]) => `- ${markdownText(kind)}: ${members.length}`).join("\n") +
+        `\n\n${markdownCodeBlock("diff", lines)}`,
+    );
+  }
   const sameDiff = Map.groupBy(
-    changes.filter((change) => change.refused === undefined),
+    changes.filter((change) => change.refused === undefined && !onlyVersionMarkers(change)),
     (change) => JSON.stringify(change.fields),
   );
   for (const group of sameDiff.values()) {
@@ -247,6 +304,107 @@ function shortValue(value: unknown): string {
   const text = JSON.stringify(value);
   if (text.length <= MAX_VALUE_LENGTH) return text;
   return `${text.slice(0, MAX_VALUE_LENGTH - 20)}… (${text.length} characters)`;
+}
+
+const INVENTORY_TEXT: Record<PlacementPlan["inventory"], string> = {
+  hub: "Selection read from the hub's ClusterProfiles and PlacementDecisions.",
+  snapshot: "Selection read from the ClusterProfile snapshot given with --cluster-profiles.",
+  none: `No inventory: ${NEEDS_HUB}.`,
+};
+
+/**
+ * Per placement: the clusters it selects now and after the merge, who joins and who leaves, and each
+ * cluster's CR with its merged spec. The CRs themselves are planned above, with every other CR.
+ */
+function placementsSection(plan: PlacementPlan): string {
+  if (plan.placements.length === 0) return "";
+  const lines = ["### Placements", INVENTORY_TEXT[plan.inventory]];
+  const list = (clusters: readonly string[] | undefined) =>
+    clusters === undefined
+      ? "—"
+      : clusters.length === 0
+        ? "none"
+        : clusters.map((c) => markdownCode(c)).join(", ");
+  for (const entry of plan.placements) {
+    lines.push(`#### ${markdownCode(entry.placement)} (${markdownCode(entry.path)})`);
+    if (entry.pending) {
+      lines.push(`Selection unknown: ${markdownText(entry.pending)}.`);
+      continue;
+    }
+    lines.push(
+      [
+        `- selects now: ${list(entry.before)}`,
+        `- selects after the merge: ${list(entry.after?.map(clusterKey))}`,
+        ...(entry.added.length > 0 ? [`- joins: ${list(entry.added)}`] : []),
+        ...(entry.removed.length > 0
+          ? [`- leaves: ${list(entry.removed)} (pruned after the departure grace period)`]
+          : []),
+        ...entry.skipped.map((s) => `- skipped ${markdownCode(s.cluster)}: ${markdownText(s.reason)}`),
+      ].join("\n"),
+    );
+    for (const cluster of entry.after ?? []) {
+      const overrides =
+        cluster.overrides.length === 0 ? "no override" : `overrides ${cluster.overrides.join(", ")}`;
+      lines.push(
+        `<details><summary>${markdownText(clusterKey(cluster))} → ${markdownText(cluster.crName)} ` +
+          `(${markdownText(overrides)})</summary>\n\n` +
+          `${markdownCodeBlock("json", JSON.stringify(cluster.spec, null, 2).split("\n"))}\n\n</details>`,
+      );
+    }
+  }
+  return lines.join("\n\n");
+}
+
+/** The waves the merge goes through, every CR it changes in its wave, and the order of deletions. */
+function rolloutSection(plan: RolloutPlan): string {
+  const lines = ["### Rollout"];
+  if (plan.removed !== undefined) {
+    lines.push(
+      `⚠️ The merge removes the rollout policy (${markdownCode(plan.removed)}): from then on every change ` +
+        "goes to every cluster at once, without waves, soak or health checks.",
+    );
+    return lines.join("\n\n");
+  }
+  if (plan.policy === undefined) {
+    lines.push(
+      `⚠️ The rollout policy (${plan.failedPaths.map((p) => markdownCode(p)).join(", ")}) fails validation: ` +
+        "after the merge every change waits until it is fixed.",
+    );
+    return lines.join("\n\n");
+  }
+  const changing = plan.waves.filter((w) => w.resources.length > 0 || w.deletions.length > 0);
+  lines.push(
+    `Policy ${markdownCode(plan.policy)}. ` +
+      (plan.allAtOnce
+        ? "⚠️ `allAtOnce` is set: the merge goes to every cluster at once, without waves."
+        : `The merge changes CRs in ${changing.length} of ${plan.waves.length} waves; each wave opens when the one before is healthy and has soaked.`) +
+      (plan.paused ? " The policy is **paused**: no wave opens until it is resumed." : ""),
+  );
+  if (plan.inventory === "unknown") {
+    lines.push(
+      "Waves chosen by ClusterProfile labels or properties need the hub: run plan with `--kubeconfig`, or give `--cluster-profiles FILE`. Without them, such clusters are shown in the remaining wave.",
+    );
+  }
+  const rows = plan.waves.flatMap((wave) => {
+    const cells = (resource: string, cluster: string, change: string) =>
+      `| ${markdownCell(wave.name)} | ${resource} | ${cluster} | ${change} | ${markdownCell(wave.maxUnavailable)} | ${markdownCell(wave.soak)} | ${markdownCell(wave.timeLimit)} |`;
+    if (wave.resources.length === 0) return [cells("(none)", "", "")];
+    return wave.resources.map((row) =>
+      cells(markdownCode(row.resource, { inTable: true }), markdownCell(row.cluster), row.change),
+    );
+  });
+  lines.push(
+    [
+      "| wave | CR | cluster | change | maxUnavailable | soak | time limit |",
+      "| --- | --- | --- | --- | --- | --- | --- |",
+      ...rows,
+    ].join("\n"),
+  );
+  const deletions = [...plan.waves]
+    .reverse()
+    .flatMap((wave) => wave.deletions.map((d) => `${markdownText(d)} (wave ${markdownText(wave.name)})`));
+  if (deletions.length > 0) lines.push(`Deletions go in reverse wave order: ${deletions.join(", ")}.`);
+  return lines.join("\n\n");
 }
 
 /** `Deployment.apps`, `ConfigMap`. */

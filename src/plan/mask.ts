@@ -1,4 +1,4 @@
-import { LAST_APPLIED_ANNOTATION } from "../apply/last-applied.ts";
+import { LAST_APPLIED_ANNOTATION } from "../api/labels.ts";
 
 // A plan is posted where many people read it (a pull-request comment, a CI log), so nothing secret may
 // reach it: Secret data, fields whose name says they hold a credential, and values that look like one.

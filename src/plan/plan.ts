@@ -3,128 +3,270 @@ import type { KnativeResource } from "../api/knative.ts";
 import type { ApplyResult } from "../apply/engine.ts";
 import { inParallel } from "../apply/parallel.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
-import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
-import { DEFAULT_NAMESPACE, formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { formatDuration } from "../fleet/duration.ts";
+import { formatIdentity } from "../fleet/identity.ts";
 import { convergedState, NOTHING_INSTALLED } from "../install/apply.ts";
 import { renderInstall } from "../install/desired.ts";
 import { installNamespace } from "../install/identity.ts";
 import { isPresent, removalOf, removedBy, sharingCr } from "../install/removal.ts";
 import { type KubeObject, type ObjectRef, objectKey, refKey, refOf } from "../kube/object.ts";
-import type { MirrorOptions, PruneReport } from "../mirror/plan.ts";
+import { listHubResources, MemoryHub } from "../mirror/mirror.ts";
+import type { Inventory } from "../placement/inventory.ts";
+import { NEEDS_HUB, planPlacements } from "../placement/plan.ts";
 import type { Release, ReleaseLoader } from "../render/index.ts";
-import { assessPrune, changedFiles, type ResourceChange, resourceChanges } from "./changes.ts";
-import { clusterChange, ingressChange, kubernetesTooOld, renderFailure, versionJump } from "./checks.ts";
+import { planRollout, type RolloutChange } from "../rollout/plan.ts";
+import type { FleetSettings } from "../sync/settings.ts";
+import { fixedPlacements, type SyncResult, sync } from "../sync/sync.ts";
+import { changedFiles, type RemovalDecision, type ResourceChange, resourceChanges } from "./changes.ts";
+import {
+  clusterChange,
+  hubRefuses,
+  ingressChange,
+  kubernetesTooOld,
+  placementFindings,
+  renderFailure,
+  rolloutFindings,
+  versionJump,
+} from "./checks.ts";
 import { type ClusterView, type LiveClusters, liveView, offlineView } from "./cluster-view.ts";
 import { diffObjects } from "./diff.ts";
+import type { PlanInventory } from "./inventory.ts";
 import { maskText } from "./mask.ts";
 import type {
   ClusterPlan,
   Finding,
+  FleetFinding,
   FleetPlan,
   ObjectChange,
   PlanSource,
-  RemovalReport,
   ResourcePlan,
 } from "./report.ts";
 import type { Revision, Revisions } from "./revisions.ts";
 
 export interface PlanOptions {
   releases: ReleaseLoader;
+  /** The service's settings (`--config`, or its defaults): the plan treats the change as the service will. */
+  settings: FleetSettings;
+  /** The directory local manifest paths may point into (the release manifests' kodata). */
+  kodataDir?: string;
+  /**
+   * The repository as the service names it (its `repository.url`): live, the hub's CRs are this
+   * repository's. Without it, the hub is taken to hold base's CRs and nothing else.
+   */
+  repository?: string;
+  /** What placements select from and each cluster's Kubernetes version; unknown without it. */
+  inventory?: PlanInventory;
   /** The hub and spokes to read; without them the plan is offline. */
   clusters?: LiveClusters;
-  /** Each cluster's Kubernetes version, by `namespace/name`, as its ClusterProfile reports it. */
-  kubernetesVersions?: ReadonlyMap<string, string>;
-  /** CRs planned at once, and dry runs sent at once per CR. */
+  /** Live: CRs planned at once, and dry runs sent at once per CR (offline, one CR at a time). */
   concurrency?: number;
-  /** The service's settings (`--config`): the namespace of a CR that names none, the prune safeguards. */
-  defaultNamespace?: string;
-  prune?: MirrorOptions;
 }
 
 /** The cluster of a CR that only an invalid file declares: it was never applied anywhere. */
 const UNKNOWN_CLUSTER = "(unknown: invalid file)";
 const OFFLINE_REASON = "no --kubeconfig was given: no cluster was read; rendered base and head are compared";
 const DEFAULT_CONCURRENCY = 8;
+const UNKNOWN_INVENTORY: Inventory = { clusters: undefined, decisions: undefined, unknownReason: NEEDS_HUB };
 
 interface PlanContext {
-  head: FleetModel;
-  prune: PruneReport;
+  head: SyncResult;
   options: PlanOptions;
   concurrency: number;
 }
 
 /**
+ * The service's sync of base and then of head, dry, over one picture of the hub: the hub as merging base
+ * would leave it (offline: base's CRs alone; live, with the service's repository known: the hub's CRs as
+ * they are), then what merging head does to it. The same steps the service runs (src/sync), no write.
+ */
+export async function syncRevisions(
+  revisions: Revisions,
+  options: Pick<PlanOptions, "settings" | "kodataDir" | "repository" | "inventory" | "clusters">,
+): Promise<{ base: SyncResult; head: SyncResult }> {
+  const live = options.clusters && options.repository ? await listHubResources(options.clusters.hub) : [];
+  const edges = {
+    hub: new MemoryHub(live),
+    // The departure clock starts at the merge: a plan says "after the grace period", never a time.
+    placements: fixedPlacements(
+      options.inventory?.inventory ?? UNKNOWN_INVENTORY,
+      options.settings.departureGracePeriodMs,
+      () => 0,
+    ),
+  };
+  const settings = { fleet: options.settings, kodataDir: options.kodataDir };
+  const repository = options.repository ?? revisions.repository;
+  const syncOf = ({ ref, commit, files }: Revision) =>
+    sync({ source: { repository, branch: ref, commit }, files }, settings, edges);
+  const base = await syncOf(revisions.base);
+  return { base, head: await syncOf(revisions.head) };
+}
+
+/**
  * What merging head into base does to every cluster: head's validation, each changed CR's objects
- * (created, changed field by field, deleted), version and ingress checks, and what removing a file
- * uninstalls. Live, the cluster's state is read and changes come from server-side dry runs; offline,
+ * (created, changed field by field, deleted), version, Kubernetes and ingress checks, what a removal
+ * uninstalls and when, what each placement selects and the waves the change goes through, placements'
+ * CRs included. Live, the cluster's state is read and changes come from server-side dry runs; offline,
  * base's rendering stands in for the cluster. Writes nothing anywhere.
  */
 export async function buildPlan(revisions: Revisions, options: PlanOptions): Promise<FleetPlan> {
-  const modelOf = (revision: Revision) =>
-    buildFleetModel(revision.files, { defaultNamespace: options.defaultNamespace ?? DEFAULT_NAMESPACE });
-  const [base, head] = [modelOf(revisions.base), modelOf(revisions.head)];
-  const { repository } = revisions;
-  const prune = assessPrune(
-    base,
-    head,
-    {
-      repository,
-      branch: revisions.base.ref,
-      commit: revisions.base.commit,
-    },
-    options.prune,
-  );
-  const context = { head, prune, options, concurrency: options.concurrency ?? DEFAULT_CONCURRENCY };
-  const changes = resourceChanges(base, head);
+  const { base, head } = await syncRevisions(revisions, options);
+  const context = { head, options, concurrency: options.concurrency ?? DEFAULT_CONCURRENCY };
+  // Offline, planning a CR is work for this one thread: several at once would only hold several installs'
+  // renderings in memory together (100 placement CRs: 436 MiB peak at 8, 299 MiB one at a time).
+  const crsAtOnce = options.clusters ? context.concurrency : 1;
+  const gracePeriod = formatDuration(options.settings.departureGracePeriodMs);
+  const changes = resourceChanges(base, head, gracePeriod);
   const resources: ResourcePlan[] = [];
-  await inParallel([...changes.keys()], context.concurrency, async (index) => {
+  await inParallel([...changes.keys()], crsAtOnce, async (index) => {
     resources[index] = await planResource(changes[index]!, context);
   });
-  const findings = resources.flatMap((resource) => resource.findings);
+  const placements = planPlacements(
+    base.placements.selections,
+    head.placements.selections,
+    options.inventory?.source ?? "none",
+  );
+  const rollout = planRollout(
+    base.model.rollout,
+    head.model.rollout,
+    changes.flatMap(rolloutChange),
+    options.inventory?.inventory.clusters,
+  );
+  const findings = [
+    ...noFilesFinding(revisions, options.settings),
+    ...placementFindings(placements, gracePeriod),
+    ...rolloutFindings(rollout),
+  ];
+  const all = [...resources.flatMap((resource) => resource.findings), ...findings];
   const diagnostics = head.diagnostics.map((d) => ({ ...d, message: maskText(d.message) }));
   return {
-    repository,
+    repository: revisions.repository,
     base: { ref: revisions.base.ref, commit: revisions.base.commit },
     head: { ref: revisions.head.ref, commit: revisions.head.commit },
     source: options.clusters ? "live" : "offline",
     files: changedFiles(revisions.base.files, revisions.head.files),
     diagnostics,
-    prune: { state: prune.state, reason: prune.reason, message: prune.message },
+    omittedDiagnostics: head.model.omittedDiagnostics,
+    prune: { state: head.prune.state, reason: head.prune.reason, message: head.prune.message },
     clusters: byCluster(resources),
-    errors: diagnostics.length + findings.filter((finding) => finding.severity === "error").length,
-    warnings: findings.filter((finding) => finding.severity === "warning").length,
+    placements,
+    ...(rollout && { rollout }),
+    findings,
+    changes: resources.filter((r) => r.action !== "blocked" && r.action !== "refused").length,
+    errors:
+      diagnostics.length +
+      head.model.omittedDiagnostics +
+      all.filter((finding) => finding.severity === "error").length,
+    warnings: all.filter((finding) => finding.severity === "warning").length,
   };
+}
+
+/**
+ * Head without a single fleet file is more often a wrong glob or a moved folder than an empty fleet: an
+ * error, as for `validate` (the service would hold the prune of every CR for a person).
+ */
+function noFilesFinding(revisions: Revisions, settings: FleetSettings): FleetFinding[] {
+  if (revisions.head.files.length > 0) return [];
+  return [
+    {
+      subject: revisions.head.ref,
+      severity: "error",
+      code: "no-fleet-files",
+      message: `no file of head matches ${settings.selection.pathGlob}: merging would remove every CR of the fleet`,
+    },
+  ];
+}
+
+/** A changed CR in the rollout's view: the cluster it installs on decides its wave. */
+function rolloutChange(change: ResourceChange): RolloutChange[] {
+  if (change.action === "blocked" || change.action === "refused") return [];
+  const declared = (change.head ?? change.base)?.resource;
+  return [
+    {
+      resource: formatIdentity(change.identity),
+      cluster: declared?.spec.clusterProfileRef,
+      change: change.action,
+    },
+  ];
 }
 
 async function planResource(change: ResourceChange, context: PlanContext): Promise<ResourcePlan> {
   // Base's cluster first: clusterProfileRef is immutable, so a CR stays where base put it.
-  const declared = (change.base ?? change.head)?.resource;
+  const declared = (change.action === "reinstall" ? change.head : (change.base ?? change.head))?.resource;
   const plan: ResourcePlan = {
     ...change.identity,
     cluster: declared ? clusterLabel(declared.spec.clusterProfileRef) : UNKNOWN_CLUSTER,
     path: change.path,
     action: change.action,
+    ...(change.replaces && { replaces: formatIdentity(change.replaces) }),
     objects: { created: [], changed: [], deleted: [] },
     findings: [],
   };
   switch (change.action) {
     case "blocked":
       return plan;
+    case "refused":
+      return { ...plan, findings: [hubRefuses(change.refusal ?? "")] };
     case "delete":
-      return planRemoval(plan, change.base?.resource, context);
+      return planRemoval(plan, change, context);
+    case "reinstall":
+      return planReinstall(plan, change, context);
     default:
       return planApplied(plan, change.base?.resource, change.head!.resource, context);
   }
 }
 
-/** A created or updated CR: what one apply pass of head does on its cluster. */
+/** When a reinstall's replaced CR goes, by its prune decision. */
+const REMOVED_WHEN: Record<RemovalDecision["prune"], string> = {
+  pruned: "by the prune of this merge",
+  held: "once a person confirms the prune it is held in",
+  skipped: "once the prune's safeguard clears",
+  departure: "once its cluster has been out of its placement for the departure grace period",
+  retained: "never",
+};
+
+/**
+ * A CR that replaces another on the same cluster: its install passes from the removed CR to this one.
+ * What its first apply does is worked out over the removed CR's install (its objects there, not yet under
+ * this CR's anchor); the removal itself leaves the cluster alone, as this CR installs there.
+ */
+async function planReinstall(
+  plan: ResourcePlan,
+  change: ResourceChange,
+  context: PlanContext,
+): Promise<ResourcePlan> {
+  const previous = change.base!.resource;
+  const applied = await planApplied(plan, previous, change.head!.resource, context, { reinstall: true });
+  const replaced = formatIdentity(change.replaces!);
+  const when = REMOVED_WHEN[change.removal!.prune];
+  const reinstall: Finding = {
+    severity: "warning",
+    code: "reinstall",
+    message:
+      `${replaced} is removed ${when} and ${formatIdentity(change.identity)} installs ${previous.kind} on ` +
+      `${plan.cluster} in its place: every object is applied again under the new CR's anchor, and the ` +
+      `removal leaves the cluster alone while the new CR installs there. Should the removal come first ` +
+      `(the new CR refused, or waiting for its rollout wave), ${plan.cluster} loses ${previous.kind} until ` +
+      "the new CR installs it again.",
+  };
+  return {
+    ...applied,
+    removal: { ...change.removal!, sharedWith: formatIdentity(change.identity), kept: [] },
+    findings: [reinstall, ...applied.findings],
+  };
+}
+
+/**
+ * A created or updated CR: what one apply pass of head does on its cluster. For a reinstall, `base` is the
+ * CR it replaces, whose install is on the cluster under that CR's anchor.
+ */
 async function planApplied(
   plan: ResourcePlan,
   base: KnativeResource | undefined,
   head: KnativeResource,
   context: PlanContext,
+  { reinstall = false } = {},
 ): Promise<ResourcePlan> {
-  const moved = base && clusterChange(base, head);
+  const moved = !reinstall && base && clusterChange(base, head);
   if (moved) return { ...plan, findings: [moved] };
   let release: Release;
   let rendered: KubeObject[];
@@ -135,12 +277,13 @@ async function planApplied(
     return { ...plan, findings: [renderFailure(err)] };
   }
   const before = base && (await renderBase(base, context));
-  const { view, ...viewed } = await clusterView(head, before, context);
+  const { view, ...viewed } = await clusterView(head, before, context, { reinstall });
   const version = { from: view.installedVersion, to: release.version };
   const jump = versionJump(head, view.installedVersion, release);
   if (jump) return { ...plan, ...viewed, version, findings: [...viewed.findings, jump] };
   const ref = head.spec.clusterProfileRef;
-  const tooOld = ref && kubernetesTooOld(context.options.kubernetesVersions?.get(clusterLabel(ref)), release);
+  const kubernetes = context.options.inventory?.kubernetesVersions.get(clusterLabel(ref));
+  const tooOld = ref && kubernetesTooOld(kubernetes, release);
   if (tooOld) return { ...plan, ...viewed, version, findings: [...viewed.findings, tooOld] };
 
   // An adopted install (older upstream layout) is planned where it is.
@@ -149,7 +292,7 @@ async function planApplied(
   const changed = changesOf(pass);
   // A cluster without the install has no traffic to move.
   const ingress =
-    plan.action === "update" && pass.state.inventoryExists
+    (plan.action === "update" || reinstall) && before !== undefined
       ? ingressChange(
           head,
           { release: before?.release, objects: pass.state.objects.values() },
@@ -180,13 +323,14 @@ async function planApplied(
   };
 }
 
-/** A removed CR: whether the mirror prunes it, and what FinalizeRemoteCluster then deletes. */
+/** A removed CR: whether and when the mirror prunes it, and what FinalizeRemoteCluster then deletes. */
 async function planRemoval(
   plan: ResourcePlan,
-  base: KnativeResource | undefined,
+  change: ResourceChange,
   context: PlanContext,
 ): Promise<ResourcePlan> {
-  const decision = pruneDecision(plan, context.prune);
+  const base = change.base?.resource;
+  const decision = change.removal!;
   const findings = pruneFindings(decision);
   if (decision.prune === "retained" || !base) {
     return { ...plan, removal: { ...decision, kept: [] }, findings };
@@ -194,7 +338,7 @@ async function planRemoval(
   // The hub controller leaves a cluster alone while another CR of the kind installs on it.
   const sharing = sharingCr(
     base,
-    context.head.resources.map(({ resource }) => resource),
+    context.head.model.resources.map(({ resource }) => resource),
   );
   if (sharing) {
     const sharedWith = formatIdentity({ ...sharing.metadata, kind: sharing.kind });
@@ -209,13 +353,14 @@ async function planRemoval(
   // Live, only what is there: deleting the rest is a no-op.
   const present = view.source === "live" ? isPresent(base, state, view.namespace) : () => true;
   const [deleted, kept] = [removedBy(removal).filter(present), removal.kept.filter(present)];
+  const when = decision.prune === "departure" ? " after the departure grace period" : "";
   const uninstall: Finding = {
     severity: "warning",
     code: "removes-knative",
     message:
       deleted.length > 0
-        ? `merging uninstalls ${base.kind} from ${plan.cluster}: ${deleted.length} objects are deleted`
-        : `merging deletes the hub CR; ${plan.cluster} has nothing of its install, so nothing is deleted there`,
+        ? `merging uninstalls ${base.kind} from ${plan.cluster}${when}: ${deleted.length} objects are deleted`
+        : `merging deletes the hub CR${when}; ${plan.cluster} has nothing of its install, so nothing is deleted there`,
   };
   return {
     ...plan,
@@ -231,7 +376,7 @@ async function planRemoval(
 async function renderBase(resource: KnativeResource, context: PlanContext) {
   try {
     const release = await context.options.releases.load(resource);
-    return { release, objects: renderInstall(resource, release) };
+    return { release, objects: renderInstall(resource, release), resource };
   } catch {
     return undefined;
   }
@@ -239,12 +384,14 @@ async function renderBase(resource: KnativeResource, context: PlanContext) {
 
 /**
  * The CR's cluster: live when clusters were given and this one answers, else base's rendering stands in
- * (converged: applied and recorded in the anchor), with the reason.
+ * (converged: applied and recorded in the anchor), with the reason. For a reinstall, base's install is
+ * there under the replaced CR's anchor, and this CR has none yet.
  */
 async function clusterView(
   resource: KnativeResource,
-  base: { release: Release; objects: KubeObject[] } | undefined,
+  base: { release: Release; objects: KubeObject[]; resource: KnativeResource } | undefined,
   context: PlanContext,
+  { reinstall = false } = {},
 ): Promise<{
   view: ClusterView;
   source: PlanSource;
@@ -252,8 +399,11 @@ async function clusterView(
   findings: Finding[];
 }> {
   const baseVersion = base?.release.version;
-  const offline = () =>
-    offlineView(resource, base ? convergedState(resource, base.objects) : NOTHING_INSTALLED, baseVersion);
+  const installed = base
+    ? convergedState(reinstall ? base.resource : resource, base.objects)
+    : NOTHING_INSTALLED;
+  const state = reinstall ? { ...installed, inventory: [], inventoryExists: false } : installed;
+  const offline = () => offlineView(resource, state, baseVersion);
   const { clusters } = context.options;
   if (!clusters) return { view: offline(), source: "offline", offlineReason: OFFLINE_REASON, findings: [] };
   try {
@@ -294,23 +444,7 @@ function changesOf(pass: ApplyResult): ObjectChange[] {
   return sortRefs(changes);
 }
 
-function pruneDecision(identity: ResourceIdentity, report: PruneReport): Omit<RemovalReport, "kept"> {
-  const key = formatIdentity(identity);
-  if (report.retained.some((candidate) => formatIdentity(candidate) === key)) {
-    return {
-      prune: "retained",
-      message:
-        "fleet.knative.dev/prune: disabled keeps the CR on the hub and Knative on its cluster; delete the hub CR to uninstall",
-    };
-  }
-  if (report.state === "held") {
-    return { prune: "held", message: report.message, token: report.confirmation?.token };
-  }
-  if (report.state === "skipped") return { prune: "skipped", message: report.message };
-  return { prune: "pruned" };
-}
-
-function pruneFindings(decision: Omit<RemovalReport, "kept">): Finding[] {
+function pruneFindings(decision: RemovalDecision): Finding[] {
   if (decision.prune === "held") {
     return [
       {

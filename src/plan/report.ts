@@ -1,8 +1,10 @@
 import type { Diagnostic } from "../fleet/diagnostic.ts";
-import type { ResourceIdentity } from "../fleet/parse.ts";
+import type { ResourceIdentity } from "../fleet/identity.ts";
 import type { ObjectRef } from "../kube/object.ts";
-import type { PruneReport } from "../mirror/plan.ts";
-import type { ChangedFile, ResourceAction } from "./changes.ts";
+import type { PruneReport } from "../mirror/decide.ts";
+import type { PlacementPlan } from "../placement/plan.ts";
+import type { RolloutPlan } from "../rollout/plan.ts";
+import type { ChangedFile, RemovalDecision, ResourceAction } from "./changes.ts";
 import type { FieldChange } from "./diff.ts";
 
 // The plan as data: what `-o json` prints and the Markdown is rendered from. Everything is sorted
@@ -34,7 +36,23 @@ export type FindingCode =
   | "removes-knative"
   /** the mirror's safeguards keep a removed CR for now */
   | "prune-held"
-  | "prune-skipped";
+  | "prune-skipped"
+  /** the hub would refuse the CR: the admission (src/admission), or another repository owns its name */
+  | "hub-refuses"
+  /** the CR replaces another removed for the same cluster: its install passes from one to the other */
+  | "reinstall"
+  /** a placement selects no cluster after the merge (and which it selected before) */
+  | "placement-selects-none"
+  /** what a placement selects needs the hub's ClusterProfiles: its CRs are not in the plan */
+  | "placement-unknown"
+  /** no file of head matches the file glob */
+  | "no-fleet-files"
+  /** the rollout policy is removed: the next change goes to every cluster at once */
+  | "rollout-removed"
+  /** the rollout policy fails validation: every change waits until it is fixed */
+  | "rollout-invalid"
+  /** allAtOnce is set: the merge goes to every cluster at once, without waves */
+  | "rollout-all-at-once";
 
 export interface Finding {
   severity: "error" | "warning";
@@ -54,17 +72,8 @@ export interface ObjectChanges {
   deleted: ObjectRef[];
 }
 
-/** What happens to a CR whose file is removed. */
-export interface RemovalReport {
-  /**
-   * The mirror's decision once head is merged: `pruned` deletes the hub CR (its finalizer then runs
-   * FinalizeRemoteCluster); `held` waits for a person's confirmation; `skipped` waits for a safeguard to
-   * clear; `retained` never deletes it (`fleet.knative.dev/prune: disabled`).
-   */
-  prune: "pruned" | "held" | "skipped" | "retained";
-  message?: string;
-  /** For a held prune: the token that confirms exactly this prune on the hub. */
-  token?: string;
+/** What happens to a CR whose file is removed, or whose cluster leaves its placement. */
+export interface RemovalReport extends RemovalDecision {
   /** Another CR of the kind installs on the same cluster: FinalizeRemoteCluster leaves the cluster alone. */
   sharedWith?: string;
   /** What stays on the cluster: CRDs, the install namespace, objects outside it. */
@@ -76,6 +85,8 @@ export interface ResourcePlan extends ResourceIdentity {
   cluster: string;
   path: string;
   action: ResourceAction;
+  /** A reinstall's CR that is removed for the same cluster. */
+  replaces?: string;
   /** How the objects were worked out; absent when the cluster was not consulted (an invalid file, a refused change). */
   source?: PlanSource;
   /** Why this CR's part is offline: no cluster access was given, or its cluster could not be read. */
@@ -92,17 +103,32 @@ export interface ClusterPlan {
   resources: ResourcePlan[];
 }
 
+/** A finding about the fleet rather than one CR: a placement, the rollout policy. */
+export interface FleetFinding extends Finding {
+  /** What it is about: a placement's identity, or the rollout policy's file. */
+  subject: string;
+}
+
 export interface FleetPlan {
   repository: string;
   base: { ref: string; commit: string };
   head: { ref: string; commit: string };
   source: PlanSource;
   files: ChangedFile[];
-  /** head's validation errors, as `validate` reports them. */
+  /** head's validation errors, as `validate` reports them, placement conflicts included. */
   diagnostics: Diagnostic[];
+  /** How many of them were left out by the model's bounds. */
+  omittedDiagnostics: number;
   prune: Pick<PruneReport, "state" | "reason" | "message">;
   clusters: ClusterPlan[];
-  /** Validation errors plus error findings: any makes the exit code 1. */
+  placements: PlacementPlan;
+  /** Absent when neither base nor head has a rollout policy. */
+  rollout?: RolloutPlan;
+  findings: FleetFinding[];
+  /** CRs the merge creates, updates, reinstalls or deletes. */
+  changes: number;
+  /** Every validation error and error finding, of CRs and of the fleet: any makes the exit code 1. */
   errors: number;
+  /** Every warning finding. */
   warnings: number;
 }

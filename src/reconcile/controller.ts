@@ -10,6 +10,7 @@ import {
 } from "../api/knative.ts";
 import { FINALIZERS } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
+import { formatIdentity, identityOf } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { type KubeObject, nameOf } from "../kube/object.ts";
@@ -17,11 +18,11 @@ import { isConflict } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
 import { redactSecrets } from "../observability/redact.ts";
 import { WorkQueue } from "./queue.ts";
-import { type EngineDeps, finalizeInstall, reconcileInstall } from "./reconciler.ts";
+import { finalizeInstall, type ReconcileDeps, reconcileInstall } from "./reconciler.ts";
 
 export interface ControllerOptions {
   hub: KubeClient;
-  engine: EngineDeps;
+  deps: ReconcileDeps;
   workers: number;
   /**
    * At most this many of the workers on one cluster at once, so a hanging spoke cannot take them all;
@@ -82,7 +83,7 @@ export class KnativeController {
       KNATIVE_KINDS.map((kind) => [
         kind,
         new Informer(options.hub, OPERATOR_API_VERSION, kind, (err) =>
-          options.engine.log.warn({ err: String(err), kind }, "watch interrupted; resuming"),
+          options.deps.log.warn({ err: String(err), kind }, "watch interrupted; resuming"),
         ),
       ]),
     );
@@ -144,13 +145,13 @@ export class KnativeController {
     const [kind, namespace, name] = key.split("/") as [KnativeKind, string, string];
     const object = this.informers.get(kind)?.get(namespace, name);
     if (!object) {
-      this.options.engine.rollouts?.release({ kind, metadata: { namespace, name } }); // gone without finalize
+      this.options.deps.deploymentWatches?.release({ kind, metadata: { namespace, name } }); // gone without finalize
       return undefined;
     }
     // Another replica's shard: its owner reconciles it; this replica queues it again when it gains it.
     if (this.options.owns && !this.options.owns(clusterOf(object))) return undefined;
     const started = Date.now();
-    const log = this.options.engine.log.child({ cr: `${namespace}/${name}`, kind });
+    const log = this.options.deps.log.child({ cr: `${namespace}/${name}`, kind });
     const admission = this.options.admits?.(object) ?? { admitted: true };
     if (!admission.admitted) {
       log.info({ why: admission.why }, "not reconciled: outside the tenancy settings");
@@ -192,9 +193,9 @@ export class KnativeController {
       return undefined;
     }
     await this.ensureFinalizer(object, FINALIZERS[kind]);
-    const outcome = await reconcileInstall(resource, this.options.engine);
+    const outcome = await reconcileInstall(resource, this.options.deps);
     const statusWritten = await this.writeStatus(object, outcome.status);
-    const ready = readinessOf({ metadata: object.metadata, status: outcome.status }).ready === "True";
+    const ready = readinessOf({ metadata: object.metadata, status: outcome.status }).phase === "Current";
     report({
       cluster: outcome.cluster,
       error: outcome.error,
@@ -228,7 +229,7 @@ export class KnativeController {
         const parsed = KnativeResourceSchema.safeParse(o);
         return parsed.success ? [parsed.data] : [];
       });
-    const outcome = await finalizeInstall(resource, hubCrs, this.options.engine, log);
+    const outcome = await finalizeInstall(resource, hubCrs, this.options.deps, log);
     if (!outcome.release) {
       await this.writeStatus(object, outcome.status);
       throw outcome.error;
@@ -259,7 +260,7 @@ export class KnativeController {
       });
     } catch (err) {
       if (isConflict(err))
-        throw new Error(`${kind} ${metadata.namespace}/${metadata.name} changed meanwhile; retrying`);
+        throw new Error(`${formatIdentity(identityOf(object))} changed meanwhile; retrying`);
       throw err;
     }
   }

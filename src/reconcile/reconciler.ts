@@ -16,11 +16,11 @@ import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.t
 import { ABANDON_CLEANUP_ANNOTATION } from "../api/labels.ts";
 import type { ApplyResult } from "../apply/engine.ts";
 import { applyInstall } from "../install/apply.ts";
+import type { DeploymentWatches } from "../install/deployment-watch.ts";
 import { renderInstall } from "../install/desired.ts";
 import { readDeployments, unavailableDeployments } from "../install/health.ts";
 import { locateInstall } from "../install/layout.ts";
 import { removeInstall, sharingCr } from "../install/removal.ts";
-import type { RolloutWatches } from "../install/rollout-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, refOf } from "../kube/object.ts";
 import { isUnanswered } from "../kube/rest.ts";
@@ -38,16 +38,16 @@ import {
 // over one context, each returning what happens next, and one place (`outcomeOf`) that turns that into
 // status, requeue or retry. Finalize (FinalizeRemoteCluster) sits beside it.
 
-export interface EngineDeps {
+export interface ReconcileDeps {
   releases: ReleaseLoader;
   targets: TargetResolver;
   /**
    * Requeue interval while Deployments become Available (--remote-deployments-poll-interval); with
-   * `rollouts`, the fallback for a namespace whose watch failed.
+   * `deploymentWatches`, the fallback for a namespace whose watch failed.
    */
   pollIntervalMs: number;
   /** Watches of installs rolling out: a CR is re-checked when its last Deployment is Available. */
-  rollouts?: RolloutWatches;
+  deploymentWatches?: DeploymentWatches;
   /** Objects applied at once per cluster. */
   applyConcurrency: number;
   now(): Date;
@@ -79,7 +79,7 @@ export type StepResult =
 /** What the steps know about one CR's reconcile, filled in as they pass. */
 export interface InstallContext {
   resource: KnativeResource;
-  deps: EngineDeps;
+  deps: ReconcileDeps;
   /** The CR's logger (cr, kind). */
   log: Logger;
   now: Date;
@@ -210,7 +210,7 @@ const install: Step = async (context) => {
 };
 
 /**
- * Deployments Available? While they roll out the install's namespaces are watched (deps.rollouts): the CR
+ * Deployments Available? While they roll out the install's namespaces are watched (deps.deploymentWatches): the CR
  * is woken the moment the last one is Available, with a re-check after WATCHED_RECHECK_MS as a safety net;
  * without a watch (none configured, or it failed) it is re-checked every poll interval, as upstream does.
  */
@@ -218,11 +218,12 @@ const checkDeployments: Step = async (context) => {
   const { resource, target, desired, deps } = context;
   const { cluster, client } = target!;
   const live =
-    deps.rollouts?.cached(cluster, resource, desired!) ?? (await readDeployments(client, resource, desired!));
+    deps.deploymentWatches?.cached(cluster, resource, desired!) ??
+    (await readDeployments(client, resource, desired!));
   const waiting = unavailableDeployments(desired!, live);
   if (waiting.length > 0) {
     context.conditions = markDeploymentsNotReady(context.conditions, waiting, context.now);
-    const watched = deps.rollouts?.await(cluster, client, resource, desired!) ?? false;
+    const watched = deps.deploymentWatches?.await(cluster, client, resource, desired!) ?? false;
     return {
       next: "wait",
       afterMs: watched ? Math.max(WATCHED_RECHECK_MS, deps.pollIntervalMs) : deps.pollIntervalMs,
@@ -249,7 +250,7 @@ export const STEPS: readonly (readonly [string, Step])[] = [
  */
 export async function reconcileInstall(
   resource: KnativeResource,
-  deps: EngineDeps,
+  deps: ReconcileDeps,
 ): Promise<ReconcileOutcome> {
   const now = deps.now();
   // The step timeline at debug level: where one CR's time goes (scripts/bench-perf.ts prints it).
@@ -278,7 +279,7 @@ export async function reconcileInstall(
 
 /** A CR that no longer waits for its rollout leaves its watches (a Ready install costs no watch). */
 function settled(context: InstallContext, result: StepResult): ReconcileOutcome {
-  if (result.next !== "wait") context.deps.rollouts?.release(context.resource);
+  if (result.next !== "wait") context.deps.deploymentWatches?.release(context.resource);
   return outcomeOf(context, result);
 }
 
@@ -319,10 +320,10 @@ export type FinalizeOutcome = { release: true } | { release: false; status: Knat
 export async function finalizeInstall(
   resource: KnativeResource,
   hubCrs: readonly KnativeResource[],
-  deps: EngineDeps,
+  deps: ReconcileDeps,
   log: Logger,
 ): Promise<FinalizeOutcome> {
-  deps.rollouts?.release(resource);
+  deps.deploymentWatches?.release(resource);
   const ref = resource.spec.clusterProfileRef;
   const cluster = clusterLabel(ref);
   if (resource.metadata.annotations?.[ABANDON_CLEANUP_ANNOTATION] === "true") {

@@ -60,11 +60,11 @@ export async function subdirectories(path: string): Promise<string[]> {
     const entries = await readdir(path, { withFileTypes: true });
     return entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name);
   } catch (error) {
-    if (isNotFound(error)) return [];
+    if (isMissingFile(error)) return [];
     throw error;
   }
 }
 
-export function isNotFound(error: unknown): boolean {
+export function isMissingFile(error: unknown): boolean {
   return error instanceof Error && "code" in error && error.code === "ENOENT";
 }

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { readCompiled, writeCompiled } from "./compiled.ts";
-import { isNotFound, readManifestFiles, subdirectories } from "./files.ts";
+import { isMissingFile, readManifestFiles, subdirectories } from "./files.ts";
 import { type ByteBudget, LocationLoader, type LocationLoaderOptions } from "./location-loader.ts";
 import { type Manifest, parseManifestFiles } from "./manifest.ts";
 import { isReleaseVersion, newestFirst } from "./version.ts";
@@ -63,7 +63,7 @@ export function createKodataSource(options: KodataSourceOptions): ManifestSource
       try {
         return await readDirectory(join(dir, "ingress", minor, ingress));
       } catch (error) {
-        if (isNotFound(error)) return undefined;
+        if (isMissingFile(error)) return undefined;
         throw error;
       }
     },

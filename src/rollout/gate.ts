@@ -1,12 +1,13 @@
-import { findCondition, readinessOf } from "../api/conditions.ts";
+import { clusterLabel } from "../access/target.ts";
+import { readinessOf } from "../api/conditions.ts";
 import type { KnativeStatus } from "../api/knative.ts";
 import { DESIRED_HASH_ANNOTATION, isManagedByFleet, SOURCE_COMMIT_ANNOTATION } from "../api/labels.ts";
 import { desiredHash } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
-import { type ApplyStep, identityOf, type PruneCandidate } from "../mirror/plan.ts";
+import type { ApplyStep, PruneCandidate } from "../mirror/decide.ts";
 import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
 import type { Content, CrState, Halt, RolloutState } from "./state.ts";
 import {
@@ -91,26 +92,10 @@ export interface GateOutcome {
   openWave?: string;
 }
 
-/** A CR's health as the gate reads it: Ready=True on the current generation and DeploymentsAvailable=True. */
+/** A CR's health as the gate reads it: the one readiness verdict, Current or not, and why not. */
 export function healthOf(cr: KubeObject): { healthy: boolean; reason: string } {
-  const status = cr.status as KnativeStatus | undefined;
-  const read = readinessOf({ metadata: cr.metadata, status });
-  const deployments = findCondition(status?.conditions, "DeploymentsAvailable");
-  if (read.deleting) return { healthy: false, reason: "the CR is being deleted" };
-  if (read.stale || status?.observedGeneration === undefined) {
-    return {
-      healthy: false,
-      reason: `not reconciled yet (observedGeneration ${status?.observedGeneration ?? "unset"}, generation ${String(cr.metadata.generation)})`,
-    };
-  }
-  if (read.ready === "True" && deployments?.status === "True") return { healthy: true, reason: "" };
-  const blocking =
-    read.blocking ??
-    (deployments && deployments.status !== "True"
-      ? deployments
-      : { type: "DeploymentsAvailable", status: "Unknown" });
-  const why = [blocking.reason, blocking.message].filter(Boolean).join(": ");
-  return { healthy: false, reason: `${blocking.type}=${blocking.status}${why ? ` (${why})` : ""}` };
+  const readiness = readinessOf({ metadata: cr.metadata, status: cr.status as KnativeStatus | undefined });
+  return { healthy: readiness.phase === "Current", reason: readiness.message ?? "" };
 }
 
 /** One CR the gate weighs: wanted by the fleet (a step), or kept at its last state by a failed file. */
@@ -136,8 +121,6 @@ const clusterRefOf = (object: KubeObject | undefined): ClusterRef | undefined =>
   const ref = (object?.spec as { clusterProfileRef?: ClusterRef } | undefined)?.clusterProfileRef;
   return ref && typeof ref.name === "string" ? { namespace: ref.namespace ?? "", name: ref.name } : undefined;
 };
-
-const clusterLabel = (ref: ClusterRef | undefined): string => (ref ? clusterKey(ref) : "the hub");
 
 const isWrite = (step: ApplyStep | undefined): step is ApplyStep & { object: KubeObject } =>
   step?.action === "create" || step?.action === "update";

@@ -1,20 +1,28 @@
-import { canonicalJson } from "../apply/compare.ts";
+import { clusterLabel } from "../access/target.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
-import type { FleetModel } from "../fleet/model.ts";
-import { formatIdentity } from "../fleet/parse.ts";
-import type { InventoryCluster } from "../placement/inventory.ts";
-import { clusterKey } from "../placement/inventory.ts";
-import { markdownCell, markdownCode, markdownText } from "../text/markdown.ts";
+import { formatDuration } from "../fleet/duration.ts";
+import type { FleetRolloutPolicy } from "../fleet/model.ts";
+import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
 import { type ClusterRef, plannedWaves, waveIndexOf } from "./waves.ts";
 
-/** One wave of plan's rollout section: the CRs in it, and which of them the merge changes. */
+// `plan`'s view of the rollout: the waves a merge goes through, every CR it changes in its wave.
+
+/** A CR the merge changes, as the rollout sees it: in the wave of its cluster. */
+export interface RolloutChange {
+  /** `Kind namespace/name`. */
+  resource: string;
+  cluster: ClusterRef | undefined;
+  change: "create" | "update" | "reinstall" | "delete";
+}
+
+/** One wave of plan's rollout section: the CRs the merge changes in it. */
 export interface WavePlan {
   name: string;
   maxUnavailable: string;
   soak: string;
   timeLimit: string;
-  /** `Kind namespace/name` on its cluster, for every CR of the head in this wave. */
-  resources: { resource: string; cluster: string; change: "create" | "update" | "none" }[];
+  /** Every CR the merge creates, updates or reinstalls in this wave, on its cluster. */
+  resources: { resource: string; cluster: string; change: "create" | "update" | "reinstall" }[];
   /** CRs of this wave the merge deletes (they go in reverse wave order). */
   deletions: string[];
 }
@@ -22,6 +30,8 @@ export interface WavePlan {
 export interface RolloutPlan {
   /** Where the head's policy is, `path:line`; absent when the head has none. */
   policy?: string;
+  /** Where base's policy was, when the merge removes it: the next change goes everywhere at once. */
+  removed?: string;
   /** The head's rollout files that failed validation: the merge would hold every change. */
   failedPaths: string[];
   allAtOnce: boolean;
@@ -31,19 +41,19 @@ export interface RolloutPlan {
   waves: WavePlan[];
 }
 
-const seconds = (ms: number): string => (ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`);
-
 /**
- * The waves the merge goes through: for each, the head's CRs in it and which the merge changes (created or
- * with other content than on the base). Undefined when neither side has a policy.
+ * The waves the merge goes through, each with the CRs it changes there. Undefined when neither base nor
+ * head has a policy; one that base had and head removes is said, as what the next change then does.
  */
 export function planRollout(
-  base: FleetModel,
-  head: FleetModel,
+  base: FleetRolloutPolicy,
+  head: FleetRolloutPolicy,
+  changes: readonly RolloutChange[],
   clusters: readonly InventoryCluster[] | undefined,
 ): RolloutPlan | undefined {
-  const { policy, failedPaths } = head.rollout;
-  if (policy === undefined && failedPaths.length === 0) return undefined;
+  const { policy, failedPaths } = head;
+  const hadPolicy = base.policy !== undefined || base.failedPaths.length > 0;
+  if (policy === undefined && failedPaths.length === 0 && !hadPolicy) return undefined;
   const plan: RolloutPlan = {
     failedPaths,
     allAtOnce: policy?.rollout.spec.allAtOnce ?? false,
@@ -51,91 +61,28 @@ export function planRollout(
     inventory: clusters === undefined ? "unknown" : "known",
     waves: [],
   };
-  if (policy === undefined) return plan;
+  if (policy === undefined) {
+    const removed = base.policy ? `${base.policy.path}:${base.policy.position.line}` : base.failedPaths[0];
+    return failedPaths.length === 0 && removed !== undefined ? { ...plan, removed } : plan;
+  }
   const { spec } = policy.rollout;
   const inventory = new Map((clusters ?? []).map((cluster) => [clusterKey(cluster), cluster]));
-  const baseContent = new Map(
-    base.resources.map(({ resource }) => [formatIdentity(identity(resource)), canonicalJson(resource)]),
-  );
   const waves: WavePlan[] = plannedWaves(spec).map((wave) => ({
     name: wave.name,
     maxUnavailable: String(wave.maxUnavailable),
-    soak: seconds(wave.soakMs),
-    timeLimit: seconds(wave.timeLimitMs),
+    soak: formatDuration(wave.soakMs),
+    timeLimit: formatDuration(wave.timeLimitMs),
     resources: [],
     deletions: [],
   }));
-  const headKeys = new Set<string>();
-  for (const { resource } of head.resources) {
-    const key = formatIdentity(identity(resource));
-    headKeys.add(key);
-    const ref = (resource.spec as { clusterProfileRef?: ClusterRef }).clusterProfileRef;
-    const before = baseContent.get(key);
-    waves[waveIndexOf(spec, ref, inventory)]!.resources.push({
-      resource: key,
-      cluster: ref ? clusterKey(ref) : "the hub",
-      change: before === undefined ? "create" : before === canonicalJson(resource) ? "none" : "update",
-    });
+  for (const { resource, cluster, change } of changes) {
+    const wave = waves[waveIndexOf(spec, cluster, inventory)]!;
+    if (change === "delete") wave.deletions.push(resource);
+    else wave.resources.push({ resource, cluster: clusterLabel(cluster), change });
   }
-  for (const { resource } of base.resources) {
-    const key = formatIdentity(identity(resource));
-    if (headKeys.has(key)) continue;
-    const ref = (resource.spec as { clusterProfileRef?: ClusterRef }).clusterProfileRef;
-    waves[waveIndexOf(spec, ref, inventory)]!.deletions.push(key);
+  for (const wave of waves) {
+    wave.resources.sort((a, b) => compareStrings(a.resource, b.resource));
+    wave.deletions.sort(compareStrings);
   }
-  for (const wave of waves) wave.resources.sort((a, b) => compareStrings(a.resource, b.resource));
   return { ...plan, policy: `${policy.path}:${policy.position.line}`, waves };
-}
-
-function identity(resource: FleetModel["resources"][number]["resource"]) {
-  return { kind: resource.kind, namespace: resource.metadata.namespace, name: resource.metadata.name };
-}
-
-/** plan's rollout section, in Markdown. */
-export function renderRolloutPlan(plan: RolloutPlan): string {
-  const lines = ["## Rollout", ""];
-  if (plan.policy === undefined) {
-    lines.push(
-      `The rollout policy (${plan.failedPaths.map((p) => markdownCode(p)).join(", ")}) fails validation: after the merge every change waits until it is fixed.`,
-    );
-    return lines.join("\n");
-  }
-  const changing = plan.waves.filter((w) => w.resources.some((r) => r.change !== "none"));
-  lines.push(
-    `Policy ${markdownCode(plan.policy)}. ` +
-      (plan.allAtOnce
-        ? "`allAtOnce` is set: the merge goes to every cluster at once, without waves."
-        : `The merge changes CRs in ${changing.length} of ${plan.waves.length} waves; each wave opens when the one before is healthy and has soaked.`) +
-      (plan.paused ? " The policy is **paused**: no wave opens until it is resumed." : ""),
-  );
-  if (plan.inventory === "unknown") {
-    lines.push(
-      "",
-      "Waves chosen by ClusterProfile labels or properties need the hub: run plan with `--kubeconfig`, or give `--cluster-profiles FILE`. Without them, such clusters are shown in the remaining wave.",
-    );
-  }
-  lines.push(
-    "",
-    "| wave | CR | cluster | change | maxUnavailable | soak | time limit |",
-    "| --- | --- | --- | --- | --- | --- | --- |",
-  );
-  for (const wave of plan.waves) {
-    const rows =
-      wave.resources.length > 0 ? wave.resources : [{ resource: "", cluster: "", change: "none" as const }];
-    for (const row of rows) {
-      lines.push(
-        `| ${markdownCell(wave.name)} | ${row.resource ? markdownCode(row.resource, { inTable: true }) : "(none)"} | ${markdownCell(row.cluster)} | ${row.resource ? row.change : ""} | ${markdownCell(wave.maxUnavailable)} | ${wave.soak} | ${wave.timeLimit} |`,
-      );
-    }
-  }
-  const deletions = [...plan.waves]
-    .reverse()
-    .flatMap((wave) => wave.deletions.map((d) => `${d} (wave ${wave.name})`));
-  if (deletions.length > 0) {
-    lines.push(
-      "",
-      `Deletions go in reverse wave order: ${deletions.map((d) => markdownText(d)).join(", ")}.`,
-    );
-  }
-  return lines.join("\n");
 }

@@ -1,7 +1,7 @@
 import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
+import { formatIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
-import { formatIdentity } from "../fleet/parse.ts";
-import { type ApplyStep, type MirrorSource, mirroredObject } from "../mirror/plan.ts";
+import { type ApplyStep, type MirrorSource, mirroredObject } from "../mirror/decide.ts";
 import type { RevertRequest } from "./gate.ts";
 
 // A revert re-derives the content it puts back from Git: the state keeps only the baseline's digest and

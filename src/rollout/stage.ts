@@ -5,17 +5,12 @@ import {
   ROLLOUT_REFUSED_ANNOTATION,
   ROLLOUT_WAITING_ANNOTATION,
 } from "../api/labels.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
-import {
-  type ApplyStep,
-  identityOf,
-  type MirrorGate,
-  type MirrorSource,
-  type PruneCandidate,
-} from "../mirror/plan.ts";
+import type { ApplyStep, MirrorSource, PruneCandidate } from "../mirror/decide.ts";
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
@@ -53,10 +48,33 @@ export interface RolloutReport {
   message?: string;
 }
 
-export interface PreparedRollout {
-  gate: MirrorGate;
-  /** Stores the state, marks the waiting CRs, records the Events. Call once the mirror is done. */
-  finish(): Promise<RolloutReport | undefined>;
+/** What the rollout knows before a sync decides anything: read once, handed to the sync's later steps. */
+export interface OpenedRollout {
+  commit: string;
+  now: Date;
+  /** The valid policy's spec; absent when the policy cannot be read. */
+  spec?: RolloutSpec;
+  hubPaused: boolean;
+  /** Paused in the file or on the hub. */
+  paused: boolean;
+  clusters?: readonly InventoryCluster[];
+  /** Why every change waits: the policy, the inventory or the state's key cannot be read, or the state is refused. */
+  holdAll?: string;
+  refused: boolean;
+  /** The stored state, checked against its key (undefined: none yet), and its text as stored. */
+  state?: RolloutState;
+  stateText?: string;
+  /** The CRs of fleet files that failed validation: they keep their last applied content. */
+  frozen: ResourceIdentity[];
+}
+
+/** The gate's decision on one sync's steps. */
+export interface GatedSteps {
+  /** The steps to take: a held create or update is `waiting`; a revert is an update. */
+  steps: ApplyStep[];
+  outcome?: GateOutcome;
+  /** What the reverts did, recorded as Events once the sync is done. */
+  revertEvents: RolloutEvent[];
 }
 
 export interface RolloutStageOptions {
@@ -107,35 +125,21 @@ export class RolloutStage {
   }
 
   /**
-   * The gate for one sync of `model`. Without a policy every change passes (as without this stage, with no
-   * request of its own); only a waiting note a removed policy left on a hub CR is cleared.
+   * Reads what the gate decides by, before the hub is read: the state ConfigMap (and, once per leader, its
+   * key Secret) and the hub pause. Without a policy there is nothing to read: undefined, and every change
+   * passes (as without this stage), with no request of its own.
    */
-  async prepare(model: FleetModel, commit: string): Promise<PreparedRollout> {
+  async open(model: FleetModel, commit: string): Promise<OpenedRollout | undefined> {
     const { policy, failedPaths } = model.rollout;
     if (policy === undefined && failedPaths.length === 0) {
       clearTimeout(this.#timer);
-      let live: readonly KubeObject[] = [];
-      return {
-        gate: {
-          applies: async (steps, hubLive) => {
-            live = hubLive;
-            return [...steps];
-          },
-          prunes: (candidates) => [...candidates],
-        },
-        finish: async () => {
-          await this.#markWaiting(live, new Map(), commit);
-          return undefined;
-        },
-      };
+      return undefined;
     }
     const { hub, namespace } = this.#options;
     const configMap = await hub.get("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP);
     const hubPaused = configMap?.metadata.annotations?.[ROLLOUT_PAUSED_ANNOTATION] === "true";
-    const now = (this.#options.now ?? (() => new Date()))();
     const clusters = this.#options.inventory();
     const spec = policy?.rollout.spec;
-    const paused = hubPaused || spec?.paused === true;
     const opened = spec && clusters ? await this.#open(configMap) : undefined;
     const holdAll =
       spec === undefined
@@ -147,89 +151,108 @@ export class RolloutStage {
             : opened?.kind === "refused"
               ? `the rollout state ConfigMap ${namespace}/${ROLLOUT_STATE_CONFIGMAP} is refused: ${opened.reason}. Every change waits; delete the ConfigMap to start the rollout state over`
               : undefined;
-    const frozen = model.files.filter((file) => file.status === "failed").flatMap((file) => file.declares);
+    return {
+      commit,
+      now: (this.#options.now ?? (() => new Date()))(),
+      ...(spec && { spec }),
+      hubPaused,
+      paused: hubPaused || spec?.paused === true,
+      ...(clusters && { clusters }),
+      ...(holdAll !== undefined && { holdAll }),
+      refused: opened?.kind === "refused",
+      ...(opened?.kind === "ready" && opened.state && { state: opened.state }),
+      ...(opened?.kind === "ready" && opened.text !== undefined && { stateText: opened.text }),
+      frozen: model.files.filter((file) => file.status === "failed").flatMap((file) => file.declares),
+    };
+  }
 
-    let outcome: GateOutcome | undefined;
-    let live: readonly KubeObject[] = [];
-    let waiting = new Map<string, string>();
-    let deletionsWait = false;
+  /**
+   * Which of the steps go out now: `gateApplies` on what `open` read, the reverts re-read from Git, and the
+   * state stored before the mirror writes anything it lets through (write-ahead: a leader that dies between
+   * the two leaves a successor that knows the wave is open and what it changed).
+   */
+  async gate(
+    opened: OpenedRollout | undefined,
+    steps: readonly ApplyStep[],
+    live: readonly KubeObject[],
+    held: readonly ResourceIdentity[],
+  ): Promise<GatedSteps> {
+    if (opened === undefined) return { steps: [...steps], revertEvents: [] };
+    const { spec, clusters, holdAll } = opened;
+    if (holdAll !== undefined || spec === undefined || clusters === undefined) {
+      return { steps: steps.map((step) => waitingStep(step, holdAll ?? "")), revertEvents: [] };
+    }
+    const { commit, hubPaused, state, frozen, now } = opened;
+    const outcome = gateApplies({ spec, hubPaused, commit, clusters, state, frozen, held, now }, steps, live);
     const revertEvents: RolloutEvent[] = [];
-    const gate: MirrorGate = {
-      applies: async (steps, hubLive, held) => {
-        live = hubLive;
-        if (holdAll !== undefined || opened?.kind !== "ready") {
-          const gated = steps.map((step) => waitingStep(step, holdAll ?? ""));
-          waiting = waitingOf(gated);
-          return gated;
-        }
-        outcome = gateApplies(
-          {
-            spec: spec!,
-            hubPaused,
-            commit,
-            clusters: clusters!,
-            state: opened.state,
-            frozen,
-            held,
-            now,
-          },
-          steps,
-          hubLive,
-        );
-        const reverts = await this.#reverts(outcome, revertEvents);
-        // Write-ahead: the state names every CR let through before the mirror writes it, so a leader that
-        // dies between the two leaves a successor that knows the wave is open and what it changed.
-        const text = stateText(outcome.state);
-        if (text !== opened.text) await this.#store(outcome.state, text);
-        const gated = withReverts(outcome.steps, reverts);
-        waiting = waitingOf(gated);
-        return gated;
-      },
-      prunes: (candidates, hubLive) => {
-        const ordered =
-          holdAll !== undefined || spec === undefined
-            ? candidates.map((candidate): PruneCandidate => ({ ...candidate, waiting: holdAll ?? "" }))
-            : gatePrunes(spec, clusters!, paused, candidates, hubLive);
-        deletionsWait = ordered.some((candidate) => candidate.waiting !== undefined);
-        return ordered;
-      },
-    };
-    const finish = async (): Promise<RolloutReport> => {
-      await this.#markWaiting(live, waiting, commit);
-      if (outcome === undefined) {
-        // A broken policy waits for Git; a refused state for a person to delete it, and the key or the
-        // inventory for the hub: those are looked at again, as nothing else would bring a sync.
-        this.#schedule(spec !== undefined);
-        return {
-          phase: spec === undefined ? "Invalid" : opened?.kind === "refused" ? "Refused" : "Waiting",
-          paused,
-          waiting: waiting.size,
-          history: [],
-          message: holdAll,
-        };
-      }
-      const { state } = outcome;
-      for (const event of [...outcome.events, ...revertEvents]) {
-        void this.#options.events.record(
-          this.#involved(event.resource),
-          event.type,
-          event.reason,
-          event.message,
-        );
-      }
-      // A deletion that waits for a later wave's CRs to go needs no commit to go on: look again.
-      this.#schedule(state.phase === "Progressing" || paused || deletionsWait);
+    const reverts = await this.#reverts(outcome, revertEvents);
+    const text = stateText(outcome.state);
+    if (text !== opened.stateText) await this.#store(outcome.state, text);
+    return { steps: withReverts(outcome.steps, reverts), outcome, revertEvents };
+  }
+
+  /** The prune's candidates in reverse wave order (those that wait marked); all of them wait while held. */
+  orderPrunes(
+    opened: OpenedRollout | undefined,
+    candidates: readonly PruneCandidate[],
+    live: readonly KubeObject[],
+  ): PruneCandidate[] {
+    if (opened === undefined) return [...candidates];
+    const { spec, clusters, holdAll, paused } = opened;
+    if (holdAll !== undefined || spec === undefined || clusters === undefined) {
+      return candidates.map((candidate) => ({ ...candidate, waiting: holdAll ?? "" }));
+    }
+    return gatePrunes(spec, clusters, paused, candidates, live);
+  }
+
+  /**
+   * Once the mirror is done: marks the CRs that wait (and clears the mark a removed policy left), records
+   * the Events and schedules the next check. The sync's report of the rollout.
+   */
+  async finish(
+    opened: OpenedRollout | undefined,
+    gated: GatedSteps,
+    live: readonly KubeObject[],
+    prunes: readonly PruneCandidate[],
+  ): Promise<RolloutReport | undefined> {
+    const waiting = waitingOf(gated.steps);
+    const commit = opened?.commit ?? "";
+    await this.#markWaiting(live, waiting, commit);
+    if (opened === undefined) return undefined;
+    const { outcome, revertEvents } = gated;
+    if (outcome === undefined) {
+      // A broken policy waits for Git; a refused state for a person to delete it, and the key or the
+      // inventory for the hub: those are looked at again, as nothing else would bring a sync.
+      this.#schedule(opened.spec !== undefined);
       return {
-        phase: state.phase,
-        commit: state.commit,
-        ...(outcome.openWave ? { wave: outcome.openWave } : {}),
-        paused,
-        ...(state.halt ? { halt: state.halt } : {}),
+        phase: opened.spec === undefined ? "Invalid" : opened.refused ? "Refused" : "Waiting",
+        paused: opened.paused,
         waiting: waiting.size,
-        history: historyOf(state),
+        history: [],
+        ...(opened.holdAll !== undefined && { message: opened.holdAll }),
       };
+    }
+    const { state } = outcome;
+    for (const event of [...outcome.events, ...revertEvents]) {
+      void this.#options.events.record(
+        this.#involved(event.resource),
+        event.type,
+        event.reason,
+        event.message,
+      );
+    }
+    // A deletion that waits for a later wave's CRs to go needs no commit to go on: look again.
+    const deletionsWait = prunes.some((candidate) => candidate.waiting !== undefined);
+    this.#schedule(state.phase === "Progressing" || opened.paused || deletionsWait);
+    return {
+      phase: state.phase,
+      commit: state.commit,
+      ...(outcome.openWave ? { wave: outcome.openWave } : {}),
+      paused: opened.paused,
+      ...(state.halt ? { halt: state.halt } : {}),
+      waiting: waiting.size,
+      history: historyOf(state),
     };
-    return { gate, finish };
   }
 
   /** The stored state, checked against the key; a refusal is recorded once per refused content. */

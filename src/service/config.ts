@@ -1,13 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
-import { type AccessPolicy, AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
-import type { HubCrPolicy } from "../admission/hub-cr.ts";
-import {
-  DEFAULT_LOCATION_POLICY,
-  type LocationPolicy,
-  LocationPolicySchema,
-} from "../admission/locations.ts";
+import { AccessPolicySchema, SAFE_ACCESS_POLICY } from "../access/policy.ts";
+import { DEFAULT_LOCATION_POLICY, LocationPolicySchema } from "../admission/locations.ts";
 import {
   DEFAULT_CLUSTER_PROFILE_NAMESPACE,
   namespaceAllowlist,
@@ -17,11 +12,13 @@ import { type Diagnostic, formatDiagnostic } from "../fleet/diagnostic.ts";
 import { durationMs } from "../fleet/duration.ts";
 import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
 import { validateAgainstSchema } from "../fleet/schema-diagnostics.ts";
-import { DEFAULT_FILE_SELECTION, type FileSelection } from "../fleet/select.ts";
+import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 import { parseYamlFile } from "../fleet/yaml-source.ts";
-import { type MirrorOptions, MirrorOptionsSchema } from "../mirror/plan.ts";
+import { MirrorOptionsSchema } from "../mirror/decide.ts";
+import { DEFAULT_DEPARTURE_GRACE_PERIOD } from "../placement/departures.ts";
 import { DEFAULT_MAX_FETCH_BYTES, type GitAuth, type GitSourceSpec } from "../source/index.ts";
 import { statusPathProblem } from "../status/write-back.ts";
+import { DEFAULT_FLEET_SETTINGS, type FleetSettings } from "../sync/settings.ts";
 
 /**
  * The service's config file (`run --config`): the contract the Helm chart renders (charts/knative-fleet
@@ -110,9 +107,9 @@ export const ServiceConfigSchema = z
     placements: z
       .strictObject({
         /** How long a cluster may be out of a placement (ClusterProfile gone, labels changed) before its CR is pruned. */
-        departureGracePeriod: z.string().default("5m"),
+        departureGracePeriod: z.string().default(DEFAULT_DEPARTURE_GRACE_PERIOD),
       })
-      .default({ departureGracePeriod: "5m" }),
+      .default({ departureGracePeriod: DEFAULT_DEPARTURE_GRACE_PERIOD }),
     /**
      * Who reconciles the hub CRs onto their clusters: knative-fleet's own controller, or `external` (the
      * upstream Knative Operator, v1.22+ with multicluster on, runs on the hub): knative-fleet then mirrors,
@@ -134,61 +131,25 @@ export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
 
 export class ConfigError extends Error {}
 
-/**
- * What `run`, `plan` and `validate` must agree on, from one config file, so a pull request is checked and
- * planned exactly as the service will treat it: which files are fleet files, the namespace of a CR that
- * names none, the prune safeguards, which manifest locations may be read, and which ClusterProfiles may be
- * reached and what they may ask for.
- */
-export interface FleetSettings {
-  selection: FileSelection;
-  defaultNamespace: string;
-  /** Hub namespaces whose CRs are reconciled (tenancy.crNamespaces); undefined for every namespace. */
-  crNamespaces: readonly string[] | undefined;
-  prune: MirrorOptions;
-  locations: LocationPolicy;
-  access: AccessSettings;
-  /** `external`: the upstream operator reconciles the hub CRs, and `run` starts no controller of its own. */
-  reconciler: ServiceConfig["reconciler"];
-}
-
-/** Which ClusterProfiles may be used and what they may ask for. */
-export interface AccessSettings {
-  /** ClusterProfile namespaces; undefined for every namespace. */
-  namespaces: readonly string[] | undefined;
-  policy: AccessPolicy;
-}
-
 /** The settings of a config file. */
 export function fleetSettings(config: ServiceConfig): FleetSettings {
   return {
     selection: { pathGlob: config.repository.pathGlob, statusDir: config.status?.path ?? DEFAULT_STATUS_DIR },
     defaultNamespace: config.defaultNamespace,
     crNamespaces: namespaceAllowlist(config.tenancy.crNamespaces ?? [config.defaultNamespace]),
+    hubInstall: config.hubInstall.enabled,
     prune: config.prune,
     locations: config.manifestLocations,
     access: {
       namespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
       policy: config.access,
     },
+    departureGracePeriodMs: parseDuration(config.placements.departureGracePeriod),
     reconciler: config.reconciler,
   };
 }
 
 const DEFAULT_STATUS_DIR = DEFAULT_FILE_SELECTION.statusDir;
-
-/**
- * What the mirror lets onto the hub under these settings (src/admission/hub-cr.ts), the same in every mode;
- * local manifest paths may point into `kodataDir` only.
- */
-export function hubCrPolicy(settings: FleetSettings, kodataDir: string | undefined): HubCrPolicy {
-  return {
-    crNamespaces: settings.crNamespaces,
-    clusterProfileNamespaces: settings.access.namespaces,
-    locations: settings.locations,
-    kodataDir,
-  };
-}
 
 /** The settings of `--config FILE` for `plan` and `validate`: the service's config file, or the defaults. */
 export function loadFleetSettings(path: string | undefined): {
@@ -199,17 +160,6 @@ export function loadFleetSettings(path: string | undefined): {
   const config = loadServiceConfig(path);
   return { settings: fleetSettings(config), config };
 }
-
-/** The settings without a config file: the service's defaults. */
-export const DEFAULT_FLEET_SETTINGS: Readonly<FleetSettings> = {
-  selection: DEFAULT_FILE_SELECTION,
-  defaultNamespace: DEFAULT_NAMESPACE,
-  crNamespaces: [DEFAULT_NAMESPACE],
-  prune: MirrorOptionsSchema.parse({}),
-  locations: DEFAULT_LOCATION_POLICY,
-  access: { namespaces: [DEFAULT_CLUSTER_PROFILE_NAMESPACE], policy: SAFE_ACCESS_POLICY },
-  reconciler: "knative-fleet",
-};
 
 /**
  * Reads and validates the config file; each error names the file, line, column and key as fleet-file errors

@@ -3,16 +3,16 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { crAdmission, namespaceAllowlist } from "../admission/tenancy.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
-import { buildFleetModel, type FleetModel } from "../fleet/model.ts";
+import type { FleetFile } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
-import { mirror } from "../mirror/mirror.ts";
+import { hubMirror } from "../mirror/mirror.ts";
 import { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
 import { PlacementStage } from "../placement/stage.ts";
-import { type Engine, effectivePollInterval, startEngine } from "../reconcile/engine.ts";
+import { effectivePollInterval, type Reconciler, startReconciler } from "../reconcile/start.ts";
 import { RolloutStage } from "../rollout/stage.ts";
 import {
   checkWebhookSecret,
@@ -23,14 +23,8 @@ import {
   type Snapshot,
 } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
-import {
-  ConfigError,
-  fleetSettings,
-  gitSourceSpec,
-  hubCrPolicy,
-  parseDuration,
-  type ServiceConfig,
-} from "./config.ts";
+import { expandedModel, type SyncEdges, type SyncSettings, sync } from "../sync/sync.ts";
+import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
 import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
 import { podVoucher, ShardMembership } from "./sharding.ts";
@@ -51,7 +45,7 @@ export interface ServiceOptions {
 
 /**
  * `knative-fleet run`: the pipeline as a service. Git source (poll + webhook) -> fleet model -> hub mirror
- * -> reconcile engine (hub CRs onto their spokes) -> status write-back; one leader at a time when
+ * -> reconciler (hub CRs onto their spokes) -> status write-back; one leader at a time when
  * replicated; probes and metrics on one port; a clean stop on SIGTERM.
  */
 export class FleetService {
@@ -61,7 +55,7 @@ export class FleetService {
   private http: { port: number; close(): Promise<void> } | undefined;
   private webhookServer: RunningHttpServer | undefined;
   private elector: LeaderElector | undefined;
-  private engine: Engine | undefined;
+  private reconciler: Reconciler | undefined;
   private events: EventRecorder | undefined;
   /** This replica's share of the clusters, when the reconcile is sharded. */
   private membership: ShardMembership | undefined;
@@ -74,8 +68,8 @@ export class FleetService {
   private rollout: RolloutStage | undefined;
   /** External mode: the hub CRs, watched so the status file follows the conditions upstream writes. */
   private hubCrWatches: Informer[] = [];
-  /** The last commit's model, expanded again when the inventory changes what placements select. */
-  private lastCommit: { model: FleetModel; commit: string } | undefined;
+  /** The last commit's files, synced again when the inventory changes what placements select. */
+  private lastCommit: { files: readonly FleetFile[]; commit: string } | undefined;
   /** Syncs run one at a time: a Git change and an inventory change never mirror concurrently. */
   private syncs: Promise<void> = Promise.resolve();
   private leading = false;
@@ -148,8 +142,8 @@ export class FleetService {
     await this.stopLeading();
     await this.elector?.stop();
     await this.membership?.stop();
-    await this.engine?.stop();
-    this.engine = undefined;
+    await this.reconciler?.stop();
+    this.reconciler = undefined;
     await this.http?.close();
     await this.webhookServer?.close();
     this.log.info("knative-fleet stopped");
@@ -184,7 +178,7 @@ export class FleetService {
     }
     // In external mode the upstream operator reconciles the hub CRs: no controller here, only what it writes.
     const external = fleetSettings(config).reconciler === "external";
-    if (!this.membership && !external) this.engine = await this.startReconcile();
+    if (!this.membership && !external) this.reconciler = await this.startReconcile();
     if (external) {
       this.hubCrWatches = KNATIVE_KINDS.map((kind) => new Informer(hub, OPERATOR_API_VERSION, kind));
       for (const watch of this.hubCrWatches) {
@@ -201,7 +195,7 @@ export class FleetService {
       log: log.child({ component: "placement" }),
       onChange: () => {
         const last = this.lastCommit;
-        if (last) void this.serialized(() => this.mirrorCommit(last.model, last.commit, "inventory"));
+        if (last) void this.serialized(() => this.syncCommit(last.files, last.commit, "inventory"));
       },
     });
     this.placements.start();
@@ -212,21 +206,21 @@ export class FleetService {
       source: { repository: config.repository.url, branch: config.repository.branch },
       inventory: () => placements.inventory().clusters,
       modelAt: async (commit) => {
-        const snapshot = await source.snapshotAt(commit);
-        return placements.prepare(this.fleetModel(snapshot), config.repository.url).model;
+        const { files } = await source.snapshotAt(commit);
+        return expandedModel(files, fleetSettings(config), placements.inventory()).model;
       },
       events: this.events!,
       log: log.child({ component: "rollout" }),
       checkIntervalMs: parseDuration(config.rollout.checkInterval),
       onDue: () => {
         const last = this.lastCommit;
-        if (last) void this.serialized(() => this.mirrorCommit(last.model, last.commit, "rollout"));
+        if (last) void this.serialized(() => this.syncCommit(last.files, last.commit, "rollout"));
       },
     });
     this.poller = new Poller({
       source,
       schedule: config.pollSchedule,
-      onSnapshot: (snapshot) => this.serialized(() => this.sync(snapshot)),
+      onSnapshot: (snapshot) => this.serialized(() => this.syncSnapshot(snapshot)),
       onFetched: (fetch) => this.metrics.gitFetchFinished(fetch),
       onPolled: (outcome) => this.metrics.pollFinished({ failed: outcome === "failed" }),
       onError: (err) => {
@@ -242,18 +236,17 @@ export class FleetService {
   }
 
   /**
-   * The reconcile engine: started on becoming leader, or, when sharded, at start on every replica, each
+   * The reconciler: started on becoming leader, or, when sharded, at start on every replica, each
    * reconciling the clusters of its share.
    */
-  private startReconcile(): Promise<Engine> {
+  private startReconcile(): Promise<Reconciler> {
     const { config, log } = this.options;
     const hub = this.hubClient!;
     const pollIntervalMs =
       this.options.pollIntervalMs ??
       effectivePollInterval(parseDuration(config.remoteDeploymentsPollInterval));
-    return startEngine({
-      hub: this.options.hub,
-      hubClient: hub,
+    return startReconciler({
+      hub,
       providerFile: this.options.providerFile,
       allowedClusterProfileNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
       accessPolicy: config.access,
@@ -276,7 +269,7 @@ export class FleetService {
         else this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
         if (report.statusWritten || report.finalized) this.statusWriter?.request();
         const involved = {
-          apiVersion: "operator.knative.dev/v1beta1",
+          apiVersion: OPERATOR_API_VERSION,
           kind: report.kind,
           metadata: { name: report.name, namespace: report.namespace },
         };
@@ -293,7 +286,7 @@ export class FleetService {
     });
   }
 
-  /** Joins the shard membership; the engine reconciles only this replica's share of the clusters. */
+  /** Joins the shard membership; the reconciler reconciles only this replica's share of the clusters. */
   private async startSharded(): Promise<void> {
     const { config, log } = this.options;
     const sharding = config.sharding;
@@ -320,7 +313,7 @@ export class FleetService {
       retryPeriodMs: parseDuration(sharding.retryPeriod),
       log: log.child({ component: "sharding" }),
       settle: async () => {
-        const controller = this.engine?.controller;
+        const controller = this.reconciler?.controller;
         if (!controller) return;
         const lost = [...controller.clusters()].filter((cluster) => !membership.owns(cluster));
         await Promise.all(lost.map((cluster) => controller.clusterSettled(cluster)));
@@ -330,20 +323,20 @@ export class FleetService {
       },
       vouch,
       onWidened: (owned) => {
-        const controller = this.engine?.controller;
+        const controller = this.reconciler?.controller;
         for (const cluster of controller?.clusters() ?? [])
           if (membership.owns(cluster) && !owned(cluster)) controller!.enqueueCluster(cluster);
         this.observeShards();
       },
     });
     this.membership = membership;
-    this.engine = await this.startReconcile();
+    this.reconciler = await this.startReconcile();
     membership.start();
   }
 
   private observeShards(): void {
     const membership = this.membership!;
-    const clusters = [...(this.engine?.controller.clusters() ?? [])].filter((c) => membership.owns(c));
+    const clusters = [...(this.reconciler?.controller.clusters() ?? [])].filter((c) => membership.owns(c));
     this.metrics.shardsObserved({ members: membership.members.length, clusters: clusters.length });
   }
 
@@ -354,41 +347,28 @@ export class FleetService {
   }
 
   /** One commit of the fleet repository into the hub. */
-  private async sync(snapshot: Snapshot): Promise<void> {
-    const model = this.fleetModel(snapshot);
-    this.lastCommit = { model, commit: snapshot.commit };
-    await this.mirrorCommit(model, snapshot.commit, "git");
+  private async syncSnapshot(snapshot: Snapshot): Promise<void> {
+    this.lastCommit = { files: snapshot.files, commit: snapshot.commit };
+    await this.syncCommit(snapshot.files, snapshot.commit, "git");
   }
 
-  private fleetModel(snapshot: Snapshot): FleetModel {
-    const { defaultNamespace } = fleetSettings(this.options.config);
-    return buildFleetModel(snapshot.files, { defaultNamespace });
-  }
-
-  /** Mirrors a commit's model, its placements expanded against the inventory as it is now. */
-  private async mirrorCommit(
-    model: FleetModel,
+  /** Syncs a commit's files, its placements expanded against the inventory as it is now (src/sync). */
+  private async syncCommit(
+    files: readonly FleetFile[],
     commit: string,
     trigger: "git" | "inventory" | "rollout",
   ): Promise<void> {
     if (!this.leading) return;
     const { config, log } = this.options;
-    const hub = this.hubClient!;
-    const settings = fleetSettings(config);
     const started = performance.now();
-    const prepared = this.placements!.prepare(model, config.repository.url);
-    const rollout = await this.rollout!.prepare(prepared.model, commit);
-    const mirrored = await mirror(hub, {
-      model: prepared.model,
-      source: { repository: config.repository.url, branch: config.repository.branch, commit },
-      sourceRead: true,
-      options: settings.prune,
-      namespace: settings.defaultNamespace,
-      admission: hubCrPolicy(settings, this.options.kodataDir),
-      hold: prepared.hold,
-      gate: rollout.gate,
-    });
-    const result = { ...mirrored, placements: prepared.report(), rollout: await rollout.finish() };
+    const settings: SyncSettings = { fleet: fleetSettings(config), kodataDir: this.options.kodataDir };
+    const edges: SyncEdges = {
+      hub: hubMirror(this.hubClient!, settings.fleet.defaultNamespace),
+      placements: this.placements!,
+      rollout: this.rollout!,
+    };
+    const source = { repository: config.repository.url, branch: config.repository.branch, commit };
+    const result = await sync({ source, files }, settings, edges);
     this.metrics.syncFinished({ durationMs: performance.now() - started, trigger });
     if (result.rollout)
       this.metrics.rolloutObserved({ ...result.rollout, wavesCompleted: result.rollout.history.length });
@@ -410,7 +390,7 @@ export class FleetService {
       },
       "fleet synced into the hub",
     );
-    this.statusWriter?.mirrored(result);
+    this.statusWriter?.synced(result);
   }
 
   private async stopLeading(): Promise<void> {
@@ -423,8 +403,8 @@ export class FleetService {
     this.hubCrWatches = [];
     await this.syncs;
     if (!this.membership) {
-      await this.engine?.stop();
-      this.engine = undefined;
+      await this.reconciler?.stop();
+      this.reconciler = undefined;
     }
     await this.statusWriter?.stop();
     this.poller = undefined;

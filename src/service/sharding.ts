@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
+import { SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { isConflict, isNotFound } from "../kube/rest.ts";
@@ -12,7 +13,7 @@ import type { Logger } from "../observability/log.ts";
  * cluster and the highest score wins, so all members agree from the member list alone, and a member
  * joining or leaving moves only the clusters it gains or had (about 1/N of them).
  */
-export function ownerOf(members: readonly string[], cluster: string): string | undefined {
+export function shardOwner(members: readonly string[], cluster: string): string | undefined {
   let best: string | undefined;
   let bestScore = -1;
   for (const member of members) {
@@ -40,15 +41,10 @@ export function viewDigest(members: readonly string[]): string {
  * only after its previous owner gave it up. An empty view owns nothing.
  */
 export function ownsUnder(views: readonly (readonly string[])[], member: string, cluster: string): boolean {
-  return views.every((view) => ownerOf(view, cluster) === member);
+  return views.every((view) => shardOwner(view, cluster) === member);
 }
 
 // ── The membership: Leases on the hub ───────────────────────────────────────────────────────────────────
-
-/** Label on every member Lease of one sharded deployment; its value is the group name. */
-export const SHARD_GROUP_LABEL = "fleet.knative.dev/shard-group";
-/** Annotation on a member Lease: the digest of the member list whose share the member has narrowed to. */
-export const SHARD_VIEW_ANNOTATION = "fleet.knative.dev/shard-view";
 
 const LEASE_API_VERSION = "coordination.k8s.io/v1";
 

@@ -1,6 +1,6 @@
 import { stringify } from "yaml";
 import { clusterLabel } from "../access/target.ts";
-import { ConditionType, readinessOf } from "../api/conditions.ts";
+import { type ReadinessPhase, readinessOf } from "../api/conditions.ts";
 import type { ClusterProfileRef, KnativeStatus } from "../api/knative.ts";
 import {
   CONFIRM_PRUNE_ANNOTATION,
@@ -10,13 +10,12 @@ import {
   SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
 import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
-import type { MirrorResult } from "../mirror/mirror.ts";
-import { identityOf, type PruneCandidate, type PruneReport } from "../mirror/plan.ts";
+import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
 import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
-import type { PlacementReport } from "../placement/stage.ts";
 import type { RolloutReport } from "../rollout/stage.ts";
+import type { SyncResult } from "../sync/sync.ts";
 import { markdownCell, markdownText } from "../text/markdown.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
@@ -45,21 +44,19 @@ export interface StatusFile {
 export interface StatusSummaryInput {
   /** The KnativeServing and KnativeEventing CRs on the hub; hand-made ones (not mirrored) are left out. */
   resources: readonly KubeObject[];
-  /** The sync that ran against those CRs, with what each placement selected when the fleet has placements. */
-  mirror: MirrorResult & { placements?: PlacementReport; rollout?: RolloutReport };
+  /** The sync that ran against those CRs (what each placement selected, when the fleet has placements). */
+  sync: StatusSync;
 }
-
-type Readiness = "True" | "False" | "Unknown";
 
 interface ResourceRow extends ResourceIdentity {
   /** `namespace/name` of the ClusterProfile, or `hub`. */
   cluster: string;
-  ready: Readiness;
-  /** The installed Knative version. */
-  version?: string;
-  /** Why the CR is not ready. */
+  /** The readiness verdict (api/conditions.ts readinessOf), and why it is not Current. */
+  phase: ReadinessPhase;
   reason?: string;
   message?: string;
+  /** The installed Knative version. */
+  version?: string;
   /** The commit whose content the hub CR holds. */
   commit?: string;
   path?: string;
@@ -113,24 +110,27 @@ export function renderStatusSummary(input: StatusSummaryInput): StatusFile[] {
   ];
 }
 
-function summarize({ resources, mirror }: StatusSummaryInput): Summary {
-  const outcomes = mirror.resources;
+/** What the status files read of a sync. */
+export type StatusSync = Omit<SyncResult, "model" | "placements"> & Partial<Pick<SyncResult, "placements">>;
+
+function summarize({ resources, sync }: StatusSummaryInput): Summary {
+  const outcomes = sync.resources;
   const rows = resources.filter(isManagedByFleet).map(resourceRow).sort(compareRows);
   const placements =
-    mirror.placements && mirror.placements.selections.length > 0
-      ? placementRollup(mirror.placements, rows)
+    sync.placements && sync.placements.selections.length > 0
+      ? placementRollup(sync.placements, rows)
       : undefined;
   return {
     resources: rows,
     // Mapped field by field: the YAML keeps key order, whichever check built the diagnostic.
-    validationErrors: mirror.diagnostics.map(({ path, line, column, field, message }) => ({
+    validationErrors: sync.diagnostics.map(({ path, line, column, field, message }) => ({
       path,
       line,
       column,
       field,
       message,
     })),
-    invalidFiles: mirror.failedFiles.map(({ path, declares }) => ({ path, declares })),
+    invalidFiles: sync.failedFiles.map(({ path, declares }) => ({ path, declares })),
     conflicts: outcomes
       .filter((outcome) => outcome.action === "conflict")
       .map(({ kind, namespace, name, path, reason }) =>
@@ -139,21 +139,21 @@ function summarize({ resources, mirror }: StatusSummaryInput): Summary {
     applyErrors: outcomes.flatMap(({ kind, namespace, name, path, error }) =>
       error === undefined ? [] : [{ kind, namespace, name, path, error }],
     ),
-    prune: pruneSummary(mirror.prune),
+    prune: pruneSummary(sync.prune),
     ...(placements ? { placements } : {}),
-    ...(mirror.rollout ? { rollout: rolloutSummary(mirror) } : {}),
+    ...(sync.rollout ? { rollout: rolloutSummary(sync) } : {}),
   };
 }
 
-function rolloutSummary(mirror: MirrorResult & { rollout?: RolloutReport }): RolloutSummary {
-  const { phase, commit, wave, paused, halt, message } = mirror.rollout!;
+function rolloutSummary(sync: StatusSync): RolloutSummary {
+  const { phase, commit, wave, paused, halt, message } = sync.rollout!;
   const waiting = [
-    ...mirror.resources.flatMap((outcome) =>
+    ...sync.resources.flatMap((outcome) =>
       outcome.action === "waiting"
         ? [{ resource: formatIdentity(outcome), reason: outcome.reason ?? "" }]
         : [],
     ),
-    ...mirror.prune.candidates.flatMap((candidate) =>
+    ...sync.prune.candidates.flatMap((candidate) =>
       candidate.waiting === undefined
         ? []
         : [{ resource: `${formatIdentity(candidate)} (deletion)`, reason: candidate.waiting }],
@@ -187,6 +187,12 @@ function pruneSummary({
   return { state, reason, message, candidates, retained, confirmation };
 }
 
+/** The verdict, as the row shows it: the phase, and why it is not Current. */
+function readinessRow(object: KubeObject, status: KnativeStatus | undefined) {
+  const { phase, reason, message } = readinessOf({ metadata: object.metadata, status });
+  return { phase, reason, message };
+}
+
 function resourceRow(object: KubeObject): ResourceRow {
   const spec = object.spec as { clusterProfileRef?: ClusterProfileRef } | undefined;
   const status = object.status as KnativeStatus | undefined;
@@ -194,38 +200,11 @@ function resourceRow(object: KubeObject): ResourceRow {
   return withoutUndefined({
     cluster: clusterLabel(spec?.clusterProfileRef),
     ...identityOf(object),
-    ...readiness(object, status),
+    ...readinessRow(object, status),
     version: status?.version,
     commit: annotations[SOURCE_COMMIT_ANNOTATION],
     path: annotations[SOURCE_PATH_ANNOTATION],
   });
-}
-
-/**
- * Ready as kstatus reads it: a status written for an older generation, or a CR being deleted, is in
- * progress whatever its conditions say. Otherwise Ready, explained by what blocks it (`readinessOf`).
- */
-function readiness(
-  object: KubeObject,
-  status: KnativeStatus | undefined,
-): Pick<ResourceRow, "ready" | "reason" | "message"> {
-  const read = readinessOf({ metadata: object.metadata, status });
-  if (read.deleting) {
-    return {
-      ready: "Unknown",
-      reason: "Deleting",
-      message: "the CR is being deleted; its cluster is being cleaned up",
-    };
-  }
-  if (read.stale || !status?.conditions?.some((c) => c.type === ConditionType.Ready)) {
-    return {
-      ready: "Unknown",
-      reason: "Reconciling",
-      message: "the hub controller has not reported on the current spec yet",
-    };
-  }
-  if (read.ready === "True") return { ready: "True" };
-  return { ready: read.ready, reason: read.blocking?.reason, message: read.blocking?.message };
 }
 
 function renderReadme(summary: Summary): string {
@@ -245,28 +224,32 @@ function renderReadme(summary: Summary): string {
   return `${sections.filter((section) => section !== "").join("\n\n")}\n`;
 }
 
-const READY_MARK: Record<Readiness, string> = { True: "✓", False: "✗", Unknown: "…" };
+const PHASE_MARK: Record<ReadinessPhase, string> = {
+  Current: "✓",
+  Failed: "✗",
+  InProgress: "…",
+  Terminating: "…",
+};
 
 function readinessCounts(rows: readonly ResourceRow[]): string {
   if (rows.length === 0) return "The hub holds no CR from the fleet repository.";
-  const tally = (ready: Readiness) => rows.filter((row) => row.ready === ready).length;
+  const tally = (...phases: ReadinessPhase[]) => rows.filter((row) => phases.includes(row.phase)).length;
   return (
-    `CRs on the hub: ${rows.length}; ready ${READY_MARK.True} ${tally("True")}, ` +
-    `not ready ${READY_MARK.False} ${tally("False")}, in progress ${READY_MARK.Unknown} ${tally("Unknown")}.`
+    `CRs on the hub: ${rows.length}; ready ${PHASE_MARK.Current} ${tally("Current")}, ` +
+    `not ready ${PHASE_MARK.Failed} ${tally("Failed")}, in progress ${PHASE_MARK.InProgress} ${tally("InProgress", "Terminating")}.`
   );
 }
 
 function resourcesTable(rows: readonly ResourceRow[]): string {
   if (rows.length === 0) return "";
   return table(
-    ["Cluster", "Kind", "CR", "Ready", "Version", "Reason", "Message", "Commit"],
+    ["Cluster", "Kind", "CR", "Ready", "Version", "Status", "Commit"],
     rows.map((row) => [
       row.cluster,
       row.kind,
       `${row.namespace}/${row.name}`,
-      READY_MARK[row.ready],
+      PHASE_MARK[row.phase],
       row.version ?? "",
-      row.reason ?? "",
       row.message ?? "",
       row.commit?.slice(0, 7) ?? "",
     ]),

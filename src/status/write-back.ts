@@ -1,12 +1,12 @@
 import { posix } from "node:path";
 import { normalizeRepoPath } from "../fleet/select.ts";
 import type { KubeClient } from "../kube/client.ts";
-import type { MirrorResult } from "../mirror/mirror.ts";
 import { listHubResources } from "../mirror/mirror.ts";
 import type { Logger } from "../observability/log.ts";
+import type { StatusCommitOutcome } from "../observability/metrics.ts";
 import { redactSecrets } from "../observability/redact.ts";
 import type { CommitBase, GitSource } from "../source/index.ts";
-import { renderStatusSummary, STATUS_FILE_HEADS, type StatusFile } from "./summary.ts";
+import { renderStatusSummary, STATUS_FILE_HEADS, type StatusFile, type StatusSync } from "./summary.ts";
 
 /**
  * Why `path` cannot be the status folder of a repository whose fleet files `pathGlob` selects, or
@@ -60,7 +60,7 @@ export interface StatusWriterOptions {
   /** At most one commit per interval; changes in between are coalesced into the next one. */
   intervalMs: number;
   log: Logger;
-  onCommitted?(outcome: "pushed" | "unchanged" | "failed"): void;
+  onCommitted?(outcome: StatusCommitOutcome): void;
 }
 
 /**
@@ -71,7 +71,7 @@ export interface StatusWriterOptions {
  */
 export class StatusWriter {
   private readonly options: StatusWriterOptions;
-  private lastMirror: MirrorResult | undefined;
+  private lastSync: StatusSync | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private dirty = false;
@@ -100,14 +100,14 @@ export class StatusWriter {
   }
 
   /** A sync finished: its result is what the next summary reports. */
-  mirrored(result: MirrorResult): void {
-    this.lastMirror = result;
+  synced(result: StatusSync): void {
+    this.lastSync = result;
     this.request();
   }
 
   /** Something the summary shows may have changed (a CR's status). */
   request(): void {
-    if (this.stopped || !this.lastMirror) return;
+    if (this.stopped || !this.lastSync) return;
     this.dirty = true;
     if (this.timer || this.running) return;
     const wait = Math.max(0, this.lastRun + this.options.intervalMs - Date.now());
@@ -137,16 +137,16 @@ export class StatusWriter {
   }
 
   private async write(): Promise<void> {
-    const mirror = this.lastMirror;
-    if (!mirror) return;
+    const sync = this.lastSync;
+    if (!sync) return;
     this.dirty = false;
     this.lastRun = Date.now();
     const { source, hub, branch, author, log } = this.options;
     try {
-      const files = renderStatusSummary({ resources: await listHubResources(hub), mirror });
+      const files = renderStatusSummary({ resources: await listHubResources(hub), sync });
       const result = await source.commitAndPush({
         files: (base) => this.changesOn(base, files),
-        message: `status: fleet summary for ${mirror.source.commit.slice(0, 12)}`,
+        message: `status: fleet summary for ${sync.source.commit.slice(0, 12)}`,
         author,
         branch,
       });

@@ -1,8 +1,8 @@
 import { stringify } from "yaml";
 import type { HubCrPolicy } from "../../src/admission/hub-cr.ts";
-import { DEFAULT_LOCATION_POLICY } from "../../src/admission/locations.ts";
 import type { KnativeKind } from "../../src/api/knative.ts";
 import type { FleetFile } from "../../src/fleet/model.ts";
+import { DEFAULT_FLEET_SETTINGS, type FleetSettings, hubCrPolicy } from "../../src/sync/settings.ts";
 
 // The one builder of Knative CRs for tests: as an object (a hub CR), as a fleet file's text, or as a fleet file.
 
@@ -52,12 +52,15 @@ export const crFile = (cr: CrOptions, path = `clusters/${cr.name}.yaml`): FleetF
 });
 
 /**
- * The mirror's admission for tests of other things: CRs in any hub namespace may target ClusterProfiles in
- * any namespace; manifest locations as the service's defaults (no URL, no local path).
+ * The service's settings for tests of other things: CRs in any hub namespace may target ClusterProfiles in
+ * any namespace, or the hub itself; manifest locations as the service's defaults (no URL, no local path).
  */
-export const ANY_NAMESPACE_ADMISSION: HubCrPolicy = {
+export const ANY_NAMESPACE_SETTINGS: FleetSettings = {
+  ...DEFAULT_FLEET_SETTINGS,
   crNamespaces: undefined,
-  clusterProfileNamespaces: undefined,
-  locations: DEFAULT_LOCATION_POLICY,
-  kodataDir: undefined,
+  hubInstall: true,
+  access: { ...DEFAULT_FLEET_SETTINGS.access, namespaces: undefined },
 };
+
+/** The mirror's admission under those settings. */
+export const ANY_NAMESPACE_ADMISSION: HubCrPolicy = hubCrPolicy(ANY_NAMESPACE_SETTINGS, undefined);

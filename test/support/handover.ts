@@ -5,19 +5,19 @@ import { AccessPolicySchema } from "../../src/access/policy.ts";
 import { type LocationPolicy, LocationPolicySchema } from "../../src/admission/locations.ts";
 import { OPERATOR_API_VERSION } from "../../src/api/knative.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
-import { loadKubeConfig } from "../../src/kube/kubeconfig.ts";
 import { type KubeObject, nameOf } from "../../src/kube/object.ts";
 import { createLogger, silentLogger } from "../../src/observability/log.ts";
 import type { ReconcileReport } from "../../src/reconcile/controller.ts";
-import { type Engine, startEngine } from "../../src/reconcile/engine.ts";
+import { type Reconciler, startReconciler } from "../../src/reconcile/start.ts";
 import type { Sandbox } from "../sandbox/index.ts";
+import { adminClient } from "./hub.ts";
 import { knativeReleasesDir } from "./shared.ts";
 import { UpstreamOperator } from "./upstream-operator.ts";
 import { waitUntil } from "./wait.ts";
 
 /** The two reconcilers a hand-over passes a CR between, started and stopped the same way. */
 
-/** knative-fleet's reconcile engine in this process, recording every reconcile it reports. */
+/** knative-fleet's reconciler in this process, recording every reconcile it reports. */
 export async function startFleet(
   sandbox: Sandbox,
   options: {
@@ -28,11 +28,11 @@ export async function startFleet(
   } = {
     providerFile: sandbox.providerFile,
   },
-): Promise<{ engine: Engine; reports: ReconcileReport[] }> {
+): Promise<{ reconciler: Reconciler; reports: ReconcileReport[] }> {
   const more = options.credentialNamespaces ?? {};
   const reports: ReconcileReport[] = [];
-  const engine = await startEngine({
-    hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
+  const reconciler = await startReconciler({
+    hub: adminClient(sandbox.hub),
     providerFile: options.providerFile,
     kodataDir: knativeReleasesDir(),
     manifestLocations: LocationPolicySchema.parse(options.manifestLocations ?? {}),
@@ -50,7 +50,7 @@ export async function startFleet(
     log: process.env.ENGINE_LOG ? createLogger(process.env.ENGINE_LOG) : silentLogger,
     onReconciled: (r) => reports.push(r),
   });
-  return { engine, reports };
+  return { reconciler, reports };
 }
 
 /**

@@ -12,6 +12,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["observability", "fleet", "apply", "admission"],
   ["source", "render", "access", "mirror", "text", "placement"],
   ["install", "rollout"],
+  ["sync"],
   ["reconcile", "plan", "status"],
   ["service"],
   ["commands"],
@@ -41,7 +42,37 @@ function crossImports(): [string, string][] {
   });
 }
 
+/** The files each src file imports (type-only imports included: a circle of types is a circle still). */
+function importGraph(): Map<string, string[]> {
+  return new Map(
+    files(SRC).map((file) => [
+      relative(SRC, file),
+      [...readFileSync(file, "utf8").matchAll(/from "(\.[^"]+)"/g)].map((m) =>
+        relative(SRC, join(file, "..", m[1]!)),
+      ),
+    ]),
+  );
+}
+
 describe("the layering of src/", () => {
+  it("no file imports itself through others: no import circle, within a folder either", () => {
+    const graph = importGraph();
+    const circles: string[] = [];
+    const state = new Map<string, "open" | "done">();
+    const visit = (file: string, path: string[]): void => {
+      if (state.get(file) === "done") return;
+      if (state.get(file) === "open") {
+        circles.push([...path.slice(path.indexOf(file)), file].join(" -> "));
+        return;
+      }
+      state.set(file, "open");
+      for (const next of graph.get(file) ?? []) visit(next, [...path, file]);
+      state.set(file, "done");
+    };
+    for (const file of graph.keys()) visit(file, []);
+    expect(circles).toEqual([]);
+  });
+
   it("knows every folder", () => {
     const folders = new Set(files(SRC).map(folderOf));
     expect([...folders].filter((f) => !layerOf.has(f))).toEqual([]);
@@ -70,5 +101,37 @@ describe("the layering of src/", () => {
       ].map((m) => `${relative(SRC, file)}: ${m[0]}`),
     );
     expect(casts).toEqual([]);
+  });
+
+  it("a hub object's identity has one home: fleet/identity.ts types, spells and reads it", () => {
+    const elsewhere = files(SRC)
+      .filter((file) => relative(SRC, file) !== "fleet/identity.ts")
+      .flatMap((file) =>
+        [
+          ...readFileSync(file, "utf8").matchAll(
+            /\$\{[^}`]*kind[^}`]*\} \$\{[^}`]*namespace[^}`]*\}\/\$\{[^}`]*name[^}`]*\}|function identityOf\b|interface \w*Identity\b/gi,
+          ),
+        ].map((m) => `${relative(SRC, file)}: ${m[0]}`),
+      );
+    expect(elsewhere).toEqual([]);
+  });
+
+  it("every label, annotation and extension name is spelt in api/labels.ts alone", () => {
+    // A string that reads `<domain>/<key>`, an API version (`<group>/v1beta1`) aside; comments do not count.
+    const withoutComments = (text: string) =>
+      text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:])\/\/.*$/gm, "$1");
+    const elsewhere = files(SRC)
+      .filter((file) => relative(SRC, file) !== "api/labels.ts")
+      .flatMap((file) =>
+        [
+          ...withoutComments(readFileSync(file, "utf8")).matchAll(
+            /["`](?:[a-z0-9-]+\.)+[a-z]{2,}\/[a-zA-Z][\w.-]*["`]/g,
+          ),
+        ]
+          .map((m) => m[0])
+          .filter((name) => !/\/v\d+(?:(?:alpha|beta)\d+)?["`]$/.test(name))
+          .map((name) => `${relative(SRC, file)}: ${name}`),
+      );
+    expect(elsewhere).toEqual([]);
   });
 });

@@ -1,7 +1,6 @@
+import { ISTIO_INJECT_ANNOTATION } from "../../api/labels.ts";
 import { type Transformer, updateWhere } from "../manifest.ts";
 import type { Component } from "../source.ts";
-
-const ISTIO_INJECT = "sidecar.istio.io/inject";
 
 /**
  * Upstream's JobTransform (pkg/reconciler/common/job.go): a Job gets a name that carries the component and the
@@ -31,10 +30,11 @@ export function nameJobs(component: Component, version: string): Transformer {
         ).template;
         if (!template) return;
         const said =
-          template.metadata?.labels?.[ISTIO_INJECT] ?? template.metadata?.annotations?.[ISTIO_INJECT];
+          template.metadata?.labels?.[ISTIO_INJECT_ANNOTATION] ??
+          template.metadata?.annotations?.[ISTIO_INJECT_ANNOTATION];
         if (said === undefined) {
           template.metadata ??= {};
-          template.metadata.labels = { ...template.metadata.labels, [ISTIO_INJECT]: "false" };
+          template.metadata.labels = { ...template.metadata.labels, [ISTIO_INJECT_ANNOTATION]: "false" };
         }
       },
     );

@@ -1,7 +1,6 @@
+import { NAME_LABEL } from "../../api/labels.ts";
 import { type Transformer, updateWhere } from "../manifest.ts";
 import type { Component } from "../source.ts";
-
-const NAME_LABEL = "app.kubernetes.io/name";
 
 /**
  * Every object says which component it belongs to: upstream labels the objects a release ships without

@@ -139,6 +139,7 @@ describe("knative-fleet status", () => {
         kind: "KnativeServing",
         namespace: NAMESPACE,
         name: "serving",
+        phase: "Current",
         ready: "True",
         version: "1.22.0",
         generation: 1,
@@ -152,10 +153,11 @@ describe("knative-fleet status", () => {
         kind: "KnativeEventing",
         namespace: NAMESPACE,
         name: "eventing",
+        phase: "Failed",
         ready: "False",
         condition: "InstallSucceeded",
         reason: "InstallFailed",
-        message: "apply eventing-core: webhook refused",
+        message: "InstallSucceeded=False (InstallFailed: apply eventing-core: webhook refused)",
         generation: 1,
         observedGeneration: 1,
         stale: false,
@@ -176,13 +178,13 @@ describe("knative-fleet status", () => {
     expect(lines[0]).toMatch(
       new RegExp(
         `^fleet-system/spoke-1\\s+KnativeServing\\s+${NAMESPACE}/serving\\s+True\\s+1\\.22\\.0\\s+1/1\\s+` +
-          "clusters/spoke-1/serving\\.yaml@89abcde\\s+-$",
+          "clusters/spoke-1/serving\\.yaml@89abcde\\s+Current$",
       ),
     );
     expect(lines[1]).toMatch(
       new RegExp(
         `^hub\\s+KnativeEventing\\s+${NAMESPACE}/eventing\\s+False\\s+-\\s+1/1\\s+-\\s+` +
-          "InstallFailed: apply eventing-core: webhook refused$",
+          "Failed: InstallSucceeded=False \\(InstallFailed: apply eventing-core: webhook refused\\)$",
       ),
     );
   });
@@ -240,11 +242,15 @@ describe("knative-fleet status", () => {
     const command = `kubectl -n ${NAMESPACE} annotate knativeeventing leaving fleet.knative.dev/abandon-cleanup=true`;
     expect(rows.find((row) => row.name === "leaving")).toMatchObject({
       cluster: "fleet-system/gone",
-      reason: "ClusterProfileNotReady",
+      phase: "Terminating",
+      reason: "Deleting",
       deleting: { finalizers: [FINALIZER], abandonCommand: command },
     });
     const { stdout } = await status("-n", NAMESPACE);
-    expect(stdout).toContain(`Deleting (finalizer ${FINALIZER} pending); ClusterProfileNotReady: spoke down`);
+    expect(stdout).toContain(
+      `Terminating (finalizer ${FINALIZER} pending): the CR is being deleted; its cluster is being cleaned up; ` +
+        "TargetClusterResolved=False (ClusterProfileNotReady: spoke down)",
+    );
     expect(stdout).toContain(`\n  ${command}\n`);
   });
 

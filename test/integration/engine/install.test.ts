@@ -8,7 +8,7 @@ import type { KubeClient } from "../../../src/kube/client.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { nameOf } from "../../../src/kube/object.ts";
 import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
-import type { Engine } from "../../../src/reconcile/engine.ts";
+import type { Reconciler } from "../../../src/reconcile/start.ts";
 import { clusterProfileStatus, loadSandbox, putClusterProfile } from "../../sandbox/index.ts";
 import { startFleet } from "../../support/handover.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -18,14 +18,14 @@ import { applyWrites, spokeWriteCount } from "./metrics.ts";
 const sandbox = loadSandbox();
 const SERVING_ANCHOR = anchorName({ kind: "KnativeServing", name: "serving" });
 const dataOf = (object: KubeObject | undefined) => (object?.data ?? {}) as Record<string, string>;
-const hubNs = "engine-test";
+const hubNs = "reconciler-test";
 const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof sandbox.spokes)[0]];
 
-describe("the reconcile engine on real spokes", () => {
+describe("the reconcile reconciler on real spokes", () => {
   let hub: KubeClient;
   let spokeOne: KubeClient;
   let spokeTwo: KubeClient;
-  let engine: Engine;
+  let reconciler: Reconciler;
   let reports: ReconcileReport[] = [];
   const timings: Record<string, number> = {};
 
@@ -35,11 +35,11 @@ describe("the reconcile engine on real spokes", () => {
     spokeTwo = adminClient(spoke2);
     await installFleetCrds(hub);
     await ensureNamespace(hub, hubNs);
-    ({ engine, reports } = await startFleet(sandbox));
+    ({ reconciler, reports } = await startFleet(sandbox));
   });
 
   afterAll(async () => {
-    await engine?.stop();
+    await reconciler?.stop();
     for (const kind of KNATIVE_KINDS) {
       for (const cr of (await hub.list(OPERATOR_API_VERSION, kind, { namespace: hubNs })).items) {
         await hub
@@ -48,7 +48,7 @@ describe("the reconcile engine on real spokes", () => {
         await hub.delete(OPERATOR_API_VERSION, kind, hubNs, nameOf(cr)).catch(() => {});
       }
     }
-    console.log("engine figures:", JSON.stringify(timings));
+    console.log("reconciler figures:", JSON.stringify(timings));
   });
 
   const cr = (kind: "KnativeServing" | "KnativeEventing", name: string, spec: object): KubeObject => ({
@@ -159,11 +159,11 @@ describe("the reconcile engine on real spokes", () => {
   it("a no-op reconcile writes nothing to the spoke or the hub", async () => {
     const before = await spokeWriteCount(spoke1);
     const seen = reports.length;
-    engine.controller.queue.add(`KnativeServing/${hubNs}/serving`);
+    reconciler.controller.queue.add(`KnativeServing/${hubNs}/serving`);
     const report = await waitUntil("a reconcile", async () =>
       reports.slice(seen).find((r) => r.name === "serving"),
     );
-    await engine.controller.queue.idle();
+    await reconciler.controller.queue.idle();
     expect(report.error).toBeUndefined();
     expect(report.writes).toBe(0);
     expect(report.statusWritten).toBe(false);
@@ -213,7 +213,7 @@ describe("the reconcile engine on real spokes", () => {
   it("a Deployment deleted by hand on the spoke comes back and is counted as drift", async () => {
     await spokeOne.delete("apps/v1", "Deployment", "knative-serving", "activator");
     const seen = reports.length;
-    engine.controller.queue.add(`KnativeServing/${hubNs}/serving`);
+    reconciler.controller.queue.add(`KnativeServing/${hubNs}/serving`);
     const report = await waitUntil("the drift reconcile", async () =>
       reports.slice(seen).find((r) => r.name === "serving"),
     );
@@ -228,7 +228,7 @@ describe("the reconcile engine on real spokes", () => {
     // Eventing 1.21.4 is installed on spoke-2. A CR that now asks for 1.23 is two minors away: refused,
     // and the spoke sees no write. (Each step of the window, one minor at a time: upgrade-window.test.ts.)
     await waitReady("KnativeEventing", "eventing");
-    await engine.controller.queue.idle();
+    await reconciler.controller.queue.idle();
     const writesBefore = await applyWrites(spoke2);
     await hub.mergePatch(OPERATOR_API_VERSION, "KnativeEventing", hubNs, "eventing", {
       spec: { version: "1.23" },
@@ -240,7 +240,7 @@ describe("the reconcile engine on real spokes", () => {
     expect(refusal.message).toContain("multiple MINOR versions");
     expect(refusal.message).toContain("v1.21.4");
     expect((await readyCondition("KnativeEventing", "eventing")).ready?.status).toBe("False");
-    await engine.controller.queue.idle();
+    await reconciler.controller.queue.idle();
     expect(await applyWrites(spoke2)).toBe(writesBefore);
   });
 
@@ -300,7 +300,7 @@ describe("the reconcile engine on real spokes", () => {
       certFile: `${dir}admin.crt`,
       keyFile: `${dir}admin.key`,
     };
-    const gone = { ...spoke1, name: "engine-gone", server: "https://127.0.0.1:9" };
+    const gone = { ...spoke1, name: "reconciler-gone", server: "https://127.0.0.1:9" };
     await putClusterProfile(admin, sandbox.clusterProfileNamespace, gone.name, clusterProfileStatus(gone));
     await hub.apply(
       cr("KnativeServing", "stranded", {
@@ -321,9 +321,9 @@ describe("the reconcile engine on real spokes", () => {
         ? target
         : undefined;
     });
-    expect(condition.reason).toBe("AccessProviderFailed"); // no credential Secret exists for engine-gone
+    expect(condition.reason).toBe("AccessProviderFailed"); // no credential Secret exists for reconciler-gone
     expect(condition.message).toContain(
-      `Cleanup of ${sandbox.clusterProfileNamespace}/engine-gone is retried with backoff`,
+      `Cleanup of ${sandbox.clusterProfileNamespace}/reconciler-gone is retried with backoff`,
     );
     expect(await hub.get(OPERATOR_API_VERSION, "KnativeServing", hubNs, "stranded")).toBeDefined(); // retried, not dropped
     await hub.mergePatch(OPERATOR_API_VERSION, "KnativeServing", hubNs, "stranded", {

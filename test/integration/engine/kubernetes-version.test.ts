@@ -3,7 +3,7 @@ import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { anchorName } from "../../../src/install/identity.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
-import type { Engine } from "../../../src/reconcile/engine.ts";
+import type { Reconciler } from "../../../src/reconcile/start.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { deleteCrs, forceDeleteCrs, hubCr, KOURIER, startFleet } from "../../support/handover.ts";
 import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -32,7 +32,7 @@ const versionAnswer = (gitVersion: string) => {
 describe("a spoke below the release's minimum Kubernetes", () => {
   let hub: KubeClient;
   let spokeClient: KubeClient;
-  let engine: Engine;
+  let reconciler: Reconciler;
   let reports: ReconcileReport[];
   let proxy: LoopbackProxy;
   let reported = "v1.33.4";
@@ -74,7 +74,7 @@ describe("a spoke below the release's minimum Kubernetes", () => {
       CREDENTIALS,
     );
     // The copy lives in a second ClusterProfile namespace: it reads credentials of its own.
-    ({ engine, reports } = await startFleet(sandbox, {
+    ({ reconciler, reports } = await startFleet(sandbox, {
       providerFile: sandbox.providerFile,
       credentialNamespaces: { [NAMESPACE]: CREDENTIALS },
     }));
@@ -83,7 +83,7 @@ describe("a spoke below the release's minimum Kubernetes", () => {
   afterAll(async () => {
     // Uninstalled by knative-fleet's own finalizer (cluster-scoped objects included), then forced if not.
     await deleteCrs(hub, [cr]).catch(() => forceDeleteCrs(hub, [cr]));
-    await engine?.stop();
+    await reconciler?.stop();
     await proxy?.close();
     await hub.delete(CLUSTER_PROFILE_API_VERSION, "ClusterProfile", NAMESPACE, spoke.name);
     await hub.delete("v1", "Namespace", undefined, CREDENTIALS).catch(() => {});

@@ -4,7 +4,7 @@ import { decodeInventory } from "../../../src/apply/inventory.ts";
 import { anchorName } from "../../../src/install/identity.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { type KubeObject, type ObjectRef, objectKey, refKey } from "../../../src/kube/object.ts";
-import type { Engine } from "../../../src/reconcile/engine.ts";
+import type { Reconciler } from "../../../src/reconcile/start.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { deleteCrs, hubCr, KOURIER, startFleet } from "../../support/handover.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -40,7 +40,7 @@ interface Install {
 
 describe("upgrades across the window, one minor at a time", () => {
   let hub: KubeClient;
-  let engine: Engine;
+  let reconciler: Reconciler;
   const installs = new Map<"serving" | "eventing", Install>();
   const timings: Record<string, number> = {};
 
@@ -94,11 +94,11 @@ describe("upgrades across the window, one minor at a time", () => {
         kept.set(object, (await client.apply(object)).metadata.resourceVersion as string | undefined);
       installs.set(name, { cr, spoke: client, namespace, inventory: [], bystanders: kept });
     }
-    ({ engine } = await startFleet(sandbox));
+    ({ reconciler } = await startFleet(sandbox));
   }, 300_000);
 
   afterAll(async () => {
-    await engine?.stop();
+    await reconciler?.stop();
     for (const { spoke, bystanders } of installs.values()) {
       for (const { metadata } of bystanders.keys()) {
         await spoke.delete("v1", "ConfigMap", metadata.namespace, metadata.name!);
@@ -167,7 +167,7 @@ describe("upgrades across the window, one minor at a time", () => {
   it("a jump of two minors is refused and the spoke sees no write", async () => {
     // Eventing 1.23.0 is installed: 1.21 is two minors down.
     const { cr } = installs.get("eventing")!;
-    await engine.controller.queue.idle();
+    await reconciler.controller.queue.idle();
     const writesBefore = await applyWrites(spoke2);
     await setVersion(cr, "1.21");
     const refusal = await waitUntil("VersionMigrationEligible=False", async () =>
@@ -177,7 +177,7 @@ describe("upgrades across the window, one minor at a time", () => {
     );
     expect(refusal.message).toContain("multiple MINOR versions");
     expect(refusal.message).toContain("v1.23.0");
-    await engine.controller.queue.idle();
+    await reconciler.controller.queue.idle();
     expect(await applyWrites(spoke2)).toBe(writesBefore);
     expect((await statusOf(cr))?.version).toBe("1.23.0");
   });

@@ -98,7 +98,7 @@ describe("the same failures give the same reasons in knative-fleet and upstream"
         }),
       );
     } finally {
-      if ("engine" in running) await running.engine.stop();
+      if ("reconciler" in running) await running.reconciler.stop();
       else await running.stop();
       // Gone before the next reconciler starts: with multicluster on, it would install the first case's CR.
       await forceDeleteCrs(hub, created.splice(0));

@@ -76,7 +76,7 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
       waitFleetReady(fleet.reports, "KnativeServing", "knative-serving", "serving"),
       waitFleetReady(fleet.reports, "KnativeEventing", "knative-eventing", "eventing"),
     ]);
-    await fleet.engine.stop();
+    await fleet.reconciler.stop();
     fleet = undefined;
   });
 
@@ -94,7 +94,7 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
         .catch(() => {});
     }
     await upstream?.stop();
-    await fleet?.engine.stop();
+    await fleet?.reconciler.stop();
     manifestServer?.close();
     console.log("knative-fleet -> upstream figures:", JSON.stringify(figures));
   });

@@ -6,7 +6,7 @@ import { isDeploymentAvailable } from "../../../src/install/health.ts";
 import { anchorName } from "../../../src/install/identity.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { liveView } from "../../../src/plan/cluster-view.ts";
-import type { Engine } from "../../../src/reconcile/engine.ts";
+import type { Reconciler } from "../../../src/reconcile/start.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import {
@@ -83,7 +83,7 @@ describe("hand-over from the upstream operator to knative-fleet", () => {
   afterAll(async () => {
     if (!fleet) fleet = await startFleet(sandbox).catch(() => undefined);
     await deleteCrs(hub, [serving, eventing]).catch(() => {});
-    await (fleet?.engine as Engine | undefined)?.stop();
+    await (fleet?.reconciler as Reconciler | undefined)?.stop();
     await upstream?.stop();
     console.log("upstream -> knative-fleet figures:", JSON.stringify(figures));
   });
@@ -184,7 +184,7 @@ describe("hand-over from the upstream operator to knative-fleet", () => {
   });
 
   it("plan, live, says the install is adopted in the hub CR's namespace", async () => {
-    const targets = createTargetResolver(hub, fleet!.engine.access);
+    const targets = createTargetResolver(hub, fleet!.reconciler.access);
     const resource = serving as unknown as KnativeResource;
     const view = await liveView({ hub, targets }, resource, undefined);
     expect(view).toMatchObject({ adopted: true, namespace: hubNs });

@@ -18,12 +18,12 @@ import type { FleetFile } from "../../../src/fleet/model.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { mirror } from "../../../src/mirror/mirror.ts";
-import type { MirrorInput } from "../../../src/mirror/plan.ts";
+import type { MirrorOptions } from "../../../src/mirror/decide.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { repoRoot } from "../../support/shared.ts";
+import { syncInto } from "../../support/sync.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { crFile, mirrorInput } from "../../unit/mirror/support.ts";
+import { crFile } from "../../unit/mirror/support.ts";
 
 // The mirror against the sandbox's real hub. No controller runs here, so the CRs get no finalizer and a
 // delete is immediate; each CR targets a ClusterProfile that does not exist, so nothing could install anyway.
@@ -64,22 +64,21 @@ async function testFleet(label: string) {
   namespaces.push(ns);
   await hub.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
   const repository = `https://git.example/mirror-test/${ns}.git`;
-  const input = (
+  /** One sync of `files` through `client` (the hub unless told), as the service runs it. */
+  const syncThrough = (
+    client: KubeClient,
     files: readonly FleetFile[],
     commit: string,
-    options: Partial<MirrorInput["options"]> = {},
-  ) => {
-    const base = mirrorInput(files, ns, commit, options);
-    return { ...base, source: { ...base.source, repository } };
-  };
+    options: { prune?: Partial<MirrorOptions>; repository?: string } = {},
+  ) => syncInto(client, { files, namespace: ns, commit, repository, ...options });
   return {
     ns,
     repository,
     file: (name: string, options: Omit<Parameters<typeof crFile>[1], "namespace"> = {}) =>
       crFile(name, { ...options, namespace: ns }),
-    sync: (files: readonly FleetFile[], commit: string, options: Partial<MirrorInput["options"]> = {}) =>
-      mirror(hub, input(files, commit, options)),
-    input,
+    sync: (files: readonly FleetFile[], commit: string, prune: Partial<MirrorOptions> = {}) =>
+      syncThrough(hub, files, commit, { prune }),
+    syncThrough,
     get: (name: string, kind = "KnativeServing") => hub.get(OPERATOR_API_VERSION, kind, ns, name),
     names: async () =>
       (await hub.list(OPERATOR_API_VERSION, "KnativeServing", { namespace: ns })).items
@@ -194,7 +193,7 @@ describe("mirror onto the hub", () => {
     await fleet.sync([fleet.file("alpha"), fleet.file("beta")], commit(1));
     const other = "https://git.example/mirror-test/another-team.git";
     const second = (files: FleetFile[], at: string) =>
-      mirror(hub, { ...fleet.input(files, at), source: { repository: other, branch: "main", commit: at } });
+      fleet.syncThrough(hub, files, at, { repository: other });
     const taken = await second([fleet.file("alpha", { version: "1.23" })], commit(2));
     expect(taken.resources).toEqual([
       expect.objectContaining({
@@ -287,7 +286,7 @@ describe("mirror onto the hub", () => {
       apply: (object: KubeObject) =>
         ++applies <= 2 ? hub.apply(object) : Promise.reject(new Error("connection reset")),
     });
-    const cut = await mirror(dying, fleet.input(files, commit(2)));
+    const cut = await fleet.syncThrough(dying, files, commit(2));
     expect(cut.resources.map((r) => [r.name, r.action, r.error])).toEqual([
       ["alpha", "create", undefined],
       ["beta", "create", undefined],

@@ -6,9 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "../../../src/api/labels.ts";
+import { identityOf } from "../../../src/fleet/identity.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
-import { identityOf, pruneToken } from "../../../src/mirror/plan.ts";
+import { pruneToken } from "../../../src/mirror/decide.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
 import type { FleetService } from "../../../src/service/service.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
@@ -216,8 +217,8 @@ describe("placements: one file for many clusters, following the inventory", () =
     );
     expect(code).toBe(0);
     expect(stdout).toContain("Selection read from the hub's ClusterProfiles and PlacementDecisions.");
-    expect(stdout).toContain("- selects after the merge: ` fleet-system/spoke-1 `, ` fleet-system/spoke-3 `");
-    expect(stdout).toContain("` fleet-system/spoke-3 ` → ` serving-spoke-3 ` (overrides 0)");
+    expect(stdout).toContain("- selects after the merge: `fleet-system/spoke-1`, `fleet-system/spoke-3`");
+    expect(stdout).toContain("fleet-system/spoke-3 → serving-spoke-3 (overrides 0)");
   });
 
   it("an override null: the key is gone on the hub CR and the spoke's ConfigMap", async () => {

@@ -1,33 +1,34 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import { buildFleetModel } from "../../../src/fleet/model.ts";
-import { DEFAULT_NAMESPACE } from "../../../src/fleet/parse.ts";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { describeRef, type KubeObject, nameOf, type ObjectRef } from "../../../src/kube/object.ts";
-import { mirror } from "../../../src/mirror/mirror.ts";
-import { MirrorOptionsSchema } from "../../../src/mirror/plan.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { diffObjects } from "../../../src/plan/diff.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
-import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
+import { type Reconciler, startReconciler } from "../../../src/reconcile/start.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { ANY_NAMESPACE_ADMISSION, crText } from "../../support/fleet-files.ts";
+import { crText } from "../../support/fleet-files.ts";
 import { startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
+import { syncInto } from "../../support/sync.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { createFleetRepo, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
-import { planJson, resourceOf, runPlan } from "../../unit/plan/support.ts";
+import * as planCli from "../../unit/plan/support.ts";
 
-// The plan against the sandbox's real hub and spokes, with the real mirror and engine doing what merging
+// The plan against the sandbox's real hub and spokes, with the real mirror and reconciler doing what merging
 // does: the base branch is mirrored to the hub and installed, the plan runs, then head is mirrored and the
-// engine applies it, and the cluster is compared with what the plan said.
+// reconciler applies it, and the cluster is compared with what the plan said.
 
 const sandbox = loadSandbox();
+/** The service's repository as its config names it, and the config `plan` is given: they agree. */
+const REPOSITORY = "https://git.example/plan-test.git";
 const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof sandbox.spokes)[0]];
 const HUB_NAMESPACE = "plan-test";
 const SERVING = "clusters/spoke-1/knative-serving.yaml";
@@ -57,25 +58,34 @@ const eventing = (version = "1.21", spec: Record<string, unknown> = {}) =>
   });
 
 const hub = adminClient(sandbox.hub);
+const configDir = mkdtempSync(join(tmpdir(), "knative-fleet-plan-config-"));
+const CONFIG = join(configDir, "config.yaml");
+writeFileSync(
+  CONFIG,
+  `repository: {url: "${REPOSITORY}"}\ntenancy: {crNamespaces: [${HUB_NAMESPACE}]}\n` +
+    `allowedClusterProfileNamespaces: [${sandbox.clusterProfileNamespace}]\n`,
+);
+/** plan as the service's config says, so it admits this test's hub namespace as the service does. */
+const planJson = (...argv: string[]) => planCli.planJson("--config", CONFIG, ...argv);
+const runPlan = (...argv: string[]) => planCli.runPlan("--config", CONFIG, ...argv);
+const { resourceOf } = planCli;
 const spokeOne = adminClient(spoke1);
 const spokeTwo = adminClient(spoke2);
 
 describe("knative-fleet plan against the sandbox", () => {
-  let engine: Engine;
+  let reconciler: Reconciler;
   let repo: FleetRepo;
   const figures: Record<string, number> = {};
 
   /** Mirrors a branch into the hub, as the service does after a merge. */
   async function merge(branch: string): Promise<void> {
     const revisions = await readRevisions(repo.dir, { base: branch, head: branch }, DEFAULT_FILE_SELECTION);
-    const model = buildFleetModel(revisions.head.files, { defaultNamespace: DEFAULT_NAMESPACE });
-    const result = await mirror(hub, {
-      model,
-      source: { repository: repo.dir, branch, commit: revisions.head.commit },
-      sourceRead: true,
-      options: MirrorOptionsSchema.parse({}),
+    const result = await syncInto(hub, {
+      files: revisions.head.files,
       namespace: HUB_NAMESPACE,
-      admission: ANY_NAMESPACE_ADMISSION,
+      commit: revisions.head.commit,
+      repository: REPOSITORY,
+      branch,
     });
     expect(result.resources.every((outcome) => outcome.error === undefined)).toBe(true);
   }
@@ -113,10 +123,10 @@ describe("knative-fleet plan against the sandbox", () => {
     await ensureNamespace(hub, HUB_NAMESPACE);
     repo = await createFleetRepo();
     await repo.commit("main", { [SERVING]: serving(), [EVENTING]: eventing() });
-    // The service's engine, which installs what the mirror puts on the hub; two CRs need two workers.
-    engine = await startEngine({
+    // The service's reconciler, which installs what the mirror puts on the hub; two CRs need two workers.
+    reconciler = await startReconciler({
       log: silentLogger,
-      hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
+      hub,
       providerFile: sandbox.providerFile,
       allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace],
       kodataDir: knativeReleasesDir(),
@@ -136,7 +146,7 @@ describe("knative-fleet plan against the sandbox", () => {
     for (const kind of KNATIVE_KINDS) {
       for (const cr of (await hub.list(OPERATOR_API_VERSION, kind, { namespace: HUB_NAMESPACE })).items) {
         await hub.delete(OPERATOR_API_VERSION, kind, HUB_NAMESPACE, nameOf(cr));
-        // The engine's finalizer cleans the spoke; then the CR is gone.
+        // The reconciler's finalizer cleans the spoke; then the CR is gone.
         await waitUntil(
           `${kind} ${cr.metadata.name} deleted`,
           async () =>
@@ -145,8 +155,9 @@ describe("knative-fleet plan against the sandbox", () => {
         );
       }
     }
-    await engine?.stop();
+    await reconciler?.stop();
     await rm(repo.dir, { recursive: true, force: true });
+    await rm(configDir, { recursive: true, force: true });
     console.log("plan figures (ms):", JSON.stringify(figures));
   });
 
@@ -195,7 +206,7 @@ describe("knative-fleet plan against the sandbox", () => {
     const before = await getAll(spokeOne, planned.objects.changed);
     await merge("config");
     await waitConverged("KnativeServing", "plan-serving");
-    await engine.controller.queue.idle();
+    await reconciler.controller.queue.idle();
     const after = await getAll(spokeOne, planned.objects.changed);
     planned.objects.changed.forEach((change, index) => {
       const applied = diffObjects(before[index]!, after[index]!).filter(

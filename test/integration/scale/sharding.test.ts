@@ -2,15 +2,11 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { nameOf } from "../../../src/kube/object.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import {
-  memberLeaseName,
-  ownerOf,
-  SHARD_GROUP_LABEL,
-  SHARD_VIEW_ANNOTATION,
-} from "../../../src/service/sharding.ts";
+import { memberLeaseName, shardOwner } from "../../../src/service/sharding.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
@@ -148,7 +144,7 @@ describe("sharding over three replicas", () => {
     console.log(`sharding: a change reconciled by ${JSON.stringify(Object.fromEntries(by))}`);
     for (const [s, who] of by) {
       expect(who, `${s} reconciled by`).toHaveLength(1);
-      expect(ownerOf(identities, clusterOf(s))!.split("_")[0]).toBe(who[0]);
+      expect(shardOwner(identities, clusterOf(s))!.split("_")[0]).toBe(who[0]);
     }
   };
   const pushTarget = async (value: string) => {
@@ -207,7 +203,7 @@ describe("sharding over three replicas", () => {
 
   it("a replica killed with SIGKILL: the survivors take its spokes within the lease duration, each CR still on one replica", async () => {
     const identities = (await members()).map((m) => m.identity);
-    const ownerName = (s: string) => ownerOf(identities, clusterOf(s))!.split("_")[0];
+    const ownerName = (s: string) => shardOwner(identities, clusterOf(s))!.split("_")[0];
     const victim = replicas.find((r) => SPOKES.some((s) => ownerName(s) === podNames.get(r)))!;
     const orphaned = SPOKES.filter((s) => ownerName(s) === podNames.get(victim));
     const survivors = replicas.filter((r) => r !== victim);
@@ -250,9 +246,9 @@ describe("sharding over three replicas", () => {
     const remaining = await settledMembers(2, 60_000);
     // An identity in the replicas' format whose Lease would take at least one spoke: what an attacker picks.
     let intruder = processIdentity("intruder-0");
-    while (!SPOKES.some((s) => ownerOf([...remaining, intruder], clusterOf(s)) === intruder))
+    while (!SPOKES.some((s) => shardOwner([...remaining, intruder], clusterOf(s)) === intruder))
       intruder = processIdentity("intruder-0");
-    const taken = SPOKES.filter((s) => ownerOf([...remaining, intruder], clusterOf(s)) === intruder);
+    const taken = SPOKES.filter((s) => shardOwner([...remaining, intruder], clusterOf(s)) === intruder);
     const name = memberLeaseName(GROUP, intruder);
     forged.add(name);
     await hub.apply({
@@ -287,7 +283,7 @@ describe("sharding over three replicas", () => {
     const byPod = (identity: string) => live().find((r) => identity.startsWith(`${podNames.get(r)}_`))!;
     const settledIdentities = await settledMembers(live().length, 60_000);
     const ownersBefore = new Map(
-      SPOKES.map((s) => [s, byPod(ownerOf(settledIdentities, clusterOf(s))!)] as const),
+      SPOKES.map((s) => [s, byPod(shardOwner(settledIdentities, clusterOf(s))!)] as const),
     );
     for (const [s, owner] of ownersBefore) expect(await seriesOf(owner, s), s).not.toEqual([]);
 
@@ -298,13 +294,13 @@ describe("sharding over three replicas", () => {
     for (let i = 4; moved.length === 0 && i <= 6; i++) {
       await startReplica(`replica-${i}`);
       identities = await settledMembers(live().length, 60_000);
-      moved = SPOKES.filter((s) => byPod(ownerOf(identities, clusterOf(s))!) !== ownersBefore.get(s));
+      moved = SPOKES.filter((s) => byPod(shardOwner(identities, clusterOf(s))!) !== ownersBefore.get(s));
     }
     console.log(`sharding: ${moved.join(", ")} moved to a joining replica`);
     expect(moved.length).toBeGreaterThan(0);
     for (const s of moved) {
       const from = ownersBefore.get(s)!;
-      const to = byPod(ownerOf(identities, clusterOf(s))!);
+      const to = byPod(shardOwner(identities, clusterOf(s))!);
       // The old owner forgets the cluster once its reconciles of it ended, before it acknowledges the view.
       expect(await seriesOf(from, s), `${s} on ${podNames.get(from)}`).toEqual([]);
       await waitUntil(
@@ -323,7 +319,7 @@ describe("sharding over three replicas", () => {
     for (const s of SPOKES) {
       const reporting = [];
       for (const r of live()) if ((await seriesOf(r, s)).length > 0) reporting.push(podNames.get(r));
-      expect(reporting, s).toEqual([podNames.get(byPod(ownerOf(identities, clusterOf(s))!))]);
+      expect(reporting, s).toEqual([podNames.get(byPod(shardOwner(identities, clusterOf(s))!))]);
     }
   }, 600_000);
 });

@@ -14,16 +14,16 @@ import { buildFleetModel } from "../../../src/fleet/model.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { nameOf } from "../../../src/kube/object.ts";
-import { mirror } from "../../../src/mirror/mirror.ts";
-import { MirrorOptionsSchema, planApplies } from "../../../src/mirror/plan.ts";
+import { decideApplies } from "../../../src/mirror/decide.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
 import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { LeaderElector } from "../../../src/service/leader-election.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { ANY_NAMESPACE_ADMISSION, crFile } from "../../support/fleet-files.ts";
+import { crFile } from "../../support/fleet-files.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { syncInto } from "../../support/sync.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { type KubeObject, only, renderChart } from "../chart/helm.ts";
 
@@ -178,14 +178,14 @@ describe("the chart's RBAC", () => {
       ],
       { defaultNamespace: fleetNamespace },
     );
-    const steps = planApplies(
+    const steps = decideApplies(
       model.resources,
       { repository: "https://git.example/fleet.git", branch: "main", commit: "a1" },
       [],
     );
-    const gated = await (await stage.prepare(model, "a1")).gate.applies(steps, [], []);
+    const gated = await stage.gate(await stage.open(model, "a1"), steps, [], []);
     stage.stop();
-    expect(gated.map((step) => [step.action, step.reason])).toEqual([["create", undefined]]);
+    expect(gated.steps.map((step) => [step.action, step.reason])).toEqual([["create", undefined]]);
     const sealed = await hub.get("v1", "ConfigMap", fleetNamespace, ROLLOUT_STATE_CONFIGMAP);
     expect(Object.keys((sealed?.data as object) ?? {}).sort()).toEqual(["mac", "state"]);
     expect(await hub.get("v1", "Secret", fleetNamespace, ROLLOUT_KEY_SECRET)).toBeDefined();
@@ -207,15 +207,12 @@ describe("the chart's RBAC", () => {
       },
       spec: {},
     });
-    const held = await mirror(serviceAccount, {
-      model: buildFleetModel([crFile({ name: "kept", cluster: "c1", namespace: fleetNamespace })], {
-        defaultNamespace: fleetNamespace,
-      }),
-      source: { repository: "https://git.example/fleet.git", branch: "main", commit: "a2" },
-      sourceRead: true,
-      options: MirrorOptionsSchema.parse({ maxPruneFraction: 0 }),
+    const held = await syncInto(serviceAccount, {
+      files: [crFile({ name: "kept", cluster: "c1", namespace: fleetNamespace })],
       namespace: fleetNamespace,
-      admission: ANY_NAMESPACE_ADMISSION,
+      commit: "a2",
+      repository: "https://git.example/fleet.git",
+      prune: { maxPruneFraction: 0 },
     });
     expect(held.prune.state).toBe("held");
     const record = (await hub.get("v1", "ConfigMap", fleetNamespace, PRUNE_CONFIRMATION_CONFIGMAP))!;

@@ -160,6 +160,9 @@ describe("readinessOf: the one reader of a CR's readiness", () => {
       },
     });
     expect(read).toEqual({
+      phase: "Failed",
+      reason: "Error",
+      message: "InstallSucceeded=False (Error: Install failed with message: boom)",
       ready: "False",
       stale: false,
       deleting: false,
@@ -174,12 +177,64 @@ describe("readinessOf: the one reader of a CR's readiness", () => {
 
   it("is stale when the status describes an older generation or none, and says when the CR is deleting", () => {
     expect(readinessOf({ metadata: { generation: 3 }, status: { observedGeneration: 2 } })).toMatchObject({
+      phase: "InProgress",
+      reason: "Reconciling",
       ready: "Unknown",
       stale: true,
     });
     expect(readinessOf({ metadata: { generation: 1 } }).stale).toBe(true);
     expect(
-      readinessOf({ metadata: { deletionTimestamp: at }, status: { conditions: [c("Ready", "True")] } }),
-    ).toEqual({ ready: "True", stale: false, deleting: true });
+      readinessOf({
+        metadata: { deletionTimestamp: at },
+        status: { observedGeneration: 1, conditions: [c("Ready", "True")] },
+      }),
+    ).toMatchObject({
+      phase: "Terminating",
+      reason: "Deleting",
+      ready: "True",
+      stale: false,
+      deleting: true,
+    });
+    // Marking a custom resource deleted bumps its generation: its last conditions still say what holds it.
+    expect(
+      readinessOf({
+        metadata: { deletionTimestamp: at, generation: 2 },
+        status: {
+          observedGeneration: 1,
+          conditions: [c("Ready", "False"), { ...c("TargetClusterResolved", "False"), reason: "Gone" }],
+        },
+      }),
+    ).toMatchObject({
+      phase: "Terminating",
+      stale: true,
+      message: "the CR is being deleted; its cluster is being cleaned up; TargetClusterResolved=False (Gone)",
+    });
+  });
+
+  it("is Current only with Ready and DeploymentsAvailable True on the current spec; Failed while Ready is False", () => {
+    const read = (conditions: Condition[]) =>
+      readinessOf({ metadata: { generation: 2 }, status: { observedGeneration: 2, conditions } });
+    expect(read(allTrue().concat(c("Ready", "True")))).toMatchObject({ phase: "Current" });
+    expect(read(allTrue().concat(c("Ready", "True"))).message).toBeUndefined();
+    // Ready alone: its Deployments are not reported available, so it is not serving yet.
+    expect(read([c("Ready", "True")])).toMatchObject({
+      phase: "InProgress",
+      message: "DeploymentsAvailable=Unknown",
+    });
+    expect(read([c("Ready", "Unknown", "Installing")])).toMatchObject({
+      phase: "InProgress",
+      reason: "Installing",
+      message: "Ready=Unknown (Installing)",
+    });
+    expect(read([c("Ready", "False", "Failed", "it broke")])).toMatchObject({
+      phase: "Failed",
+      message: "Ready=False (Failed: it broke)",
+    });
+    // A status written by no controller yet: whatever it says, the spec is not reported on.
+    const unreported = {
+      metadata: { generation: 2 },
+      status: { conditions: [...allTrue(), c("Ready", "True")] },
+    };
+    expect(readinessOf(unreported)).toMatchObject({ phase: "InProgress", reason: "Reconciling" });
   });
 });

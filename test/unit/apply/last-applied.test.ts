@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { LAST_APPLIED_ANNOTATION } from "../../../src/api/labels.ts";
 import { isUpToDate, withDesiredHash } from "../../../src/apply/compare.ts";
-import { LAST_APPLIED_ANNOTATION, withLastApplied } from "../../../src/apply/last-applied.ts";
+import { withLastApplied } from "../../../src/apply/last-applied.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 
 const crd = (conversion: object): KubeObject => ({

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "../../../src/commands/command.ts";
+import { EXIT_CHANGES, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "../../../src/commands/command.ts";
 import { commands } from "../../../src/commands/main.ts";
 import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
@@ -59,7 +59,23 @@ const CASES: () => [string[], number][] = () => {
     [["validate", join(work, "missing")], EXIT_ERROR],
     [["validate", "--config", badConfig(), join(repoRoot, "fleet-example")], EXIT_ERROR],
     [[...plan, "--base", "HEAD~2", "--head", "HEAD~1", "--kodata", knativeReleasesDir()], EXIT_OK],
+    [
+      [
+        ...plan,
+        "--base",
+        "HEAD~2",
+        "--head",
+        "HEAD~1",
+        "--kodata",
+        knativeReleasesDir(),
+        "--detailed-exitcode",
+      ],
+      EXIT_CHANGES,
+    ],
+    [[...plan, "--base", "HEAD~1", "--head", "HEAD~1", "--detailed-exitcode"], EXIT_OK], // no change
+    [[...plan, "--base", "HEAD~2", "--head", "HEAD~2"], EXIT_FINDINGS], // no fleet file in head
     [[...plan, "--base", "HEAD~1", "--head", "HEAD"], EXIT_FINDINGS], // head's file is broken
+    [[...plan, "--base", "HEAD~1", "--head", "HEAD", "--detailed-exitcode"], EXIT_FINDINGS],
     [[...plan, "--base", "HEAD~9", "--head", "HEAD"], EXIT_ERROR],
     // Live, the added CR's cluster is read through the hub: unreachable, the plan says so and exits 2.
     [
@@ -92,9 +108,10 @@ const CASES: () => [string[], number][] = () => {
 };
 
 describe("exit codes", () => {
-  it("are the three docs/cli.md documents, with the constants the commands use", async () => {
+  it("are the four docs/cli.md documents, with the constants the commands use", async () => {
     const documented = await documentedExitCodes();
-    expect([...documented.keys()]).toEqual([EXIT_OK, EXIT_FINDINGS, EXIT_ERROR]);
+    expect([...documented.keys()]).toEqual([EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_CHANGES]);
+    expect(documented.get(EXIT_CHANGES)).toContain("--detailed-exitcode");
     expect(documented.get(EXIT_FINDINGS)).toContain("what it checked is wrong");
     expect(documented.get(EXIT_ERROR)).toContain("could not do its job");
   });

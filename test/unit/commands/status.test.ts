@@ -68,6 +68,7 @@ describe("statusRows", () => {
       kind: "KnativeServing",
       namespace: "knative-serving",
       name: "serving",
+      phase: "Current",
       ready: "True",
       version: "1.22.0",
       generation: 3,
@@ -102,10 +103,12 @@ describe("statusRows", () => {
       }),
     );
     expect(unresolved).toMatchObject({
+      phase: "Failed",
       ready: "False",
       condition: "TargetClusterResolved",
       reason: "ClusterProfileNotFound",
-      message: "ClusterProfile fleet-system/gone not found",
+      message:
+        "TargetClusterResolved=False (ClusterProfileNotFound: ClusterProfile fleet-system/gone not found)",
     });
     expect(unresolved.version).toBeUndefined();
     expect(isSettled(unresolved)).toBe(false);
@@ -123,6 +126,7 @@ describe("statusRows", () => {
       }),
     );
     expect(installing).toMatchObject({
+      phase: "InProgress",
       ready: "Unknown",
       condition: "InstallSucceeded",
       reason: "Installing",
@@ -135,10 +139,11 @@ describe("statusRows", () => {
       conditions: [{ type: "Ready", status: "False", reason: "Failed", message: "it broke" }],
     };
     expect(row(cr("serving", { status }))).toMatchObject({
+      phase: "Failed",
       ready: "False",
       condition: "Ready",
       reason: "Failed",
-      message: "it broke",
+      message: "Ready=False (Failed: it broke)",
     });
   });
 
@@ -146,11 +151,17 @@ describe("statusRows", () => {
     const behind = row(
       cr("serving", { generation: 3, status: { observedGeneration: 2, conditions: READY } }),
     );
-    expect(behind).toMatchObject({ ready: "True", generation: 3, observedGeneration: 2, stale: true });
+    expect(behind).toMatchObject({
+      phase: "InProgress",
+      ready: "True",
+      generation: 3,
+      observedGeneration: 2,
+      stale: true,
+    });
     expect(isSettled(behind)).toBe(false);
 
     const fresh = row(cr("serving", { status: {} }));
-    expect(fresh).toMatchObject({ ready: "Unknown", generation: 1, stale: true });
+    expect(fresh).toMatchObject({ phase: "InProgress", ready: "Unknown", generation: 1, stale: true });
     expect(fresh.observedGeneration).toBeUndefined();
     expect(fresh.condition).toBeUndefined();
   });
@@ -229,7 +240,7 @@ describe("renderStatusTable", () => {
       }),
       cr("serving", {
         namespace: "team-a",
-        generation: 4,
+        generation: 3,
         status: {
           observedGeneration: 3,
           version: "1.21.1",
@@ -257,10 +268,10 @@ describe("renderStatusTable", () => {
     expect(renderStatusTable(rows, true)).toBe(
       [
         "CLUSTER               KIND             CR                         READY    VERSION  GENERATION  SOURCE                         STATUS",
-        "fleet-system/spoke-1  KnativeServing   knative-serving/serving    True     1.22.0   1/1         clusters/spoke-1.yaml@0123456  -",
-        "fleet-system/spoke-9  KnativeEventing  knative-eventing/eventing  False    -        1/1         -                              Deleting (finalizer knativeeventings.operator.knative.dev pending); ClusterProfileNotReady",
-        "hub                   KnativeServing   team-a/fresh               Unknown  -        -/1 stale   -                              waiting for the controller to observe generation 1",
-        "hub                   KnativeServing   team-a/serving             False    1.21.1   3/4 stale   -                              InstallFailed: apply failed",
+        "fleet-system/spoke-1  KnativeServing   knative-serving/serving    True     1.22.0   1/1         clusters/spoke-1.yaml@0123456  Current",
+        "fleet-system/spoke-9  KnativeEventing  knative-eventing/eventing  False    -        1/1         -                              Terminating (finalizer knativeeventings.operator.knative.dev pending): the CR is being deleted; its cluster is being cleaned up; TargetClusterResolved=False (ClusterProfileNotReady)",
+        "hub                   KnativeServing   team-a/fresh               Unknown  -        -/1 stale   -                              InProgress: the hub controller has not reported on the current spec yet",
+        "hub                   KnativeServing   team-a/serving             False    1.21.1   3/3         -                              Failed: InstallSucceeded=False (InstallFailed: apply failed)",
         "",
         "KnativeEventing knative-eventing/eventing is being deleted, but its cluster fleet-system/spoke-9 cannot be reached to clean it up. If that cluster is gone for good, release the CR without cleanup:",
         "  kubectl -n knative-eventing annotate knativeeventing eventing fleet.knative.dev/abandon-cleanup=true",
@@ -274,7 +285,7 @@ describe("renderStatusTable", () => {
     expect(renderStatusTable(rows)).toBe(
       [
         "CLUSTER               KIND            CR                       READY  VERSION  STATUS",
-        "fleet-system/spoke-1  KnativeServing  knative-serving/serving  True   1.22.0   -",
+        "fleet-system/spoke-1  KnativeServing  knative-serving/serving  True   1.22.0   Current",
         "",
       ].join("\n"),
     );

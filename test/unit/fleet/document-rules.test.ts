@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { FleetDocumentSchema } from "../../../src/fleet/document-schema.ts";
 import { buildFleetModel } from "../../../src/fleet/model.ts";
-import { planApplies } from "../../../src/mirror/plan.ts";
+import { decideApplies } from "../../../src/mirror/decide.ts";
 import { expandPlacements } from "../../../src/placement/expand.ts";
 import { sourceAt } from "../mirror/support.ts";
 import { cluster, inventory } from "../placement/support.ts";
@@ -144,7 +144,7 @@ describe("one set of rules for every document kind", () => {
         ["clusters/other.yaml", "valid"],
       ]);
       const expanded = expandPlacements(model.placements, inventory([cluster("spoke-1")])).resources;
-      const steps = planApplies([...model.resources, ...expanded], sourceAt("1".repeat(40)), []);
+      const steps = decideApplies([...model.resources, ...expanded], sourceAt("1".repeat(40)), []);
       expect(steps.filter((step) => step.action === "refused")).toEqual([]);
     }
   });

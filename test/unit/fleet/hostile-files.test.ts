@@ -10,8 +10,8 @@ import { buildFleetModel, type FleetFile, MAX_DIAGNOSTICS } from "../../../src/f
 import { readFleetDir } from "../../../src/fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { planApplies, planPrune } from "../../../src/mirror/plan.ts";
-import { expandForSync } from "../../../src/placement/stage.ts";
+import { decideApplies, decidePrune } from "../../../src/mirror/decide.ts";
+import { expandForSync } from "../../../src/placement/combine.ts";
 import { readFleetTree } from "../../../src/source/tree.ts";
 import { crFile, mirrorInput, REPOSITORY, sourceAt } from "../mirror/support.ts";
 
@@ -22,13 +22,13 @@ const execFileAsync = promisify(execFile);
 /** The hub after a sync of `files`: the CRs as the mirror writes them. */
 function hubAfter(files: readonly FleetFile[]): KubeObject[] {
   const { model } = mirrorInput(files, NS, "1".repeat(40));
-  return planApplies(model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
+  return decideApplies(model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
     "object" in step ? [step.object] : [],
   );
 }
 
 function pruneOf(files: readonly FleetFile[], hub: readonly KubeObject[]) {
-  return planPrune(mirrorInput(files, NS, "2".repeat(40)), hub, {
+  return decidePrune(mirrorInput(files, NS, "2".repeat(40)), hub, {
     applyFailures: 0,
     confirmedToken: undefined,
   });
@@ -161,7 +161,7 @@ spec:
     ];
     const inventory = { clusters: undefined, decisions: undefined };
     const before = expandForSync(buildFleetModel(good, OPTIONS), inventory, {}).model;
-    const hub = planApplies(before.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
+    const hub = decideApplies(before.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
       "object" in step ? [step.object] : [],
     );
     expect(hub.map((o) => o.metadata.name).sort()).toEqual(["good", "serving-spoke-1", "serving-spoke-2"]);
@@ -196,7 +196,7 @@ spec:
       // Held, with no clock running: no departure to be pruned once a grace period is over.
       expect(departures.held.map((h) => h.name).sort()).toEqual(["serving-spoke-1", "serving-spoke-2"]);
       expect(departures.departures).toEqual([]);
-      const prune = planPrune({ ...mirrorInput(files, NS, "2".repeat(40)), model: sync.model }, hub, {
+      const prune = decidePrune({ ...mirrorInput(files, NS, "2".repeat(40)), model: sync.model }, hub, {
         applyFailures: 0,
         confirmedToken: undefined,
         held: departures.held,

@@ -1,30 +1,23 @@
 import { describe, expect, it } from "vitest";
 import { parse as yamlParse } from "yaml";
-import { SOURCE_PATH_ANNOTATION } from "../../../src/api/labels.ts";
+import { PLACEMENT_LABEL, SOURCE_PATH_ANNOTATION } from "../../../src/api/labels.ts";
 import { formatDiagnostic } from "../../../src/fleet/diagnostic.ts";
 import { FleetDocumentSchema } from "../../../src/fleet/document-schema.ts";
 import { decodeFleetFile, type FleetFile } from "../../../src/fleet/file-text.ts";
+import { formatIdentity, identityOf } from "../../../src/fleet/identity.ts";
 import {
   buildFleetModel,
   type FleetModel,
   MAX_DIAGNOSTICS,
   MAX_DIAGNOSTICS_PER_FILE,
 } from "../../../src/fleet/model.ts";
-import { formatIdentity } from "../../../src/fleet/parse.ts";
 import { PlacementDocumentSchema } from "../../../src/fleet/placement-schema.ts";
 import { RolloutDocumentSchema } from "../../../src/fleet/rollout-schema.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import {
-  type ApplyStep,
-  identityOf,
-  type PruneReport,
-  planApplies,
-  planPrune,
-} from "../../../src/mirror/plan.ts";
-import { PLACEMENT_LABEL } from "../../../src/placement/expand.ts";
+import { type ApplyStep, decideApplies, decidePrune, type PruneReport } from "../../../src/mirror/decide.ts";
+import { expandForSync } from "../../../src/placement/combine.ts";
 import type { Inventory } from "../../../src/placement/inventory.ts";
 import { matchesTerm } from "../../../src/placement/select.ts";
-import { expandForSync } from "../../../src/placement/stage.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 import { seededRandom } from "../../support/seeded-random.ts";
 import { mirrorInput, REPOSITORY, sourceAt } from "../mirror/support.ts";
@@ -282,7 +275,7 @@ function baseHub(): KubeObject[] {
   const files = PATHS.map((path) => ({ path, text: BASE[path]! }));
   const { model } = mirrorInput(files, NS, "1".repeat(40));
   expect(model.diagnostics).toEqual([]);
-  return planApplies(model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
+  return decideApplies(model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
     "object" in step ? [step.object] : [],
   );
 }
@@ -296,7 +289,7 @@ describe("mutation corpus", () => {
       await tally.run(index, testCase, () => {
         const input = mirrorInput(testCase.files, NS, "2".repeat(40));
         tally.checkModel(index, testCase, input.model);
-        const prune = planPrune(input, hub, { applyFailures: 0, confirmedToken: undefined });
+        const prune = decidePrune(input, hub, { applyFailures: 0, confirmedToken: undefined });
         tally.checkPrune(index, testCase, input.model, hub, prune);
       });
     }
@@ -650,7 +643,7 @@ function placementHub(): KubeObject[] {
     "spoke-4-serving",
     "spoke-5-eventing",
   ]);
-  return planApplies(sync.model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
+  return decideApplies(sync.model.resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
     "object" in step ? [step.object] : [],
   );
 }
@@ -771,7 +764,7 @@ describe("mutation corpus of placements and rollout policies", () => {
           previous: new Map(),
         });
         const input = { ...mirrorInput(testCase.files, NS, "2".repeat(40)), model: sync.model };
-        const prune = planPrune(input, hub, {
+        const prune = decidePrune(input, hub, {
           applyFailures: 0,
           confirmedToken: undefined,
           held: departures.held,
@@ -814,10 +807,10 @@ describe("mutation corpus of placements and rollout policies", () => {
           }
         }
 
-        const steps = planApplies(sync.model.resources, sourceAt("2".repeat(40)), hub);
+        const steps = decideApplies(sync.model.resources, sourceAt("2".repeat(40)), hub);
         const status = renderStatusSummary({
           resources: hub,
-          mirror: {
+          sync: {
             source: sourceAt("2".repeat(40)),
             resources: steps.map((step) => {
               const { object: _object, ...outcome } = step as ApplyStep & { object?: KubeObject };

@@ -1,7 +1,7 @@
 import type { FleetFile } from "../../../src/fleet/file-text.ts";
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { planApplies } from "../../../src/mirror/plan.ts";
+import { decideApplies } from "../../../src/mirror/decide.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
@@ -21,7 +21,7 @@ export const twoCrs = (version: string): FleetFile[] =>
 /** The two CRs on the hub at `version`, as the mirror applies them. */
 export function hubAt(version: string): KubeObject[] {
   const { resources } = buildFleetModel(twoCrs(version), { defaultNamespace: NS });
-  return planApplies(resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
+  return decideApplies(resources, sourceAt("1".repeat(40)), []).flatMap((step) =>
     "object" in step ? [step.object] : [],
   );
 }
@@ -53,7 +53,7 @@ export function rolloutStage(): RolloutStage {
 
 /** What the stage's gate does with each CR of `model` the mirror would write to `hub`. */
 export async function gatedActions(stage: RolloutStage, model: FleetModel, hub: readonly KubeObject[]) {
-  const steps = planApplies(model.resources, sourceAt("2".repeat(40)), hub);
-  const gated = await (await stage.prepare(model, "2".repeat(40))).gate.applies(steps, hub, []);
-  return gated.map((step) => step.action);
+  const steps = decideApplies(model.resources, sourceAt("2".repeat(40)), hub);
+  const gated = await stage.gate(await stage.open(model, "2".repeat(40)), steps, hub, []);
+  return gated.steps.map((step) => step.action);
 }

@@ -29,11 +29,12 @@ describe("knative-fleet validate", () => {
     }
   }
 
-  it("exits 0 and prints the summary for fleet-example", async () => {
+  it("exits 0 and prints the summary for fleet-example, naming the worked examples the glob leaves out", async () => {
     expect(await run(join(repoRoot, "fleet-example"))).toEqual({
       code: 0,
       stdout: "2 files, 2 resources, 0 errors\n",
-      stderr: "",
+      stderr:
+        "knative-fleet validate: 2 YAML files are not fleet files (clusters/**/*.{yaml,yml} leaves them out): placements/knative-serving.yaml, rollout/knative-rollout.yaml\n",
     });
   });
 
@@ -62,11 +63,104 @@ describe("knative-fleet validate", () => {
     });
   });
 
-  it("exits 0 but says so on stderr when no file matches", async () => {
+  it("no file matched is an error (the service would prune every CR); YAML files the glob leaves out are named", async () => {
+    await write({
+      "fleet/spoke-1.yaml": SERVING,
+      "status/fleet.yaml": "a: 1\n",
+      ".github/workflows/plan.yml": "on: pull_request\n",
+      "README.md": "# fleet\n",
+    });
     expect(await run(dir)).toEqual({
-      code: 0,
-      stdout: "0 files, 0 resources, 0 errors\n",
-      stderr: `knative-fleet validate: no file below ${dir} matches clusters/**/*.{yaml,yml}\n`,
+      code: 1,
+      stdout: "0 files, 0 resources, 1 errors\n",
+      stderr:
+        `knative-fleet validate: no file below ${dir} matches clusters/**/*.{yaml,yml}\n` +
+        "knative-fleet validate: 1 YAML files are not fleet files (clusters/**/*.{yaml,yml} leaves them out): fleet/spoke-1.yaml\n",
+    });
+    await write({
+      "clusters/spoke-1.yaml": SERVING,
+      "clusters/notes.txt": "x\n",
+      "clusters/a/b.YML": "x: 1\n",
+    });
+    const matched = await run(dir);
+    expect(matched.code).toBe(0);
+    expect(matched.stderr).toBe(
+      "knative-fleet validate: 2 YAML files are not fleet files (clusters/**/*.{yaml,yml} leaves them out): clusters/a/b.YML, fleet/spoke-1.yaml\n",
+    );
+  });
+
+  describe("refuses what the service's hub admission refuses, by its defaults or --config", () => {
+    const spoke = (spec: string, metadata = "") =>
+      `apiVersion: operator.knative.dev/v1beta1\nkind: KnativeServing\nmetadata:\n  name: s\n${metadata}spec:\n${spec}`;
+    const REF = "  clusterProfileRef: {name: spoke-1, namespace: fleet-system}\n";
+    const config = async (text: string) => {
+      await write({ "config.yaml": `repository: {url: https://git.example/fleet.git}\n${text}` });
+      return join(dir, "config.yaml");
+    };
+    const cases: { name: string; file: string; error: RegExp; config?: string }[] = [
+      {
+        name: "a CR in a hub namespace the service does not reconcile",
+        file: spoke(REF, "  namespace: team-b\n"),
+        error:
+          /:1:1 metadata\.namespace: team-b is not a hub namespace whose CRs knative-fleet reconciles \(tenancy\.crNamespaces: knative-fleet\); the hub refuses KnativeServing team-b\/s$/,
+        config: "tenancy: {crNamespaces: [knative-fleet, team-b]}\n",
+      },
+      {
+        name: "a ClusterProfile namespace that may not be targeted",
+        file: spoke("  clusterProfileRef: {name: spoke-1, namespace: other}\n"),
+        error: /spec\.clusterProfileRef\.namespace: ClusterProfiles in namespace other may not be targeted/,
+        config: "allowedClusterProfileNamespaces: [fleet-system, other]\n",
+      },
+      {
+        name: "a CR without clusterProfileRef while hub installs are off",
+        file: spoke("  version: '1.21'\n"),
+        error: /spec\.clusterProfileRef: is required: installing on the hub itself is disabled/,
+        config: "hubInstall: {enabled: true}\n",
+      },
+      {
+        name: "a manifest location outside the allowed prefixes",
+        file: spoke(`${REF}  manifests: [{URL: "https://example.com/serving.yaml"}]\n`),
+        error:
+          /spec\.manifests\[0\]\.URL: manifest location https:\/\/example\.com\/serving\.yaml is refused/,
+        config: "manifestLocations: {allowedPrefixes: ['https://example.com/']}\n",
+      },
+      {
+        name: "the abandon-cleanup annotation, whatever the config",
+        file: spoke(REF, "  annotations: {fleet.knative.dev/abandon-cleanup: 'true'}\n"),
+        error:
+          /metadata\.annotations\["fleet\.knative\.dev\/abandon-cleanup"\]: cannot come from a fleet file/,
+      },
+    ];
+    for (const { name, file, error, config: opened } of cases) {
+      it(name, async () => {
+        await write({ "clusters/s.yaml": file });
+        const refused = await run(dir);
+        expect(refused.code).toBe(1);
+        expect(refused.stdout.split("\n")[0]).toMatch(/^clusters\/s\.yaml:\d+:\d+ /);
+        expect(refused.stdout.split("\n")[0]).toMatch(error);
+        expect(refused.stdout).toContain(" resources, 1 errors");
+        if (opened === undefined) {
+          expect((await run("--config", await config("hubInstall: {enabled: true}\n"), dir)).code).toBe(1);
+          return;
+        }
+        expect(await run("--config", await config(opened), dir)).toMatchObject({
+          code: 0,
+          stdout: "1 files, 1 resources, 0 errors\n",
+        });
+      });
+    }
+
+    it("a placement's CRs, as the service expands them, and a placement's version like a file's", async () => {
+      const placement = (clusters: string, version: string) =>
+        `apiVersion: fleet.knative.dev/v1alpha1\nkind: KnativeServingPlacement\nmetadata:\n  name: p\nspec:\n  clusterProfiles: ${clusters}\n  template:\n    spec:\n      version: "${version}"\n`;
+      await write({ "clusters/p.yaml": placement("[{namespace: fleet-system, name: a}]", "1.99") });
+      const unknown = await run("--kodata", knativeReleasesDir(), dir);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stdout).toMatch(
+        /^clusters\/p\.yaml:\d+:1 spec\.version: KnativeServing 1\.99 is not available/,
+      );
+      await write({ "clusters/p.yaml": placement("[{namespace: fleet-system, name: a}]", "1.21") });
+      expect((await run("--kodata", knativeReleasesDir(), dir)).code).toBe(0);
     });
   });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
-import { LAST_APPLIED_ANNOTATION } from "../../../src/apply/last-applied.ts";
+import { LAST_APPLIED_ANNOTATION } from "../../../src/api/labels.ts";
 import { applyInstall } from "../../../src/install/apply.ts";
 import { renderInstall } from "../../../src/install/desired.ts";
 import { anchorName, ownerOf } from "../../../src/install/identity.ts";

@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { contextNamespace, KubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
+import { KubeConfig, loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import { scratchDir } from "../access/support.ts";
 
 // The hub kubeconfig as kubectl writes it (the shapes of client-go's clientcmd/api/v1 types): merged
@@ -58,7 +58,7 @@ describe("KubeConfig", () => {
       keyData: "a2V5",
       tokenFile: "/abs/token",
     });
-    expect(contextNamespace(kc)).toBe("fleet");
+    expect(kc.getContextObject(kc.getCurrentContext())?.namespace).toBe("fleet");
   });
 
   it("merges the files of $KUBECONFIG: the first file naming an entry or the current context wins", () => {
@@ -122,7 +122,7 @@ describe("KubeConfig", () => {
     writeFileSync(file, stringify(config({ clusters, contexts })));
     const kc = loadKubeConfig(file, "staging");
     expect(kc.getCurrentCluster()?.server).toBe("https://127.0.0.3:6443");
-    expect(contextNamespace(kc)).toBe("team");
+    expect(kc.getContextObject(kc.getCurrentContext())?.namespace).toBe("team");
     expect(() => loadKubeConfig(file, "prod")).toThrow(
       `context "prod" is not in the kubeconfig ${file} (contexts: hub, staging)`,
     );

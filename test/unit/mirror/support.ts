@@ -1,6 +1,6 @@
 import type { KnativeKind } from "../../../src/api/knative.ts";
 import { buildFleetModel, type FleetFile, type FleetModel } from "../../../src/fleet/model.ts";
-import { type MirrorInput, MirrorOptionsSchema, type MirrorSource } from "../../../src/mirror/plan.ts";
+import { type MirrorInput, MirrorOptionsSchema, type MirrorSource } from "../../../src/mirror/decide.ts";
 import { ANY_NAMESPACE_ADMISSION, crFile as sharedCrFile } from "../../support/fleet-files.ts";
 
 export const REPOSITORY = "https://git.example/platform/fleet.git";
@@ -43,7 +43,6 @@ export function mirrorInput(
   return {
     model: modelOf(files, namespace),
     source: sourceAt(commit),
-    sourceRead: true,
     options: MirrorOptionsSchema.parse(options),
     namespace,
     admission: ANY_NAMESPACE_ADMISSION,

@@ -4,15 +4,14 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { formatDiagnostic } from "../../../src/fleet/diagnostic.ts";
-import { buildFleetModel, type FleetFile, MAX_DIAGNOSTICS_PER_FILE } from "../../../src/fleet/model.ts";
-import { mirror } from "../../../src/mirror/mirror.ts";
-import { MirrorOptionsSchema } from "../../../src/mirror/plan.ts";
+import { type FleetFile, MAX_DIAGNOSTICS_PER_FILE } from "../../../src/fleet/model.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { PlacementStage } from "../../../src/placement/stage.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 import { runCli } from "../../support/cli.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
-import { ANY_NAMESPACE_ADMISSION, crObject } from "../../support/fleet-files.ts";
+import { crObject } from "../../support/fleet-files.ts";
+import { syncInto } from "../../support/sync.ts";
 import { NS, PROFILES, placementFile, servingFile } from "./support.ts";
 
 // Conflicts between placements (and with per-cluster files) are reported the way the fleet model reports
@@ -21,7 +20,7 @@ import { NS, PROFILES, placementFile, servingFile } from "./support.ts";
 
 const REPOSITORY = "https://git.example/fleet.git";
 
-/** The service's sync of one commit (service.ts mirrorCommit): placements expanded, mirrored, the status. */
+/** The service's sync of one commit (src/sync): placements expanded, mirrored, the status. */
 function hubWithPlacements() {
   const kube = new FakeKube().serveKindsOf([
     crObject({ name: "x", cluster: "c1" }),
@@ -36,20 +35,15 @@ function hubWithPlacements() {
     onChange: () => {},
   });
   const sync = async (files: FleetFile[], commit: string) => {
-    const model = buildFleetModel(files, { defaultNamespace: NS });
-    const prepared = stage.prepare(model, REPOSITORY);
-    const result = await mirror(kube.client, {
-      model: prepared.model,
-      source: { repository: REPOSITORY, branch: "main", commit },
-      sourceRead: true,
-      options: MirrorOptionsSchema.parse({}),
+    const result = await syncInto(kube.client, {
+      files,
       namespace: NS,
-      hold: prepared.hold,
-      admission: ANY_NAMESPACE_ADMISSION,
+      commit,
+      repository: REPOSITORY,
+      placements: stage,
     });
-    const withPlacements = { ...result, placements: prepared.report() };
-    const status = renderStatusSummary({ resources: kube.objects(), mirror: withPlacements });
-    return { model: prepared.model, result: withPlacements, status };
+    const status = renderStatusSummary({ resources: kube.objects(), sync: result });
+    return { model: result.model, result, status };
   };
   return { kube, stage, sync };
 }

@@ -1,10 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { SOURCE_PATH_ANNOTATION, SOURCE_REPOSITORY_ANNOTATION } from "../../../src/api/labels.ts";
+import { formatIdentity } from "../../../src/fleet/identity.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { type DepartureInput, placementKey, planDepartures } from "../../../src/placement/departures.ts";
+import { type DepartureInput, decideDepartures } from "../../../src/placement/departures.ts";
 
 const REPO = "https://git.example/fleet";
-const PLACEMENT = placementKey("KnativeServingPlacement", "knative-fleet", "serving");
+const PLACEMENT = formatIdentity({
+  kind: "KnativeServingPlacement",
+  namespace: "knative-fleet",
+  name: "serving",
+});
 const GRACE = 60_000;
 
 const cr = (
@@ -47,16 +52,16 @@ const input = (overrides: Partial<DepartureInput>): DepartureInput => ({
 
 describe("a cluster that leaves a placement keeps its CR for the grace period", () => {
   it("holds a departed CR from the moment it is first seen out, and reports when it is due", () => {
-    const first = planDepartures(input({}));
+    const first = decideDepartures(input({}));
     expect(first.held).toEqual([{ kind: "KnativeServing", namespace: "knative-fleet", name: "serving-b" }]);
     expect(first.departures[0]).toMatchObject({ cluster: "fleet-system/serving-b", since: 1_000_000 });
     expect(first.nextDue).toBe(1_000_000 + GRACE);
     // Still out just before the grace period ends: still held, the clock is not restarted.
-    const later = planDepartures(input({ now: 1_000_000 + GRACE - 1, previous: first.since }));
+    const later = decideDepartures(input({ now: 1_000_000 + GRACE - 1, previous: first.since }));
     expect(later.held).toHaveLength(1);
     expect(later.departures[0]!.since).toBe(1_000_000);
     // Out for the whole grace period: no longer held, so the mirror prunes it behind its safeguards.
-    const due = planDepartures(input({ now: 1_000_000 + GRACE, previous: later.since }));
+    const due = decideDepartures(input({ now: 1_000_000 + GRACE, previous: later.since }));
     expect(due.held).toEqual([]);
     expect(due.nextDue).toBeUndefined();
   });
@@ -70,7 +75,7 @@ describe("a cluster that leaves a placement keeps its CR for the grace period", 
         "KnativeServing knative-fleet/serving-a",
         ...(out ? [] : ["KnativeServing knative-fleet/serving-b"]),
       ]);
-      const result = planDepartures(input({ now, desired, previous: since }));
+      const result = decideDepartures(input({ now, desired, previous: since }));
       if (out) expect(result.held.map((h) => h.name)).toEqual(["serving-b"]);
       else expect(result.since.size).toBe(0);
       since = result.since;
@@ -78,13 +83,13 @@ describe("a cluster that leaves a placement keeps its CR for the grace period", 
   });
 
   it("holds every CR of a placement the hub could not expand, with no clock running", () => {
-    const result = planDepartures(input({ desired: new Set(), pendingPlacements: new Set([PLACEMENT]) }));
+    const result = decideDepartures(input({ desired: new Set(), pendingPlacements: new Set([PLACEMENT]) }));
     expect(result.held.map((h) => h.name)).toEqual(["serving-a", "serving-b"]);
     expect(result.since.size).toBe(0);
   });
 
   it("holds every CR of a placement file that cannot be read, even when no placement of that name is declared", () => {
-    const result = planDepartures(
+    const result = decideDepartures(
       input({ desired: new Set(), placements: new Set(), failedPaths: new Set(["clusters/serving.yaml"]) }),
     );
     expect(result.held.map((h) => h.name)).toEqual(["serving-a", "serving-b"]);
@@ -92,12 +97,12 @@ describe("a cluster that leaves a placement keeps its CR for the grace period", 
   });
 
   it("leaves alone what is not a departure: a deleted placement, another repository, per-cluster CRs, CRs being deleted", () => {
-    expect(planDepartures(input({ placements: new Set() })).held).toEqual([]);
+    expect(decideDepartures(input({ placements: new Set() })).held).toEqual([]);
     const others = [
       cr("x", { repo: "https://other" }),
       cr("y", { placement: "" }),
       cr("z", { deleting: true }),
     ];
-    expect(planDepartures(input({ live: others })).held).toEqual([]);
+    expect(decideDepartures(input({ live: others })).held).toEqual([]);
   });
 });

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { SOURCE_CLUSTER_ANNOTATION } from "../../../src/api/labels.ts";
 import { formatDiagnostic } from "../../../src/fleet/diagnostic.ts";
 import { withPlacements } from "../../../src/placement/combine.ts";
-import { expandPlacements, SOURCE_CLUSTER_ANNOTATION } from "../../../src/placement/expand.ts";
+import { expandPlacements } from "../../../src/placement/expand.ts";
 import { inventoryClusterOf, inventoryDecisionOf } from "../../../src/placement/inventory.ts";
 import { cluster, inventory, model, PROFILES, placementFile, servingFile } from "./support.ts";
 

@@ -35,10 +35,19 @@ describe("knative-fleet plan with placements", () => {
     expect(code).toBe(0);
     expect(stdout).toContain("### Placements");
     expect(stdout).toContain("Selection read from the ClusterProfile snapshot");
-    expect(stdout).toContain("- selects now: ` fleet-system/eu-1 `");
-    expect(stdout).toContain("- selects after the merge: ` fleet-system/us-1 `");
-    expect(stdout).toContain("- leaves: ` fleet-system/eu-1 ` (pruned after the departure grace period)");
+    expect(stdout).toContain("- selects now: `fleet-system/eu-1`");
+    expect(stdout).toContain("- selects after the merge: `fleet-system/us-1`");
+    expect(stdout).toContain("- leaves: `fleet-system/eu-1` (pruned after the departure grace period)");
     expect(stdout).toContain('"enable-scale-to-zero": "true"');
+    // The clusters' CRs are in the plan like any other: the one that joins installs, the one that
+    // leaves is a deletion once the grace period ends.
+    expect(stdout).toContain(
+      "| fleet-system/eu-1 | KnativeServing knative-fleet/serving-eu-1 | ⚠️ **delete**: uninstalls KnativeServing after the departure grace period |",
+    );
+    expect(stdout).toMatch(
+      /\| fleet-system\/us-1 \| KnativeServing knative-fleet\/serving-us-1 \| create 1\.22\.1 \| \+\d+ ~0 -0 \|/,
+    );
+    expect(stdout).toContain("⚠️ 1 warning");
   });
 
   it("offline without an inventory says that selection needs the hub", async () => {

@@ -26,10 +26,10 @@ describe("the status rollup per placement", () => {
       ],
       departures: [
         {
-          kind: "KnativeServing",
+          kind: "KnativeServing" as const,
           namespace: "knative-fleet",
           name: "serving-gone",
-          placement: "knativeservingplacement knative-fleet/serving",
+          placement: "KnativeServingPlacement knative-fleet/serving",
           cluster: "fleet-system/gone",
           since: 1,
           pruneAt: 2,
@@ -37,12 +37,12 @@ describe("the status rollup per placement", () => {
       ],
     };
     const crs = [
-      { kind: "KnativeServing", namespace: "knative-fleet", name: "serving-a", ready: "True" as const },
+      { kind: "KnativeServing", namespace: "knative-fleet", name: "serving-a", phase: "Current" as const },
       {
         kind: "KnativeServing",
         namespace: "knative-fleet",
         name: "serving-b",
-        ready: "False" as const,
+        phase: "Failed" as const,
         reason: "InstallFailed",
       },
     ];

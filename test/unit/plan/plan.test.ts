@@ -8,6 +8,7 @@ import { buildPlan } from "../../../src/plan/plan.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
+import { DEFAULT_FLEET_SETTINGS } from "../../../src/sync/settings.ts";
 import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
@@ -39,7 +40,7 @@ async function repoWith(change: Record<string, string | null>): Promise<FleetRep
 
 async function planOf(repo: FleetRepo): Promise<FleetPlan> {
   const revisions = await readRevisions(repo.dir, { base: "main", head: "change" }, DEFAULT_FILE_SELECTION);
-  return buildPlan(revisions, { releases });
+  return buildPlan(revisions, { releases, settings: DEFAULT_FLEET_SETTINGS });
 }
 
 const names = (refs: readonly { kind: string; name: string }[], kind: string) =>
@@ -103,6 +104,21 @@ describe("plan, offline", SLOW, () => {
     );
     // Eventing's file did not change: it is not in the plan.
     expect(plan.clusters.map((cluster) => cluster.cluster)).toEqual(["fleet-system/spoke-1"]);
+    // The objects whose only change is the version label: a count per kind and the label's change once;
+    // the particular changes keep their own diffs.
+    const versionOnly = updated.objects.changed.filter((change) =>
+      change.fields.every((field) => field.path === 'metadata.labels["app.kubernetes.io/version"]'),
+    );
+    expect(versionOnly.length).toBeGreaterThan(20);
+    const text = renderMarkdown(plan);
+    expect(text).toContain(`Only the version label changes on ${versionOnly.length} of them`);
+    expect(text).toMatch(/^- ClusterRole\.rbac\.authorization\.k8s\.io: \d+$/m);
+    expect(text).toContain(
+      '- metadata.labels["app.kubernetes.io/version"]: "1.21.3"\n+ metadata.labels["app.kubernetes.io/version"]: "1.22.1"\n',
+    );
+    for (const quiet of versionOnly) expect(text).not.toContain(`\`${quiet.name}\``);
+    expect(text).toContain("`ConfigMap knative-serving/config-autoscaler`");
+    expect(text.split("\n").length).toBeLessThan(250);
   });
 
   it("a removed file: which cluster loses Knative and what FinalizeRemoteCluster deletes; CRDs stay", async () => {
@@ -180,10 +196,15 @@ describe("plan, offline", SLOW, () => {
     const revisions = await readRevisions(repo.dir, { base: "main", head: "change" }, DEFAULT_FILE_SELECTION);
     const plan = await buildPlan(revisions, {
       releases,
-      kubernetesVersions: new Map([
-        ["fleet-system/spoke-1", "v1.33.4"], // 1.22 needs v1.34.0
-        ["fleet-system/spoke-2", "v1.34.0"],
-      ]),
+      settings: DEFAULT_FLEET_SETTINGS,
+      inventory: {
+        source: "snapshot",
+        inventory: { clusters: [], decisions: [] },
+        kubernetesVersions: new Map([
+          ["fleet-system/spoke-1", "v1.33.4"], // 1.22 needs v1.34.0
+          ["fleet-system/spoke-2", "v1.34.0"],
+        ]),
+      },
     });
     const refused = resourceOf(plan, "spoke-1-serving");
     expect(refused.version).toEqual({ from: "1.21.3", to: "1.22.1" });

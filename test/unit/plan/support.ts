@@ -1,6 +1,13 @@
 import { rm } from "node:fs/promises";
 import { onTestFinished } from "vitest";
+import { compareStrings } from "../../../src/fleet/diagnostic.ts";
+import type { Inventory } from "../../../src/placement/inventory.ts";
+import type { PlanInventory } from "../../../src/plan/inventory.ts";
+import { buildPlan, type PlanOptions } from "../../../src/plan/plan.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";
+import type { Revision } from "../../../src/plan/revisions.ts";
+import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
+import { DEFAULT_FLEET_SETTINGS } from "../../../src/sync/settings.ts";
 import { type CliRun, runCli } from "../../support/cli.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { createFleetRepo, type FleetRepo } from "./fleet-repo.ts";
@@ -30,3 +37,33 @@ export function resourceOf(plan: FleetPlan, name: string) {
   if (!found) throw new Error(`no CR ${name} in the plan`);
   return found;
 }
+
+const releases = new ReleaseLoader(createKodataSource({ dir: knativeReleasesDir() }));
+
+/** A revision of files held in memory: what readRevisions gives, without a Git repository. */
+export const revisionOf = (ref: string, files: Record<string, string>): Revision => ({
+  ref,
+  commit: ref.padEnd(40, "0"),
+  files: Object.entries(files)
+    .map(([path, text]) => ({ path, text }))
+    .sort((a, b) => compareStrings(a.path, b.path)),
+});
+
+/** The plan of merging `head` into `base` (path -> text), offline, against the real releases. */
+export function planOfFiles(
+  base: Record<string, string>,
+  head: Record<string, string>,
+  options: Partial<Omit<PlanOptions, "releases">> = {},
+): Promise<FleetPlan> {
+  return buildPlan(
+    { repository: "fleet", base: revisionOf("base", base), head: revisionOf("head", head) },
+    { releases, settings: DEFAULT_FLEET_SETTINGS, ...options },
+  );
+}
+
+/** A snapshot inventory for a plan: what placements select from. */
+export const snapshotInventory = (inventory: Inventory): PlanInventory => ({
+  source: "snapshot",
+  inventory,
+  kubernetesVersions: new Map(),
+});

@@ -3,14 +3,14 @@ import { describe, expect, it } from "vitest";
 import type { TargetResolver } from "../../../src/access/target.ts";
 import { ConditionType, findCondition } from "../../../src/api/conditions.ts";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
-import { RolloutWatches } from "../../../src/install/rollout-watch.ts";
+import { DeploymentWatches } from "../../../src/install/deployment-watch.ts";
 import { KubeClient } from "../../../src/kube/client.ts";
 import { Informer } from "../../../src/kube/informer.ts";
 import { RestClient } from "../../../src/kube/rest.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import {
-  type EngineDeps,
   finalizeInstall,
+  type ReconcileDeps,
   reconcileInstall,
   STEPS,
   WATCHED_RECHECK_MS,
@@ -52,7 +52,7 @@ function spokeRunning(fake: FakeKube, kept: string, current = kept) {
   return spoke;
 }
 
-function depsFor(fake: FakeKube, resolve?: TargetResolver["resolve"]): EngineDeps {
+function depsFor(fake: FakeKube, resolve?: TargetResolver["resolve"]): ReconcileDeps {
   return {
     releases,
     // The sandbox's spokes run Kubernetes 1.35, newer than every release of the window needs.
@@ -288,7 +288,7 @@ describe("the reconcile steps", () => {
   it("with rollout watches: re-checked when woken (safety re-check only), and the watch ends with the wait", async () => {
     const fake = await servingCluster();
     const opened: { namespace: string; stopped: boolean }[] = [];
-    const rollouts = new RolloutWatches({
+    const deploymentWatches = new DeploymentWatches({
       wake: () => {},
       fallbackMs: 60_000,
       // A cache that never lists: the step reads the cluster itself, as before the first list arrives.
@@ -307,16 +307,16 @@ describe("the reconcile steps", () => {
         };
       },
     });
-    const deps = { ...depsFor(fake), rollouts };
+    const deps = { ...depsFor(fake), deploymentWatches };
     const waiting = await reconcileInstall(serving(), deps);
     expect(waiting.requeueAfterMs).toBe(WATCHED_RECHECK_MS);
     expect(opened.map((o) => o.namespace)).toEqual(["knative-serving"]);
-    expect(rollouts.watchCount).toBe(1);
+    expect(deploymentWatches.watchCount).toBe(1);
 
     fake.makeDeploymentsAvailable();
     const ready = await reconcileInstall(serving(waiting.status), deps);
     expect(findCondition(ready.status.conditions, ConditionType.Ready)?.status).toBe("True");
-    expect(rollouts.watchCount).toBe(0);
+    expect(deploymentWatches.watchCount).toBe(0);
     expect(opened.every((o) => o.stopped)).toBe(true);
   });
 });

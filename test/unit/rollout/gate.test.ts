@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { formatIdentity } from "../../../src/fleet/parse.ts";
-import type { PruneCandidate } from "../../../src/mirror/plan.ts";
+import { formatIdentity } from "../../../src/fleet/identity.ts";
+import type { PruneCandidate } from "../../../src/mirror/decide.ts";
 import { gatePrunes, healthOf } from "../../../src/rollout/gate.ts";
 import { historyOf } from "../../../src/rollout/state.ts";
 import { cluster, FakeHub, fleetModel } from "./support.ts";
@@ -398,7 +398,7 @@ describe("the rollout gate", () => {
     expect(healthOf(cr({ observedGeneration: 3, conditions: [ready, deployments] })).healthy).toBe(true);
     expect(healthOf(cr({ observedGeneration: 2, conditions: [ready, deployments] }))).toEqual({
       healthy: false,
-      reason: "not reconciled yet (observedGeneration 2, generation 3)",
+      reason: "the hub controller has not reported on the current spec yet",
     });
     expect(healthOf(cr({ observedGeneration: 3, conditions: [ready] })).healthy).toBe(false);
     expect(healthOf(cr(undefined)).healthy).toBe(false);

@@ -1,25 +1,25 @@
 import { writeFileSync } from "node:fs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
+import {
+  DESIRED_HASH_ANNOTATION,
+  PLACEMENT_KIND_LABEL,
+  PLACEMENT_LABEL,
+  SOURCE_CLUSTER_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import type { FleetResource } from "../../../src/fleet/document-schema.ts";
+import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/identity.ts";
 import type { DesiredResource, FleetModel } from "../../../src/fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/parse.ts";
 import { RolloutDocumentSchema, type RolloutSpec } from "../../../src/fleet/rollout-schema.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   type ApplyStep,
+  decideApplies,
+  decidePrune,
   MirrorOptionsSchema,
   mirroredObject,
-  planApplies,
-  planPrune,
-} from "../../../src/mirror/plan.ts";
-import { planDepartures } from "../../../src/placement/departures.ts";
-import {
-  PLACEMENT_KIND_LABEL,
-  PLACEMENT_LABEL,
-  SOURCE_CLUSTER_ANNOTATION,
-} from "../../../src/placement/expand.ts";
+} from "../../../src/mirror/decide.ts";
+import { decideDepartures } from "../../../src/placement/departures.ts";
 import type { InventoryCluster } from "../../../src/placement/inventory.ts";
 import { gateApplies, gatePrunes, healthOf } from "../../../src/rollout/gate.ts";
 import { revertStep, withReverts } from "../../../src/rollout/revert.ts";
@@ -283,11 +283,11 @@ class Sim {
     this.observer.sample(this.now, before, healthBefore);
     if (phaseBefore !== "Halted") this.observer.settle(this.now, intent, before, healthBefore, spec, waveOf);
 
-    const departures = planDepartures({
+    const departures = decideDepartures({
       live,
       repository: REPOSITORY,
       desired: new Set(model.resources.map((d) => key(d))),
-      placements: new Set(["knativeservingplacement knative-fleet/knative"]),
+      placements: new Set(["KnativeServingPlacement knative-fleet/knative"]),
       pendingPlacements: new Set(),
       failedPaths: new Set(model.files.filter((f) => f.status === "failed").map((f) => f.path)),
       now: this.now,
@@ -296,7 +296,7 @@ class Sim {
     });
     this.departedSince = departures.since;
     const held = departures.held as ResourceIdentity[];
-    const steps = planApplies(model.resources, source, live);
+    const steps = decideApplies(model.resources, source, live);
     const outcome = gateApplies(
       {
         spec,
@@ -334,11 +334,10 @@ class Sim {
       });
     }
     // Prunes behind the mirror's safeguards, in reverse wave order.
-    const prune = planPrune(
+    const prune = decidePrune(
       {
         model,
         source,
-        sourceRead: true,
         options: MirrorOptionsSchema.parse({ maxPruneFraction: 1 }),
         namespace: "knative-fleet",
       },

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
-import { mirror } from "../../../src/mirror/mirror.ts";
-import { MirrorOptionsSchema } from "../../../src/mirror/plan.ts";
+import { buildFleetModel, type FleetFile } from "../../../src/fleet/model.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
@@ -12,8 +11,9 @@ import {
   type RolloutState,
 } from "../../../src/rollout/state.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
-import { ANY_NAMESPACE_ADMISSION, crObject } from "../../support/fleet-files.ts";
-import { cluster, fleetModel, REPOSITORY } from "./support.ts";
+import { crObject } from "../../support/fleet-files.ts";
+import { syncInto } from "../../support/sync.ts";
+import { cluster, fleetFiles, fleetModel, REPOSITORY } from "./support.ts";
 
 const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
 
@@ -32,19 +32,16 @@ function setup(onDue: () => void = () => {}, kube = hubWithKnativeKinds()) {
       onDue,
     });
   let stage = newStage();
-  const sync = async (model: ReturnType<typeof fleetModel>, commit: string) => {
-    models.set(commit, model);
-    const prepared = await stage.prepare(model, commit);
-    const result = await mirror(kube.client, {
-      model,
-      source: { repository: REPOSITORY, branch: "main", commit },
-      sourceRead: true,
-      options: MirrorOptionsSchema.parse({}),
+  const sync = async (files: FleetFile[], commit: string) => {
+    models.set(commit, buildFleetModel(files, { defaultNamespace: "knative-fleet" }));
+    const result = await syncInto(kube.client, {
+      files,
       namespace: "knative-fleet",
-      admission: ANY_NAMESPACE_ADMISSION,
-      gate: prepared.gate,
+      commit,
+      repository: REPOSITORY,
+      rollout: stage,
     });
-    return { result, report: await prepared.finish() };
+    return { result, report: result.rollout };
   };
   /** A new leader: nothing in memory but what it reads from the hub. */
   const restart = () => {
@@ -75,12 +72,12 @@ function hubWithKnativeKinds() {
 async function completedWithRevert() {
   const hub = setup();
   const policy = { ...POLICY, soak: "0s", timeLimit: "0s", onFailure: "HaltAndRevert" };
-  const model = fleetModel(["c1", "c2"], policy, () => "1.21");
-  await hub.sync(model, "a");
+  const files = fleetFiles(["c1", "c2"], policy, () => "1.21");
+  await hub.sync(files, "a");
   healthy(hub.kube, "c1-serving");
-  await hub.sync(model, "a");
+  await hub.sync(files, "a");
   healthy(hub.kube, "c2-serving");
-  expect((await hub.sync(model, "a")).report?.phase).toBe("Complete");
+  expect((await hub.sync(files, "a")).report?.phase).toBe("Complete");
   return Object.assign(hub, { policy });
 }
 
@@ -98,11 +95,11 @@ const healthy = (kube: FakeKube, name: string) => {
 describe("the rollout stage on a hub", () => {
   it("without a policy, sends what the mirror would and makes no request of its own", async () => {
     const { kube, stage, sync } = setup();
-    const model = fleetModel(["c1", "c2"], undefined, () => "1.21");
-    await sync(model, "a");
+    const files = fleetFiles(["c1", "c2"], undefined, () => "1.21");
+    await sync(files, "a");
     kube.resetCounts();
     const { report } = await sync(
-      fleetModel(["c1", "c2"], undefined, () => "1.22"),
+      fleetFiles(["c1", "c2"], undefined, () => "1.22"),
       "b",
     );
     expect(report).toBeUndefined();
@@ -114,7 +111,7 @@ describe("the rollout stage on a hub", () => {
   it("marks the CR that waits, stores the state, and clears the note when the policy is removed", async () => {
     const { kube, stage, sync } = setup();
     await sync(
-      fleetModel(["c1", "c2"], POLICY, () => "1.21"),
+      fleetFiles(["c1", "c2"], POLICY, () => "1.21"),
       "a",
     );
     const waitingNote = () =>
@@ -124,7 +121,7 @@ describe("the rollout stage on a hub", () => {
     expect(stored(kube)).toMatchObject({ phase: "Progressing", waveName: "canary", commit: "a" });
     // The policy goes: everything at once, and no note is left behind.
     await sync(
-      fleetModel(["c1", "c2"], undefined, () => "1.21"),
+      fleetFiles(["c1", "c2"], undefined, () => "1.21"),
       "b",
     );
     expect(kube.find("KnativeServing", "c2-serving")).toBeDefined();
@@ -135,7 +132,8 @@ describe("the rollout stage on a hub", () => {
   it("records what it lets through before the mirror writes it (a leader killed in between loses nothing)", async () => {
     const { kube, stage } = setup();
     const model = fleetModel(["c1", "c2"], POLICY, () => "1.21");
-    const gated = await (await stage.prepare(model, "a")).gate.applies(
+    const gated = await stage.gate(
+      await stage.open(model, "a"),
       [
         {
           kind: "KnativeServing",
@@ -149,7 +147,7 @@ describe("the rollout stage on a hub", () => {
       [],
       [],
     );
-    expect(gated.map((s) => [s.action, s.reason])).toEqual([["create", undefined]]);
+    expect(gated.steps.map((s) => [s.action, s.reason])).toEqual([["create", undefined]]);
     // Nothing is written yet, but the state already names the CR as let through.
     expect(kube.find("KnativeServing", "c1-serving")).toBeUndefined();
     expect(stored(kube)?.crs["KnativeServing knative-fleet/c1-serving"]?.released).toBeDefined();
@@ -159,16 +157,16 @@ describe("the rollout stage on a hub", () => {
   it("a sync with nothing to change, once the rollout is complete, reads and writes nothing more", async () => {
     const { kube, stage, sync } = setup();
     const policy = { ...POLICY, soak: "0s" };
-    const model = fleetModel(["c1", "c2"], policy, () => "1.21");
-    await sync(model, "a");
+    const files = fleetFiles(["c1", "c2"], policy, () => "1.21");
+    await sync(files, "a");
     healthy(kube, "c1-serving");
-    await sync(model, "a");
+    await sync(files, "a");
     healthy(kube, "c2-serving");
-    expect((await sync(model, "a")).report?.phase).toBe("Complete");
+    expect((await sync(files, "a")).report?.phase).toBe("Complete");
     await new Promise((resolve) => setTimeout(resolve, 20)); // the completion's Event, recorded in the background
     kube.resetCounts();
-    await sync(model, "b"); // a commit that changes no CR (the status write-back's)
-    await sync(model, "b");
+    await sync(files, "b"); // a commit that changes no CR (the status write-back's)
+    await sync(files, "b");
     // The mirror's 3 reads and the state's one, twice; no write at all.
     expect(kube.requests()).toEqual({ reads: 8, writes: 0 });
     stage.stop();
@@ -178,7 +176,7 @@ describe("the rollout stage on a hub", () => {
     let due = 0;
     const { kube, stage, sync } = setup(() => due++);
     const policy = { ...POLICY, soak: "0s", maxUnavailable: "100%" };
-    const all = fleetModel(["c1", "c2", "c3", "c4"], policy, () => "1.21");
+    const all = fleetFiles(["c1", "c2", "c3", "c4"], policy, () => "1.21");
     // Install: canary c1 first, then the remaining c2, c3 and c4 once c1 reports healthy.
     await sync(all, "a");
     healthy(kube, "c1-serving");
@@ -187,7 +185,7 @@ describe("the rollout stage on a hub", () => {
     // c1 (canary) and c4 (remaining) leave: c4 first; c1 waits, and the stage asks to be called again.
     due = 0;
     const { result } = await sync(
-      fleetModel(["c2", "c3"], policy, () => "1.21"),
+      fleetFiles(["c2", "c3"], policy, () => "1.21"),
       "b",
     );
     expect(result.prune.candidates.map((c) => [c.name, c.waiting ?? "deleted"])).toEqual([
@@ -197,7 +195,7 @@ describe("the rollout stage on a hub", () => {
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(due).toBeGreaterThan(0);
     const { result: next } = await sync(
-      fleetModel(["c2", "c3"], policy, () => "1.21"),
+      fleetFiles(["c2", "c3"], policy, () => "1.21"),
       "b",
     );
     expect(next.prune.candidates.map((c) => [c.name, c.waiting ?? "deleted"])).toEqual([
@@ -209,11 +207,11 @@ describe("the rollout stage on a hub", () => {
   it("a broken policy holds every change and says why on the CR", async () => {
     const { kube, stage, sync } = setup();
     await sync(
-      fleetModel(["c1"], undefined, () => "1.21"),
+      fleetFiles(["c1"], undefined, () => "1.21"),
       "a",
     );
     const { report, result } = await sync(
-      fleetModel(["c1"], { waves: [] }, () => "1.22"),
+      fleetFiles(["c1"], { waves: [] }, () => "1.22"),
       "b",
     );
     expect(report?.phase).toBe("Invalid");
@@ -231,7 +229,7 @@ describe("the rollout stage on a hub", () => {
     const { kube, stage, sync } = setup(() => due++);
     const policy = { ...POLICY, soak: "0s" };
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     const secret = kube.find("Secret", ROLLOUT_KEY_SECRET);
@@ -244,7 +242,7 @@ describe("the rollout stage on a hub", () => {
     const forged = { ...JSON.parse(data.state!), phase: "Complete" };
     data.state = JSON.stringify(forged);
     const { report, result } = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(report?.phase).toBe("Refused");
@@ -258,7 +256,7 @@ describe("the rollout stage on a hub", () => {
       kube.objects().filter((o) => o.kind === "Event" && o.reason === "RolloutStateRefused");
     expect(refusals()).toHaveLength(1);
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(refusals()).toHaveLength(1); // one Event per refused content, not one a sync
@@ -270,7 +268,7 @@ describe("the rollout stage on a hub", () => {
     // Deleting the ConfigMap starts the rollout state over, canary first.
     kube.remove("ConfigMap", ROLLOUT_STATE_CONFIGMAP);
     const after = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(after.result.resources.map((r) => [r.name, r.action])).toEqual([
@@ -284,19 +282,19 @@ describe("the rollout stage on a hub", () => {
     const { kube, sync, restart, stage } = setup();
     const policy = { ...POLICY, soak: "0s" };
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     const earlier = structuredClone(kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data);
     healthy(kube, "c1-serving");
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     // A replay of the leader's own earlier (validly sealed) state.
     kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data = earlier;
     const { report } = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
     expect(report?.phase).toBe("Refused");
@@ -305,7 +303,7 @@ describe("the rollout stage on a hub", () => {
     expect(
       (
         await sync(
-          fleetModel(["c1", "c2"], policy, () => "1.21"),
+          fleetFiles(["c1", "c2"], policy, () => "1.21"),
           "a",
         )
       ).report?.phase,
@@ -323,7 +321,7 @@ describe("the rollout stage on a hub", () => {
     });
     const { sync, stage } = setup(() => {}, kube);
     const { report, result } = await sync(
-      fleetModel(["c1", "c2"], POLICY, () => "1.21"),
+      fleetFiles(["c1", "c2"], POLICY, () => "1.21"),
       "a",
     );
     expect(report?.phase).toBe("Progressing");
@@ -335,12 +333,12 @@ describe("the rollout stage on a hub", () => {
     const { kube, sync, stage, policy } = await completedWithRevert();
     // A change the canary never runs: it halts (time limit 0s) and the canary goes back to commit a.
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     await new Promise((resolve) => setTimeout(resolve, 5));
     const { report, result } = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(report?.phase).toBe("Halted");
@@ -357,7 +355,7 @@ describe("the rollout stage on a hub", () => {
   it("does not revert to content it cannot re-derive, and says so once", async () => {
     const { kube, sync, stage, models, policy } = await completedWithRevert();
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     // Commit a now reads differently (as a placement's override would after a relabel).
@@ -369,7 +367,7 @@ describe("the rollout stage on a hub", () => {
     const failures = () =>
       kube.objects().filter((o) => o.kind === "Event" && o.reason === "RolloutRevertFailed");
     const { result } = await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(result.resources.find((r) => r.name === "c1-serving")?.action).toBe("unchanged");
@@ -381,7 +379,7 @@ describe("the rollout stage on a hub", () => {
       ),
     ]);
     await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.22"),
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     await new Promise((resolve) => setTimeout(resolve, 20));

@@ -1,9 +1,9 @@
 import { stringify } from "yaml";
+import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/identity.ts";
 import type { FleetFile } from "../../../src/fleet/model.ts";
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/parse.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { type ApplyStep, planApplies } from "../../../src/mirror/plan.ts";
+import { type ApplyStep, decideApplies } from "../../../src/mirror/decide.ts";
 import type { InventoryCluster } from "../../../src/placement/inventory.ts";
 import { type GateInput, type GateOutcome, gateApplies } from "../../../src/rollout/gate.ts";
 import { revertStep, withReverts } from "../../../src/rollout/revert.ts";
@@ -32,11 +32,11 @@ export const cluster = (name: string, labels: Record<string, string> = {}): Inve
  * The fleet of the tests: one KnativeServing per cluster, `<cluster>-serving`, all at `version`; a cluster
  * whose version is `null` has a file that fails validation.
  */
-export function fleetModel(
+export function fleetFiles(
   clusters: readonly string[],
   rollout: Record<string, unknown> | undefined,
   version: (cluster: string) => string | Record<string, unknown> | null,
-): FleetModel {
+): FleetFile[] {
   const files: FleetFile[] = clusters.map((name) => {
     const wanted = version(name);
     if (wanted === null) {
@@ -49,8 +49,12 @@ export function fleetModel(
     });
   });
   if (rollout) files.push({ path: "rollout.yaml", text: rolloutText(rollout) });
-  return buildFleetModel(files, { defaultNamespace: "knative-fleet" });
+  return files;
 }
+
+/** The fleet model of those files. */
+export const fleetModel = (...args: Parameters<typeof fleetFiles>): FleetModel =>
+  buildFleetModel(fleetFiles(...args), { defaultNamespace: "knative-fleet" });
 
 /**
  * A hub that holds CRs like the API server does (generation bumps on a spec change) and whose controller
@@ -78,7 +82,7 @@ export class FakeHub {
   ): GateOutcome {
     this.commits.set(commit, model);
     const source = { repository: REPOSITORY, branch: "main", commit };
-    const steps = planApplies(model.resources, source, this.live());
+    const steps = decideApplies(model.resources, source, this.live());
     const input: GateInput = {
       spec: model.rollout.policy!.rollout.spec,
       hubPaused: this.hubPaused,

@@ -4,8 +4,8 @@ import {
   judgeLease,
   type MemberLease,
   memberLeaseName,
-  ownerOf,
   ownsUnder,
+  shardOwner,
   viewDigest,
 } from "../../../src/service/sharding.ts";
 
@@ -13,7 +13,7 @@ const clusters = Array.from({ length: 600 }, (_, i) => `fleet-system/spoke-${i +
 const share = (members: string[]) => {
   const counts = new Map(members.map((m) => [m, 0]));
   for (const c of clusters) {
-    const owner = ownerOf(members, c)!;
+    const owner = shardOwner(members, c)!;
     counts.set(owner, counts.get(owner)! + 1);
   }
   return counts;
@@ -22,8 +22,8 @@ const share = (members: string[]) => {
 describe("shard assignment (rendezvous hashing)", () => {
   it("every member computes the same owner, whatever order it lists the members in", () => {
     for (const c of clusters.slice(0, 50)) {
-      expect(ownerOf(["pod-a_1", "pod-b_2", "pod-c_3"], c)).toBe(
-        ownerOf(["pod-c_3", "pod-a_1", "pod-b_2"], c),
+      expect(shardOwner(["pod-a_1", "pod-b_2", "pod-c_3"], c)).toBe(
+        shardOwner(["pod-c_3", "pod-a_1", "pod-b_2"], c),
       );
     }
     expect(viewDigest(["b", "a"])).toBe(viewDigest(["a", "b"]));
@@ -31,7 +31,7 @@ describe("shard assignment (rendezvous hashing)", () => {
   });
 
   it("no members: no owner", () => {
-    expect(ownerOf([], "fleet-system/spoke-1")).toBeUndefined();
+    expect(shardOwner([], "fleet-system/spoke-1")).toBeUndefined();
   });
 
   it("spreads clusters evenly: each of 3 members gets a third, within 20%", () => {
@@ -46,8 +46,8 @@ describe("shard assignment (rendezvous hashing)", () => {
     const joined = [...before, "pod-d_4"];
     let moved = 0;
     for (const c of clusters) {
-      const was = ownerOf(before, c);
-      const now = ownerOf(joined, c);
+      const was = shardOwner(before, c);
+      const now = shardOwner(joined, c);
       if (was !== now) {
         moved++;
         expect(now).toBe("pod-d_4");
@@ -57,7 +57,7 @@ describe("shard assignment (rendezvous hashing)", () => {
     expect(moved / clusters.length).toBeLessThan(0.35);
     const left = ["pod-a_1", "pod-c_3"];
     for (const c of clusters) {
-      if (ownerOf(before, c) !== "pod-b_2") expect(ownerOf(left, c)).toBe(ownerOf(before, c));
+      if (shardOwner(before, c) !== "pod-b_2") expect(shardOwner(left, c)).toBe(shardOwner(before, c));
     }
   });
 });
@@ -83,7 +83,7 @@ describe("shard hand-off (ownsUnder)", () => {
       expect(who.length).toBeLessThanOrEqual(1);
       if (who.length === 0) {
         unowned++;
-        expect(ownerOf(next, c)).toBe("pod-d_4"); // only what moves waits for the hand-off
+        expect(shardOwner(next, c)).toBe("pod-d_4"); // only what moves waits for the hand-off
       }
     }
     expect(unowned).toBeGreaterThan(0);
@@ -102,7 +102,7 @@ describe("shard hand-off (ownsUnder)", () => {
 
   it("once every member acknowledged, every cluster has exactly one owner", () => {
     const settled = Object.fromEntries(next.map((m) => [m, [next]]));
-    for (const c of clusters) expect(owners(settled, c)).toEqual([ownerOf(next, c)]);
+    for (const c of clusters) expect(owners(settled, c)).toEqual([shardOwner(next, c)]);
   });
 
   it("an empty view owns nothing (a member that lost its Lease)", () => {

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import type { MirrorResult } from "../../../src/mirror/mirror.ts";
 import type { RolloutReport } from "../../../src/rollout/stage.ts";
+import type { StatusSync } from "../../../src/status/summary.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
 
-const mirror = (rollout: RolloutReport): MirrorResult & { rollout: RolloutReport } => ({
+const mirror = (rollout: RolloutReport): StatusSync & { rollout: RolloutReport } => ({
   source: { repository: "https://git.example/fleet.git", branch: "main", commit: COMMIT },
   resources: [
     {
@@ -51,7 +51,7 @@ const HALTED: RolloutReport = {
 
 describe("the status file's Rollout section", () => {
   it("says which revision halted, where, and the first failing reason; lists what waits", () => {
-    const [readme, data] = renderStatusSummary({ resources: [], mirror: mirror(HALTED) });
+    const [readme, data] = renderStatusSummary({ resources: [], sync: mirror(HALTED) });
     expect(readme!.content).toContain(
       "## Rollout\n\nThe rollout of 0123456 is **halted** in wave canary: KnativeServing knative-fleet/a on fleet-system/c1: " +
         "DeploymentsAvailable=False (NotReady: Waiting on deployments: activator). No other CR gets new content " +
@@ -82,7 +82,7 @@ describe("the status file's Rollout section", () => {
 
   it("is absent without a rollout policy", () => {
     const { rollout: _none, ...plain } = mirror(HALTED);
-    const [readme] = renderStatusSummary({ resources: [], mirror: plain });
+    const [readme] = renderStatusSummary({ resources: [], sync: plain });
     expect(readme!.content).not.toContain("## Rollout");
   });
 });

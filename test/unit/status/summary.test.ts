@@ -7,7 +7,7 @@ import {
   SOURCE_REPOSITORY_ANNOTATION,
 } from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import type { MirrorResult } from "../../../src/mirror/mirror.ts";
+import type { StatusSync } from "../../../src/status/summary.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
@@ -55,7 +55,7 @@ const ready: Condition[] = [
   { type: "Ready", status: "True" },
 ];
 
-function mirrorResult(overrides: Partial<MirrorResult> = {}): MirrorResult {
+function mirrorResult(overrides: Partial<StatusSync> = {}): StatusSync {
   return {
     source: { repository: "https://git.example/fleet.git", branch: "main", commit: COMMIT },
     resources: [],
@@ -166,10 +166,10 @@ const MIXED_MIRROR = mirrorResult({
   },
 });
 
-const readmeOf = (resources: readonly KubeObject[], mirror: MirrorResult) =>
-  renderStatusSummary({ resources, mirror }).find((file) => file.name === "README.md")!.content;
-const dataOf = (resources: readonly KubeObject[], mirror: MirrorResult) =>
-  renderStatusSummary({ resources, mirror }).find((file) => file.name === "fleet.yaml")!.content;
+const readmeOf = (resources: readonly KubeObject[], mirror: StatusSync) =>
+  renderStatusSummary({ resources, sync: mirror }).find((file) => file.name === "README.md")!.content;
+const dataOf = (resources: readonly KubeObject[], mirror: StatusSync) =>
+  renderStatusSummary({ resources, sync: mirror }).find((file) => file.name === "fleet.yaml")!.content;
 
 describe("renderStatusSummary", () => {
   it("renders a mixed fleet for people: ready, not ready, unreachable, in progress, errors, a held prune", () => {
@@ -179,12 +179,12 @@ Written by knative-fleet from the hub after each sync; edits here are overwritte
 
 CRs on the hub: 4; ready ✓ 1, not ready ✗ 2, in progress … 1.
 
-| Cluster | Kind | CR | Ready | Version | Reason | Message | Commit |
-| --- | --- | --- | --- | --- | --- | --- | --- |
-| fleet-system/spoke-1 | KnativeEventing | knative-fleet/spoke-1-eventing | ✗ | 1.21.0 | NotMinimumReplicas | eventing-webhook: 1/2 ready \\| waiting<br>for node | fedcba9 |
-| fleet-system/spoke-1 | KnativeServing | knative-fleet/spoke-1-serving | ✓ | 1.22.1 |  |  | 0123456 |
-| fleet-system/spoke-2 | KnativeServing | knative-fleet/spoke-2-serving | ✗ |  | ClusterProfileUnavailable | spoke-2 has not answered for 5m | 0123456 |
-| hub | KnativeServing | knative-fleet/hub-serving | … | 1.22.1 | Reconciling | the hub controller has not reported on the current spec yet | 0123456 |
+| Cluster | Kind | CR | Ready | Version | Status | Commit |
+| --- | --- | --- | --- | --- | --- | --- |
+| fleet-system/spoke-1 | KnativeEventing | knative-fleet/spoke-1-eventing | ✗ | 1.21.0 | DeploymentsAvailable=False (NotMinimumReplicas: eventing-webhook: 1/2 ready \\| waiting<br>for node) | fedcba9 |
+| fleet-system/spoke-1 | KnativeServing | knative-fleet/spoke-1-serving | ✓ | 1.22.1 |  | 0123456 |
+| fleet-system/spoke-2 | KnativeServing | knative-fleet/spoke-2-serving | ✗ |  | TargetClusterResolved=False (ClusterProfileUnavailable: spoke-2 has not answered for 5m) | 0123456 |
+| hub | KnativeServing | knative-fleet/hub-serving | … | 1.22.1 | the hub controller has not reported on the current spec yet | 0123456 |
 
 ## Validation errors
 
@@ -252,9 +252,10 @@ These CRs are no longer in Git and are never pruned; delete them on the hub to u
       kind: "KnativeEventing",
       namespace: "knative-fleet",
       name: "spoke-1-eventing",
-      ready: "False",
+      phase: "Failed",
       reason: "NotMinimumReplicas",
-      message: "eventing-webhook: 1/2 ready | waiting\nfor node",
+      message:
+        "DeploymentsAvailable=False (NotMinimumReplicas: eventing-webhook: 1/2 ready | waiting\nfor node)",
       version: "1.21.0",
       commit: OLDER,
       path: "clusters/spoke-1-eventing.yaml",
@@ -264,7 +265,7 @@ These CRs are no longer in Git and are never pruned; delete them on the hub to u
       "kind",
       "namespace",
       "name",
-      "ready",
+      "phase",
       "reason",
       "message",
       "version",
@@ -288,10 +289,10 @@ These CRs are no longer in Git and are never pruned; delete them on the hub to u
   });
 
   it("is byte-identical for the same state, whatever the input order or the commit synced", () => {
-    const first = renderStatusSummary({ resources: MIXED_RESOURCES, mirror: MIXED_MIRROR });
+    const first = renderStatusSummary({ resources: MIXED_RESOURCES, sync: MIXED_MIRROR });
     const later = renderStatusSummary({
       resources: [...MIXED_RESOURCES].reverse(),
-      mirror: { ...MIXED_MIRROR, source: { ...MIXED_MIRROR.source, commit: "f".repeat(40) } },
+      sync: { ...MIXED_MIRROR, source: { ...MIXED_MIRROR.source, commit: "f".repeat(40) } },
     });
     expect(later).toEqual(first);
   });
@@ -362,10 +363,10 @@ These CRs are no longer in Git and are never pruned; delete them on the hub to u
     );
     const row = readme.split("\n").find((line) => line.includes("knative-fleet/x"))!;
     expect(row).toBe(
-      "| hub | KnativeServing | knative-fleet/x | ✗ |  | Failed | a\\|b \\\\\\| c<br>d &lt;nil&gt; &amp; e | 0123456 |",
+      "| hub | KnativeServing | knative-fleet/x | ✗ |  | Ready=False (Failed: a\\|b \\\\\\| c<br>d &lt;nil&gt; &amp; e) | 0123456 |",
     );
-    // The row has exactly the header's 8 cells: every remaining `|` is a delimiter.
-    expect(row.replaceAll("\\\\", "").replaceAll("\\|", "").split("|")).toHaveLength(10);
+    // The row has exactly the header's 7 cells: every remaining `|` is a delimiter.
+    expect(row.replaceAll("\\\\", "").replaceAll("\\|", "").split("|")).toHaveLength(9);
   });
 
   it("shows a CR that has no status yet, or is being deleted, as in progress", () => {
@@ -376,8 +377,8 @@ These CRs are no longer in Git and are never pruned; delete them on the hub to u
       .split("\n")
       .filter((line) => line.startsWith("| hub"));
     expect(rows).toEqual([
-      "| hub | KnativeServing | knative-fleet/deleting | … |  | Deleting | the CR is being deleted; its cluster is being cleaned up | 0123456 |",
-      "| hub | KnativeServing | knative-fleet/fresh | … |  | Reconciling | the hub controller has not reported on the current spec yet | 0123456 |",
+      "| hub | KnativeServing | knative-fleet/deleting | … |  | the CR is being deleted; its cluster is being cleaned up | 0123456 |",
+      "| hub | KnativeServing | knative-fleet/fresh | … |  | the hub controller has not reported on the current spec yet | 0123456 |",
     ]);
   });
 });

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { MirrorResult } from "../../../src/mirror/mirror.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import type { CommitAndPushRequest, CommitBase, GitSource } from "../../../src/source/index.ts";
+import type { StatusSync } from "../../../src/status/summary.ts";
 import { StatusWriter } from "../../../src/status/write-back.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
 
-const MIRROR: MirrorResult = {
+const MIRROR: StatusSync = {
   source: { repository: "https://git.example/fleet.git", branch: "main", commit: "c".repeat(40) },
   resources: [
     {
@@ -62,7 +62,7 @@ describe("the status write-back", () => {
       const { source, written } = sourceHolding(files);
       const outcomes: string[] = [];
       const status = writer(path, source, outcomes);
-      status.mirrored(MIRROR);
+      status.synced(MIRROR);
       await status.flush();
       expect(written).toEqual([]);
       expect(outcomes).toEqual(["failed"]);
@@ -77,7 +77,7 @@ describe("the status write-back", () => {
     });
     const outcomes: string[] = [];
     const status = writer("status/", source, outcomes);
-    status.mirrored(MIRROR);
+    status.synced(MIRROR);
     await status.flush();
     expect(outcomes).toEqual(["pushed"]);
     const files = written[0]!;

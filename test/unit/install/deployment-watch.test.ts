@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
-import { RolloutWatches } from "../../../src/install/rollout-watch.ts";
+import { DeploymentWatches } from "../../../src/install/deployment-watch.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { crObject } from "../../support/fleet-files.ts";
@@ -8,7 +8,7 @@ import { HandCache } from "../../support/hand-cache.ts";
 
 // The rollout watches' bookkeeping over list-then-watch caches driven by hand: which watches run, when a
 // CR is woken, and what a failed watch leads to. The caches' own list/watch is kube/informer.ts's (tested
-// there and, with RolloutWatches, on the sandbox in test/integration/engine/rollout-watch.test.ts).
+// there and, with DeploymentWatches, on the sandbox in test/integration/engine/deployment-watch.test.ts).
 
 const deployment = (namespace: string, name: string, available = false): KubeObject => ({
   apiVersion: "apps/v1",
@@ -40,7 +40,7 @@ const CLIENT = {} as KubeClient; // never used: the caches are opened by hand
 function setUp(now = { ms: 0 }) {
   const caches: HandCache<string>[] = [];
   const woken: string[] = [];
-  const watches = new RolloutWatches({
+  const watches = new DeploymentWatches({
     wake: (r) => woken.push(`${r.kind}/${r.metadata.name}`),
     fallbackMs: 60_000,
     now: () => now.ms,
@@ -54,7 +54,7 @@ function setUp(now = { ms: 0 }) {
   return { watches, caches, cache, woken, now };
 }
 
-describe("RolloutWatches", () => {
+describe("DeploymentWatches", () => {
   it("watches each namespace the install has Deployments in, once, and starts the watch", () => {
     const { watches, caches } = setUp();
     expect(watches.await("spoke-1", CLIENT, SERVING, SERVING_DESIRED)).toBe(true);

@@ -13,11 +13,11 @@ import type { FleetFile } from "../../../src/fleet/model.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   type ApplyStep,
+  decideApplies,
+  decidePrune,
   type MirrorInput,
-  planApplies,
-  planPrune,
   pruneToken,
-} from "../../../src/mirror/plan.ts";
+} from "../../../src/mirror/decide.ts";
 import { type CrOptions, crText, crFile as sharedCrFile } from "../../support/fleet-files.ts";
 import { crFile, mirrorInput, REPOSITORY } from "./support.ts";
 
@@ -47,7 +47,7 @@ function hubAfter(steps: readonly ApplyStep[], previous: readonly KubeObject[] =
 }
 
 function sync(input: MirrorInput, live: readonly KubeObject[]) {
-  return planApplies(input.model.resources, input.source, live, input.admission);
+  return decideApplies(input.model.resources, input.source, live, input.admission);
 }
 
 /** The hub holding `names`, each mirrored from its own file at COMMIT_1. */
@@ -65,7 +65,7 @@ const handMade = (name: string): KubeObject => ({
 
 const actions = (steps: readonly ApplyStep[]) => steps.map((step) => [step.name, step.action]);
 
-describe("planApplies", () => {
+describe("decideApplies", () => {
   it("refuses fleet.knative.dev/abandon-cleanup from a fleet file: the hub CR keeps its last state", () => {
     const live = mirroredHub(["alpha"]);
     const files = ["alpha", "beta", "gamma"].map((name) => crFile(name, { namespace: NS }));
@@ -85,7 +85,7 @@ describe("planApplies", () => {
             },
           },
     );
-    const steps = planApplies(abandoning, input.source, live);
+    const steps = decideApplies(abandoning, input.source, live);
     expect(actions(steps)).toEqual([
       ["alpha", "refused"],
       ["beta", "refused"],
@@ -154,13 +154,14 @@ describe("planApplies", () => {
   });
 });
 
-describe("planApplies: the admission, the same in every mode", () => {
+describe("decideApplies: the admission, the same in every mode", () => {
   // What the service gives the mirror with defaults: CRs in its own namespace only, ClusterProfiles in
   // fleet-system only, no URL location, local paths inside kodata only. With `reconciler: external` the
   // mirror is the only check before the upstream operator acts on a CR.
   const admission: HubCrPolicy = {
     crNamespaces: [NS],
     clusterProfileNamespaces: ["fleet-system"],
+    hubInstall: false,
     locations: LocationPolicySchema.parse({}),
     kodataDir: "/opt/knative-fleet/kodata",
   };
@@ -169,12 +170,13 @@ describe("planApplies: the admission, the same in every mode", () => {
   const admitted = (files: FleetFile[], live: readonly KubeObject[] = []) =>
     sync({ ...mirrorInput(files, NS, COMMIT_1), admission }, live);
 
-  it("refuses a metadata-service URL, another team's ClusterProfile namespace and another hub namespace", () => {
+  it("refuses a metadata-service URL, another team's ClusterProfile namespace, another hub namespace and the hub itself", () => {
     const steps = admitted([
       cr("metadata", { spec: { manifests: [{ URL: "http://169.254.169.254/latest/meta-data/" }] } }),
       cr("other-team", { clusterNamespace: "team-b" }),
       cr("elsewhere", { namespace: "kube-system" }),
       cr("local", { spec: { additionalManifests: [{ URL: "/var/run/secrets/kubernetes.io/token" }] } }),
+      cr("on-the-hub", { cluster: null }),
       cr("fine"),
     ]);
     expect(Object.fromEntries(steps.map((step) => [step.name, step.error ?? step.action]))).toEqual({
@@ -190,9 +192,12 @@ describe("planApplies: the admission, the same in every mode", () => {
       local:
         "clusters/local.yaml:1: spec.additionalManifests[0].URL: manifest location /var/run/secrets/kubernetes.io/token " +
         "is refused: a local path must name a regular file or folder inside the kodata directory",
+      "on-the-hub":
+        "clusters/on-the-hub.yaml:1: spec.clusterProfileRef: is required: installing on the hub itself is " +
+        "disabled (hubInstall.enabled is false); name the ClusterProfile of the cluster to install on",
       fine: "create",
     });
-    expect(steps.filter((step) => step.action === "refused")).toHaveLength(4);
+    expect(steps.filter((step) => step.action === "refused")).toHaveLength(5);
   });
 
   it("checks an allowed prefix's URLs for a literal private address and credentials, the version filled in", () => {
@@ -253,14 +258,14 @@ describe("planApplies: the admission, the same in every mode", () => {
     expect(actions(steps)).toEqual([["alpha", "refused"]]);
     expect(hubAfter(steps, live)).toEqual(live);
     const applyFailures = steps.filter((step) => step.error !== undefined).length;
-    expect(planPrune(input, live, { applyFailures, confirmedToken: undefined })).toMatchObject({
+    expect(decidePrune(input, live, { applyFailures, confirmedToken: undefined })).toMatchObject({
       state: "skipped",
       reason: "apply-failed",
     });
   });
 });
 
-describe("planApplies: a repository owns its CRs", () => {
+describe("decideApplies: a repository owns its CRs", () => {
   const OTHER = "https://git.example/team-b/fleet.git";
   const fromOther = (names: string[], annotations: Record<string, string> = {}) =>
     hubAfter(
@@ -297,7 +302,7 @@ describe("planApplies: a repository owns its CRs", () => {
       },
     ]);
     expect(hubAfter(steps, live)).toEqual(live);
-    const gone = planPrune(mirrorInput([crFile("beta", { namespace: NS })], NS, COMMIT_2), live, {
+    const gone = decidePrune(mirrorInput([crFile("beta", { namespace: NS })], NS, COMMIT_2), live, {
       applyFailures: 0,
       confirmedToken: undefined,
     });
@@ -337,7 +342,7 @@ describe("planApplies: a repository owns its CRs", () => {
   });
 });
 
-describe("planPrune", () => {
+describe("decidePrune", () => {
   const NAMES = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
   const filesOf = (names: readonly string[]) => names.map((name) => crFile(name, { namespace: NS }));
   const noFailures = { applyFailures: 0, confirmedToken: undefined };
@@ -345,7 +350,7 @@ describe("planPrune", () => {
 
   it("prunes a mirrored CR whose file is gone, and never a hand-made one", () => {
     const live = [...mirroredHub(["a", "b", "c"]), handMade("z")];
-    const report = planPrune(mirrorInput(filesOf(["a", "b"]), NS, COMMIT_2), live, noFailures);
+    const report = decidePrune(mirrorInput(filesOf(["a", "b"]), NS, COMMIT_2), live, noFailures);
     expect(report).toEqual({
       state: "pruned",
       candidates: [{ kind: "KnativeServing", namespace: NS, name: "c", path: "clusters/c.yaml" }],
@@ -357,28 +362,19 @@ describe("planPrune", () => {
     const live = mirroredHub(["a", "b"]);
     const input = mirrorInput(filesOf(["a"]), NS, COMMIT_2);
     const elsewhere = { ...input, source: { ...input.source, repository: "https://git.example/other.git" } };
-    expect(planPrune(elsewhere, live, noFailures).state).toBe("none");
+    expect(decidePrune(elsewhere, live, noFailures).state).toBe("none");
   });
 
   it("keeps a CR held this sync (a placement's departed cluster in its grace period) out of the prune", () => {
     const live = mirroredHub(["a", "b", "c"]);
     const held = [{ kind: "KnativeServing" as const, namespace: NS, name: "c" }];
-    const report = planPrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), live, { ...noFailures, held });
+    const report = decidePrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), live, { ...noFailures, held });
     expect(names(report.candidates)).toEqual(["b"]);
   });
 
   it("has nothing to do when every mirrored CR is still declared", () => {
-    const report = planPrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), mirroredHub(["a"]), noFailures);
+    const report = decidePrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), mirroredHub(["a"]), noFailures);
     expect(report.state).toBe("none");
-  });
-
-  it("prunes nothing when the repository could not be read, and does not guess what left it", () => {
-    const input = { ...mirrorInput([], NS, COMMIT_2), sourceRead: false };
-    expect(planPrune(input, mirroredHub(["a", "b"]), noFailures)).toMatchObject({
-      state: "skipped",
-      reason: "source-unreadable",
-      candidates: [],
-    });
   });
 
   it("prunes nothing while any file is invalid, and the invalid file's CRs are not even candidates", () => {
@@ -388,27 +384,27 @@ describe("planPrune", () => {
     };
     const input = mirrorInput([...filesOf(["a"]), broken], NS, COMMIT_2);
     expect(input.model.files.map((f) => f.status)).toEqual(["valid", "failed"]);
-    const report = planPrune(input, mirroredHub(["a", "b", "c"]), noFailures);
+    const report = decidePrune(input, mirroredHub(["a", "b", "c"]), noFailures);
     expect(report).toMatchObject({ state: "skipped", reason: "invalid-files" });
     expect(names(report.candidates)).toEqual(["c"]);
   });
 
   it("prunes nothing when Git declares no CR, unless allowEmpty", () => {
     const live = mirroredHub(["a", "b"]);
-    expect(planPrune(mirrorInput([], NS, COMMIT_2), live, noFailures)).toMatchObject({
+    expect(decidePrune(mirrorInput([], NS, COMMIT_2), live, noFailures)).toMatchObject({
       state: "skipped",
       reason: "empty-desired-set",
     });
     const allowed = mirrorInput([], NS, COMMIT_2, { allowEmpty: true, maxPruneFraction: 1 });
-    expect(planPrune(allowed, live, noFailures).state).toBe("pruned");
+    expect(decidePrune(allowed, live, noFailures).state).toBe("pruned");
   });
 
   it("prunes nothing when pruning is off or an apply of the sync failed", () => {
     const live = mirroredHub(["a", "b"]);
     const off = mirrorInput(filesOf(["a"]), NS, COMMIT_2, { prune: false });
-    expect(planPrune(off, live, noFailures).reason).toBe("disabled");
+    expect(decidePrune(off, live, noFailures).reason).toBe("disabled");
     const input = mirrorInput(filesOf(["a"]), NS, COMMIT_2);
-    expect(planPrune(input, live, { applyFailures: 1, confirmedToken: undefined }).reason).toBe(
+    expect(decidePrune(input, live, { applyFailures: 1, confirmedToken: undefined }).reason).toBe(
       "apply-failed",
     );
   });
@@ -416,7 +412,7 @@ describe("planPrune", () => {
   it("holds a prune of more than maxPruneFraction until its own token is confirmed", () => {
     const live = mirroredHub(NAMES);
     const input = mirrorInput(filesOf(["a"]), NS, COMMIT_2);
-    const held = planPrune(input, live, noFailures);
+    const held = decidePrune(input, live, noFailures);
     expect(held).toMatchObject({
       state: "held",
       reason: "over-max-fraction",
@@ -427,19 +423,19 @@ describe("planPrune", () => {
     expect(names(held.candidates)).toEqual(NAMES.slice(1));
 
     const otherToken = pruneToken(held.candidates.slice(1));
-    expect(planPrune(input, live, { applyFailures: 0, confirmedToken: otherToken }).state).toBe("held");
+    expect(decidePrune(input, live, { applyFailures: 0, confirmedToken: otherToken }).state).toBe("held");
     const token = held.confirmation!.token;
-    expect(planPrune(input, live, { applyFailures: 0, confirmedToken: token }).state).toBe("pruned");
+    expect(decidePrune(input, live, { applyFailures: 0, confirmedToken: token }).state).toBe("pruned");
   });
 
   it("binds the token to the CRs pruned, not to the commit", () => {
     const live = mirroredHub(NAMES);
-    const at = (commit: string) => planPrune(mirrorInput(filesOf(["a"]), NS, commit), live, noFailures);
+    const at = (commit: string) => decidePrune(mirrorInput(filesOf(["a"]), NS, commit), live, noFailures);
     expect(at(COMMIT_1).confirmation).toEqual(at(COMMIT_2).confirmation);
   });
 
   it("allows up to maxPruneFraction without confirmation", () => {
-    const report = planPrune(
+    const report = decidePrune(
       mirrorInput(filesOf(NAMES.slice(5)), NS, COMMIT_2),
       mirroredHub(NAMES),
       noFailures,
@@ -454,7 +450,7 @@ describe("planPrune", () => {
         ? { ...o, metadata: { ...o.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } }
         : o,
     );
-    const report = planPrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), live, noFailures);
+    const report = decidePrune(mirrorInput(filesOf(["a"]), NS, COMMIT_2), live, noFailures);
     expect(report.state).toBe("pruned"); // 1 of 3 (a, b, c): d is already on its way out
     expect(names(report.candidates)).toEqual(["c"]);
     expect(names(report.retained)).toEqual(["b"]);

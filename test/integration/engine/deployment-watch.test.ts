@@ -3,10 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessPolicySchema } from "../../../src/access/policy.ts";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { loadKubeConfig } from "../../../src/kube/kubeconfig.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
-import { type Engine, startEngine } from "../../../src/reconcile/engine.ts";
+import { type Reconciler, startReconciler } from "../../../src/reconcile/start.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { deleteCrs, forceDeleteCrs, KOURIER } from "../../support/handover.ts";
 import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -58,7 +57,7 @@ describe("readiness while an install rolls out", () => {
   let hub: KubeClient;
   let spokeOne: KubeClient;
   let spokeTwo: KubeClient;
-  let engine: Engine;
+  let reconciler: Reconciler;
   let proxy: LoopbackProxy;
   const reports: ReconcileReport[] = [];
   const warnings: string[] = [];
@@ -100,10 +99,10 @@ describe("readiness while an install rolls out", () => {
       },
       REFUSED_CREDENTIALS,
     );
-    // The engine's warnings, kept: the fallback says so in the log.
+    // The reconciler's warnings, kept: the fallback says so in the log.
     const log = pino({ level: "warn" }, { write: (line: string) => warnings.push(line) });
-    engine = await startEngine({
-      hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
+    reconciler = await startReconciler({
+      hub,
       providerFile: sandbox.providerFile,
       // spoke-2's copy in REFUSED is a second ClusterProfile namespace: it has credentials of its own.
       allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace, REFUSED],
@@ -137,7 +136,7 @@ describe("readiness while an install rolls out", () => {
     await spokeOne?.mergePatch("v1", "Node", undefined, `${spoke1.name}-node-0`, {
       metadata: { labels: { [Object.keys(HELD)[0]!]: null } },
     });
-    await engine?.stop();
+    await reconciler?.stop();
     await proxy?.close();
     await hub
       .delete("multicluster.x-k8s.io/v1alpha1", "ClusterProfile", REFUSED, spoke2.name)
@@ -166,7 +165,7 @@ describe("readiness while an install rolls out", () => {
   it("stops watching once the CR is Ready", async () => {
     await waitUntil("the watched CR Ready", async () => passes(WATCHED).find((r) => r.ready), 240_000);
     const watchesOnSpoke1 = async () => {
-      const resolved = await engine.access.resolve({
+      const resolved = await reconciler.access.resolve({
         namespace: sandbox.clusterProfileNamespace,
         name: spoke1.name,
       });
@@ -178,7 +177,7 @@ describe("readiness while an install rolls out", () => {
     expect(atReady).toBeGreaterThan(0);
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     expect(await watchesOnSpoke1()).toBe(atReady);
-    expect(engine.rollouts.watchCount).toBe(0);
+    expect(reconciler.deploymentWatches.watchCount).toBe(0);
   }, 300_000);
 
   it("falls back to polling every poll interval where the spoke's watch is refused", async () => {
@@ -204,7 +203,7 @@ describe("readiness while an install rolls out", () => {
     expect(afterFailure!.ready).toBe(false);
     expect(reportTimes.get(next!)! - reportTimes.get(afterFailure!)!).toBeGreaterThan(POLL_MS - 1_000);
     expect(proxy.handled.filter((h) => /\/deployments\?(.*&)?watch=/.test(h))).toHaveLength(1);
-    expect(engine.rollouts.watchCount).toBe(0);
+    expect(reconciler.deploymentWatches.watchCount).toBe(0);
     // A CRD Established wait there (CRDs the pass wrote) found its watch refused too, and went on polling.
     const crdWatches = proxy.handled.filter((h) => /\/customresourcedefinitions\?(.*&)?watch=/.test(h));
     expect(warnings.filter((w) => w.includes("watching CRDs failed"))).toHaveLength(crdWatches.length);

@@ -1,4 +1,5 @@
 import type { KnativeResource } from "../api/knative.ts";
+import { formatIdentity, identityOf } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer, type InformerHandler } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
@@ -23,7 +24,7 @@ export type OpenDeploymentCache = (
 export const openDeploymentInformer: OpenDeploymentCache = (client, namespace, onError) =>
   new Informer(client, "apps/v1", "Deployment", onError, namespace);
 
-export interface RolloutWatchOptions {
+export interface DeploymentWatchOptions {
   /** Re-checks a CR now: its last Deployment became Available, or a watch it relied on failed. */
   wake(resource: KnativeResource): void;
   /** After a watch of a cluster's namespace failed, that namespace is polled for this long before watching again. */
@@ -36,7 +37,7 @@ export interface RolloutWatchOptions {
 interface NamespaceWatch {
   cache: DeploymentCache;
   synced: boolean;
-  /** CRs waiting on this watch, by crKey. */
+  /** CRs waiting on this watch, by identity. */
   waiters: Set<string>;
 }
 
@@ -56,14 +57,14 @@ interface Waiter {
  * watch). A watch that fails is stopped, its CRs are woken, and that namespace goes back to polling every
  * --remote-deployments-poll-interval for `fallbackMs`.
  */
-export class RolloutWatches {
-  private readonly options: RolloutWatchOptions;
+export class DeploymentWatches {
+  private readonly options: DeploymentWatchOptions;
   private readonly open: OpenDeploymentCache;
   private readonly watches = new Map<string, NamespaceWatch>();
   private readonly waiters = new Map<string, Waiter>();
   private readonly failedUntil = new Map<string, number>();
 
-  constructor(options: RolloutWatchOptions) {
+  constructor(options: DeploymentWatchOptions) {
     this.options = options;
     this.open = options.open ?? openDeploymentInformer;
   }
@@ -101,7 +102,7 @@ export class RolloutWatches {
       this.release(resource);
       return false;
     }
-    const key = crKey(resource);
+    const key = formatIdentity(identityOf(resource));
     // The CR may have moved to another cluster: keep only the watches it still needs.
     this.leave(key, this.waiters.get(key)?.cluster === cluster ? namespaces : []);
     const deployments = desired.filter((o) => o.kind === "Deployment");
@@ -113,7 +114,7 @@ export class RolloutWatches {
 
   /** The CR waits no more (Ready, failed, deleted): it leaves its watches; a watch nobody waits on stops. */
   release(resource: Pick<KnativeResource, "kind" | "metadata">): void {
-    this.leave(crKey(resource), []);
+    this.leave(formatIdentity(identityOf(resource)), []);
   }
 
   /** How many watches run, for tests and metrics. */
@@ -194,5 +195,3 @@ export class RolloutWatches {
 }
 
 const watchKey = (cluster: string, namespace: string): string => `${cluster}\u0000${namespace}`;
-const crKey = (resource: Pick<KnativeResource, "kind" | "metadata">): string =>
-  `${resource.kind}/${resource.metadata.namespace}/${resource.metadata.name}`;

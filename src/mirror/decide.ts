@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { admitHubCr, type HubCrPolicy } from "../admission/hub-cr.ts";
-import type { KnativeKind } from "../api/knative.ts";
 import {
   ADOPT_ANNOTATION,
   isManagedByFleet,
@@ -14,9 +13,9 @@ import {
 } from "../api/labels.ts";
 import { isUpToDate, withDesiredHash } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { DesiredResource, FleetModel } from "../fleet/model.ts";
-import { formatIdentity, type ResourceIdentity } from "../fleet/parse.ts";
-import { type KubeObject, nameOf } from "../kube/object.ts";
+import type { KubeObject } from "../kube/object.ts";
 import { redactSecrets } from "../observability/redact.ts";
 
 // The pure half of the mirror: from the fleet model of one commit and the CRs on the hub, what to apply and
@@ -47,37 +46,11 @@ export interface MirrorSource {
 export interface MirrorInput {
   model: FleetModel;
   source: MirrorSource;
-  /** False when fetching or reading the commit failed: the model may lack files, so nothing is pruned. */
-  sourceRead: boolean;
   options: MirrorOptions;
   /** knative-fleet's own hub namespace, where the prune-confirmation ConfigMap lives. */
   namespace: string;
   /** What may come onto the hub (src/admission): a CR it refuses is reported as `refused` and not written. */
   admission: HubCrPolicy;
-  /**
-   * CRs no file declares that are kept this sync anyway, chosen from the hub's CRs: a placement's cluster
-   * that left its selection less than a grace period ago (src/placement/departures.ts).
-   */
-  hold?(live: readonly KubeObject[]): ResourceIdentity[];
-  /** The rollout's gate (src/rollout): which changes go out now and which wait for their wave. */
-  gate?: MirrorGate;
-}
-
-/**
- * Decides which of a sync's changes are made now. Without one every change is made at once.
- */
-export interface MirrorGate {
-  /**
-   * The steps to take: a held create or update becomes `waiting`; a revert may be added as an update.
-   * Asynchronous so the gate can record what it lets through before any of it is written (write-ahead).
-   */
-  applies(
-    steps: readonly ApplyStep[],
-    live: readonly KubeObject[],
-    held: readonly ResourceIdentity[],
-  ): Promise<ApplyStep[]>;
-  /** The prune's candidates, those that wait for their wave (deletions go in reverse) marked `waiting`. */
-  prunes(candidates: readonly PruneCandidate[], live: readonly KubeObject[]): PruneCandidate[];
 }
 
 /**
@@ -127,7 +100,6 @@ export interface PruneCandidate extends ResourceIdentity {
 
 /** Why candidates were kept: the prune safeguards, in the order they are checked. */
 export type PruneReason =
-  | "source-unreadable"
   | "disabled"
   | "invalid-files"
   | "empty-desired-set"
@@ -181,7 +153,7 @@ function hubObject({ resource, path }: DesiredResource, source: MirrorSource): K
  * (desired-hash and field comparison, as on the spokes), so a sync of an unchanged fleet writes nothing.
  * Without a policy (`plan`'s picture of a hub) only what no policy allows is refused.
  */
-export function planApplies(
+export function decideApplies(
   resources: readonly DesiredResource[],
   source: MirrorSource,
   live: readonly KubeObject[],
@@ -190,7 +162,7 @@ export function planApplies(
   const liveByIdentity = new Map(live.map((object) => [formatIdentity(identityOf(object)), object]));
   return resources
     .map((desired): ApplyStep => {
-      const outcome = { ...desiredIdentity(desired), path: desired.path };
+      const outcome = { ...identityOf(desired.resource), path: desired.path };
       const refusal = admitHubCr(desired.resource, admission);
       if (refusal) {
         // Refused like a failed apply: the hub CR keeps its last good state and nothing is pruned.
@@ -228,32 +200,24 @@ function ownerConflict(current: KubeObject, repository: string): string | undefi
 }
 
 /**
- * Which of the CRs mirrored from this repository to delete, behind the safeguards: nothing is pruned when
- * Git could not be read, when pruning is off, when any fleet file failed validation (a broken file must not
+ * Which of the CRs mirrored from this repository to delete, behind the safeguards (a commit that cannot be
+ * fetched or read is never synced at all: the poller emits only whole snapshots): nothing is pruned when
+ * pruning is off, when any fleet file failed validation (a broken file must not
  * uninstall what it declared), when Git declares no CR at all (unless allowEmpty), or when an apply of this
  * sync failed (a renamed CR whose new copy was refused keeps the old one). A prune of more than
  * maxPruneFraction of the mirrored CRs is held until a person confirms it with the token reported here.
  */
-export function planPrune(
-  input: Pick<MirrorInput, "model" | "source" | "sourceRead" | "options" | "namespace">,
+export function decidePrune(
+  input: Pick<MirrorInput, "model" | "source" | "options" | "namespace">,
   live: readonly KubeObject[],
   sync: { applyFailures: number; confirmedToken: string | undefined; held?: readonly ResourceIdentity[] },
 ): PruneReport {
-  if (!input.sourceRead) {
-    return {
-      state: "skipped",
-      reason: "source-unreadable",
-      message: "the fleet repository could not be read, so nothing is pruned",
-      candidates: [],
-      retained: [],
-    };
-  }
   const { model, options } = input;
   const failedFiles = model.files.filter((file) => file.status === "failed");
   // The CRs of a failed file count as declared: they keep their last good state; so do held ones.
   const declared = new Set(
     [
-      ...model.resources.map(desiredIdentity),
+      ...model.resources.map((desired) => identityOf(desired.resource)),
       ...failedFiles.flatMap((file) => file.declares),
       ...(sync.held ?? []),
     ].map(formatIdentity),
@@ -351,24 +315,12 @@ export function heldPruneRecord(prune: PruneReport): string | undefined {
   return JSON.stringify(record);
 }
 
-export function identityOf(object: KubeObject): ResourceIdentity {
-  return {
-    kind: object.kind as KnativeKind,
-    namespace: object.metadata.namespace ?? "",
-    name: nameOf(object),
-  };
-}
-
 function compareIdentities(a: ResourceIdentity, b: ResourceIdentity): number {
   return (
     compareStrings(a.kind, b.kind) ||
     compareStrings(a.namespace, b.namespace) ||
     compareStrings(a.name, b.name)
   );
-}
-
-function desiredIdentity({ resource: { kind, metadata } }: DesiredResource): ResourceIdentity {
-  return { kind, namespace: metadata.namespace, name: metadata.name };
 }
 
 function candidateOf(object: KubeObject): PruneCandidate {

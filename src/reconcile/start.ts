@@ -1,19 +1,18 @@
-import { ClusterAccess, loadProviderConfig } from "../access/index.ts";
+import { ClusterAccess } from "../access/cluster-access.ts";
 import type { AccessPolicy } from "../access/policy.ts";
+import { loadProviderConfig } from "../access/provider-config.ts";
 import { clusterLabel, createTargetResolver } from "../access/target.ts";
 import type { LocationPolicy } from "../admission/locations.ts";
 import type { CrAdmission } from "../admission/tenancy.ts";
-import { RolloutWatches } from "../install/rollout-watch.ts";
+import { DeploymentWatches } from "../install/deployment-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { KnativeController, keyOf, type ReconcileReport } from "./controller.ts";
 
-export interface EngineOptions {
-  hub: KubeConfig;
-  /** The process's one hub client (built from `hub` when not given). */
-  hubClient?: KubeClient;
+export interface ReconcilerOptions {
+  /** The process's one hub client. */
+  hub: KubeClient;
   /** The access-provider file (cluster-inventory-api pkg/access JSON); unset = multicluster off. */
   providerFile?: string;
   /** ClusterProfile namespaces a CR may reference; all when unset. */
@@ -45,11 +44,11 @@ export interface EngineOptions {
   onPluginRun?(run: { provider: string; cluster: string; durationMs: number; error: boolean }): void;
 }
 
-export interface Engine {
+export interface Reconciler {
   controller: KnativeController;
   access: ClusterAccess;
   /** The Deployment watches of installs rolling out. */
-  rollouts: RolloutWatches;
+  deploymentWatches: DeploymentWatches;
   stop(): Promise<void>;
 }
 
@@ -70,8 +69,8 @@ export function effectivePollInterval(requestedMs: number | undefined): number {
  * Wires the reconcile stage: hub client, cluster access (ClusterProfile watch: a changed ClusterProfile
  * requeues its CRs at once), release manifests, and the controller. Resolves once the caches are synced.
  */
-export async function startEngine(options: EngineOptions): Promise<Engine> {
-  const hub = options.hubClient ?? clientFromKubeConfig(options.hub);
+export async function startReconciler(options: ReconcilerOptions): Promise<Reconciler> {
+  const { hub } = options;
   const providers = await loadProviderConfig(options.providerFile);
   const access = new ClusterAccess({
     hub,
@@ -81,7 +80,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     logger: options.log,
     onPluginRun: options.onPluginRun,
   });
-  const rollouts = new RolloutWatches({
+  const deploymentWatches = new DeploymentWatches({
     wake: (resource) => controller.queue.add(keyOf(resource.kind, resource)),
     fallbackMs: WATCH_FALLBACK_MS,
     onWatchError: (cluster, namespace, err) =>
@@ -99,7 +98,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
     resyncIntervalMs: options.resyncIntervalMs,
     onReconciled: options.onReconciled,
     admits: options.admits,
-    engine: {
+    deps: {
       releases: new ReleaseLoader(
         createKodataSource({ dir: options.kodataDir, policy: options.manifestLocations }),
       ),
@@ -107,7 +106,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
         hubInstall: options.hubInstall ?? false,
       }),
       pollIntervalMs: options.pollIntervalMs,
-      rollouts,
+      deploymentWatches,
       applyConcurrency: options.applyConcurrency,
       now: () => new Date(),
       log: options.log,
@@ -115,7 +114,7 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   });
   options.log.info(
     { pollIntervalMs: options.pollIntervalMs, multicluster: providers.enabled, workers: options.workers },
-    providers.enabled ? "engine starting" : `engine starting; multicluster off: ${providers.why}`,
+    providers.enabled ? "reconciler starting" : `reconciler starting; multicluster off: ${providers.why}`,
   );
   if (providers.enabled) {
     access.onClusterProfileChange((ref, change) => {
@@ -128,10 +127,10 @@ export async function startEngine(options: EngineOptions): Promise<Engine> {
   return {
     controller,
     access,
-    rollouts,
+    deploymentWatches,
     async stop() {
       await controller.stop();
-      rollouts.stop();
+      deploymentWatches.stop();
       await access.close();
     },
   };

@@ -1,28 +1,33 @@
 import { describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { mirror } from "../../../src/mirror/mirror.ts";
-import type { ApplyStep, MirrorGate } from "../../../src/mirror/plan.ts";
+import type { ApplyStep } from "../../../src/mirror/decide.ts";
+import type { SyncRollout } from "../../../src/sync/sync.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
-import { crFile, mirrorInput } from "./support.ts";
+import { syncInto } from "../../support/sync.ts";
+import { crFile } from "../mirror/support.ts";
 
 const NS = "fleet";
 
 /** A gate that lets everything through and adds a revert of `name` to `spec` (as halt-and-revert does). */
-function revertingTo(name: string, object: (planned: KubeObject) => KubeObject): MirrorGate {
+function revertingTo(name: string, object: (planned: KubeObject) => KubeObject): SyncRollout {
   return {
-    applies: async (steps) =>
-      steps.map(
+    open: async () => undefined,
+    gate: async (_opened, steps) => ({
+      steps: steps.map(
         (step): ApplyStep =>
           step.name === name && step.action === "create"
             ? { ...step, action: "update", reason: "reverted", object: object(step.object) }
             : step,
       ),
-    prunes: (candidates) => [...candidates],
+      revertEvents: [],
+    }),
+    orderPrunes: (_opened, candidates) => [...candidates],
+    finish: async () => undefined,
   };
 }
 
-describe("mirror: what the rollout gate writes is admitted too", () => {
+describe("sync: what the rollout gate writes is admitted too", () => {
   it("a revert carrying abandon-cleanup or a metadata-service URL is refused, not written", async () => {
     const files = [crFile("alpha", { namespace: NS }), crFile("beta", { namespace: NS })];
     const withAnnotation = (o: KubeObject): KubeObject => ({
@@ -43,9 +48,11 @@ describe("mirror: what the rollout gate writes is admitted too", () => {
       const hub = new FakeKube().serveKindsOf(
         KNATIVE_KINDS.map((kind) => ({ apiVersion: OPERATOR_API_VERSION, kind, metadata: { name: "x" } })),
       );
-      const result = await mirror(hub.client, {
-        ...mirrorInput(files, NS, "1".repeat(40)),
-        gate: revertingTo(name, forged),
+      const result = await syncInto(hub.client, {
+        files,
+        namespace: NS,
+        commit: "1".repeat(40),
+        rollout: revertingTo(name, forged),
       });
       const outcome = result.resources.find((r) => r.name === name)!;
       expect(outcome).toMatchObject({

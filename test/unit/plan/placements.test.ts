@@ -1,0 +1,153 @@
+import { describe, expect, it } from "vitest";
+import { readInventorySnapshot } from "../../../src/placement/plan.ts";
+import { renderMarkdown } from "../../../src/plan/markdown.ts";
+import { crText } from "../../support/fleet-files.ts";
+import { placementFile, servingFile } from "../placement/support.ts";
+import { planOfFiles, resourceOf, snapshotInventory } from "./support.ts";
+
+// A plan with placements: their CRs planned like every other CR (objects, checks, removals), and the
+// Placements section with what each selects before and after the merge.
+
+const SNAPSHOT = `apiVersion: v1
+kind: List
+items:
+- apiVersion: multicluster.x-k8s.io/v1alpha1
+  kind: ClusterProfile
+  metadata: { name: eu-1, namespace: fleet-system, labels: { env: prod } }
+  spec: { clusterManager: { name: ocm } }
+  status:
+    properties: [{ name: location, value: eu-west }]
+- apiVersion: multicluster.x-k8s.io/v1alpha1
+  kind: ClusterProfile
+  metadata: { name: us-1, namespace: fleet-system, labels: { env: prod } }
+  spec: { clusterManager: { name: ocm } }
+  status:
+    properties: [{ name: location, value: us-east }]
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: PlacementDecision
+metadata: { name: d, namespace: fleet-system }
+decisions: [{ clusterProfileRef: { name: us-1 } }]
+`;
+const inventory = snapshotInventory(readInventorySnapshot("snapshot.yaml", SNAPSHOT));
+
+const PATH = "clusters/p.yaml";
+const prodEu = placementFile(
+  "p",
+  "  clusterSelectorTerms:\n  - labelSelector: { matchLabels: { env: prod } }\n    propertySelector:\n      matchExpressions: [{ name: location, operator: In, values: [eu-west] }]",
+);
+const allProd = placementFile(
+  "p",
+  "  clusterSelectorTerms:\n  - labelSelector: { matchLabels: { env: prod } }",
+);
+const SLOW = { timeout: 60_000 };
+
+describe("plan with placements", SLOW, () => {
+  it("reads a kubectl-style snapshot", () => {
+    expect(inventory.inventory.clusters?.map((c) => c.name)).toEqual(["eu-1", "us-1"]);
+    expect(inventory.inventory.decisions?.[0]?.clusters).toEqual([
+      { namespace: "fleet-system", name: "us-1" },
+    ]);
+  });
+
+  it("a cluster that joins: its CR's whole install in the plan, the join and the merged spec in the section", async () => {
+    const plan = await planOfFiles({ [PATH]: prodEu }, { [PATH]: allProd }, { inventory });
+    expect(plan.placements.placements).toMatchObject([
+      {
+        placement: "KnativeServingPlacement knative-fleet/p",
+        before: ["fleet-system/eu-1"],
+        added: ["fleet-system/us-1"],
+        removed: [],
+      },
+    ]);
+    const joined = resourceOf(plan, "p-us-1");
+    expect(joined).toMatchObject({ cluster: "fleet-system/us-1", action: "create", path: PATH });
+    expect(joined.objects.created.length).toBeGreaterThan(50);
+    expect(plan.clusters.map((c) => c.cluster)).toEqual(["fleet-system/us-1"]);
+    const text = renderMarkdown(plan);
+    expect(text).toContain("selects after the merge: `fleet-system/eu-1`, `fleet-system/us-1`");
+    expect(text).toContain("fleet-system/us-1 → p-us-1");
+    expect(text).toContain('"enable-scale-to-zero": "true"');
+  });
+
+  it("shows the merged spec a null override makes, and the change on the cluster it reaches", async () => {
+    const head = `${allProd}  overrides:\n  - clusters: [{ namespace: fleet-system, name: us-1 }]\n    patch: { config: { autoscaler: null } }\n`;
+    const plan = await planOfFiles({ [PATH]: allProd }, { [PATH]: head }, { inventory });
+    const text = renderMarkdown(plan);
+    const us1 = text.slice(text.indexOf("fleet-system/us-1 → p-us-1"));
+    expect(us1).toContain('"config": {}');
+    expect(us1).not.toContain("autoscaler");
+    // Only us-1's CR changes; its config-autoscaler loses the key the template set.
+    expect(plan.clusters.map((c) => c.cluster)).toEqual(["fleet-system/us-1"]);
+    expect(resourceOf(plan, "p-us-1").objects.changed).toContainEqual(
+      expect.objectContaining({
+        name: "config-autoscaler",
+        fields: [expect.objectContaining({ path: "data.enable-scale-to-zero", before: "true" })],
+      }),
+    );
+  });
+
+  it("without an inventory: a warning that selection needs the hub, listed clusters still planned", async () => {
+    const listed = placementFile("l", "  clusterProfiles: [{ namespace: fleet-system, name: eu-1 }]");
+    const plan = await planOfFiles({}, { [PATH]: allProd, "clusters/l.yaml": listed });
+    expect(plan.placements.inventory).toBe("none");
+    expect(plan.placements.placements.find((p) => p.placement.endsWith("/p"))?.pending).toContain(
+      "--cluster-profiles",
+    );
+    expect(resourceOf(plan, "l-eu-1").action).toBe("create");
+    expect(plan.findings).toEqual([
+      expect.objectContaining({
+        subject: "KnativeServingPlacement knative-fleet/p",
+        severity: "warning",
+        code: "placement-unknown",
+      }),
+    ]);
+    expect(plan.warnings).toBe(1);
+    expect(renderMarkdown(plan)).toContain("Selection unknown");
+  });
+
+  it("a conflict the merge would cause is a validation error with file:line, counted in the header", async () => {
+    const head = { [PATH]: allProd, "clusters/q.yaml": allProd.replace("name: p", "name: q") };
+    const plan = await planOfFiles({}, head, { inventory });
+    expect(plan.diagnostics.map((d) => `${d.path}:${d.line}`)).toEqual([
+      "clusters/p.yaml:1",
+      "clusters/p.yaml:1",
+      "clusters/q.yaml:1",
+      "clusters/q.yaml:1",
+    ]);
+    expect(plan.errors).toBe(4);
+    expect(renderMarkdown(plan)).toContain("❌ **4 errors**");
+    expect(plan.clusters.flatMap((c) => c.resources).map((r) => r.action)).toEqual([
+      "blocked",
+      "blocked",
+      "blocked",
+      "blocked",
+    ]);
+  });
+
+  it("a per-cluster file's CR moved into a placement is one reinstall, not an uninstall and a new CR", async () => {
+    const own = { "clusters/eu-1.yaml": crText({ name: "eu-1-serving", cluster: "eu-1", version: "1.22" }) };
+    const listed = placementFile("p", "  clusterProfiles: [{ namespace: fleet-system, name: eu-1 }]");
+    const plan = await planOfFiles(
+      { ...own, "clusters/l.yaml": servingFile("other", "us-1") },
+      { [PATH]: listed, "clusters/l.yaml": servingFile("other", "us-1") },
+      { inventory },
+    );
+    const moved = resourceOf(plan, "p-eu-1");
+    expect(moved).toMatchObject({
+      action: "reinstall",
+      cluster: "fleet-system/eu-1",
+      replaces: "KnativeServing knative-fleet/eu-1-serving",
+      removal: { prune: "pruned", sharedWith: "KnativeServing knative-fleet/p-eu-1" },
+    });
+    expect(moved.findings.map((f) => f.code)).toContain("reinstall");
+    // The install is there: the new CR's pass re-applies it (its anchor is new), nothing is deleted.
+    expect(moved.objects.created.map((r) => r.name)).toContain("knativeserving-p-eu-1-root-owner");
+    expect(moved.objects.changed.length).toBeGreaterThan(50);
+    expect(moved.objects.deleted).toEqual([]);
+    expect(plan.clusters.flatMap((c) => c.resources).map((r) => r.name)).toEqual(["p-eu-1"]);
+    expect(renderMarkdown(plan)).toContain(
+      "⚠️ **reinstall** 1.22.1, replacing KnativeServing knative-fleet/eu-1-serving",
+    );
+  });
+});
