@@ -22,9 +22,9 @@ const MAX_VALUE_LENGTH = 120;
  * Same plan, same text. Every value that comes from the repository, the pull request or a cluster goes
  * through text/markdown.ts, whatever section it is in.
  */
-export function renderMarkdown(plan: FleetPlan): string {
+export function renderMarkdown(plan: FleetPlan, maxLength = GITHUB_COMMENT_LIMIT): string {
   const resources = plan.clusters.flatMap((cluster) => cluster.resources);
-  const sections = [
+  const summary = [
     PLAN_MARKER,
     `## knative-fleet plan: ${count(resources.length, "CR")} on ${count(plan.clusters.length, "cluster")}`,
     header(plan),
@@ -32,11 +32,63 @@ export function renderMarkdown(plan: FleetPlan): string {
     resources.length > 0 ? summaryTable(resources) : "Merging changes no CR.",
     validationSection(plan),
     findingsSection(plan, resources),
-    ...plan.clusters.map(clusterSection),
-    placementsSection(plan.placements),
-    plan.rollout ? rolloutSection(plan.rollout) : "",
   ];
-  return `${sections.filter((section) => section !== "").join("\n\n")}\n`;
+  const trailer = [placementsSection(plan.placements), plan.rollout ? rolloutSection(plan.rollout) : ""];
+  const join = (sections: readonly string[]) => `${sections.filter((s) => s !== "").join("\n\n")}\n`;
+  const whole = join([...summary, ...plan.clusters.map(clusterSection), ...trailer]);
+  if (whole.length <= maxLength) return whole;
+  // Too long for one comment (GitHub refuses the whole body): the verdict, the summary, the errors and
+  // warnings, the placements and the rollout stay; the per-cluster details go, from the last cluster up.
+  const details: string[] = [];
+  let room =
+    maxLength -
+    join([...summary, leftOutNote(plan.clusters.length, plan.clusters.length), ...trailer]).length;
+  for (const section of plan.clusters.map(clusterSection)) {
+    if (section.length + 2 > room) break;
+    details.push(section);
+    room -= section.length + 2;
+  }
+  const note = leftOutNote(plan.clusters.length - details.length, plan.clusters.length);
+  const kept = join([...summary, ...details, note, ...trailer]);
+  return kept.length <= maxLength ? kept : cutToLength(kept, maxLength);
+}
+
+/** GitHub's limit on a comment's body, in characters; a longer body is refused whole. */
+export const GITHUB_COMMENT_LIMIT = 65_536;
+
+function leftOutNote(leftOut: number, clusters: number): string {
+  return (
+    `⚠️ The details of ${leftOut} of ${count(clusters, "cluster")} are left out: the whole plan passes ` +
+    `a comment's limit of ${GITHUB_COMMENT_LIMIT.toLocaleString("en-US")} characters. ` +
+    "`knative-fleet plan -o json` has every change."
+  );
+}
+
+/**
+ * The last resort when even the summary passes the limit (thousands of CRs): whole lines up to the limit,
+ * the open code fence and `<details>` closed, and a line that says the rest is cut.
+ */
+function cutToLength(text: string, maxLength: number): string {
+  const tail = "\n\n⚠️ The plan is cut here to fit one comment: `knative-fleet plan -o json` has all of it.\n";
+  const lines: string[] = [];
+  let length = 0;
+  let fence: string | undefined;
+  let openDetails = 0;
+  const closing = () => (fence ? `\n${fence}` : "").length + openDetails * "\n</details>".length;
+  for (const line of text.split("\n")) {
+    if (length + line.length + 1 + closing() + tail.length + 20 > maxLength) break;
+    lines.push(line);
+    length += line.length + 1;
+    const fenceRun = /^(`{3,})/.exec(line)?.[1];
+    if (fenceRun && (fence === undefined || fenceRun === fence)) fence = fence ? undefined : fenceRun;
+    if (fence === undefined)
+      openDetails += (line.match(/<details>/g) ?? []).length - (line.match(/<\/details>/g) ?? []).length;
+  }
+  const closers = [
+    ...(fence ? [fence] : []),
+    ...Array.from({ length: Math.max(0, openDetails) }, () => "</details>"),
+  ];
+  return `${[...lines, ...closers].join("\n")}${tail}`;
 }
 
 function header(plan: FleetPlan): string {

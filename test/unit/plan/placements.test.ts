@@ -3,7 +3,7 @@ import { readInventorySnapshot } from "../../../src/placement/plan.ts";
 import { renderMarkdown } from "../../../src/plan/markdown.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { placementFile, servingFile } from "../placement/support.ts";
-import { planOfFiles, resourceOf, snapshotInventory } from "./support.ts";
+import { balancedMarkdown, planOfFiles, resourceOf, snapshotInventory } from "./support.ts";
 
 // A plan with placements: their CRs planned like every other CR (objects, checks, removals), and the
 // Placements section with what each selects before and after the merge.
@@ -149,5 +149,17 @@ describe("plan with placements", SLOW, () => {
     expect(renderMarkdown(plan)).toContain(
       "⚠️ **reinstall** 1.22.1, replacing KnativeServing knative-fleet/eu-1-serving",
     );
+  });
+
+  it("cut to any comment length, the placements' spec blocks and collapsed sections are closed again", async () => {
+    const plan = await planOfFiles({ [PATH]: prodEu }, { [PATH]: allProd }, { inventory });
+    const whole = renderMarkdown(plan, Number.POSITIVE_INFINITY);
+    const placements = whole.indexOf("### Placements");
+    // Every limit from just after the summary to past the placement section's spec blocks.
+    for (let limit = 800; limit < whole.length - placements + 3_000; limit += 61) {
+      const comment = renderMarkdown(plan, limit);
+      expect(comment.length, `limit ${limit}`).toBeLessThanOrEqual(limit);
+      expect(balancedMarkdown(comment), `limit ${limit}:\n${comment}`).toBe(true);
+    }
   });
 });

@@ -67,3 +67,16 @@ export const snapshotInventory = (inventory: Inventory): PlanInventory => ({
   inventory,
   kubernetesVersions: new Map(),
 });
+
+/** Every code fence and `<details>` the text opens is closed again. */
+export function balancedMarkdown(text: string): boolean {
+  let fence: string | undefined;
+  let details = 0;
+  for (const line of text.split("\n")) {
+    const run = /^(`{3,})/.exec(line)?.[1];
+    if (run && (fence === undefined || run === fence)) fence = fence ? undefined : run;
+    if (fence === undefined)
+      details += (line.match(/<details>/g) ?? []).length - (line.match(/<\/details>/g) ?? []).length;
+  }
+  return fence === undefined && details === 0;
+}
