@@ -18,7 +18,8 @@ function scriptFile(shell: "bash" | "zsh" | "fish"): string {
 }
 const run = (shell: string, code: string) => execFileSync(shell, ["-c", code], { encoding: "utf8" });
 
-describe("knative-fleet completion", () => {
+// Each case starts a real shell a dozen times; on a loaded machine that passes the default five seconds.
+describe("knative-fleet completion", { timeout: 30_000 }, () => {
   it("prints each shell's script, and refuses another shell", async () => {
     for (const shell of ["bash", "zsh", "fish"]) {
       const printed = await runCli("completion", shell);
