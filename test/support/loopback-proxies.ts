@@ -64,8 +64,11 @@ export async function startClusterProxy(options: {
    * (watches) with a 403, a stand-in for what a spoke reports (its /version).
    */
   answer?: (method: string, path: string) => ProxyAnswer | undefined;
-}): Promise<LoopbackProxy> {
+}): Promise<LoopbackProxy & { inFlight(): string[] }> {
   const handled: string[] = [];
+  /** Requests forwarded and not answered to the end yet: the open watches, and requests to a hung spoke. */
+  const open = new Set<string>();
+  let sequence = 0;
   const server = createHttpsServer({ key: options.key, cert: options.cert }, (req, res) => {
     const [, cluster = "", ...rest] = (req.url ?? "/").split("/");
     const upstream = options.routes[cluster];
@@ -84,6 +87,9 @@ export async function startClusterProxy(options: {
       return;
     }
     const target = new URL(path, upstream);
+    const request = `${sequence++} ${req.method} ${req.url}`;
+    open.add(request);
+    res.on("close", () => open.delete(request));
     const send = target.protocol === "https:" ? httpsRequest : httpRequest;
     const forwarded = send(
       target,
@@ -98,7 +104,13 @@ export async function startClusterProxy(options: {
   });
   const sockets = track(server);
   const port = await listen(server);
-  return { url: `https://127.0.0.1:${port}`, port, handled, close: () => closeServer(server, sockets) };
+  return {
+    url: `https://127.0.0.1:${port}`,
+    port,
+    handled,
+    inFlight: () => [...open].map((r) => r.slice(r.indexOf(" ") + 1)),
+    close: () => closeServer(server, sockets),
+  };
 }
 
 /** An HTTP proxy that only tunnels (CONNECT), as corporate egress proxies do for TLS. */
