@@ -1,5 +1,4 @@
 import { mkdirSync } from "node:fs";
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { crAdmission, namespaceAllowlist } from "../admission/tenancy.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
@@ -31,7 +30,7 @@ import {
   parseDuration,
   type ServiceConfig,
 } from "./config.ts";
-import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
+import { type RunningHttpServer, serveRoutes, startHttpServer } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
 import { podVoucher, ShardMembership } from "./sharding.ts";
 
@@ -446,7 +445,8 @@ export class FleetService {
   }
 
   /**
-   * The push webhook's listener (POST /webhook); a standby answers 202 and leaves the change to the leader.
+   * The push webhook's listener (POST /webhook); a standby checks a delivery, answers 202 and leaves the
+   * change to the leader.
    */
   private async listenForPushes(port: number, secretFile: string): Promise<RunningHttpServer> {
     const secret = { file: secretFile };
@@ -455,16 +455,11 @@ export class FleetService {
       branch: this.options.config.repository.branch,
       filter: this.source!.filter,
       onPush: () => void this.poller?.syncNow(),
+      // A standby checks a delivery as the leader does, so a wrong secret is refused by every replica.
+      standby: () => (this.leading ? undefined : "not the leader; the leader's next poll picks the change up"),
       onError: (err) => this.log.error({ err: String(err) }, "webhook delivery failed"),
     });
-    const webhook = {
-      methods: new Set(["POST"]),
-      handle: (req: IncomingMessage, res: ServerResponse) => {
-        if (this.leading) return handler(req, res);
-        req.resume();
-        text(res, 202, "not the leader; the leader's next poll picks the change up");
-      },
-    };
+    const webhook = { methods: new Set(["POST"]), handle: handler };
     return serveRoutes({ port, routes: new Map([["/webhook", webhook]]), log: this.log });
   }
 }
