@@ -436,12 +436,16 @@ export class FleetService {
   }
 
   private async lostLeadership(): Promise<void> {
-    const wasLeading = this.leading;
-    await this.stopLeading();
-    if (wasLeading && this.started) {
+    if (this.leading && this.started) {
+      // Lost, not given up: the Lease may be another replica's (leaseDuration - renewDeadline) from now, so
+      // no more of the leader's work may happen here. The process ends at once instead of draining its
+      // in-flight sync and status commit, which can outlast that margin (the hub unreachable), as client-go's
+      // controllers do.
+      this.metrics.setLeader(false);
       this.log.error("leadership lost; stopping so a fresh start rejoins the election");
       (this.options.onLostLeadership ?? (() => process.exit(1)))();
     }
+    await this.stopLeading();
   }
 
   /**
@@ -456,7 +460,8 @@ export class FleetService {
       filter: this.source!.filter,
       onPush: () => void this.poller?.syncNow(),
       // A standby checks a delivery as the leader does, so a wrong secret is refused by every replica.
-      standby: () => (this.leading ? undefined : "not the leader; the leader's next poll picks the change up"),
+      standby: () =>
+        this.leading ? undefined : "not the leader; the leader's next poll picks the change up",
       onError: (err) => this.log.error({ err: String(err) }, "webhook delivery failed"),
     });
     const webhook = { methods: new Set(["POST"]), handle: handler };
