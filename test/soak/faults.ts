@@ -18,7 +18,9 @@ import { withTimeout } from "./observer.ts";
 export const FAULT_KINDS = [
   "spoke-freeze",
   "spoke-restart",
+  "hub-freeze",
   "hub-restart",
+  "replica-partition",
   "git-down",
   "git-500",
   "replica-kill",
@@ -83,7 +85,13 @@ export class Faults {
     candidates.push(
       { kind: "spoke-freeze", target: spoke, run: (r) => this.freeze(r, spoke, between(rng, 10, 30)) },
       { kind: "spoke-restart", target: spoke, run: (r) => this.restart(r, spoke, between(rng, 1, 5)) },
+      { kind: "hub-freeze", target: "hub", run: (r) => this.freeze(r, "hub", between(rng, 5, 20)) },
       { kind: "hub-restart", target: "hub", run: (r) => this.restart(r, "hub", between(rng, 0, 2)) },
+      {
+        kind: "replica-partition",
+        target: fleet.repo,
+        run: (r) => this.partition(r, fleet, between(rng, 10, 40)),
+      },
       { kind: "git-down", target: "git", run: (r) => this.gitDown(r, between(rng, 10, 40)) },
       { kind: "git-500", target: "git", run: (r) => this.git500(r, between(rng, 10, 40)) },
       { kind: "replica-kill", target: fleet.repo, run: (r) => this.killReplica(r, fleet) },
@@ -124,14 +132,35 @@ export class Faults {
     await Promise.all(this.active.values());
   }
 
-  private async freeze(record: FaultRecord, spoke: string, seconds: number): Promise<void> {
+  private async freeze(record: FaultRecord, cluster: string, seconds: number): Promise<void> {
     record.detail = `frozen ${seconds} s`;
     const { stateDir } = this.context.sandbox;
-    signalProcess(stateDir, `${spoke}-kube-apiserver`, "SIGSTOP");
+    signalProcess(stateDir, `${cluster}-kube-apiserver`, "SIGSTOP");
     try {
       await sleep(seconds * 1_000);
     } finally {
-      signalProcess(stateDir, `${spoke}-kube-apiserver`, "SIGCONT");
+      signalProcess(stateDir, `${cluster}-kube-apiserver`, "SIGCONT");
+    }
+  }
+
+  /**
+   * One replica cut off from the hub (its connections go silent) while the others reach it: a leader must
+   * step down before another may take over, a shard member must drop its clusters before they move.
+   */
+  private async partition(record: FaultRecord, fleet: SoakFleet, seconds: number): Promise<void> {
+    const candidates = fleet.replicas.filter((r) => !r.longRunner && r.process?.running && r.hubPath);
+    const victim = candidates[Math.floor(this.context.rng() * candidates.length)];
+    if (!victim) {
+      record.detail = "no replica to partition";
+      return;
+    }
+    const leading = (await victim.process!.metric("knative_fleet_leader")) === 1;
+    record.detail = `${victim.name} (pid ${victim.process!.pid}${leading ? ", the leader" : ""}) cut off from the hub for ${seconds} s`;
+    victim.hubPath!.freeze();
+    try {
+      await sleep(seconds * 1_000);
+    } finally {
+      victim.hubPath!.thaw();
     }
   }
 
@@ -173,7 +202,10 @@ export class Faults {
    * is not the long runner (its clusters move), the leader when that is one of them.
    */
   private async killReplica(record: FaultRecord, fleet: SoakFleet): Promise<void> {
-    const leader = await fleet.leader();
+    // Right after a hub restart nobody may lead yet: the kill waits for a leader (a minute at most).
+    const leader = await waitUntil(`a leader in ${fleet.repo}`, () => fleet.leader(), 60_000).catch(
+      () => undefined,
+    );
     const candidates = fleet.replicas.filter((r) => !r.longRunner && r.process?.running);
     const victim =
       fleet.mode === "leader"

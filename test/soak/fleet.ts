@@ -9,6 +9,7 @@ import type { Sandbox } from "../sandbox/sandbox.ts";
 import { startFleetProcess } from "../support/fleet-service.ts";
 import type { GitServer } from "../support/git-server.ts";
 import { copyClusterProfile, ensureNamespace } from "../support/hub.ts";
+import { type LoopbackProxy, startFreezableForwarder } from "../support/loopback-proxies.ts";
 import type { ServiceProcess } from "../support/service-process.ts";
 import {
   changedTexts,
@@ -70,6 +71,8 @@ export interface Replica {
     stoppedAtEnd?: boolean;
   }[];
   webhookPort: number;
+  /** Its path to the hub, which a fault can partition; set up with the first process. */
+  hubPath: (LoopbackProxy & { freeze(): void; thaw(): void }) | undefined;
 }
 
 export class SoakFleet {
@@ -122,6 +125,7 @@ export class SoakFleet {
       process: undefined,
       instances: [],
       webhookPort: 0,
+      hubPath: undefined,
     }));
     const version = "1.22";
     this.files = {
@@ -400,8 +404,21 @@ export class SoakFleet {
     const { sandbox, git, runtime } = this.context;
     replica.webhookPort = await freePort();
     const metricsPort = await freePort();
+    const hubKubeconfig = join(this.dir, `${replica.name}-hub.kubeconfig`);
+    if (!replica.hubPath) {
+      const hubUrl = new URL(sandbox.hub.server);
+      replica.hubPath = await startFreezableForwarder({ host: hubUrl.hostname, port: Number(hubUrl.port) });
+      writeFileSync(
+        hubKubeconfig,
+        readFileSync(sandbox.hub.adminKubeconfig, "utf8").replace(sandbox.hub.server, replica.hubPath.url),
+      );
+    }
     const process = startFleetProcess({
-      sandbox: { ...sandbox, providerFile: join(this.dir, "provider-config.json") },
+      sandbox: {
+        ...sandbox,
+        hub: { ...sandbox.hub, adminKubeconfig: hubKubeconfig },
+        providerFile: join(this.dir, "provider-config.json"),
+      },
       service: {
         repositoryUrl: git.url(this.repo),
         namespace: this.layout.namespace,
@@ -479,11 +496,13 @@ export class SoakFleet {
 
   async stopReplicas(): Promise<void> {
     this.stopping = true;
+    for (const replica of this.replicas) replica.hubPath?.thaw();
     for (const replica of this.replicas) {
       const last = replica.instances.at(-1);
       if (last && last.endedAt === undefined) last.stoppedAtEnd = true;
     }
     await Promise.all(this.replicas.map((r) => r.process?.stop()));
+    await Promise.all(this.replicas.map((r) => r.hubPath?.close()));
   }
 
   // ── Cleanup ──────────────────────────────────────────────────────────────────────────────────────────

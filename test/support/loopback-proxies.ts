@@ -162,3 +162,49 @@ export async function startBadPortForwarder(target: { host: string; port: number
   }
   throw new Error(`every fetch "bad port" on 127.0.0.1 is taken: ${BAD_PORTS.join(", ")}`);
 }
+
+/**
+ * A TCP forwarder to `target` (an API server on loopback; TLS passes through, so client certificates work)
+ * that can be partitioned: `freeze()` makes every connection, open or new, go silent (accepted, never
+ * answered), as a network partition between one client and its server does; `thaw()` drops the frozen
+ * connections and forwards new ones again.
+ */
+export async function startFreezableForwarder(target: {
+  host: string;
+  port: number;
+}): Promise<LoopbackProxy & { freeze(): void; thaw(): void }> {
+  const handled: string[] = [];
+  let frozen = false;
+  const sockets = new Set<Socket>();
+  const server = createTcpServer((client) => {
+    handled.push(`connection from ${client.remotePort}`);
+    sockets.add(client);
+    client.on("close", () => sockets.delete(client));
+    client.on("error", () => {});
+    if (frozen) return;
+    const upstream = connect(target.port, target.host);
+    sockets.add(upstream);
+    upstream.on("close", () => sockets.delete(upstream));
+    upstream.on("error", () => client.destroy());
+    client.on("close", () => upstream.destroy());
+    client.pipe(upstream).pipe(client);
+  });
+  const port = await listen(server);
+  return {
+    url: `https://127.0.0.1:${port}`,
+    port,
+    handled,
+    freeze() {
+      frozen = true;
+      for (const socket of sockets) {
+        socket.unpipe();
+        socket.pause();
+      }
+    },
+    thaw() {
+      frozen = false;
+      for (const socket of sockets) socket.destroy();
+    },
+    close: () => closeServer(server, sockets),
+  };
+}

@@ -1,5 +1,4 @@
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { connect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -9,6 +8,7 @@ import { crText } from "../../support/fleet-files.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { startFreezableForwarder } from "../../support/loopback-proxies.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { waitUntil } from "../../support/wait.ts";
 
@@ -24,42 +24,8 @@ const hub = adminClient(sandbox.hub);
 const NAMESPACE = "leadership-lost";
 const REPO = "leadership-lost";
 
-/** A TCP forwarder to the hub that can freeze: every connection, open or new, then goes silent. */
-async function freezableForwarder(
-  target: URL,
-): Promise<{ port: number; freeze(): void; close(): Promise<void> }> {
-  let frozen = false;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    sockets.add(client);
-    client.on("close", () => sockets.delete(client));
-    client.on("error", () => {});
-    if (frozen) return; // accepted, never answered
-    const upstream = connect(Number(target.port), target.hostname);
-    sockets.add(upstream);
-    upstream.on("error", () => client.destroy());
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    port: (server.address() as { port: number }).port,
-    freeze() {
-      frozen = true;
-      for (const socket of sockets) {
-        socket.unpipe();
-        socket.pause();
-      }
-    },
-    close: () =>
-      new Promise((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 let git: GitServer;
-let forwarder: Awaited<ReturnType<typeof freezableForwarder>>;
+let forwarder: Awaited<ReturnType<typeof startFreezableForwarder>>;
 const replicas: ServiceProcess[] = [];
 const scratch = mkdtempSync(join(tmpdir(), "knative-fleet-leadership-lost-"));
 
@@ -68,7 +34,8 @@ beforeAll(async () => {
   await ensureNamespace(hub, NAMESPACE);
   git = await startGitServer();
   await git.createRepo(REPO, { "README.md": "an empty fleet\n" });
-  forwarder = await freezableForwarder(new URL(sandbox.hub.server));
+  const hubUrl = new URL(sandbox.hub.server);
+  forwarder = await startFreezableForwarder({ host: hubUrl.hostname, port: Number(hubUrl.port) });
   // The first replica reaches the hub through the forwarder; the second directly.
   const kubeconfig = join(scratch, "through-forwarder.kubeconfig");
   writeFileSync(
