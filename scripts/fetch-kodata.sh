@@ -4,7 +4,11 @@
 #   <out>/knative-serving/<version>/NN-*.yaml, <out>/knative-eventing/<version>/NN-*.yaml,
 #   <out>/ingress/<major.minor>/<ingress>/*.yaml
 # Used by the image build (Dockerfile) and by the tests and demo when ../shared is not beside the checkout.
-# Usage: fetch-kodata.sh [OUT_DIR]   (versions from the *_VERSIONS environment variables, defaults below)
+# Usage: fetch-kodata.sh [--base-url URL] [OUT_DIR]   (versions from the *_VERSIONS environment variables,
+# defaults below; `none` fetches none of that kind). --base-url (or KNATIVE_RELEASES_BASE_URL) replaces https://github.com: a mirror, or an
+# air-gapped copy as file:///path, holding the same paths (<base>/knative/serving/releases/download/...).
+# Nothing half-done is left behind: every file is fetched first, and only then does each release folder move
+# into OUT_DIR, whole; a failed run changes nothing there.
 : "${SERVING_VERSIONS:=1.20.3 1.21.3 1.22.1 1.23.0}"
 : "${EVENTING_VERSIONS:=1.20.3 1.21.4 1.22.2 1.23.0}"
 : "${KOURIER_VERSIONS:=1.20.1 1.21.1 1.22.1 1.23.0}"
@@ -12,24 +16,41 @@
 : "${CONTOUR_VERSIONS:=1.20.4 1.21.5 1.22.2 1.23.0}"
 : "${GATEWAY_API_VERSIONS:=1.20.1 1.21.1 1.22.1 1.23.0}"
 set -eu
+for kind in SERVING EVENTING KOURIER ISTIO CONTOUR GATEWAY_API; do
+  eval "[ \"\$${kind}_VERSIONS\" != none ] || ${kind}_VERSIONS="
+done
+base="${KNATIVE_RELEASES_BASE_URL:-https://github.com}"
+if [ "${1:-}" = "--base-url" ]; then
+  base="${2:?--base-url needs a URL}"
+  shift 2
+fi
+base="${base%/}"
+case "$base" in
+  https://*) proto='=https' retries=5 ;;
+  file://*) proto='=file' retries=0 ;;
+  *) echo "fetch-kodata: the base URL must be https:// or file://, got $base" >&2; exit 2 ;;
+esac
 out="${1:-/kodata}"
-# fetch URL FILE: one release asset, or the build fails (no partial kodata).
+mkdir -p "$out"
+staging="$(mktemp -d "$out/.fetch-kodata.XXXXXX")"
+trap 'rm -rf "$staging"' EXIT
+# fetch PATH FILE: one release asset from the base URL into the staging folder, or the run fails.
 fetch() {
-  mkdir -p "$(dirname "$2")"
-  curl -fsSL --retry 5 --retry-all-errors --proto '=https' --tlsv1.2 -o "$2" "$1"
+  mkdir -p "$(dirname "$staging/$2")"
+  curl -fsSL --retry "$retries" --retry-all-errors --proto "$proto" --tlsv1.2 -o "$staging/$2" "$base/$1"
 }
 minor() { echo "${1%.*}"; }
 for v in $SERVING_VERSIONS; do
-  url=https://github.com/knative/serving/releases/download/knative-v$v
-  dir=$out/knative-serving/$v
+  url=knative/serving/releases/download/knative-v$v
+  dir=knative-serving/$v
   fetch "$url/serving-crds.yaml" "$dir/1-serving-crds.yaml"
   fetch "$url/serving-core.yaml" "$dir/2-serving-core.yaml"
   fetch "$url/serving-hpa.yaml" "$dir/3-serving-hpa.yaml"
   fetch "$url/serving-post-install-jobs.yaml" "$dir/4-serving-post-install-jobs.yaml"
 done
 for v in $EVENTING_VERSIONS; do
-  url=https://github.com/knative/eventing/releases/download/knative-v$v
-  dir=$out/knative-eventing/$v
+  url=knative/eventing/releases/download/knative-v$v
+  dir=knative-eventing/$v
   fetch "$url/eventing-crds.yaml" "$dir/1-eventing-crds.yaml"
   fetch "$url/eventing-core.yaml" "$dir/2-eventing-core.yaml"
   fetch "$url/eventing-tls-networking.yaml" "$dir/3-eventing-tls-networking.yaml"
@@ -37,17 +58,26 @@ for v in $EVENTING_VERSIONS; do
   fetch "$url/mt-channel-broker.yaml" "$dir/5-mt-channel-broker.yaml"
   fetch "$url/eventing-post-install.yaml" "$dir/6-eventing-post-install.yaml"
 done
-ext=https://github.com/knative-extensions
+ext=knative-extensions
 for v in $KOURIER_VERSIONS; do
-  fetch "$ext/net-kourier/releases/download/knative-v$v/kourier.yaml" "$out/ingress/$(minor "$v")/kourier/kourier.yaml"
+  fetch "$ext/net-kourier/releases/download/knative-v$v/kourier.yaml" "ingress/$(minor "$v")/kourier/kourier.yaml"
 done
 for v in $ISTIO_VERSIONS; do
-  fetch "$ext/net-istio/releases/download/knative-v$v/net-istio.yaml" "$out/ingress/$(minor "$v")/istio/net-istio.yaml"
+  fetch "$ext/net-istio/releases/download/knative-v$v/net-istio.yaml" "ingress/$(minor "$v")/istio/net-istio.yaml"
 done
 for v in $CONTOUR_VERSIONS; do
-  fetch "$ext/net-contour/releases/download/knative-v$v/net-contour.yaml" "$out/ingress/$(minor "$v")/contour/net-contour.yaml"
+  fetch "$ext/net-contour/releases/download/knative-v$v/net-contour.yaml" "ingress/$(minor "$v")/contour/net-contour.yaml"
 done
 for v in $GATEWAY_API_VERSIONS; do
-  fetch "$ext/net-gateway-api/releases/download/knative-v$v/net-gateway-api.yaml" "$out/ingress/$(minor "$v")/gateway-api/net-gateway-api.yaml"
+  fetch "$ext/net-gateway-api/releases/download/knative-v$v/net-gateway-api.yaml" "ingress/$(minor "$v")/gateway-api/net-gateway-api.yaml"
 done
-chmod -R a+rX,go-w "$out"
+chmod -R a+rX,go-w "$staging"
+# Every file is here: each release folder replaces its old copy whole.
+for dir in "$staging"/knative-serving/* "$staging"/knative-eventing/* "$staging"/ingress/*/*; do
+  [ -d "$dir" ] || continue
+  target="$out/${dir#"$staging"/}"
+  mkdir -p "$(dirname "$target")"
+  rm -rf "$target"
+  mv "$dir" "$target"
+done
+chmod a+rX,go-w "$out"

@@ -176,6 +176,22 @@ const clusterProfileRefImmutable = {
 };
 
 const EnabledSchema = z.strictObject({ enabled: z.boolean() });
+
+/** The event sources the upstream operator installs, each `{enabled}`. */
+export const EVENT_SOURCES = ["ceph", "github", "gitlab", "kafka", "rabbitmq", "redis"] as const;
+type EventSourceShape = Record<(typeof EVENT_SOURCES)[number], typeof EnabledSchema>;
+
+/**
+ * A spec's `source` in the complete form the upstream CRD requires once it is present (every source named):
+ * the sources a fleet file leaves out are disabled. The Knative docs install one source at a time.
+ */
+export function withEveryEventSource<T extends Record<string, unknown>>(spec: T): T {
+  const given = spec.source;
+  if (given === undefined || given === null || typeof given !== "object") return spec;
+  const listed = given as Record<string, unknown>;
+  const source = Object.fromEntries(EVENT_SOURCES.map((name) => [name, listed[name] ?? { enabled: false }]));
+  return { ...spec, source: { ...listed, ...source } };
+}
 const OptionallyEnabledSchema = z.strictObject({ enabled: z.boolean().optional() });
 
 const IstioServerSchema = z.strictObject({
@@ -268,14 +284,7 @@ export const KnativeEventingSpecSchema = CommonSpecSchema.extend({
     ),
   // Upstream requires every source once `source` is present: the Go fields have no omitempty.
   source: z
-    .strictObject({
-      ceph: EnabledSchema,
-      github: EnabledSchema,
-      gitlab: EnabledSchema,
-      kafka: EnabledSchema,
-      rabbitmq: EnabledSchema,
-      redis: EnabledSchema,
-    })
+    .strictObject(Object.fromEntries(EVENT_SOURCES.map((name) => [name, EnabledSchema])) as EventSourceShape)
     .optional()
     .describe("The event sources to install."),
 })

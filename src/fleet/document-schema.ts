@@ -1,10 +1,13 @@
 import { z } from "zod";
 import {
   ClusterProfileRefSchema,
+  EVENT_SOURCES,
   KnativeEventingSchema,
+  type KnativeEventingSpec,
   KnativeEventingSpecSchema,
   KnativeServingSchema,
   KnativeServingSpecSchema,
+  withEveryEventSource,
 } from "../api/knative.ts";
 import { ABANDON_CLEANUP_ANNOTATION, PRUNE_ANNOTATION, PRUNE_DISABLED } from "../api/labels.ts";
 
@@ -136,15 +139,36 @@ export const FleetMetadataSchema = z.strictObject({
   annotations: FleetAnnotationsSchema.optional(),
 });
 
+/**
+ * `spec.source` as a fleet file may write it: only the sources it wants (as the Knative docs do). The hub CR
+ * gets the complete form upstream requires, the others disabled (`withEveryEventSource`).
+ */
+export const FleetEventSourcesSchema = z
+  .strictObject(
+    Object.fromEntries(
+      EVENT_SOURCES.map((name) => [name, z.strictObject({ enabled: z.boolean() }).optional()]),
+    ) as Record<(typeof EVENT_SOURCES)[number], z.ZodOptional<z.ZodObject<{ enabled: z.ZodBoolean }>>>,
+  )
+  .optional()
+  .describe("The event sources to install; those left out are disabled.");
+
 /** A KnativeServing or KnativeEventing as a fleet file declares it; a subtype of `KnativeResource`. */
 export const FleetDocumentSchema = z.discriminatedUnion("kind", [
   KnativeServingSchema.omit({ status: true }).extend({
     metadata: FleetMetadataSchema,
-    spec: KnativeServingSpecSchema.extend({ clusterProfileRef: FleetClusterProfileRefSchema.optional() }),
+    // No spec is an empty one, as upstream's CRD has it (the docs' first example has none).
+    spec: KnativeServingSpecSchema.extend({
+      clusterProfileRef: FleetClusterProfileRefSchema.optional(),
+    }).default({}),
   }),
   KnativeEventingSchema.omit({ status: true }).extend({
     metadata: FleetMetadataSchema,
-    spec: KnativeEventingSpecSchema.extend({ clusterProfileRef: FleetClusterProfileRefSchema.optional() }),
+    spec: KnativeEventingSpecSchema.extend({
+      clusterProfileRef: FleetClusterProfileRefSchema.optional(),
+      source: FleetEventSourcesSchema,
+    })
+      .transform((spec) => withEveryEventSource(spec) as KnativeEventingSpec)
+      .default({}),
   }),
 ]);
 

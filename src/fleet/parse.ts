@@ -149,13 +149,20 @@ function checkKind(path: string, document: SourceDocument, value: unknown): Diag
     return at(["kind"], `${problem}; a fleet file holds ${ACCEPTED_KINDS}`);
   }
   if (apiVersion !== OPERATOR_API_VERSION) {
+    // The Knative docs' older examples: the operator serves v1alpha1 no more, and v1beta1 renamed one field.
+    const older =
+      apiVersion === OPERATOR_V1ALPHA1
+        ? `: v1alpha1 is the operator's older API, which it no longer serves; change the apiVersion to ${OPERATOR_API_VERSION} (spec.deployments is spec.workloads there)`
+        : "";
     return at(
       ["apiVersion"],
-      `${kind} must be apiVersion ${OPERATOR_API_VERSION}, got ${String(apiVersion)}`,
+      `${kind} must be apiVersion ${OPERATOR_API_VERSION}, got ${String(apiVersion)}${older}`,
     );
   }
   return undefined;
 }
+
+const OPERATOR_V1ALPHA1 = "operator.knative.dev/v1alpha1";
 
 function readDeclaration(document: SourceDocument, value: unknown): Declaration | undefined {
   if (!isRecord(value) || !isKnativeKind(value.kind) || !isRecord(value.metadata)) return undefined;

@@ -4,6 +4,7 @@ import {
   ClusterRefSchema,
   Dns1123LabelSchema,
   Dns1123SubdomainSchema,
+  FleetEventSourcesSchema,
   FleetMetadataSchema,
   LabelKeySchema,
   LabelValueSchema,
@@ -127,6 +128,9 @@ const OverrideSchema = z
     error: "an override applies to clusters (a list) or to a clusterSelector (one term), exactly one of them",
   });
 
+/** An Eventing template's spec: only the event sources it wants, as a fleet file's CR (the rest disabled). */
+const EventingTemplateSpecSchema = KnativeEventingSpecSchema.extend({ source: FleetEventSourcesSchema });
+
 function placementSchema<K extends PlacementKind, S extends z.ZodObject>(kind: K, specSchema: S) {
   return z.strictObject({
     apiVersion: z.literal(PLACEMENT_API_VERSION),
@@ -156,7 +160,7 @@ function placementSchema<K extends PlacementKind, S extends z.ZodObject>(kind: K
 
 export const PlacementDocumentSchema = z.discriminatedUnion("kind", [
   placementSchema("KnativeServingPlacement", KnativeServingSpecSchema),
-  placementSchema("KnativeEventingPlacement", KnativeEventingSpecSchema),
+  placementSchema("KnativeEventingPlacement", EventingTemplateSpecSchema),
 ]);
 
 export type PlacementDocument = z.infer<typeof PlacementDocumentSchema>;
@@ -169,7 +173,7 @@ export type PlacementOverride = NonNullable<PlacementDocument["spec"]["overrides
 /** The spec schema a placement's CRs are validated with once the overrides are merged in. */
 export const TEMPLATE_SPEC_SCHEMAS = {
   KnativeServingPlacement: KnativeServingSpecSchema.omit({ clusterProfileRef: true }),
-  KnativeEventingPlacement: KnativeEventingSpecSchema.omit({ clusterProfileRef: true }),
+  KnativeEventingPlacement: EventingTemplateSpecSchema.omit({ clusterProfileRef: true }),
 } as const;
 
 export function isPlacementKind(kind: unknown): kind is PlacementKind {

@@ -15,9 +15,12 @@ export const ROLLOUT_KIND = "KnativeRollout";
 export const MAX_WAVES = 20;
 export const MAX_WINDOWS = 32;
 
-export const DurationSchema = z.string().refine((text) => durationMs(text) !== undefined, {
-  error: "must be a duration such as 30s, 10m or 1h30m",
-});
+export const DurationSchema = z
+  .string()
+  .refine((text) => durationMs(text) !== undefined, {
+    error: "must be a duration such as 30s, 10m or 1h30m",
+  })
+  .meta({ format: "duration" });
 
 /** A count of clusters (at least 1) or a percentage of the wave ("25%", rounded down, at least 1). */
 const MAX_UNAVAILABLE_ERROR = "must be a count of clusters (1 or more) or a percentage from 1% to 100%";

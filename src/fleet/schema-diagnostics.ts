@@ -1,5 +1,6 @@
-import type { z } from "zod";
+import { globalRegistry, type z } from "zod";
 import { type Diagnostic, type FieldPath, formatFieldPath, lowercaseFirst } from "./diagnostic.ts";
+import { editDistance } from "./document-kind.ts";
 import { type FieldAnchor, locateField, plainScalarSourceAt, type SourceDocument } from "./yaml-source.ts";
 
 export type SchemaResult<T> = { success: true; data: T } | { success: false; diagnostics: Diagnostic[] };
@@ -21,7 +22,7 @@ export function validateAgainstSchema<T>(
   const { issues } = result;
   const shown = issues.slice(0, MAX_LOCATED_ISSUES);
   const diagnostics = shown.flatMap((issue) =>
-    schemaProblems(issue, value, (field) => plainScalarSourceAt(document, field)).map(
+    schemaProblems(issue, value, (field) => plainScalarSourceAt(document, field), schema).map(
       ({ field, anchor, message }) => ({
         path,
         ...locateField(document, field, anchor),
@@ -125,20 +126,33 @@ export function schemaProblems(
   issue: z.core.$ZodIssue,
   value: unknown,
   plainSource: (field: FieldPath) => string | undefined,
+  schema?: z.ZodType,
 ): SchemaProblem[] {
   switch (issue.code) {
-    case "unrecognized_keys":
+    case "unrecognized_keys": {
+      const known = schema ? knownKeysAt(schema, value, issue.path) : [];
       return issue.keys.map((key) => ({
         field: [...issue.path, key],
         anchor: "key",
-        message: "unrecognized key",
+        message: `unrecognized key${hintFor(key, known)}`,
       }));
+    }
     case "invalid_type": {
       const actual = valueAt(value, issue.path);
       if (actual === undefined)
         return [{ field: issue.path, anchor: "key", message: "required field is missing" }];
       const got = `expected ${issue.expected}, got ${typeName(actual)}`;
       const source = issue.expected === "string" ? plainSource(issue.path) : undefined;
+      // A duration needs its unit: `soak: 600` quoted is no duration either.
+      if (typeof actual === "number" && schema && isDurationAt(schema, value, issue.path)) {
+        return [
+          {
+            field: issue.path,
+            anchor: "value",
+            message: `${got}: a duration needs a unit, such as "${actual}s" or "${actual}m"`,
+          },
+        ];
+      }
       // The classic YAML 1.1 trap: `enabled: yes` in a string-valued config map is read as a boolean.
       const message =
         source === undefined
@@ -171,4 +185,105 @@ function typeName(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "array";
   return typeof value;
+}
+
+/**
+ * Keys people write for another one: the Knative docs' multicluster guide calls `spec.namespace`
+ * `namespaceConfiguration`, which the operator's CRD does not serve.
+ */
+const KNOWN_MISNAMES: Readonly<Record<string, { field: string; why: string }>> = {
+  namespaceConfiguration: {
+    field: "namespace",
+    why: "the Knative multicluster guide's name for it; the operator's CRD serves it as spec.namespace (labels, annotations)",
+  },
+};
+
+/** `; did you mean "version"?` when a known key is a typo away, or what a known misname should be. */
+function hintFor(key: string, known: readonly string[]): string {
+  const misname = KNOWN_MISNAMES[key];
+  if (misname && known.includes(misname.field)) return `; rename it to ${misname.field}: ${misname.why}`;
+  const limit = Math.min(2, Math.max(1, Math.floor(key.length / 3)));
+  let best: { key: string; distance: number } | undefined;
+  for (const candidate of known) {
+    const distance = editDistance(key.toLowerCase(), candidate.toLowerCase(), limit);
+    if (distance <= limit && (best === undefined || distance < best.distance))
+      best = { key: candidate, distance };
+  }
+  return best ? `; did you mean ${best.key}?` : "";
+}
+
+/** The zod definition of a schema, as far as walking it along a path needs. */
+interface SchemaDef {
+  type: string;
+  shape?: Record<string, z.ZodType>;
+  innerType?: z.ZodType;
+  element?: z.ZodType;
+  valueType?: z.ZodType;
+  options?: z.ZodType[];
+  discriminator?: string;
+  in?: z.ZodType;
+}
+
+const defOf = (schema: z.ZodType): SchemaDef => (schema as unknown as { _zod: { def: SchemaDef } })._zod.def;
+
+/** The schemas that describe the value at `path` (a union gives the options that fit it). */
+function schemasAt(schema: z.ZodType, value: unknown, path: FieldPath): z.ZodType[] {
+  let current: { schema: z.ZodType; value: unknown }[] = [{ schema, value }];
+  for (const segment of [...path, undefined]) {
+    const next: { schema: z.ZodType; value: unknown }[] = [];
+    const queue = [...current];
+    while (queue.length > 0 && next.length + queue.length < 64) {
+      const { schema: at, value: here } = queue.shift()!;
+      const def = defOf(at);
+      if (
+        def.innerType &&
+        ["optional", "default", "nullable", "prefault", "readonly", "catch"].includes(def.type)
+      ) {
+        queue.push({ schema: def.innerType, value: here });
+      } else if (def.type === "pipe" && def.in) {
+        queue.push({ schema: def.in, value: here });
+      } else if (def.type === "union" && def.options) {
+        const discriminator = def.discriminator;
+        const fitting = def.options.filter((option) => {
+          if (discriminator === undefined || typeof here !== "object" || here === null) return true;
+          const literal = defOf(option).shape?.[discriminator];
+          const wanted = literal && (defOf(literal) as { values?: unknown[] }).values;
+          return wanted === undefined || wanted.includes((here as Record<string, unknown>)[discriminator]);
+        });
+        for (const option of fitting) queue.push({ schema: option, value: here });
+      } else if (segment === undefined) {
+        next.push({ schema: at, value: here });
+      } else if (
+        def.type === "object" &&
+        def.shape &&
+        typeof segment === "string" &&
+        Object.hasOwn(def.shape, segment)
+      ) {
+        next.push({ schema: def.shape[segment]!, value: childOf(here, segment) });
+      } else if (def.type === "array" && def.element && typeof segment === "number") {
+        next.push({ schema: def.element, value: childOf(here, segment) });
+      } else if (def.type === "record" && def.valueType) {
+        next.push({ schema: def.valueType, value: childOf(here, segment) });
+      }
+    }
+    current = next;
+    if (segment === undefined) break;
+  }
+  return current.map((entry) => entry.schema);
+}
+
+function childOf(value: unknown, segment: PropertyKey): unknown {
+  return typeof value === "object" && value !== null
+    ? (value as Record<PropertyKey, unknown>)[segment]
+    : undefined;
+}
+
+/** The keys an object at `path` may have. */
+function knownKeysAt(schema: z.ZodType, value: unknown, path: FieldPath): string[] {
+  return [...new Set(schemasAt(schema, value, path).flatMap((at) => Object.keys(defOf(at).shape ?? {})))];
+}
+
+/** Whether the field at `path` is a duration (a schema registered with `format: "duration"`). */
+function isDurationAt(schema: z.ZodType, value: unknown, path: FieldPath): boolean {
+  return schemasAt(schema, value, path).some((at) => globalRegistry.get(at)?.format === "duration");
 }

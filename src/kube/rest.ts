@@ -37,8 +37,8 @@ export class KubeApiError extends Error {
 
 export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError && err.status === 404;
 
-// Socket, DNS, TLS and timeout failures: the request never got an HTTP answer (undici wraps the cause).
-const UNANSWERED_CODES = new Set([
+/** Node's and undici's socket-level failures: the server, or the path to it, is down (not misconfigured). */
+export const NETWORK_ERROR_CODES: ReadonlySet<string> = new Set([
   "ECONNREFUSED",
   "ECONNRESET",
   "EPIPE",
@@ -48,6 +48,11 @@ const UNANSWERED_CODES = new Set([
   "ENETUNREACH",
   "ETIMEDOUT",
   "UND_ERR_SOCKET",
+]);
+
+// Socket, DNS, TLS and timeout failures: the request never got an HTTP answer (undici wraps the cause).
+const UNANSWERED_CODES = new Set([
+  ...NETWORK_ERROR_CODES,
   "UND_ERR_CONNECT_TIMEOUT",
   "UND_ERR_HEADERS_TIMEOUT",
   "UND_ERR_BODY_TIMEOUT",

@@ -1,4 +1,4 @@
-import { OPERATOR_API_VERSION } from "../api/knative.ts";
+import { OPERATOR_API_VERSION, withEveryEventSource } from "../api/knative.ts";
 import { compareStrings, type Diagnostic, type FieldPath, formatFieldPath } from "../fleet/diagnostic.ts";
 import type { FleetResource } from "../fleet/document-schema.ts";
 import { type DesiredResource, namedAndCounted } from "../fleet/model.ts";
@@ -276,6 +276,6 @@ function placementCr(
       },
       annotations: { ...metadata.annotations, [SOURCE_CLUSTER_ANNOTATION]: clusterKey(ref) },
     },
-    spec: { ...spec, clusterProfileRef: { namespace: ref.namespace, name: ref.name } },
+    spec: withEveryEventSource({ ...spec, clusterProfileRef: { namespace: ref.namespace, name: ref.name } }),
   } as FleetResource;
 }

@@ -32,6 +32,7 @@ import {
   type RolloutState,
   sealState,
   stateBinding,
+  stateText,
 } from "./state.ts";
 
 /** What the rollout did in one sync, for the log, the status summary and the metrics. */
@@ -178,7 +179,7 @@ export class RolloutStage {
         const reverts = await this.#reverts(outcome, revertEvents);
         // Write-ahead: the state names every CR let through before the mirror writes it, so a leader that
         // dies between the two leaves a successor that knows the wave is open and what it changed.
-        const text = JSON.stringify(outcome.state);
+        const text = stateText(outcome.state);
         if (text !== opened.text) await this.#store(outcome.state, text);
         const gated = withReverts(outcome.steps, reverts);
         waiting = waitingOf(gated);

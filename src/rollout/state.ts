@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
+import { canonicalJson } from "../apply/compare.ts";
 
 // The rollout's state, kept on the hub (a ConfigMap in knative-fleet's namespace) so a new leader carries on
 // where the last one stopped. It holds progress per CR, by content digest (the desired hash the mirror writes
@@ -93,9 +94,15 @@ function mac(key: Uint8Array, binding: string, text: string): string {
   return createHmac("sha256", key).update(binding).update("\n").update(text).digest("hex");
 }
 
+/**
+ * The state's stored text: JSON with sorted keys, so the same state is the same text whatever order its
+ * fields were set in (a state read back comes in schema order), and an unchanged state is never rewritten.
+ */
+export const stateText = (state: RolloutState): string => canonicalJson(state);
+
 /** The ConfigMap data that stores `state`. */
 export function sealState(state: RolloutState, key: Uint8Array, binding: string): Record<string, string> {
-  const text = JSON.stringify(state);
+  const text = stateText(state);
   return { [ROLLOUT_STATE_KEY]: text, [ROLLOUT_STATE_MAC_KEY]: mac(key, binding, text) };
 }
 

@@ -1,3 +1,4 @@
+import { NETWORK_ERROR_CODES } from "../kube/rest.ts";
 /**
  * Why a git operation failed. `network` and `timeout` are transient; `rejected` (a push that lost a race
  * with another push) is transient for the write-back loop; the others need a person (or a config change).
@@ -43,18 +44,6 @@ export function isTransient(error: GitSourceError): boolean {
   return error.kind === "network" || error.kind === "timeout";
 }
 
-// Node's socket-level failures: the server or the path to it is down, not misconfigured.
-const networkCodes = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "EPIPE",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ETIMEDOUT",
-  "UND_ERR_SOCKET",
-]);
 const tlsCode = /CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/;
 
 /** Maps an isomorphic-git, Node or HTTP failure to a typed error whose message names no secret. */
@@ -88,7 +77,7 @@ export function classifyGitError(err: unknown, operation: GitOperation, url: str
     case "UnknownTransportError":
       return fail("protocol", message ?? String(code));
   }
-  if (code && networkCodes.has(code)) return fail("network", code);
+  if (code && NETWORK_ERROR_CODES.has(code)) return fail("network", code);
   if (code && tlsCode.test(code)) return fail("tls", `${code}: ${message ?? ""}`);
   return fail("internal", message ?? String(err));
 }

@@ -1,6 +1,7 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { AccessPolicySchema } from "../../src/access/policy.ts";
 import { type LocationPolicy, LocationPolicySchema } from "../../src/admission/locations.ts";
 import { OPERATOR_API_VERSION } from "../../src/api/knative.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
@@ -19,10 +20,16 @@ import { waitUntil } from "./wait.ts";
 /** knative-fleet's reconcile engine in this process, recording every reconcile it reports. */
 export async function startFleet(
   sandbox: Sandbox,
-  options: { providerFile: string | undefined; manifestLocations?: Partial<LocationPolicy> } = {
+  options: {
+    providerFile: string | undefined;
+    manifestLocations?: Partial<LocationPolicy>;
+    /** More ClusterProfile namespaces to read, each with its credentials namespace (as the binding asks). */
+    credentialNamespaces?: Record<string, string>;
+  } = {
     providerFile: sandbox.providerFile,
   },
 ): Promise<{ engine: Engine; reports: ReconcileReport[] }> {
+  const more = options.credentialNamespaces ?? {};
   const reports: ReconcileReport[] = [];
   const engine = await startEngine({
     hub: loadKubeConfig(sandbox.hub.adminKubeconfig),
@@ -30,7 +37,12 @@ export async function startFleet(
     kodataDir: knativeReleasesDir(),
     manifestLocations: LocationPolicySchema.parse(options.manifestLocations ?? {}),
     hubInstall: true, // engine/install.test.ts installs on the hub itself too
-    allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace],
+    allowedClusterProfileNamespaces: [sandbox.clusterProfileNamespace, ...Object.keys(more)],
+    ...(Object.keys(more).length > 0 && {
+      accessPolicy: AccessPolicySchema.parse({
+        credentialNamespaces: { [sandbox.clusterProfileNamespace]: sandbox.clusterProfileNamespace, ...more },
+      }),
+    }),
     pollIntervalMs: 1_000,
     resyncIntervalMs: 3_600_000,
     workers: 4,

@@ -21,6 +21,14 @@ import {
   withValuesFile,
 } from "./helm.ts";
 
+/** The one Secret the reconciler may read in its own namespace: the rollout state's HMAC key, by name. */
+const ROLLOUT_KEY_RULE = {
+  apiGroups: [""],
+  resources: ["secrets"],
+  resourceNames: ["knative-fleet-rollout-key"],
+  verbs: ["get", "patch", "create"],
+};
+
 const TWO_PLUGINS = {
   multicluster: {
     enabled: true,
@@ -286,7 +294,7 @@ describe("helm template: defaults + repository url", () => {
     expect(rulesOf(objects, "Role").some((r) => r.resources.includes("leases"))).toBe(false);
   });
 
-  it("grants least privilege: its CRs, read-only ClusterProfiles in one namespace, Events, Secrets only in the credentials namespace", () => {
+  it("grants least privilege: its CRs, read-only ClusterProfiles in one namespace, Events, Secrets only in the credentials namespace and the rollout key", () => {
     const all = [...rulesOf(objects, "ClusterRole"), ...rulesOf(objects, "Role")];
     for (const rule of all) {
       expect(rule.verbs, JSON.stringify(rule)).not.toContain("*");
@@ -327,12 +335,12 @@ describe("helm template: defaults + repository url", () => {
     const secretsRole = only<RbacRole>(objects, "Role", "kf-knative-fleet-plugin-secrets");
     expect(secretsRole.metadata.namespace).toBe("knative-fleet-spoke-credentials");
     expect(secretsRole.rules).toEqual([{ apiGroups: [""], resources: ["secrets"], verbs: ["get"] }]);
-    // No Secret access at all in the release namespace, where the Git credentials are.
+    // In the release namespace, where the Git credentials are, one Secret only, by name: the rollout state's key.
     expect(
       ofKind<RbacRole>(objects, "Role")
         .filter((r) => r.metadata.namespace === "knative-fleet")
-        .flatMap((r) => r.rules.flatMap((rule) => rule.resources)),
-    ).not.toContain("secrets");
+        .flatMap((r) => r.rules.filter((rule) => rule.resources.includes("secrets"))),
+    ).toEqual([ROLLOUT_KEY_RULE]);
     for (const binding of [
       ...ofKind<RbacBinding>(objects, "ClusterRoleBinding"),
       ...ofKind<RbacBinding>(objects, "RoleBinding"),
@@ -539,7 +547,7 @@ describe("helm template: multicluster with two plugins", () => {
     );
   });
 
-  it("without multicluster: no provider file, no ClusterProfile or Secret access", () => {
+  it("without multicluster: no provider file, no ClusterProfile access, no Secret but the rollout key", () => {
     const objects = renderChart({ values: { multicluster: { enabled: false } } });
     expect(objects.map((o) => o.metadata.name)).not.toContain(
       "kf-knative-fleet-clusterprofile-provider-file",
@@ -553,7 +561,11 @@ describe("helm template: multicluster with two plugins", () => {
       (r) => r.resources,
     );
     expect(resources).not.toContain("clusterprofiles");
-    expect(resources).not.toContain("secrets");
+    expect(
+      [...rulesOf(objects, "ClusterRole"), ...rulesOf(objects, "Role")].filter((rule) =>
+        rule.resources.includes("secrets"),
+      ),
+    ).toEqual([ROLLOUT_KEY_RULE]);
   });
 });
 

@@ -8,11 +8,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
 import { loadProviderConfig } from "../../../src/access/provider-config.ts";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import { CONFIRM_PRUNE_ANNOTATION, PRUNE_CONFIRMATION_CONFIGMAP } from "../../../src/api/labels.ts";
+import {
+  CONFIRM_PRUNE_ANNOTATION,
+  PRUNE_CONFIRMATION_CONFIGMAP,
+  ROLLOUT_PAUSED_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import { commands } from "../../../src/commands/main.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
+import { ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { ensureTools, toolPath } from "../../sandbox/tools.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -33,7 +38,13 @@ const execFileAsync = promisify(execFile);
 
 const sandbox = loadSandbox();
 const hub = adminClient(sandbox.hub);
-const GUIDES = ["adding-a-cluster.md", "troubleshooting.md", "upgrading.md", "prune-confirmation.md"];
+const GUIDES = [
+  "adding-a-cluster.md",
+  "troubleshooting.md",
+  "upgrading.md",
+  "prune-confirmation.md",
+  "rollback.md",
+];
 const suffix = randomBytes(3).toString("hex");
 
 interface Block {
@@ -106,7 +117,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await execFileAsync("rm", ["-rf", work]);
   // The namespaces the guides' runs made on the shared hub, and what is in them.
-  for (const guide of ["trouble", "upgrade", "prune"])
+  for (const guide of ["trouble", "upgrade", "prune", "rollback"])
     await hub.delete("v1", "Namespace", undefined, `doc-${guide}-${suffix}`).catch(() => {});
 });
 
@@ -406,5 +417,72 @@ describe("the guides in docs/", () => {
         CONFIRM_PRUNE_ANNOTATION
       ],
     ).toBe("a1b2c3");
+  });
+
+  it("rollback.md: pause, see the halt, revert in Git, resume", async () => {
+    const ns = `doc-rollback-${suffix}`;
+    await ensureNamespace(hub, ns);
+    // A halted rollout as knative-fleet records it (the state, and the halt's Event on the CR).
+    const halt = {
+      wave: "canary",
+      waveIndex: 0,
+      resource: `KnativeServing ${ns}/spoke-1-serving`,
+      cluster: "fleet-system/spoke-1",
+      hash: "0a1b2c3d",
+      commit: "5e6f7a8b9c0d",
+      reason: "DeploymentsAvailable=False (activator: 0 of 1 replicas available)",
+      at: new Date().toISOString(),
+    };
+    const state = {
+      schema: 2,
+      phase: "Halted",
+      commit: "5e6f7a8b9c0d",
+      startedAt: halt.at,
+      waves: {},
+      halt,
+      crs: {},
+    };
+    await hub.apply({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: ns },
+      data: { state: JSON.stringify(state) },
+    });
+    await new EventRecorder({ client: hub, component: "knative-fleet", log: silentLogger }).record(
+      {
+        apiVersion: OPERATOR_API_VERSION,
+        kind: "KnativeServing",
+        metadata: { name: "spoke-1-serving", namespace: ns },
+      },
+      "Warning",
+      "RolloutHalted",
+      `rollout of 5e6f7a8b9c0d halted in wave canary: ${halt.reason}`,
+    );
+    // A clone of a fleet repository whose last commit is the bad change.
+    const git = (cwd: string, ...args: string[]) =>
+      execFileAsync("git", args, { cwd, env: { ...process.env, HOME: work } });
+    const origin = join(mkdtempSync(join(work, "origin-")), "fleet.git");
+    await git(work, "init", "-q", "--bare", "-b", "main", origin);
+    const clone = mkdtempSync(join(work, "clone-"));
+    await git(clone, "init", "-q", "-b", "main");
+    await git(clone, "config", "user.email", "sre@example.com");
+    await git(clone, "config", "user.name", "SRE");
+    await git(clone, "remote", "add", "origin", origin);
+    writeFileSync(join(clone, "serving.yaml"), "version: 1.22\n");
+    await git(clone, "add", ".");
+    await git(clone, "commit", "-qm", "Knative 1.22");
+    writeFileSync(join(clone, "serving.yaml"), "version: 1.22\nworkloads: [bad]\n");
+    await git(clone, "commit", "-qam", "a bad change");
+    await git(clone, "push", "-q", "-u", "origin", "main");
+
+    const from = callsSince(0).length;
+    const output = await runGuide("rollback.md", { NS: ns, COMMIT: "HEAD" }, { cwd: clone });
+    expect(callsSince(from).map((line) => line.split(" ")[0])).toEqual(["1"]); // status: halted
+    expect(output).toContain("HALTED in wave canary");
+    expect(output).toMatch(/RolloutHalted\s+knativeserving\/spoke-1-serving/);
+    const { stdout: log } = await git(origin, "log", "--format=%s", "main");
+    expect(log.split("\n")[0]).toBe('Revert "a bad change"');
+    const configMap = await hub.get("v1", "ConfigMap", ns, ROLLOUT_STATE_CONFIGMAP);
+    expect(configMap?.metadata.annotations?.[ROLLOUT_PAUSED_ANNOTATION]).toBeUndefined();
   });
 });

@@ -20,6 +20,7 @@ import { spokeWriteCount } from "./metrics.ts";
 const sandbox = loadSandbox();
 const spoke = sandbox.spokes[0]!;
 const NAMESPACE = "kubernetes-version-test";
+const CREDENTIALS = "kubernetes-version-test-credentials";
 const CLUSTER_PROFILE_API_VERSION = "multicluster.x-k8s.io/v1alpha1";
 
 /** GET /version of a Kubernetes `gitVersion` cluster. */
@@ -70,8 +71,13 @@ describe("a spoke below the release's minimum Kubernetes", () => {
         url: `${proxy.url}/${spoke.name}`,
         caData: base64(testdata("ca.crt")),
       },
+      CREDENTIALS,
     );
-    ({ engine, reports } = await startFleet(sandbox));
+    // The copy lives in a second ClusterProfile namespace: it reads credentials of its own.
+    ({ engine, reports } = await startFleet(sandbox, {
+      providerFile: sandbox.providerFile,
+      credentialNamespaces: { [NAMESPACE]: CREDENTIALS },
+    }));
   }, 120_000);
 
   afterAll(async () => {
@@ -80,6 +86,7 @@ describe("a spoke below the release's minimum Kubernetes", () => {
     await engine?.stop();
     await proxy?.close();
     await hub.delete(CLUSTER_PROFILE_API_VERSION, "ClusterProfile", NAMESPACE, spoke.name);
+    await hub.delete("v1", "Namespace", undefined, CREDENTIALS).catch(() => {});
     await cleanSpokes(sandbox, [spoke.name]);
   });
 

@@ -73,7 +73,7 @@ describe("GitSource against git http-backend", () => {
     );
     // The next poll still reads the head, and the cache stays sound for real git.
     expect((await source.sync()).files.find((f) => f.path === "clusters/prod.yaml")?.text).toContain(
-      "rev: 59",
+      "rev: 54",
     );
     await execFileAsync("git", ["--git-dir", await gitdir(), "fsck", "--no-dangling"]);
     // A commit that is not on the branch is refused, by name.

@@ -71,6 +71,21 @@ describe("sharding over three replicas", () => {
         containers: [{ name: "knative-fleet", image: "knative-fleet:test" }],
       },
     });
+  /** A replica named POD_NAME in its Pod (what vouches for it), sharded, on the test's repository. */
+  const startReplica = async (name: string) => {
+    await replicaPod(name);
+    const replica = startFleetProcess({
+      sandbox,
+      service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },
+      config: { logLevel: "info", workers: 2, sharding: { enabled: true } },
+      scratch,
+      name,
+      env: { POD_NAME: name },
+    });
+    replicas.push(replica);
+    podNames.set(replica, name);
+    return replica;
+  };
   /** Member Leases the test forged: not replicas, left out of `members()`. */
   const forged = new Set<string>();
   const scratch = mkdtempSync(join(tmpdir(), "knative-fleet-sharding-"));
@@ -157,23 +172,11 @@ describe("sharding over three replicas", () => {
       kind: "ServiceAccount",
       metadata: { name: "knative-fleet", namespace: GROUP },
     });
-    for (let i = 1; i <= 3; i++) await replicaPod(`replica-${i}`);
     await dropHubCrs(hub);
     await cleanSpokes(sandbox, SPOKES);
     git = await startGitServer();
     await git.createRepo(REPO, fleetFiles("100"));
-    for (let i = 1; i <= 3; i++) {
-      const replica = startFleetProcess({
-        sandbox,
-        service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },
-        config: { logLevel: "info", workers: 2, sharding: { enabled: true } },
-        scratch,
-        name: `replica-${i}`,
-        env: { POD_NAME: `replica-${i}` },
-      });
-      replicas.push(replica);
-      podNames.set(replica, `replica-${i}`);
-    }
+    for (let i = 1; i <= 3; i++) await startReplica(`replica-${i}`);
   }, 300_000);
 
   afterAll(async () => {
@@ -293,17 +296,7 @@ describe("sharding over three replicas", () => {
     let moved: string[] = [];
     let identities: string[] = [];
     for (let i = 4; moved.length === 0 && i <= 6; i++) {
-      await replicaPod(`replica-${i}`);
-      const joining = startFleetProcess({
-        sandbox,
-        service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },
-        config: { logLevel: "info", workers: 2, sharding: { enabled: true } },
-        scratch,
-        name: `replica-${i}`,
-        env: { POD_NAME: `replica-${i}` },
-      });
-      replicas.push(joining);
-      podNames.set(joining, `replica-${i}`);
+      await startReplica(`replica-${i}`);
       identities = await settledMembers(live().length, 60_000);
       moved = SPOKES.filter((s) => byPod(ownerOf(identities, clusterOf(s))!) !== ownersBefore.get(s));
     }

@@ -37,7 +37,9 @@ describe("parseFleetFile", () => {
 
   it("names file, line, column and field of a misspelt key", () => {
     const text = `${SERVING}  registry:\n    default: registry.example.com/knative/\${NAME}:v1.21\n    overide:\n      activator: registry.example.com/activator:v1\n`;
-    expect(errors(text)).toEqual([`${PATH}:12:5 spec.registry.overide: unrecognized key`]);
+    expect(errors(text)).toEqual([
+      `${PATH}:12:5 spec.registry.overide: unrecognized key; did you mean override?`,
+    ]);
   });
 
   it("names file, line, column and field of a wrong type", () => {
@@ -73,7 +75,7 @@ describe("parseFleetFile", () => {
   it("rejects another apiVersion of a Knative kind", () => {
     const text = SERVING.replace("v1beta1", "v1alpha1");
     expect(errors(text)).toEqual([
-      `${PATH}:1:13 apiVersion: KnativeServing must be apiVersion operator.knative.dev/v1beta1, got operator.knative.dev/v1alpha1`,
+      `${PATH}:1:13 apiVersion: KnativeServing must be apiVersion operator.knative.dev/v1beta1, got operator.knative.dev/v1alpha1: v1alpha1 is the operator's older API, which it no longer serves; change the apiVersion to operator.knative.dev/v1beta1 (spec.deployments is spec.workloads there)`,
     ]);
   });
 
@@ -92,7 +94,7 @@ describe("parseFleetFile", () => {
       "metadata:\n  annotation:\n    fleet.knative.dev/prune: disabled\n",
     ).concat("status:\n  version: 1.21.3\n");
     expect(errors(text)).toEqual([
-      `${PATH}:4:3 metadata.annotation: unrecognized key`,
+      `${PATH}:4:3 metadata.annotation: unrecognized key; did you mean annotations?`,
       `${PATH}:12:1 status: unrecognized key`,
     ]);
   });

@@ -47,7 +47,7 @@ describe("knative-fleet validate", () => {
     const { code, stdout } = await run(dir);
     expect(code).toBe(1);
     expect(stdout.split("\n")).toEqual([
-      "clusters/spoke-1/knative-serving.yaml:8:5 spec.registry.overide: unrecognized key",
+      "clusters/spoke-1/knative-serving.yaml:8:5 spec.registry.overide: unrecognized key; did you mean override?",
       'clusters/spoke-2/knative-eventing.yaml:2:7 kind: "ConfigMap" (apiVersion v1) is not accepted; a fleet file holds KnativeServing or KnativeEventing (apiVersion operator.knative.dev/v1beta1)',
       "3 files, 1 resources, 2 errors",
       "",

@@ -113,7 +113,9 @@ d: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
 describe("validateAgainstSchema", () => {
   it("points a misspelt key at the key itself", () => {
     const text = "kind: Widget\nmetadata:\n  name: w\nspec:\n  registry:\n    overide:\n      a: b\n";
-    expect(validate(text)).toEqual(["clusters/a/widget.yaml:6:5 spec.registry.overide: unrecognized key"]);
+    expect(validate(text)).toEqual([
+      "clusters/a/widget.yaml:6:5 spec.registry.overide: unrecognized key; did you mean override?",
+    ]);
   });
 
   it("points a wrong type at the value", () => {

@@ -77,7 +77,9 @@ describe("placement files are validated offline with file:line:field", () => {
       "      config:",
       "      registy: {}\n      config:",
     );
-    expect(errors(typo)).toEqual([`${PATH}:10:7 spec.template.spec.registy: unrecognized key`]);
+    expect(errors(typo)).toEqual([
+      `${PATH}:10:7 spec.template.spec.registy: unrecognized key; did you mean registry?`,
+    ]);
     const yes = placementFile("p", "  clusterProfiles: [{ namespace: a, name: b }]").replace('"true"', "yes");
     expect(errors(yes)[0]).toContain('quote it ("yes")');
     const terms = Array.from({ length: 40 }, (_, i) => `  - labelSelector: { matchLabels: { k${i}: v } }`);

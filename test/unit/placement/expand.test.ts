@@ -326,3 +326,23 @@ describe("the worked example in fleet-example/placements", () => {
     expect(specs["serving-spoke-3"]).not.toHaveProperty("domain");
   });
 });
+
+describe("an Eventing placement that names one event source", () => {
+  it("gives each cluster's CR upstream's complete form, the sources it left out disabled", () => {
+    const text = placementFile(
+      "eventing",
+      "  clusterProfiles: [{ namespace: fleet-system, name: eu-1 }]",
+      "      source:\n        kafka: { enabled: true }\n",
+      "KnativeEventingPlacement",
+    );
+    const [cr] = expand(text).resources;
+    expect((cr!.resource.spec as { source?: unknown }).source).toEqual({
+      ceph: { enabled: false },
+      github: { enabled: false },
+      gitlab: { enabled: false },
+      kafka: { enabled: true },
+      rabbitmq: { enabled: false },
+      redis: { enabled: false },
+    });
+  });
+});

@@ -332,7 +332,7 @@ describe("knative-fleet plan (the command)", SLOW, () => {
     const validate = await runCli("validate", repo.dir);
     const diagnostic = validate.stdout.split("\n")[0]!;
     expect(diagnostic).toMatch(
-      /^clusters\/spoke-1\/knative-serving\.yaml:\d+:\d+ spec\.verison: unrecognized key$/,
+      /^clusters\/spoke-1\/knative-serving\.yaml:\d+:\d+ spec\.verison: unrecognized key; did you mean version\?$/,
     );
     expect(stdout).toContain(diagnostic);
     expect(stdout).toContain("⛔ **blocked**");

@@ -41,6 +41,20 @@ function run(
   return { applied, end: t };
 }
 
+/** Installed at 1.21, then a 1.22 the canary never runs: halted in the canary. */
+function haltedInCanary(): { hub: FakeHub; halted: { end: number } } {
+  const { hub, end } = installed("1.21");
+  const halted = run(
+    hub,
+    fleetModel(CLUSTERS, POLICY, () => "1.22"),
+    "commit-bad",
+    end,
+    (cr) => cr !== "c1-serving",
+  );
+  expect(hub.state?.phase).toBe("Halted");
+  return { hub, halted };
+}
+
 function installed(version: string): { hub: FakeHub; end: number } {
   const hub = new FakeHub();
   const { end } = run(
@@ -145,14 +159,7 @@ describe("the rollout gate", () => {
   });
 
   it("a newer commit supersedes a halted rollout and starts again from the first wave", () => {
-    const { hub, end } = installed("1.21");
-    const halted = run(
-      hub,
-      fleetModel(CLUSTERS, POLICY, () => "1.22"),
-      "commit-bad",
-      end,
-      (cr) => cr !== "c1-serving",
-    );
+    const { hub, halted } = haltedInCanary();
     const fixed = run(
       hub,
       fleetModel(CLUSTERS, POLICY, () => "1.23"),
@@ -362,15 +369,7 @@ describe("the rollout gate", () => {
   });
 
   it("Git going back to the last completed content goes out at once, in every wave", () => {
-    const { hub, end } = installed("1.21");
-    const halted = run(
-      hub,
-      fleetModel(CLUSTERS, POLICY, () => "1.22"),
-      "commit-bad",
-      end,
-      (cr) => cr !== "c1-serving",
-    );
-    expect(hub.state?.phase).toBe("Halted");
+    const { hub, halted } = haltedInCanary();
     // `git revert`: the canary goes back now (no wave, no soak), and the halt is lifted.
     const outcome = hub.sync(
       fleetModel(CLUSTERS, POLICY, () => "1.21"),

@@ -60,7 +60,7 @@ describe("the KnativeRollout file", () => {
       `${PATH}:13:14 spec.onFailure: must be Halt or HaltAndRevert`,
       `${PATH}:15:14 spec.windows[0].start: must be a time of day "HH:MM" (00:00 to 23:59)`,
       `${PATH}:15:47 spec.windows[0].timeZone: must be UTC or an IANA time zone such as Europe/Berlin`,
-      `${PATH}:16:3 spec.wavez: unrecognized key`,
+      `${PATH}:16:3 spec.wavez: unrecognized key; did you mean waves?`,
     ]);
   });
 

@@ -71,6 +71,19 @@ function hubWithKnativeKinds() {
   ]);
 }
 
+/** Two CRs installed at 1.21 under a HaltAndRevert policy (no soak, no time limit), the rollout complete. */
+async function completedWithRevert() {
+  const hub = setup();
+  const policy = { ...POLICY, soak: "0s", timeLimit: "0s", onFailure: "HaltAndRevert" };
+  const model = fleetModel(["c1", "c2"], policy, () => "1.21");
+  await hub.sync(model, "a");
+  healthy(hub.kube, "c1-serving");
+  await hub.sync(model, "a");
+  healthy(hub.kube, "c2-serving");
+  expect((await hub.sync(model, "a")).report?.phase).toBe("Complete");
+  return Object.assign(hub, { policy });
+}
+
 const stored = (kube: FakeKube): RolloutState | undefined =>
   peekRolloutState(kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)?.data as Record<string, unknown>);
 
@@ -140,6 +153,24 @@ describe("the rollout stage on a hub", () => {
     // Nothing is written yet, but the state already names the CR as let through.
     expect(kube.find("KnativeServing", "c1-serving")).toBeUndefined();
     expect(stored(kube)?.crs["KnativeServing knative-fleet/c1-serving"]?.released).toBeDefined();
+    stage.stop();
+  });
+
+  it("a sync with nothing to change, once the rollout is complete, reads and writes nothing more", async () => {
+    const { kube, stage, sync } = setup();
+    const policy = { ...POLICY, soak: "0s" };
+    const model = fleetModel(["c1", "c2"], policy, () => "1.21");
+    await sync(model, "a");
+    healthy(kube, "c1-serving");
+    await sync(model, "a");
+    healthy(kube, "c2-serving");
+    expect((await sync(model, "a")).report?.phase).toBe("Complete");
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the completion's Event, recorded in the background
+    kube.resetCounts();
+    await sync(model, "b"); // a commit that changes no CR (the status write-back's)
+    await sync(model, "b");
+    // The mirror's 3 reads and the state's one, twice; no write at all.
+    expect(kube.requests()).toEqual({ reads: 8, writes: 0 });
     stage.stop();
   });
 
@@ -301,26 +332,7 @@ describe("the rollout stage on a hub", () => {
   });
 
   it("reverts from Git: the baseline's commit is read again and must give the same digest", async () => {
-    const { kube, sync, stage } = setup();
-    const policy = { ...POLICY, soak: "0s", timeLimit: "0s", onFailure: "HaltAndRevert" };
-    await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
-    healthy(kube, "c1-serving");
-    await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
-    healthy(kube, "c2-serving");
-    expect(
-      (
-        await sync(
-          fleetModel(["c1", "c2"], policy, () => "1.21"),
-          "a",
-        )
-      ).report?.phase,
-    ).toBe("Complete");
+    const { kube, sync, stage, policy } = await completedWithRevert();
     // A change the canary never runs: it halts (time limit 0s) and the canary goes back to commit a.
     await sync(
       fleetModel(["c1", "c2"], policy, () => "1.22"),
@@ -343,22 +355,7 @@ describe("the rollout stage on a hub", () => {
   });
 
   it("does not revert to content it cannot re-derive, and says so once", async () => {
-    const { kube, sync, stage, models } = setup();
-    const policy = { ...POLICY, soak: "0s", timeLimit: "0s", onFailure: "HaltAndRevert" };
-    await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
-    healthy(kube, "c1-serving");
-    await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
-    healthy(kube, "c2-serving");
-    await sync(
-      fleetModel(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
+    const { kube, sync, stage, models, policy } = await completedWithRevert();
     await sync(
       fleetModel(["c1", "c2"], policy, () => "1.22"),
       "b",
