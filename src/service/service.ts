@@ -107,7 +107,11 @@ export class FleetService {
     const hub = clientFromKubeConfig(this.options.hub);
     this.hubClient = hub;
     this.events = new EventRecorder({ client: hub, component: "knative-fleet", log: this.options.log });
-    await hub.rest.request({ method: "GET", path: "/version" }); // fail fast when the hub is unreachable
+    // Fail fast when the hub is unreachable, naming it: the bare transport error names only an address.
+    await hub.rest.request({ method: "GET", path: "/version" }).catch((err: unknown) => {
+      const server = this.options.hub.getCurrentCluster()?.server;
+      throw new Error(`the hub API server ${server} did not answer GET /version: ${err}`, { cause: err });
+    });
     mkdirSync(config.cacheDir, { recursive: true });
     this.source = new GitSource(gitSourceSpec(config), { cacheDir: config.cacheDir });
     const http = await startHttpServer({
