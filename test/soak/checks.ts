@@ -179,8 +179,8 @@ export interface ReplicaSample {
   replica: string;
   at: number;
   leader: boolean;
-  /** Clusters it reports series for (`namespace/name`). */
-  clusters: readonly string[];
+  /** Clusters it reports series for (`namespace/name`), each with the metrics that name it. */
+  clusters: Readonly<Record<string, readonly string[]>>;
 }
 
 /** Pairs of replicas sampled within `skewMs` of each other that both lead, or both report a cluster. */
@@ -199,21 +199,28 @@ export function ownershipViolations(
           invariant: "one-leader",
           evidence: `${a.replica} and ${b.replica} both lead (${apart})`,
         });
-      const shared = a.clusters.filter((c) => b.clusters.includes(c));
+      const shared = Object.keys(a.clusters).filter((c) => c in b.clusters);
+      // Which metrics name the cluster in each: a reconcile's series is ownership, a stray one is a leak.
+      const series = (s: ReplicaSample) => [...new Set(shared.flatMap((c) => s.clusters[c]!))].join(" ");
       if (shared.length > 0)
         found.push({
           invariant: "one-owner-per-cluster",
-          evidence: `${a.replica} and ${b.replica} both report ${shared.join(", ")} (${apart})`,
+          evidence: `${a.replica} and ${b.replica} both report ${shared.join(", ")} (${apart}; ${a.replica}: ${series(a)}; ${b.replica}: ${series(b)})`,
         });
     }
   return found;
 }
 
-/** The clusters a /metrics text reports series for (any `cluster` label but the hub). */
-export function clustersIn(metrics: string): string[] {
-  return [...new Set([...metrics.matchAll(/\bcluster="([^"]+)"/g)].map((m) => m[1]!))]
-    .filter((c) => c !== "hub")
-    .sort();
+/** The clusters a /metrics text reports series for (any `cluster` label but the hub), with the metrics. */
+export function clustersIn(metrics: string): Record<string, string[]> {
+  const found = new Map<string, Set<string>>();
+  for (const [, metric, cluster] of metrics.matchAll(/^(\w+)\{[^}]*\bcluster="([^"]+)"/gm)) {
+    if (cluster === "hub") continue;
+    const names = found.get(cluster!) ?? new Set<string>();
+    names.add(metric!.replace(/_(bucket|sum|count)$/, ""));
+    found.set(cluster!, names);
+  }
+  return Object.fromEntries([...found.keys()].sort().map((c) => [c, [...found.get(c)!].sort()]));
 }
 
 // ── Logs ───────────────────────────────────────────────────────────────────────────────────────────────

@@ -118,25 +118,34 @@ describe("leaders and owners", () => {
   it("two replicas sampled close together that both lead, or both report a cluster", () => {
     const found = ownershipViolations(
       [
-        { replica: "r1", at: 1_000, leader: true, clusters: ["p/spoke-1"] },
-        { replica: "r2", at: 1_050, leader: true, clusters: ["p/spoke-1", "p/spoke-2"] },
-        { replica: "r3", at: 9_000, leader: true, clusters: ["p/spoke-2"] },
+        { replica: "r1", at: 1_000, leader: true, clusters: { "p/spoke-1": ["a"] } },
+        { replica: "r2", at: 1_050, leader: true, clusters: { "p/spoke-1": ["b", "c"], "p/spoke-2": ["d"] } },
+        { replica: "r3", at: 9_000, leader: true, clusters: { "p/spoke-2": ["a"] } },
       ],
       2_000,
     );
     expect(found).toEqual([
       { invariant: "one-leader", evidence: "r1 and r2 both lead (50 ms apart)" },
-      { invariant: "one-owner-per-cluster", evidence: "r1 and r2 both report p/spoke-1 (50 ms apart)" },
+      {
+        invariant: "one-owner-per-cluster",
+        evidence: "r1 and r2 both report p/spoke-1 (50 ms apart; r1: a; r2: b c)",
+      },
     ]);
   });
 
-  it("reads the clusters a replica reports from its /metrics", () => {
+  it("reads the clusters a replica reports from its /metrics, with the metrics that name each", () => {
     const metrics = [
+      "# HELP knative_fleet_spoke_ready whether the install is ready",
       'knative_fleet_spoke_ready{kind="KnativeServing",cluster="soak/spoke-2"} 1',
       'knative_fleet_spoke_reachable{cluster="soak/spoke-1"} 1',
+      'knative_fleet_reconcile_duration_seconds_bucket{le="1",cluster="soak/spoke-1"} 1',
+      'knative_fleet_reconcile_duration_seconds_sum{cluster="soak/spoke-1"} 0.5',
       'knative_fleet_reconcile_errors_total{kind="KnativeServing",cluster="hub"} 0',
     ].join("\n");
-    expect(clustersIn(metrics)).toEqual(["soak/spoke-1", "soak/spoke-2"]);
+    expect(clustersIn(metrics)).toEqual({
+      "soak/spoke-1": ["knative_fleet_reconcile_duration_seconds", "knative_fleet_spoke_reachable"],
+      "soak/spoke-2": ["knative_fleet_spoke_ready"],
+    });
   });
 });
 
