@@ -23,7 +23,7 @@
 // Without KNATIVE_FLEET_SANDBOX a fresh sandbox is started in a temp dir and stopped at the end; with it the
 // spokes are cleared of earlier installs of the workload first. --keep leaves the last installs in place.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -38,7 +38,7 @@ import { Informer } from "../src/kube/informer.ts";
 import { type ObjectRef, refKey, refOf } from "../src/kube/object.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { down, readSandbox, type Sandbox, up } from "../test/sandbox/sandbox.ts";
-import { imageRuntime } from "../test/support/dockerfile.ts";
+import { builtCli, imageRuntime } from "../test/support/dockerfile.ts";
 import { writeServiceConfig } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { forceDeleteCrs, KOURIER, startUpstream } from "../test/support/handover.ts";
@@ -84,7 +84,13 @@ const CLUSTER_SCOPED = [
 
 const fleetEntry =
   values.entry === "dist"
-    ? builtCli()
+    ? (() => {
+        try {
+          return builtCli();
+        } catch (err) {
+          return fail((err as Error).message);
+        }
+      })()
     : values.entry === "src"
       ? join(repoRoot, "src", "cli.ts")
       : values.entry!;
@@ -474,23 +480,6 @@ function fail(message: string): never {
 
 function mib(kib: number, unit = " MiB"): string {
   return `${(kib / 1024).toFixed(0)}${unit}`;
-}
-
-/** dist/cli.js, when it is at least as new as every source file (else the bench would measure old code). */
-function builtCli(): string {
-  const cli = join(repoRoot, "dist", "cli.js");
-  const built = (() => {
-    try {
-      return statSync(cli).mtimeMs;
-    } catch {
-      return fail(`${cli} is missing: run npm run build`);
-    }
-  })();
-  const newer = (readdirSync(join(repoRoot, "src"), { recursive: true }) as string[]).filter(
-    (f) => f.endsWith(".ts") && statSync(join(repoRoot, "src", f)).mtimeMs > built,
-  );
-  if (newer.length > 0) fail(`src/${newer[0]} is newer than ${cli}: run npm run build`);
-  return cli;
 }
 
 interface AvailabilityChange {

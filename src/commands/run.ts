@@ -68,7 +68,15 @@ ${HUB_FLAGS_HELP}
       identity: processIdentity(process.env.POD_NAME),
       log,
     });
-    await service.start();
+    try {
+      await service.start();
+    } catch (err) {
+      // One log line like every other the service writes (a stack on stderr is no log line), then exit 2 so
+      // the Pod restarts and tries again; what start had opened is closed so the process can end.
+      log.fatal({ err: String(err) }, "could not start; exiting so a restart tries again");
+      await service.stop();
+      return EXIT_ERROR;
+    }
     await new Promise<void>((resolve) => {
       const shutdown = (signal: string) => {
         log.info({ signal }, "shutting down");

@@ -1,5 +1,4 @@
 import { mkdirSync } from "node:fs";
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { crAdmission, namespaceAllowlist } from "../admission/tenancy.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
@@ -25,7 +24,7 @@ import {
 import { StatusWriter } from "../status/write-back.ts";
 import { expandedModel, type SyncEdges, type SyncSettings, sync } from "../sync/sync.ts";
 import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
-import { type RunningHttpServer, serveRoutes, startHttpServer, text } from "./http-server.ts";
+import { type RunningHttpServer, serveRoutes, startHttpServer } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
 import { podVoucher, ShardMembership } from "./sharding.ts";
 
@@ -102,7 +101,11 @@ export class FleetService {
     const hub = clientFromKubeConfig(this.options.hub);
     this.hubClient = hub;
     this.events = new EventRecorder({ client: hub, component: "knative-fleet", log: this.options.log });
-    await hub.rest.request({ method: "GET", path: "/version" }); // fail fast when the hub is unreachable
+    // Fail fast when the hub is unreachable, naming it: the bare transport error names only an address.
+    await hub.rest.request({ method: "GET", path: "/version" }).catch((err: unknown) => {
+      const server = this.options.hub.getCurrentCluster()?.server;
+      throw new Error(`the hub API server ${server} did not answer GET /version: ${err}`, { cause: err });
+    });
     mkdirSync(config.cacheDir, { recursive: true });
     this.source = new GitSource(gitSourceSpec(config), { cacheDir: config.cacheDir });
     const http = await startHttpServer({
@@ -417,16 +420,21 @@ export class FleetService {
   }
 
   private async lostLeadership(): Promise<void> {
-    const wasLeading = this.leading;
-    await this.stopLeading();
-    if (wasLeading && this.started) {
+    if (this.leading && this.started) {
+      // Lost, not given up: the Lease may be another replica's (leaseDuration - renewDeadline) from now, so
+      // no more of the leader's work may happen here. The process ends at once instead of draining its
+      // in-flight sync and status commit, which can outlast that margin (the hub unreachable), as client-go's
+      // controllers do.
+      this.metrics.setLeader(false);
       this.log.error("leadership lost; stopping so a fresh start rejoins the election");
       (this.options.onLostLeadership ?? (() => process.exit(1)))();
     }
+    await this.stopLeading();
   }
 
   /**
-   * The push webhook's listener (POST /webhook); a standby answers 202 and leaves the change to the leader.
+   * The push webhook's listener (POST /webhook); a standby checks a delivery, answers 202 and leaves the
+   * change to the leader.
    */
   private async listenForPushes(port: number, secretFile: string): Promise<RunningHttpServer> {
     const secret = { file: secretFile };
@@ -435,16 +443,12 @@ export class FleetService {
       branch: this.options.config.repository.branch,
       filter: this.source!.filter,
       onPush: () => void this.poller?.syncNow(),
+      // A standby checks a delivery as the leader does, so a wrong secret is refused by every replica.
+      standby: () =>
+        this.leading ? undefined : "not the leader; the leader's next poll picks the change up",
       onError: (err) => this.log.error({ err: String(err) }, "webhook delivery failed"),
     });
-    const webhook = {
-      methods: new Set(["POST"]),
-      handle: (req: IncomingMessage, res: ServerResponse) => {
-        if (this.leading) return handler(req, res);
-        req.resume();
-        text(res, 202, "not the leader; the leader's next poll picks the change up");
-      },
-    };
+    const webhook = { methods: new Set(["POST"]), handle: handler };
     return serveRoutes({ port, routes: new Map([["/webhook", webhook]]), log: this.log });
   }
 }

@@ -1,5 +1,10 @@
 import { once } from "node:events";
-import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
+import {
+  type ClientRequest,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+} from "node:http";
 import { request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -58,8 +63,9 @@ export function createHttpClient({ ca, signal, fetchLimits }: HttpClientOptions)
         outgoing["content-length"] = body.reduce((n, chunk) => n + chunk.byteLength, 0);
       const req =
         target.protocol === "https:"
-          ? httpsRequest(target, { method, headers: outgoing, signal, ...(ca ? { ca } : {}) })
-          : httpRequest(target, { method, headers: outgoing, signal });
+          ? httpsRequest(target, { method, headers: outgoing, ...(ca ? { ca } : {}) })
+          : httpRequest(target, { method, headers: outgoing });
+      abortWith(req, signal);
       // The source aborts every request when its operation ends, and Node emits that abort on a request still
       // holding its socket, after the awaits below have let go of it: without a listener it is uncaught. Any
       // error that matters reaches the caller through them, or through the body's iterator.
@@ -86,6 +92,29 @@ export function createHttpClient({ ca, signal, fetchLimits }: HttpClientOptions)
       };
     },
   };
+}
+
+/**
+ * Ends the request when `signal` aborts, as http.request's own `signal` option does, except for a response
+ * that arrived whole but was left unread (isomorphic-git leaves a failed POST's error page to a read it does
+ * not await): that one is drained. Destroying its request would end it, and hand its keep-alive socket back
+ * to the pool, before the abort's error is emitted on that socket, where then nothing listens: an uncaught
+ * AbortError (found by the soak as the git server began answering 500).
+ */
+function abortWith(req: ClientRequest, signal: AbortSignal): void {
+  let response: IncomingMessage | undefined;
+  req.once("response", (res: IncomingMessage) => {
+    response = res;
+  });
+  const abort = () => {
+    if (response?.complete) response.resume();
+    else req.destroy(signal.reason);
+  };
+  if (signal.aborted) abort();
+  else {
+    signal.addEventListener("abort", abort, { once: true });
+    req.once("close", () => signal.removeEventListener("abort", abort));
+  }
 }
 
 /** Passes the advertisement through, telling whether its first ref line offers `filter`. */

@@ -23,6 +23,11 @@ export interface WebhookOptions {
   filter: FleetFileFilter;
   /** Called for a push that may change the fleet; typically `poller.syncNow()`. */
   onPush: (push: PushEvent) => void;
+  /**
+   * While this gives a reason (a replica that is not the leader), a delivery is checked as always and a push
+   * is answered 202 with the reason instead of calling onPush: a wrong secret is refused by every replica.
+   */
+  standby?: () => string | undefined;
   /** Larger payloads get 413. Default 1 MiB (GitHub caps its payloads at 25 MB, pushes are far smaller). */
   maxBodyBytes?: number;
   /** Bodies buffered at once; more get 503 with Retry-After. Default 8 (8 MiB at most with the default size). */
@@ -123,7 +128,7 @@ interface HandlerState {
 
 /**
  * A node:http handler for GitHub and GitLab push webhooks, mountable on any route of the service's server.
- * Answers: 202 sync triggered, 200 ignored (with the reason), 400 bad payload, 401 no signature or token,
+ * Answers: 202 sync triggered (or left to the leader), 200 ignored (with the reason), 400 bad payload, 401 no signature or token,
  * 403 wrong signature or token, 405 not a POST, 408 body too slow, 413 payload too large, 503 too many
  * bodies in flight or the secret unavailable. What headers can refuse is refused before any body is read,
  * and at most maxConcurrentBodies bodies are buffered at once, so memory stays bounded whoever connects.
@@ -218,6 +223,8 @@ async function handleWebhook(req: IncomingMessage, res: ServerResponse, state: H
   }
   const decision = decidePush(payload.data, options.branch, options.filter);
   if (!decision.sync) return respond(res, 200, { ignored: decision.reason });
+  const standby = options.standby?.();
+  if (standby !== undefined) return respond(res, 202, { sync: "left to the leader", reason: standby });
   options.onPush({ provider, ref: payload.data.ref, after: payload.data.after });
   respond(res, 202, { sync: "triggered" });
 }

@@ -76,6 +76,25 @@ export function signalProcess(stateDir: string, name: string, sig: NodeJS.Signal
   signal(pid, sig);
 }
 
+/**
+ * Restarts one process this state dir started with the command line it runs (read from /proc): SIGTERM,
+ * SIGKILL after 10 s, `downMs` with nothing running, then the same binary and arguments again (its log
+ * goes on in the same file). A restarted API server keeps its port, certificates and etcd prefix.
+ */
+export async function restartProcess(stateDir: string, name: string, downMs = 0): Promise<ManagedProcess> {
+  const file = join(stateDir, "pids", `${name}.json`);
+  const { pid, marker } = JSON.parse(readFileSync(file, "utf8")) as { pid: number; marker: string };
+  if (!isOurs(pid, marker)) throw new Error(`sandbox: ${name} is not running`);
+  const [binary, ...args] = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0$/, "").split("\0");
+  signal(pid, "SIGTERM");
+  const deadline = Date.now() + 10_000;
+  while (isOurs(pid, marker) && Date.now() < deadline) await sleep(100);
+  if (isOurs(pid, marker)) signal(pid, "SIGKILL");
+  while (isOurs(pid, marker)) await sleep(100);
+  await sleep(downMs);
+  return startProcess(stateDir, name, binary!, args);
+}
+
 function signal(pid: number, sig: NodeJS.Signals): void {
   try {
     process.kill(-pid, sig); // the whole process group

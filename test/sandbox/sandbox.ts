@@ -257,6 +257,9 @@ async function startNodeSide(
       `--service-account-private-key-file=${c.pki.serviceAccountKey}`,
       "--use-service-account-credentials=false",
       `--controllers=${controllers?.join(",") ?? ALL_CONTROLLERS}`,
+      // An API server restarted as a fault (the soak) stalls kwok's node heartbeats for about the default
+      // 50 s: the node controller then marks every pod Ready=False, and kwok never sets it back.
+      "--node-monitor-grace-period=5m",
     ],
   );
   startProcess(stateDir, `${c.info.name}-kube-scheduler`, toolPath(binDir, "kube-scheduler"), [

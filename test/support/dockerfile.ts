@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, statSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { knativeReleasesDir, repoRoot } from "./shared.ts";
 
@@ -109,7 +109,11 @@ const RUNTIME_ENV = /^(NODE_ENV|NODE_OPTIONS|MALLOC_[A-Z_]+)$/;
  * time: `scratch` gets a kodata directory linking the shared releases, compiled by the built CLI as the
  * image's build does (KO_DATA_PATH). Benchmarks run `dist/cli.js` with these so their figures are the image's.
  */
-export function imageRuntime(scratch: string): { nodeArgs: string[]; env: Record<string, string> } {
+export function imageRuntime(
+  scratch: string,
+  /** The CLI that compiles the releases: the built one (what the image runs), or src/cli.ts. */
+  cli = join(repoRoot, "dist", "cli.js"),
+): { nodeArgs: string[]; env: Record<string, string> } {
   const runtime = readDockerfile().stages.at(-1)!;
   const entrypoint = runtime.instructions.findLast((i) => i.keyword === "ENTRYPOINT");
   const command = entrypoint === undefined ? [] : (JSON.parse(entrypoint.args) as string[]);
@@ -126,6 +130,22 @@ export function imageRuntime(scratch: string): { nodeArgs: string[]; env: Record
   mkdirSync(kodata, { recursive: true });
   for (const entry of readdirSync(knativeReleasesDir(), { withFileTypes: true }))
     if (entry.isDirectory()) symlinkSync(join(knativeReleasesDir(), entry.name), join(kodata, entry.name));
-  execFileSync(process.execPath, [join(repoRoot, "dist", "cli.js"), "compile-kodata", "--kodata", kodata]);
+  execFileSync(process.execPath, [cli, "compile-kodata", "--kodata", kodata]);
   return { nodeArgs: command.slice(node + 1, script), env: { ...env, KO_DATA_PATH: kodata } };
+}
+
+/** dist/cli.js, when it is at least as new as every source file (else a benchmark would measure old code). */
+export function builtCli(): string {
+  const cli = join(repoRoot, "dist", "cli.js");
+  let built: number;
+  try {
+    built = statSync(cli).mtimeMs;
+  } catch {
+    throw new Error(`${cli} is missing: run npm run build`);
+  }
+  const newer = (readdirSync(join(repoRoot, "src"), { recursive: true }) as string[]).filter(
+    (f) => f.endsWith(".ts") && statSync(join(repoRoot, "src", f)).mtimeMs > built,
+  );
+  if (newer.length > 0) throw new Error(`src/${newer[0]} is newer than ${cli}: run npm run build`);
+  return cli;
 }

@@ -91,7 +91,8 @@ export interface FleetProcessOptions {
 export function startFleetProcess(options: FleetProcessOptions): ServiceProcess {
   const { sandbox, scratch, name } = options;
   const path = writeServiceConfig(options.service);
-  const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
+  const metricsPort =
+    (options.config?.metricsPort as number | undefined) ?? 19_000 + Math.floor(Math.random() * 1_000);
   const config = parse(readFileSync(path, "utf8")) as Record<string, unknown>;
   writeFileSync(path, stringify({ ...config, metricsPort, ...options.config }));
   return new ServiceProcess({

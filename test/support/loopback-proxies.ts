@@ -64,8 +64,11 @@ export async function startClusterProxy(options: {
    * (watches) with a 403, a stand-in for what a spoke reports (its /version).
    */
   answer?: (method: string, path: string) => ProxyAnswer | undefined;
-}): Promise<LoopbackProxy> {
+}): Promise<LoopbackProxy & { inFlight(): string[] }> {
   const handled: string[] = [];
+  /** Requests forwarded and not answered to the end yet: the open watches, and requests to a hung spoke. */
+  const open = new Set<string>();
+  let sequence = 0;
   const server = createHttpsServer({ key: options.key, cert: options.cert }, (req, res) => {
     const [, cluster = "", ...rest] = (req.url ?? "/").split("/");
     const upstream = options.routes[cluster];
@@ -84,6 +87,9 @@ export async function startClusterProxy(options: {
       return;
     }
     const target = new URL(path, upstream);
+    const request = `${sequence++} ${req.method} ${req.url}`;
+    open.add(request);
+    res.on("close", () => open.delete(request));
     const send = target.protocol === "https:" ? httpsRequest : httpRequest;
     const forwarded = send(
       target,
@@ -98,7 +104,13 @@ export async function startClusterProxy(options: {
   });
   const sockets = track(server);
   const port = await listen(server);
-  return { url: `https://127.0.0.1:${port}`, port, handled, close: () => closeServer(server, sockets) };
+  return {
+    url: `https://127.0.0.1:${port}`,
+    port,
+    handled,
+    inFlight: () => [...open].map((r) => r.slice(r.indexOf(" ") + 1)),
+    close: () => closeServer(server, sockets),
+  };
 }
 
 /** An HTTP proxy that only tunnels (CONNECT), as corporate egress proxies do for TLS. */
@@ -149,4 +161,50 @@ export async function startBadPortForwarder(target: { host: string; port: number
     }
   }
   throw new Error(`every fetch "bad port" on 127.0.0.1 is taken: ${BAD_PORTS.join(", ")}`);
+}
+
+/**
+ * A TCP forwarder to `target` (an API server on loopback; TLS passes through, so client certificates work)
+ * that can be partitioned: `freeze()` makes every connection, open or new, go silent (accepted, never
+ * answered), as a network partition between one client and its server does; `thaw()` drops the frozen
+ * connections and forwards new ones again.
+ */
+export async function startFreezableForwarder(target: {
+  host: string;
+  port: number;
+}): Promise<LoopbackProxy & { freeze(): void; thaw(): void }> {
+  const handled: string[] = [];
+  let frozen = false;
+  const sockets = new Set<Socket>();
+  const server = createTcpServer((client) => {
+    handled.push(`connection from ${client.remotePort}`);
+    sockets.add(client);
+    client.on("close", () => sockets.delete(client));
+    client.on("error", () => {});
+    if (frozen) return;
+    const upstream = connect(target.port, target.host);
+    sockets.add(upstream);
+    upstream.on("close", () => sockets.delete(upstream));
+    upstream.on("error", () => client.destroy());
+    client.on("close", () => upstream.destroy());
+    client.pipe(upstream).pipe(client);
+  });
+  const port = await listen(server);
+  return {
+    url: `https://127.0.0.1:${port}`,
+    port,
+    handled,
+    freeze() {
+      frozen = true;
+      for (const socket of sockets) {
+        socket.unpipe();
+        socket.pause();
+      }
+    },
+    thaw() {
+      frozen = false;
+      for (const socket of sockets) socket.destroy();
+    },
+    close: () => closeServer(server, sockets),
+  };
 }

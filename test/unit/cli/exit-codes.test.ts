@@ -1,6 +1,8 @@
+import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXIT_CHANGES, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "../../../src/commands/command.ts";
 import { commands } from "../../../src/commands/main.ts";
@@ -140,6 +142,33 @@ describe("exit codes", () => {
       expect(run.stderr, command).toContain("ECONNREFUSED");
     }
   });
+
+  it("a service whose hub is unreachable at start says so in one log line naming the hub, and exits 2", async () => {
+    // A real process: the service logs (pino) to its own stdout. Found by the soak: a replica restarted while
+    // cut off from the hub printed a bare undici stack that named an address only.
+    const config = join(work, "run.yaml");
+    await writeFile(
+      config,
+      `repository:\n  url: http://127.0.0.1:9/fleet.git\ncacheDir: ${join(work, "cache")}\nmetricsPort: 0\n`,
+    );
+    const argv = ["run", "--config", config, "--kodata", work, "--kubeconfig", unreachableHub];
+    const run = await promisify(execFile)(process.execPath, [join(repoRoot, "src", "cli.ts"), ...argv], {
+      env: { PATH: process.env.PATH ?? "" },
+    }).then(
+      () => ({ code: EXIT_OK, stdout: "", stderr: "" }),
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(run.code).toBe(EXIT_ERROR);
+    expect(run.stderr).toBe("");
+    const lines = run.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines.find((line) => line.level === 60)).toMatchObject({
+      msg: "could not start; exiting so a restart tries again",
+      err: expect.stringMatching(/hub API server https:\/\/127\.0\.0\.1:9 did not answer .*ECONNREFUSED/),
+    });
+  }, 60_000); // a Node process that loads the whole service: seconds on a loaded machine
 
   it("config-file errors name file, line, column and key, as fleet-file errors do", async () => {
     const run = await runCli("validate", "--config", badConfig(), join(repoRoot, "fleet-example"));

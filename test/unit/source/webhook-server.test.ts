@@ -127,6 +127,29 @@ describe("the webhook listener", () => {
     expect((await fetch(url, { method: "POST", body, headers })).status).toBe(202);
   });
 
+  it("a standby checks a delivery as the leader does: a forged one is refused, a good one is left to the leader", async () => {
+    // Found by the soak's webhook flood: a standby answered 202 to every delivery, forged ones too, so a
+    // sender with a wrong secret saw success whenever the Service picked a standby.
+    let leading = false;
+    const { url, pushes } = await webhookServer({ standby: () => (leading ? undefined : "not the leader") });
+    const good = push();
+    const forged = {
+      ...good,
+      headers: { ...good.headers, "x-hub-signature-256": `sha256=${"0".repeat(64)}` },
+    };
+    const answer = async (delivery: { body: string; headers: Record<string, string> }) => {
+      const res = await fetch(url, { method: "POST", body: delivery.body, headers: delivery.headers });
+      return [res.status, await res.json()];
+    };
+    expect(await answer(forged)).toEqual([403, { error: "bad signature" }]);
+    expect(await answer(good)).toEqual([202, { sync: "left to the leader", reason: "not the leader" }]);
+    expect(pushes).toEqual([]);
+    leading = true;
+    expect(await answer(forged)).toEqual([403, { error: "bad signature" }]);
+    expect(await answer(good)).toEqual([202, { sync: "triggered" }]);
+    expect(pushes).toEqual(["refs/heads/main"]);
+  });
+
   it("ignores a repeated delivery id within the window", async () => {
     const { url, pushes } = await webhookServer();
     const first = push("72d3162e-cc78-11e3-81ab-4c9367dc0958");
