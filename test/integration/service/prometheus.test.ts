@@ -332,17 +332,29 @@ describe("alerts and dashboard against a real Prometheus", () => {
       if (values.length === 0) empty.push(`${panel}: ${expr}`);
     }
     expect(empty, "panels whose query returns no data").toEqual([]);
-    // The fleet table names every cluster with its installed release and Ready.
-    const { result } = await api<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(
-      `/api/v1/query?query=${encodeURIComponent(
-        dashboard.panels
-          .find((p) => p.type === "table")!
-          .targets![0]!.expr.replaceAll("$job", "knative-fleet"),
-      )}`,
-    );
-    expect(
-      result.map((r) => [r.metric.cluster, r.metric.kind, Boolean(r.metric.version), r.value[1]]).sort(),
-    ).toEqual(SPOKES.map((s) => [clusterOf(s), "KnativeServing", true, "1"]));
+    // The fleet table names every cluster with its installed release and Ready, once the fleet is Ready
+    // again: the test before rolled a fix out to the canary, which becomes Ready some seconds after.
+    const table = async () => {
+      const { result } = await api<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(
+        `/api/v1/query?query=${encodeURIComponent(
+          dashboard.panels
+            .find((p) => p.type === "table")!
+            .targets![0]!.expr.replaceAll("$job", "knative-fleet"),
+        )}`,
+      );
+      return result
+        .map((r) => [r.metric.cluster, r.metric.kind, Boolean(r.metric.version), r.value[1]])
+        .sort();
+    };
+    const everyClusterReady = SPOKES.map((s) => [clusterOf(s), "KnativeServing", true, "1"]);
+    for (const spoke of SPOKES)
+      await waitUntil(`serving-${spoke} Ready`, async () =>
+        (await isReady(hub, "KnativeServing", `serving-${spoke}`)) ? true : undefined,
+      );
+    await waitUntil("the fleet table shows every cluster Ready", async () =>
+      JSON.stringify(await table()) === JSON.stringify(everyClusterReady) ? true : undefined,
+    ).catch(() => undefined);
+    expect(await table()).toEqual(everyClusterReady);
   });
 
   it("the service stopped: KnativeFleetDown fires", async () => {
