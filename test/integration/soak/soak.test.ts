@@ -33,7 +33,7 @@ it("a short soak of a fleet with leader election under pushes, churn and faults:
   });
   console.log(renderReport(result));
   // It did what a soak is for: pushes of several kinds, faults, churn, deletions at the end.
-  expect(result.pushes.length).toBeGreaterThanOrEqual(6);
+  expect(result.pushes.length).toBeGreaterThanOrEqual(3); // a push every 10-18 s for a minute
   expect(result.faults.length).toBeGreaterThanOrEqual(4);
   expect(result.finalized.length).toBeGreaterThan(0);
   expect(result.convergence.length).toBeGreaterThan(0);
