@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { ConditionType } from "../../../src/api/conditions.ts";
 import type { Condition } from "../../../src/api/knative.ts";
 import { MANAGED_BY, MANAGED_BY_LABEL, SOURCE_REPOSITORY_ANNOTATION } from "../../../src/api/labels.ts";
 import { renderStatusTable, statusRows } from "../../../src/commands/status.ts";
@@ -19,14 +20,7 @@ const condition = (type: string, status: Condition["status"], reason?: string, m
   ...(reason && { reason }),
   ...(message && { message }),
 });
-const TRUE = [
-  "DependenciesInstalled",
-  "DeploymentsAvailable",
-  "InstallSucceeded",
-  "Ready",
-  "TargetClusterResolved",
-  "VersionMigrationEligible",
-].map((type) => condition(type, "True"));
+const TRUE = Object.values(ConditionType).map((type) => condition(type, "True"));
 const replacing = (...changed: ReturnType<typeof condition>[]) =>
   TRUE.map((c) => changed.find((d) => d.type === c.type) ?? c);
 

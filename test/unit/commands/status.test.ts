@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { ConditionType } from "../../../src/api/conditions.ts";
 import type { Condition } from "../../../src/api/knative.ts";
 import { isSettled, renderStatusTable, statusRows } from "../../../src/commands/status.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
@@ -6,14 +7,7 @@ import { runCli } from "../../support/cli.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
-const READY: Condition[] = [
-  "DependenciesInstalled",
-  "DeploymentsAvailable",
-  "InstallSucceeded",
-  "Ready",
-  "TargetClusterResolved",
-  "VersionMigrationEligible",
-].map((type) => ({ type, status: "True" }));
+const READY: Condition[] = Object.values(ConditionType).map((type) => ({ type, status: "True" }));
 
 interface CrOptions {
   kind?: "KnativeServing" | "KnativeEventing";
