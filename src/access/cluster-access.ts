@@ -37,6 +37,11 @@ export interface ClusterAccessOptions {
   /** How long the first request to a new client (GET /version) may take (default 10 s). */
   probeTimeoutMs?: number;
   logger?: Logger;
+  /**
+   * The sharding filter: a ClusterProfile (`namespace/name`) this replica does not reconcile now gets no
+   * client, no plugin run and no probe. All are reached when unset.
+   */
+  owns?(cluster: string): boolean;
   /** Called after every exec plugin run, with the provider and ClusterProfile, for metrics. */
   onPluginRun?(run: { provider: string; cluster: string; durationMs: number; error: boolean }): void;
 }
@@ -149,6 +154,26 @@ export class ClusterAccess {
     ]);
   }
 
+  /**
+   * Closes the clients of the ClusterProfiles `owns` no longer admits, aborting their requests in flight:
+   * a replica that handed a cluster on sends it nothing more, even from a reconcile still running.
+   */
+  releaseUnowned(): void {
+    const owns = this.#options.owns;
+    if (!owns) return;
+    for (const [key, entry] of this.#entries) {
+      if (owns(key)) continue;
+      this.#entries.delete(key);
+      const reason = new AccessError(TargetClusterReason.RemoteClusterStale, notOwned(key));
+      entry.connection.close(reason, "abort").catch((err) => {
+        this.#logger.warn(
+          { clusterProfile: key, err: String(err) },
+          "closing a handed-on spoke client failed",
+        );
+      });
+    }
+  }
+
   async #resolve(ref: ClusterProfileRef): Promise<SpokeClient> {
     const key = profileKey(ref);
     this.#checkOpen();
@@ -169,6 +194,8 @@ export class ClusterAccess {
     for (let attempt = 1; ; attempt++) {
       const profile = await this.#readProfile(ref);
       this.#checkOpen();
+      if (this.#options.owns && !this.#options.owns(key))
+        throw new AccessError(TargetClusterReason.RemoteClusterStale, notOwned(key));
       const health = profileHealth(profile);
       if (!health.healthy) throw new AccessError(TargetClusterReason.ClusterProfileNotReady, health.message);
       const entry = this.#entryFor(
@@ -408,3 +435,6 @@ function hubErrorText(err: unknown): string {
     return `HTTP ${err.status}${err.serverMessage ? `: ${err.serverMessage}` : ""}`;
   return causeText(err);
 }
+
+const notOwned = (key: string): string =>
+  `another replica reconciles ClusterProfile ${key} now (sharding); this one no longer reaches it`;

@@ -117,6 +117,11 @@ export class DeploymentWatches {
     this.leave(formatIdentity(identityOf(resource)), []);
   }
 
+  /** Every CR on a cluster `drop` names waits no more (another replica reconciles it now). */
+  releaseClusters(drop: (cluster: string) => boolean): void {
+    for (const [key, waiter] of this.waiters) if (drop(waiter.cluster)) this.leave(key, []);
+  }
+
   /** How many watches run, for tests and metrics. */
   get watchCount(): number {
     return this.watches.size;

@@ -39,6 +39,8 @@ export interface FleetMetrics {
    * now, so two replicas never report one cluster differently.
    */
   forgetCluster(cluster: string): void;
+  /** The clusters this replica reports series for. */
+  reportedClusters(): string[];
   /** The prune of the last sync: what it deleted, or how many CRs wait and why. */
   pruned(r: { outcome: PruneOutcome; count: number }): void;
   statusCommitFinished(r: { outcome: StatusCommitOutcome }): void;
@@ -257,6 +259,7 @@ export function createMetrics(): FleetMetrics {
       kindsOf.delete(cluster);
       providersOf.delete(cluster);
     },
+    reportedClusters: () => [...new Set([...kindsOf.keys(), ...providersOf.keys()])],
     reconcileFinished({ kind, cluster, durationMs, error, ready, drift, requests, reachable, version }) {
       const labels = { kind, cluster };
       remember(kindsOf, cluster, kind);

@@ -149,7 +149,7 @@ export class KnativeController {
       return undefined;
     }
     // Another replica's shard: its owner reconciles it; this replica queues it again when it gains it.
-    if (this.options.owns && !this.options.owns(clusterOf(object))) return undefined;
+    if (!this.owns(object)) return undefined;
     const started = Date.now();
     const log = this.options.deps.log.child({ cr: `${namespace}/${name}`, kind });
     const admission = this.options.admits?.(object) ?? { admitted: true };
@@ -194,6 +194,7 @@ export class KnativeController {
     }
     await this.ensureFinalizer(object, FINALIZERS[kind]);
     const outcome = await reconcileInstall(resource, this.options.deps);
+    if (!this.owns(object)) return undefined; // handed on meanwhile: the new owner writes its status
     const statusWritten = await this.writeStatus(object, outcome.status);
     const ready = readinessOf({ metadata: object.metadata, status: outcome.status }).phase === "Current";
     report({
@@ -230,12 +231,18 @@ export class KnativeController {
         return parsed.success ? [parsed.data] : [];
       });
     const outcome = await finalizeInstall(resource, hubCrs, this.options.deps, log);
+    if (!this.owns(object)) return false; // handed on meanwhile: the new owner finishes the cleanup
     if (!outcome.release) {
       await this.writeStatus(object, outcome.status);
       throw outcome.error;
     }
     await this.removeFinalizer(object, finalizer);
     return true;
+  }
+
+  /** Whether this replica reconciles the CR's cluster now (sharding); always when not sharded. */
+  private owns(object: KubeObject): boolean {
+    return this.options.owns?.(clusterOf(object)) ?? true;
   }
 
   private async ensureFinalizer(object: KubeObject, finalizer: string): Promise<void> {

@@ -49,6 +49,11 @@ export interface Reconciler {
   access: ClusterAccess;
   /** The Deployment watches of installs rolling out. */
   deploymentWatches: DeploymentWatches;
+  /**
+   * Lets go at once of every cluster `owns` no longer admits: its spoke client is closed (requests in
+   * flight aborted) and its Deployment watches stop. Reconciles still running on it fail and write nothing.
+   */
+  releaseUnowned(): void;
   stop(): Promise<void>;
 }
 
@@ -78,6 +83,7 @@ export async function startReconciler(options: ReconcilerOptions): Promise<Recon
     namespaces: options.allowedClusterProfileNamespaces,
     policy: options.accessPolicy,
     logger: options.log,
+    owns: options.owns,
     onPluginRun: options.onPluginRun,
   });
   const deploymentWatches = new DeploymentWatches({
@@ -128,6 +134,12 @@ export async function startReconciler(options: ReconcilerOptions): Promise<Recon
     controller,
     access,
     deploymentWatches,
+    releaseUnowned() {
+      const owns = options.owns;
+      if (!owns) return;
+      deploymentWatches.releaseClusters((cluster) => !owns(cluster));
+      access.releaseUnowned();
+    },
     async stop() {
       await controller.stop();
       deploymentWatches.stop();

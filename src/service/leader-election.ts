@@ -4,6 +4,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { KubeClient } from "../kube/client.ts";
 import { isConflict } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
+import { settleWithin } from "./settle-within.ts";
 
 /**
  * "<pod name>_<uuid>", as client-go builds it from the hostname: the pod name says who leads, the uuid keeps a
@@ -332,35 +333,3 @@ const aborted = (signal: AbortSignal): Promise<void> =>
     if (signal.aborted) resolve();
     else signal.addEventListener("abort", () => resolve(), { once: true });
   });
-
-/**
- * The promise's outcome, or undefined once `ms` passed or `signal` aborted. The RestClient takes no abort
- * signal, so a request that hangs is abandoned rather than cancelled: its late answer or error is dropped,
- * and a write that lands late is one more reason every write is conditional on a resourceVersion.
- */
-function settleWithin<T>(promise: Promise<T>, ms: number, signal?: AbortSignal): Promise<T | undefined> {
-  promise.catch(() => undefined); // a rejection after it was abandoned must not surface as unhandled
-  if (signal?.aborted) return Promise.resolve(undefined);
-  return new Promise((resolve, reject) => {
-    const settle = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", abandon);
-    };
-    const abandon = () => {
-      settle();
-      resolve(undefined);
-    };
-    const timer = setTimeout(abandon, ms);
-    signal?.addEventListener("abort", abandon, { once: true });
-    promise.then(
-      (value) => {
-        settle();
-        resolve(value);
-      },
-      (err: unknown) => {
-        settle();
-        reject(err);
-      },
-    );
-  });
-}

@@ -265,9 +265,14 @@ export class FleetService {
       log,
       owns: this.membership && ((cluster) => this.membership!.owns(cluster)),
       onStatusChanged: () => this.statusWriter?.request(),
-      onPluginRun: (run) => this.metrics.execPluginFinished(run),
+      onPluginRun: (run) => {
+        if (this.owns(run.cluster)) this.metrics.execPluginFinished(run);
+      },
       onClusterLeft: (cluster) => this.metrics.forgetCluster(cluster),
       onReconciled: (report) => {
+        // A pass that ended after its cluster was handed on (its client closed under it) is the new owner's
+        // to report: a series or event from here would show a second replica working on the cluster.
+        if (!this.owns(report.cluster)) return;
         if (report.finalized) this.metrics.forgetResource(report);
         else this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
         if (report.statusWritten || report.finalized) this.statusWriter?.request();
@@ -315,14 +320,18 @@ export class FleetService {
       renewDeadlineMs: parseDuration(sharding.renewDeadline),
       retryPeriodMs: parseDuration(sharding.retryPeriod),
       log: log.child({ component: "sharding" }),
+      onNarrowed: () => {
+        this.reconciler?.releaseUnowned();
+        // Its new owner reports it now; a series left here would show the cluster as it was at the hand-off.
+        for (const cluster of this.metrics.reportedClusters())
+          if (!membership.owns(cluster)) this.metrics.forgetCluster(cluster);
+        this.observeShards();
+      },
       settle: async () => {
         const controller = this.reconciler?.controller;
         if (!controller) return;
         const lost = [...controller.clusters()].filter((cluster) => !membership.owns(cluster));
         await Promise.all(lost.map((cluster) => controller.clusterSettled(cluster)));
-        // Its new owner reports it now; a series left here would show the cluster as it was at the hand-off.
-        for (const cluster of lost) this.metrics.forgetCluster(cluster);
-        this.observeShards();
       },
       vouch,
       onWidened: (owned) => {
@@ -335,6 +344,11 @@ export class FleetService {
     this.membership = membership;
     this.reconciler = await this.startReconcile();
     membership.start();
+  }
+
+  /** Whether this replica reconciles the cluster now: its shard's, or every cluster when not sharded. */
+  private owns(cluster: string): boolean {
+    return this.membership?.owns(cluster) ?? true;
   }
 
   private observeShards(): void {

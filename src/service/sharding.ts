@@ -5,6 +5,7 @@ import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { isConflict, isNotFound } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
+import { settleWithin } from "./settle-within.ts";
 
 // ── The assignment: pure ────────────────────────────────────────────────────────────────────────────────
 
@@ -131,7 +132,12 @@ export interface ShardMembershipOptions {
   retryPeriodMs?: number;
   log: Logger;
   /**
-   * The share narrowed: resolves once no reconcile of a cluster this member no longer owns is running.
+   * The share narrowed, called in the same turn (`owns` already says no): stop touching the clusters no
+   * longer owned at once (their spoke clients, watches, series), even while the hub cannot be reached.
+   */
+  onNarrowed(): void;
+  /**
+   * After onNarrowed: resolves once no reconcile of a cluster this member no longer owns is running.
    * Only then does the member acknowledge the new membership, so no other member takes the cluster while
    * it is still being worked on here.
    */
@@ -159,7 +165,9 @@ export interface ShardMembershipOptions {
  * has stopped before the others count it gone.
  */
 export class ShardMembership {
-  private readonly options: Required<Omit<ShardMembershipOptions, "settle" | "onWidened" | "vouch">> &
+  private readonly options: Required<
+    Omit<ShardMembershipOptions, "onNarrowed" | "settle" | "onWidened" | "vouch">
+  > &
     ShardMembershipOptions;
   private readonly leaseName: string;
   private readonly stopping = new AbortController();
@@ -169,6 +177,8 @@ export class ShardMembership {
   private acknowledged = "";
   private lease?: MemberLease;
   private lastRenewSentMs = Number.NEGATIVE_INFINITY;
+  /** Fires at the renew deadline: drops every cluster even while a round hangs on the hub. */
+  private lapseTimer?: NodeJS.Timeout;
   private readonly renewals = new Map<string, Renewal>();
   /** Identities vouched for (for good), and when a refusal may be asked again (performance.now()). */
   private readonly vouched = new Set<string>();
@@ -201,6 +211,7 @@ export class ShardMembership {
   /** Drops every cluster, waits for their reconciles, and deletes the member Lease: the others rebalance at once. */
   async stop(): Promise<void> {
     this.stopping.abort();
+    clearTimeout(this.lapseTimer);
     await this.running;
     await this.narrow([]);
     const lease = this.lease;
@@ -232,14 +243,16 @@ export class ShardMembership {
     }
   }
 
-  /** One round: renew, read the members, narrow to a changed view and acknowledge it, widen once all have. */
+  /**
+   * One round: renew, read the members, narrow to a changed view and acknowledge it, widen once all have.
+   * Each request is given up after the renew deadline, so a hub that stopped answering holds up no round
+   * for longer (the lapse timer has dropped every cluster by then).
+   */
   private async tick(): Promise<void> {
     const { renewDeadlineMs, identity, log } = this.options;
-    await this.renew();
+    await this.renewWithin();
     if (performance.now() - this.lastRenewSentMs >= renewDeadlineMs) {
-      if (this.members.length > 0)
-        log.warn("sharding: the member Lease was not renewed in time; dropping every cluster");
-      await this.narrow([]);
+      await this.lapse();
       return;
     }
     const view = await this.liveMembers();
@@ -247,13 +260,13 @@ export class ShardMembership {
     if (acknowledgedIn(this.lease) !== digest) {
       await this.narrow(view);
       this.acknowledged = digest;
-      await this.renew();
+      await this.renewWithin();
       if (acknowledgedIn(this.lease) !== digest) return; // not written: the others cannot know; next round
     }
     if (this.views.length === 1 && viewDigest(this.members) === digest) return; // settled on this view
     // Read again after this member's acknowledgement was written: a member widens only on what the others
     // acknowledged after it did, which rules out two owners across overlapping membership changes.
-    const leases = await this.listMembers();
+    const leases = await this.listMembersWithin();
     const all = view.every(
       (member) =>
         member === identity ||
@@ -269,11 +282,24 @@ export class ShardMembership {
     this.options.onWidened((cluster) => ownsUnder(before, identity, cluster));
   }
 
+  /**
+   * The renew deadline passed without a renewal: drop every cluster, and acknowledge no view until the
+   * next round has narrowed again, 5 s (lease duration − renew deadline) before any other member may count
+   * this one gone and take its clusters.
+   */
+  private async lapse(): Promise<void> {
+    if (this.views.length === 1 && this.members.length === 0) return; // owns nothing already
+    this.options.log.warn("sharding: the member Lease was not renewed in time; dropping every cluster");
+    this.acknowledged = "";
+    await this.narrow([]);
+  }
+
   /** Narrows the share by `view` (nothing when empty) and waits until no reconcile outside it runs. */
   private async narrow(view: string[]): Promise<void> {
     if (view.length === 0) this.views = [[]];
     else if (viewDigest(this.members) !== viewDigest(view) || this.members.length === 0)
       this.views = [...this.views, view];
+    this.options.onNarrowed();
     await this.options.settle();
   }
 
@@ -286,7 +312,7 @@ export class ShardMembership {
     const now = performance.now();
     const live = new Set<string>([identity]);
     const seen = new Set<string>();
-    const leases = await this.listMembers();
+    const leases = await this.listMembersWithin();
     for (const lease of leases) {
       const name = lease.metadata.name;
       seen.add(name);
@@ -341,6 +367,12 @@ export class ShardMembership {
     this.options.log.warn({ lease, holder }, `sharding: ${what}`);
   }
 
+  private async listMembersWithin(): Promise<MemberLease[]> {
+    const leases = await settleWithin(this.listMembers(), this.options.renewDeadlineMs, this.stopping.signal);
+    if (leases === undefined) throw new Error("the hub did not list the member Leases in time");
+    return leases;
+  }
+
   private async listMembers(): Promise<MemberLease[]> {
     const list = await this.options.client.list(LEASE_API_VERSION, "Lease", {
       namespace: this.options.namespace,
@@ -364,6 +396,27 @@ export class ShardMembership {
         ),
       )
       .catch(() => undefined);
+  }
+
+  /** renew, given up (not cancelled: the write is conditional) once the renew deadline passed. */
+  private async renewWithin(): Promise<void> {
+    await settleWithin(this.renew(), this.options.renewDeadlineMs, this.stopping.signal);
+  }
+
+  /** Notes a renewal sent at `sentMs` that the hub stored, and moves the lapse timer to its deadline. */
+  private renewed(sentMs: number): void {
+    if (sentMs < this.lastRenewSentMs) return; // a late answer to a write abandoned earlier
+    this.lastRenewSentMs = sentMs;
+    clearTimeout(this.lapseTimer);
+    if (this.stopping.signal.aborted) return;
+    this.lapseTimer = setTimeout(
+      () =>
+        void this.lapse().catch((err: unknown) =>
+          this.options.log.warn({ err: String(err) }, "sharding: dropping the clusters failed"),
+        ),
+      sentMs + this.options.renewDeadlineMs - performance.now(),
+    );
+    this.lapseTimer.unref();
   }
 
   /** Writes this member's Lease (renewTime now, the acknowledged view); notes when a write succeeded. */
@@ -390,7 +443,7 @@ export class ShardMembership {
       const method = this.lease ? "PUT" : "POST";
       const path = await this.leasePath(this.lease ? this.leaseName : undefined);
       this.lease = (await client.rest.request<MemberLease>({ method, path, body })).body;
-      this.lastRenewSentMs = sentMs;
+      this.renewed(sentMs);
     } catch (err) {
       // Someone else wrote it (409) or removed it (404): read it again, or create it, next round.
       if (isConflict(err) || isNotFound(err)) {

@@ -140,6 +140,42 @@ describe("reaching the sandbox spokes with the real plugins", () => {
   });
 });
 
+describe("sharding: a cluster this replica does not own is not reached", () => {
+  it("no plugin run and no client for it; a client it had is closed, its requests in flight aborted", async () => {
+    const counted = fixtureProvider("secretreader", "token", {
+      FIXTURE_WRAPPED: sandboxProvider("secretreader").execConfig.command,
+    });
+    const owned = new Set([`${NAMESPACE}/${spoke1.name}`]);
+    const shard = access(providersOf(counted.provider), { owns: (cluster) => owned.has(cluster) });
+    const other = failed(await shard.resolve({ namespace: NAMESPACE, name: spoke2.name }));
+    expect(other).toEqual({
+      reason: "RemoteClusterStale",
+      message: `another replica reconciles ClusterProfile ${NAMESPACE}/${spoke2.name} now (sharding); this one no longer reaches it`,
+    });
+    expect(counted.runs()).toBe(0);
+
+    const mine = await shard.resolve({ namespace: NAMESPACE, name: spoke1.name });
+    if (!mine.ok) throw new Error(mine.message);
+    expect(counted.runs()).toBe(1);
+    // A watch: a request that stays open until the client is closed.
+    const watching = mine.spoke.connection.rest
+      .request({ method: "GET", path: "/api/v1/namespaces?watch=1&timeoutSeconds=30" })
+      .then(
+        () => "answered",
+        (err: Error) => err.message,
+      );
+    await sleep(300);
+    owned.clear(); // handed on
+    shard.releaseUnowned();
+    expect(await watching).toContain("no longer reaches it");
+    await expect(listNamespaces(mine.spoke.connection)).rejects.toThrow(/no longer reaches it/);
+    expect(failed(await shard.resolve({ namespace: NAMESPACE, name: spoke1.name })).reason).toBe(
+      "RemoteClusterStale",
+    );
+    expect(counted.runs()).toBe(1);
+  });
+});
+
 describe("plugin failures are AccessProviderFailed with a message to act on", () => {
   const ref = { namespace: NAMESPACE, name: spoke1.name };
 

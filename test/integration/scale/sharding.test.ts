@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,9 +8,11 @@ import { nameOf } from "../../../src/kube/object.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
 import { memberLeaseName, shardOwner } from "../../../src/service/sharding.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { clustersIn, ownershipViolations, type ReplicaSample } from "../../soak/checks.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { startFreezableForwarder } from "../../support/loopback-proxies.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -53,6 +55,7 @@ async function reconcilesOf(replica: ServiceProcess): Promise<Map<string, number
 describe("sharding over three replicas", () => {
   let git: GitServer;
   let hub: KubeClient;
+  let forwarder: Awaited<ReturnType<typeof startFreezableForwarder>> | undefined;
   const replicas: ServiceProcess[] = [];
   const podNames = new Map<ServiceProcess, string>();
   /** The Pod a replica named POD_NAME runs in, as the chart's Deployment makes it: who vouches for it. */
@@ -67,11 +70,14 @@ describe("sharding over three replicas", () => {
         containers: [{ name: "knative-fleet", image: "knative-fleet:test" }],
       },
     });
-  /** A replica named POD_NAME in its Pod (what vouches for it), sharded, on the test's repository. */
-  const startReplica = async (name: string) => {
+  /**
+   * A replica named POD_NAME in its Pod (what vouches for it), sharded, on the test's repository; `hubKubeconfig`
+   * when it reaches the hub another way than directly.
+   */
+  const startReplica = async (name: string, hubKubeconfig = sandbox.hub.adminKubeconfig) => {
     await replicaPod(name);
     const replica = startFleetProcess({
-      sandbox,
+      sandbox: { ...sandbox, hub: { ...sandbox.hub, adminKubeconfig: hubKubeconfig } },
       service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },
       config: { logLevel: "info", workers: 2, sharding: { enabled: true } },
       scratch,
@@ -177,6 +183,7 @@ describe("sharding over three replicas", () => {
 
   afterAll(async () => {
     await Promise.all(replicas.map((r) => r.stop()));
+    await forwarder?.close();
     await dropHubCrs(hub);
     await cleanSpokes(sandbox, SPOKES); // the installs of the dropped CRs
     await hub.delete("v1", "Namespace", undefined, GROUP);
@@ -321,5 +328,107 @@ describe("sharding over three replicas", () => {
       for (const r of live()) if ((await seriesOf(r, s)).length > 0) reporting.push(podNames.get(r));
       expect(reporting, s).toEqual([podNames.get(byPod(shardOwner(identities, clusterOf(s))!))]);
     }
+  }, 600_000);
+
+  it("a replica cut off from the hub drops its clusters at the renew deadline: no cluster ever has two owners", async () => {
+    // Three members, one reaching the hub through a forwarder that can go silent (a partition: connections
+    // accepted, nothing answered); its spokes stay reachable, so only dropping them in time keeps it off them.
+    while (live().length > 2) await live().at(-1)!.stop();
+    // One of them leads (the Git side) before the third starts: the cut-off one stays a member only.
+    await waitUntil(
+      "a leader among the two",
+      async () =>
+        (await Promise.all(live().map((r) => r.metric("knative_fleet_leader")))).includes(1)
+          ? true
+          : undefined,
+      60_000,
+    );
+    const hubUrl = new URL(sandbox.hub.server);
+    forwarder = await startFreezableForwarder({ host: hubUrl.hostname, port: Number(hubUrl.port) });
+    const kubeconfig = join(scratch, "through-forwarder.kubeconfig");
+    writeFileSync(
+      kubeconfig,
+      readFileSync(sandbox.hub.adminKubeconfig, "utf8").replace(
+        sandbox.hub.server,
+        `https://127.0.0.1:${forwarder.port}`,
+      ),
+    );
+    // One that owns a spoke: a member owns none of the six in 1 run out of 11.
+    let cut: ServiceProcess | undefined;
+    let owning: string[] = [];
+    for (let attempt = 1; owning.length === 0 && attempt <= 4; attempt++) {
+      if (cut) await cut.stop();
+      cut = await startReplica(`replica-cut-${attempt}`, kubeconfig);
+      const identities = await settledMembers(3, 60_000);
+      owning = SPOKES.filter((s) =>
+        shardOwner(identities, clusterOf(s))!.startsWith(`replica-cut-${attempt}_`),
+      );
+    }
+    await waitUntil(
+      "the cut-off replica reports its spokes",
+      async () => {
+        const reported = Object.keys(clustersIn((await cut!.get("/metrics")).body));
+        return owning.every((s) => reported.includes(clusterOf(s))) ? true : undefined;
+      },
+      120_000,
+    );
+
+    // Sample every replica's /metrics together, as the soak does: a cluster's series on two replicas at once
+    // is two owners.
+    const violations: string[] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const samples: ReplicaSample[] = await Promise.all(
+          live().map(async (r) => {
+            const { body } = await r.get("/metrics");
+            return {
+              replica: podNames.get(r)!,
+              at: Date.now(),
+              leader: /^knative_fleet_leader 1$/m.test(body),
+              clusters: clustersIn(body),
+            };
+          }),
+        );
+        for (const found of ownershipViolations(samples, 1_000)) violations.push(found.evidence);
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    })();
+    const frozenAt = performance.now();
+    forwarder.freeze();
+    const survivors = live().filter((r) => r !== cut);
+    const takenAt = await waitUntil(
+      "the survivors report the cut-off replica's spokes",
+      async () => {
+        const reported = (
+          await Promise.all(
+            survivors.map(async (r) => Object.keys(clustersIn((await r.get("/metrics")).body))),
+          )
+        ).flat();
+        return owning.every((s) => reported.includes(clusterOf(s))) ? performance.now() : undefined;
+      },
+      3 * LEASE_DURATION_MS,
+    );
+    const stillReported = Object.keys(clustersIn((await cut!.get("/metrics")).body));
+    await new Promise((resolve) => setTimeout(resolve, 25_000 - (performance.now() - frozenAt)));
+    forwarder.thaw();
+    // Back: it acknowledges the view with it again, and takes its share once every member has.
+    await settledMembers(3, 60_000);
+    sampling = false;
+    await sampler;
+    console.log(
+      `sharding: ${owning.join(", ")} taken over ${((takenAt - frozenAt) / 1000).toFixed(1)} s after the partition; ` +
+        `${violations.length} overlapping samples`,
+    );
+    expect(stillReported, "the cut-off replica's series once the survivors took over").toEqual([]);
+    expect(violations).toEqual([]);
+    expect(readFileSync(cut!.logFile, "utf8")).toContain(
+      "sharding: the member Lease was not renewed in time; dropping every cluster",
+    );
+    // Its spokes reconciled by one replica each after a change: the membership is whole again.
+    const identities = await settledMembers(3, 30_000);
+    const before = await snapshot();
+    await pushTarget("225");
+    expectOneOwnerEach(await reconciledSince(before), identities);
   }, 600_000);
 });

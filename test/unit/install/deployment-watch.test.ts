@@ -121,6 +121,21 @@ describe("DeploymentWatches", () => {
     expect(watches.watchCount).toBe(0);
   });
 
+  it("releasing a cluster (handed to another shard) stops its watches and keeps the others'", () => {
+    const { watches, cache, caches } = setUp();
+    const other = cr("KnativeServing", "other");
+    watches.await("spoke-1", CLIENT, SERVING, SERVING_DESIRED);
+    watches.await("spoke-2", CLIENT, other, [deployment("knative-serving", "activator")]);
+    expect(watches.watchCount).toBe(3);
+    watches.releaseClusters((cluster) => cluster === "spoke-1");
+    expect(watches.watchCount).toBe(1);
+    expect(cache("knative-serving")).toHaveLength(1);
+    expect(caches.filter((c) => c.stopped).map((c) => c.opened)).toEqual([
+      "knative-serving",
+      "kourier-system",
+    ]);
+  });
+
   it("a watch on another cluster is another watch; a CR that moved leaves the old cluster's", () => {
     const { watches, caches } = setUp();
     watches.await("spoke-1", CLIENT, SERVING, SERVING_DESIRED);

@@ -206,8 +206,10 @@ describe("fleet metrics", () => {
     expect(await naming('kind="KnativeEventing"')).toEqual([]);
     expect(await naming('kind="KnativeServing",cluster="fleet/spoke-1"')).not.toEqual([]);
 
+    expect(metrics.reportedClusters().sort()).toEqual(["fleet/spoke-1", "fleet/spoke-2"]);
     metrics.forgetCluster("fleet/spoke-1");
     expect(await naming('cluster="fleet/spoke-1"')).toEqual([]);
+    expect(metrics.reportedClusters()).toEqual(["fleet/spoke-2"]);
     expect(await naming('cluster="fleet/spoke-2"')).not.toEqual([]);
   });
 });
