@@ -84,12 +84,12 @@ export class SpokeConnection {
 
   /**
    * Refuses new requests with `reason`. "drain" lets requests in flight finish (the client was replaced);
-   * "abort" ends them (shutdown).
+   * "abort" ends them, failing with the reason (shutdown, or the cluster handed to another shard).
    */
   async close(reason: AccessError, mode: "drain" | "abort"): Promise<void> {
     this.#closedBecause ??= reason;
     this.authenticator.close();
-    await this.transport.close(mode);
+    await this.transport.close(mode, this.#closedBecause);
   }
 }
 

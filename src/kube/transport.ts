@@ -77,11 +77,11 @@ export class KubeTransport implements RestTransport {
     };
   }
 
-  /** "drain" lets requests in flight finish; "abort" ends them. */
-  async close(mode: "drain" | "abort"): Promise<void> {
+  /** "drain" lets requests in flight finish; "abort" ends them, failing with `reason` when given. */
+  async close(mode: "drain" | "abort", reason?: Error): Promise<void> {
     const dispatcher = this.#pool?.dispatcher;
     this.#pool = undefined;
-    if (dispatcher) await (mode === "drain" ? dispatcher.close() : dispatcher.destroy());
+    if (dispatcher) await (mode === "drain" ? dispatcher.close() : dispatcher.destroy(reason ?? null));
   }
 
   #dispatcherFor(certificate: { cert: string; key: string } | undefined): Dispatcher {

@@ -149,6 +149,7 @@ describe("sharding: a cluster this replica does not own is not reached", () => {
     const shard = access(providersOf(counted.provider), { owns: (cluster) => owned.has(cluster) });
     const other = failed(await shard.resolve({ namespace: NAMESPACE, name: spoke2.name }));
     expect(other).toEqual({
+      ok: false,
       reason: "RemoteClusterStale",
       message: `another replica reconciles ClusterProfile ${NAMESPACE}/${spoke2.name} now (sharding); this one no longer reaches it`,
     });
