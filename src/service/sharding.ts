@@ -414,7 +414,7 @@ export class ShardMembership {
         void this.lapse().catch((err: unknown) =>
           this.options.log.warn({ err: String(err) }, "sharding: dropping the clusters failed"),
         ),
-      sentMs + this.options.renewDeadlineMs - performance.now(),
+      Math.max(0, sentMs + this.options.renewDeadlineMs - performance.now()), // a late answer: at once
     );
     this.lapseTimer.unref();
   }

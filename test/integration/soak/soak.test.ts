@@ -9,22 +9,20 @@ import { renderReport } from "../../soak/report.ts";
 import { imageRuntime } from "../../support/dockerfile.ts";
 import { repoRoot } from "../../support/shared.ts";
 
-// The soak's short pace (scripts/soak.ts --pace short): the fleet with leader election under a round of
-// random pushes, ClusterProfile churn and faults, then the faults stop; every invariant counter must be 0.
-// The same driver runs the hour of docs/reliability.md, with the sharded fleet beside it: that one still
-// breaks one-owner-per-cluster (a member cut off from the hub, a client built for a cluster another member
-// owns; open, docs/reliability.md), so CI does not run it until that is fixed. The seed is fixed so a CI
-// run is repeatable in what it does (KNATIVE_FLEET_SOAK_SEED tries another); the report names it.
+// The soak's short pace (scripts/soak.ts --pace short): a fleet with leader election and a sharded one side
+// by side under a round of random pushes, ClusterProfile churn and faults, then the faults stop; every
+// invariant counter must be 0. The same driver runs the hour of docs/reliability.md. The seed is fixed so a
+// CI run is repeatable in what it does (KNATIVE_FLEET_SOAK_SEED tries another); the report names it.
 
 const sandbox = loadSandbox();
 
-it("a short soak of a fleet with leader election under pushes, churn and faults: every invariant counter stays 0", async () => {
+it("a short soak of a leader-election fleet and a sharded one under pushes, churn and faults: every invariant counter stays 0", async () => {
   const workDir = mkdtempSync(join(tmpdir(), "knative-fleet-soak-"));
   const cli = join(repoRoot, "src", "cli.ts");
   const image = imageRuntime(workDir, cli);
   const result = await runSoak({
     ...SOAK_PACES.short,
-    modes: ["leader"],
+    modes: ["leader", "sharding"],
     sandbox,
     seed: Number(process.env.KNATIVE_FLEET_SOAK_SEED ?? 31),
     runtime: { entry: cli, nodeArgs: image.nodeArgs, env: image.env },
@@ -33,7 +31,7 @@ it("a short soak of a fleet with leader election under pushes, churn and faults:
   });
   console.log(renderReport(result));
   // It did what a soak is for: pushes of several kinds, faults, churn, deletions at the end.
-  expect(result.pushes.length).toBeGreaterThanOrEqual(3); // a push every 10-18 s for a minute
+  expect(result.pushes.length).toBeGreaterThanOrEqual(6); // each fleet: a push every 10-18 s for a minute
   expect(result.faults.length).toBeGreaterThanOrEqual(4);
   expect(result.finalized.length).toBeGreaterThan(0);
   expect(result.convergence.length).toBeGreaterThan(0);

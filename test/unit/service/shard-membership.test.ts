@@ -9,7 +9,8 @@ import { type MemberLease, ShardMembership } from "../../../src/service/sharding
 // ShardMembership's timing over a hub that keeps member Leases (a fake: the membership protocol is logic
 // over conditional writes; test/integration/scale/sharding.test.ts runs it on a real hub). Short timings:
 // 600 ms lease, 400 ms renew deadline, 100 ms retry period. A member is cut off from the hub by making
-// every request it sends hang, as a partition does (the connection accepts and never answers).
+// every request it sends hang, as a partition does (the connection accepts and answers nothing until it
+// heals; then the answers arrive, late).
 
 const LEASE_MS = 600;
 const DEADLINE_MS = 400;
@@ -41,10 +42,14 @@ function leaseHub() {
     if (body!.metadata.resourceVersion !== current.metadata.resourceVersion) return fail(409, "Conflict");
     return store(body!);
   };
-  /** A client of the hub for one member; while `cut()` says so, each of its requests hangs for good. */
+  /** A client of the hub for one member; while `cut()` says so, its requests wait for `heal()`. */
+  const held: (() => void)[] = [];
+  const heal = () => {
+    for (const release of held.splice(0)) release();
+  };
   const client = (cut: () => boolean): KubeClient => {
     const answer = <T>(respond: () => T): Promise<T> =>
-      cut() ? new Promise<T>(() => {}) : sleep(2).then(respond);
+      cut() ? new Promise<void>((resolve) => held.push(resolve)).then(respond) : sleep(2).then(respond);
     return {
       path: async (_apiVersion: string, _kind: string, namespace: string, name?: string) =>
         `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases${name ? `/${name}` : ""}`,
@@ -57,7 +62,7 @@ function leaseHub() {
       },
     } as unknown as KubeClient;
   };
-  return { client };
+  return { client, heal };
 }
 
 interface Member {
@@ -69,7 +74,11 @@ interface Member {
 }
 
 const started: ShardMembership[] = [];
+const warnings: string[] = [];
+const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+process.on("warning", onWarning);
 afterEach(async () => {
+  expect(warnings.splice(0), "process warnings (a negative timer: a late answer)").toEqual([]);
   await Promise.all(started.splice(0).map((m) => m.stop()));
 });
 
@@ -134,8 +143,10 @@ describe("a shard member cut off from the hub", () => {
     expect(droppedAt! - cutAt).toBeLessThan(DEADLINE_MS + 50);
     expect(owned(a)).toEqual([]);
 
-    // The hub answers a again: it rejoins, and the two split the clusters again, never sharing one.
+    // The partition heals: a's old requests are answered (late), it rejoins, and the two split the clusters
+    // again, never sharing one.
     a.cut = false;
+    hub.heal();
     await watchOwners([a, b], () => everyClusterOwned() && owned(a).length > 0, 10_000);
     expect(owned(a).length + owned(b).length).toBe(CLUSTERS.length);
   });
@@ -148,6 +159,7 @@ describe("a shard member cut off from the hub", () => {
     await sleep(DEADLINE_MS + 60);
     expect(owned(a)).toEqual([]);
     a.cut = false;
+    hub.heal();
     await watchOwners([a], () => owned(a).length === CLUSTERS.length, 5_000);
   });
 });
