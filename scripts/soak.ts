@@ -2,7 +2,11 @@
 // invariants checked all along (test/soak/: the driver, the checks, the report). Two fleets run side by side,
 // one per configuration: two replicas with leader election, three with sharding.
 // Usage: [KNATIVE_FLEET_SANDBOX=<state dir>] node scripts/soak.ts [--pace long|short] [--duration 60m]
-//        [--seed N] [--spokes-per-fleet 3] [--fleets leader,sharding] [--entry dist|src] [--report FILE]
+//        [--seed N] [--spokes-per-fleet 3] [--fleets leader,sharding] [--faults KIND,...] [--entry dist|src]
+//        [--report FILE]
+// --faults limits the faults to those kinds (test/soak/faults.ts FAULT_KINDS): without the ones that end
+// replica processes (hub-freeze, hub-restart, replica-partition, replica-kill) every process lives the whole
+// run, which is what an hourly resource slope needs.
 // --pace long (the default) is the hour of docs/reliability.md; short is what CI runs
 // (test/integration/soak/soak.test.ts). --duration overrides the pace's (Go duration: 90s, 20m, 1h).
 // --entry dist (the default) runs the built CLI as the image does (npm run build first): the Dockerfile's node
@@ -16,6 +20,7 @@ import { parseArgs } from "node:util";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { down, readSandbox, up } from "../test/sandbox/sandbox.ts";
 import { runSoak, SOAK_PACES } from "../test/soak/driver.ts";
+import { FAULT_KINDS, type FaultKind } from "../test/soak/faults.ts";
 import { passed, renderReport } from "../test/soak/report.ts";
 import { builtCli, imageRuntime } from "../test/support/dockerfile.ts";
 import { repoRoot } from "../test/support/shared.ts";
@@ -29,6 +34,7 @@ const { values } = parseArgs({
     entry: { type: "string", default: "dist" },
     report: { type: "string" },
     fleets: { type: "string", default: "leader,sharding" },
+    faults: { type: "string" },
   },
 });
 const fail = (message: string): never => {
@@ -54,6 +60,13 @@ const modes = values.fleets
     mode === "leader" || mode === "sharding"
       ? mode
       : fail(`--fleets takes leader and/or sharding, not ${mode}`),
+  );
+const faultKinds = values.faults
+  ?.split(",")
+  .map((kind) =>
+    (FAULT_KINDS as readonly string[]).includes(kind)
+      ? (kind as FaultKind)
+      : fail(`--faults takes some of ${FAULT_KINDS.join(", ")}, not ${kind}`),
   );
 const workDir = mkdtempSync(join(tmpdir(), "knative-fleet-soak-"));
 const cli =
@@ -83,6 +96,7 @@ try {
   const result = await runSoak({
     ...pace,
     modes,
+    ...(faultKinds && { faultKinds }),
     sandbox,
     durationMs: duration,
     seed,

@@ -20,7 +20,7 @@ import {
   judgeLogLine,
   parseRefUpdate,
 } from "./checks.ts";
-import { type FaultRecord, Faults } from "./faults.ts";
+import { FAULT_KINDS, type FaultKind, type FaultRecord, Faults } from "./faults.ts";
 import { BOT_AUTHOR, minorOf, type ProcessRuntime, SoakFleet } from "./fleet.ts";
 import { type ExpectedCr, nextPush } from "./model.ts";
 import { anchorsOn, notReady, Observer, type ResourceSample, withTimeout } from "./observer.ts";
@@ -54,6 +54,8 @@ export interface SoakOptions {
   churnEverySeconds: [number, number];
   /** Faults in progress at once, at most. */
   maxFaults: number;
+  /** The kinds of fault injected (default all). */
+  faultKinds?: readonly FaultKind[];
   log: (line: string) => void;
 }
 
@@ -67,7 +69,11 @@ export interface PushRecord {
 }
 
 export interface SoakResult {
-  options: Omit<SoakOptions, "sandbox" | "log" | "runtime"> & { runtime: string; spokes: number };
+  options: Omit<SoakOptions, "sandbox" | "log" | "runtime" | "faultKinds"> & {
+    runtime: string;
+    spokes: number;
+    faultKinds: readonly FaultKind[];
+  };
   startedAt: number;
   endedAt: number;
   fleets: { repo: string; mode: string; replicas: string[]; spokes: readonly string[] }[];
@@ -144,7 +150,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       }),
   );
   let step = "setting up";
-  const faults = new Faults({ sandbox, git, fleets, clients, rng, log });
+  const faults = new Faults({ sandbox, git, fleets, clients, rng, kinds: options.faultKinds, log });
   const observer = new Observer({
     hub: adminClient(sandbox.hub),
     fleets,
@@ -176,6 +182,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
         faultEverySeconds: options.faultEverySeconds,
         churnEverySeconds: options.churnEverySeconds,
         maxFaults: options.maxFaults,
+        faultKinds: options.faultKinds ?? FAULT_KINDS,
         runtime: `node ${[...options.runtime.nodeArgs, options.runtime.entry.replace(/^.*\/(src|dist)\//, "$1/")].join(" ")}`,
         spokes: used.length,
       },

@@ -44,6 +44,8 @@ export interface FaultContext {
   /** An admin client per cluster (hub and spokes), to wait until a restarted API server answers. */
   clients: ReadonlyMap<string, KubeClient>;
   rng: () => number;
+  /** The kinds of fault that may be started (all when unset). */
+  kinds?: readonly FaultKind[];
   log: (line: string) => void;
 }
 
@@ -102,7 +104,8 @@ export class Faults {
         run: (r) => this.slowPlugin(r, fleet, between(rng, 20, 50), between(rng, 3, 8)),
       },
     );
-    const free = candidates.filter((c) => !this.active.has(c.target));
+    const kinds = this.context.kinds ?? FAULT_KINDS;
+    const free = candidates.filter((c) => kinds.includes(c.kind) && !this.active.has(c.target));
     if (free.length === 0) return false;
     const choice = free[Math.floor(rng() * free.length)]!;
     const record: FaultRecord = {

@@ -1,6 +1,7 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { INVARIANTS, type Invariant, quantile, slopePerHour } from "./checks.ts";
 import type { SoakResult } from "./driver.ts";
+import { FAULT_KINDS } from "./faults.ts";
 import type { ResourceSample } from "./observer.ts";
 
 // The soak's report in Markdown: the seed and the machine, the invariant counters (all 0 to pass) with each
@@ -86,7 +87,7 @@ export function renderReport(result: SoakResult): string {
       (f) =>
         `- Fleet \`${f.repo}\` (${f.mode === "leader" ? "leader election" : "sharding"}): replicas ${f.replicas.join(", ")}; spokes ${f.spokes.join(", ")}.`,
     ),
-    `- Pace: rounds of ${result.options.roundMs / 1000} s, a push to each fleet every ${result.options.pushEverySeconds.join("-")} s, a fault every ${result.options.faultEverySeconds.join("-")} s (at most ${result.options.maxFaults} at once), churn every ${result.options.churnEverySeconds.join("-")} s; convergence bound ${result.options.convergeBoundMs / 1000} s.`,
+    `- Pace: rounds of ${result.options.roundMs / 1000} s, a push to each fleet every ${result.options.pushEverySeconds.join("-")} s, a fault every ${result.options.faultEverySeconds.join("-")} s (at most ${result.options.maxFaults} at once; ${result.options.faultKinds.length === FAULT_KINDS.length ? "every kind" : `only ${result.options.faultKinds.join(", ")}`}), churn every ${result.options.churnEverySeconds.join("-")} s; convergence bound ${result.options.convergeBoundMs / 1000} s.`,
     "",
     "## Invariants",
     "",
