@@ -23,7 +23,9 @@ import {
   openState,
   ROLLOUT_KEY_SECRET,
   ROLLOUT_KEY_SECRET_KEY,
+  ROLLOUT_KEY_SECRET_LAST,
   ROLLOUT_STATE_CONFIGMAP,
+  ROLLOUT_STATE_MAC_KEY,
   type RolloutState,
   sealState,
   stateBinding,
@@ -110,6 +112,8 @@ export class RolloutStage {
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
   #key: Uint8Array | undefined;
+  /** The HMAC of the last state stored, as the key Secret records it (read once per leader, then kept). */
+  #last: string | undefined;
   /** The state text this leader last stored: a different one read back was written by someone else. */
   #written: string | undefined;
   /** The refused state text last reported, so a refusal is one Event, not one a sync. */
@@ -271,7 +275,7 @@ export class RolloutStage {
     }
     const data = configMap?.data as Record<string, unknown> | undefined;
     const { namespace, source } = this.#options;
-    let opened: OpenedState = openState(data, key, stateBinding(namespace, source.repository));
+    let opened: OpenedState = openState(data, key, stateBinding(namespace, source.repository), this.#last);
     const text = opened.kind === "valid" ? opened.text : undefined;
     if (opened.kind === "valid" && this.#written !== undefined && text !== this.#written) {
       opened = {
@@ -298,6 +302,15 @@ export class RolloutStage {
       return opened;
     }
     this.#refusedText = undefined;
+    if (opened.kind === "valid" && opened.mac !== this.#last) {
+      // The state stored after the last one recorded (its writer stopped before recording it), or the first
+      // since the chain began: recorded now, before anything is decided on it, so it cannot be put back later.
+      try {
+        await this.#recordLast(opened.mac);
+      } catch (err) {
+        return { kind: "error", reason: `the last state cannot be recorded (${String(err)})` };
+      }
+    }
     // From here on this leader vouches for the state: a different text read back was written by someone else.
     if (opened.kind === "valid") this.#written = text;
     if (opened.kind === "none" && opened.legacy) {
@@ -323,13 +336,19 @@ export class RolloutStage {
       .catch((err: unknown) => log.warn({ err: String(err) }, "cannot mark the rollout state as refused"));
   }
 
-  /** The HMAC key from its Secret, made (32 random bytes) when there is none. */
+  /**
+   * The HMAC key from its Secret, made (32 random bytes) when there is none, read once per leader with the
+   * last state's HMAC it records.
+   */
   async #stateKey(): Promise<Uint8Array> {
     if (this.#key) return this.#key;
     const { hub, namespace } = this.#options;
     const read = async () => {
       const secret = await hub.get("v1", "Secret", namespace, ROLLOUT_KEY_SECRET);
-      const encoded = (secret?.data as Record<string, string> | undefined)?.[ROLLOUT_KEY_SECRET_KEY];
+      const data = secret?.data as Record<string, string> | undefined;
+      const last = data?.[ROLLOUT_KEY_SECRET_LAST];
+      this.#last = last ? Buffer.from(last, "base64").toString("utf8") : undefined;
+      const encoded = data?.[ROLLOUT_KEY_SECRET_KEY];
       return encoded === undefined ? undefined : Buffer.from(encoded, "base64");
     };
     let key = await read();
@@ -396,10 +415,14 @@ export class RolloutStage {
     return steps;
   }
 
+  /**
+   * Stores the state in place of the last one, then records it as the last in the key Secret: a leader that
+   * stops between the two leaves a state its successor still accepts (it names the last one recorded).
+   */
   async #store(state: RolloutState, text: string): Promise<void> {
     const { hub, namespace, source } = this.#options;
     const key = await this.#stateKey();
-    const data = sealState(state, key, stateBinding(namespace, source.repository));
+    const data = sealState(state, key, stateBinding(namespace, source.repository), this.#last ?? "");
     this.#written = undefined; // unknown until the write is known to have landed
     await hub.apply({
       apiVersion: "v1",
@@ -408,6 +431,16 @@ export class RolloutStage {
       data,
     });
     this.#written = text;
+    await this.#recordLast(data[ROLLOUT_STATE_MAC_KEY]!);
+  }
+
+  /** Records in the key Secret the HMAC of the last state stored (the only write there after its key). */
+  async #recordLast(mac: string): Promise<void> {
+    const { hub, namespace } = this.#options;
+    await hub.mergePatch("v1", "Secret", namespace, ROLLOUT_KEY_SECRET, {
+      data: { [ROLLOUT_KEY_SECRET_LAST]: Buffer.from(mac, "utf8").toString("base64") },
+    });
+    this.#last = mac;
   }
 
   /**

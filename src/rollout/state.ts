@@ -7,15 +7,22 @@ import { canonicalJson } from "../apply/compare.ts";
 // on every hub CR): the content Git wants, the content of the last completed rollout (what halt-and-revert
 // goes back to, re-read from Git at its commit), what was let through and when, and since when it has been
 // healthy. It never holds CR content: nothing in it is ever applied as it is. It is sealed with an HMAC
-// under a key only the reconciler holds (a Secret), so a state written by anyone else is refused.
+// under a key only the reconciler holds (a Secret), so a state written by anyone else is refused. Each sealed
+// state names the one it replaced, and the key Secret records the last one stored, so an older state of the
+// reconciler's own put back (a replay, valid HMAC and all) is refused too, by every leader.
 
 export const ROLLOUT_STATE_CONFIGMAP = "knative-fleet-rollout";
-/** The ConfigMap's data keys: the state (JSON) and its HMAC. */
+/** The ConfigMap's data keys: the state (JSON), the HMAC of the state it replaced, and its own HMAC. */
 export const ROLLOUT_STATE_KEY = "state";
+export const ROLLOUT_STATE_PREVIOUS_KEY = "previous";
 export const ROLLOUT_STATE_MAC_KEY = "mac";
-/** The Secret (same namespace) holding the HMAC key; knative-fleet creates it when it is missing. */
+/**
+ * The Secret (same namespace) holding the HMAC key, which knative-fleet creates when it is missing, and the
+ * HMAC of the last state it stored.
+ */
 export const ROLLOUT_KEY_SECRET = "knative-fleet-rollout-key";
 export const ROLLOUT_KEY_SECRET_KEY = "key";
+export const ROLLOUT_KEY_SECRET_LAST = "last";
 
 const HashSchema = z.string().regex(/^[0-9a-f]{1,64}$/);
 /** A commit id, or "" for a hub CR that carries none (written by an older version, or by hand). */
@@ -90,8 +97,11 @@ export type RolloutState = z.infer<typeof RolloutStateSchema>;
 export const stateBinding = (namespace: string, repository: string): string =>
   `${namespace}/${ROLLOUT_STATE_CONFIGMAP}\n${repository}`;
 
-function mac(key: Uint8Array, binding: string, text: string): string {
-  return createHmac("sha256", key).update(binding).update("\n").update(text).digest("hex");
+/** The HMAC over the binding, the predecessor's HMAC (none in states sealed before the chain) and the text. */
+function mac(key: Uint8Array, binding: string, text: string, previous: string | undefined): string {
+  const hmac = createHmac("sha256", key).update(binding).update("\n");
+  if (previous !== undefined) hmac.update(`previous ${previous}\n`);
+  return hmac.update(text).digest("hex");
 }
 
 /**
@@ -100,43 +110,70 @@ function mac(key: Uint8Array, binding: string, text: string): string {
  */
 export const stateText = (state: RolloutState): string => canonicalJson(state);
 
-/** The ConfigMap data that stores `state`. */
-export function sealState(state: RolloutState, key: Uint8Array, binding: string): Record<string, string> {
+/** The ConfigMap data that stores `state` in place of the state whose HMAC is `previous` ("" for none). */
+export function sealState(
+  state: RolloutState,
+  key: Uint8Array,
+  binding: string,
+  previous: string,
+): Record<string, string> {
   const text = stateText(state);
-  return { [ROLLOUT_STATE_KEY]: text, [ROLLOUT_STATE_MAC_KEY]: mac(key, binding, text) };
+  return {
+    [ROLLOUT_STATE_KEY]: text,
+    [ROLLOUT_STATE_PREVIOUS_KEY]: previous,
+    [ROLLOUT_STATE_MAC_KEY]: mac(key, binding, text, previous),
+  };
 }
 
 /**
  * What the stored data says: no state (none stored, or one written by an older version of knative-fleet,
- * which the rollout starts over from, safely); a state whose HMAC checks out; or a refusal, with why, for
- * data this reconciler did not write. A refused state is never obeyed.
+ * which the rollout starts over from, safely); a state whose HMAC checks out and that is the last one stored
+ * (`mac`, to record as such); or a refusal, with why, for data this reconciler did not write or that it
+ * replaced since. A refused state is never obeyed.
+ *
+ * `last` is the HMAC the key Secret records as the last state stored (undefined before any was recorded).
+ * The state must be that one, or the one stored right after it (the reconciler stopped between writing the
+ * state and recording it): any older one is a replay.
  */
 export type OpenedState =
   | { kind: "none"; legacy?: boolean }
-  | { kind: "valid"; state: RolloutState; text: string }
+  | { kind: "valid"; state: RolloutState; text: string; mac: string }
   | { kind: "refused"; reason: string };
 
 export function openState(
   data: Readonly<Record<string, unknown>> | undefined,
   key: Uint8Array,
   binding: string,
+  last: string | undefined,
 ): OpenedState {
   const text = data?.[ROLLOUT_STATE_KEY];
   const sealedMac = data?.[ROLLOUT_STATE_MAC_KEY];
+  const previous = data?.[ROLLOUT_STATE_PREVIOUS_KEY];
   if (text === undefined && sealedMac === undefined) return { kind: "none" };
   if (typeof text !== "string") return { kind: "refused", reason: "it holds no state text" };
   if (sealedMac === undefined && isLegacy(text)) return { kind: "none", legacy: true };
-  if (typeof sealedMac !== "string" || !sameMac(sealedMac, mac(key, binding, text))) {
+  if (
+    typeof sealedMac !== "string" ||
+    (previous !== undefined && typeof previous !== "string") ||
+    !sameMac(sealedMac, mac(key, binding, text, previous))
+  ) {
     return {
       kind: "refused",
       reason: "its HMAC does not match: it was not written by this knative-fleet for this repository",
+    };
+  }
+  if (last !== undefined && sealedMac !== last && previous !== last) {
+    return {
+      kind: "refused",
+      reason:
+        "it is not the last state this knative-fleet stored (an older state put back?); the key Secret records another",
     };
   }
   const parsed = parseJson(text);
   const state = RolloutStateSchema.safeParse(parsed);
   // A valid HMAC over an unreadable state: written by a version of knative-fleet this one cannot read.
   if (!state.success) return { kind: "none", legacy: true };
-  return { kind: "valid", state: state.data, text };
+  return { kind: "valid", state: state.data, text, mac: sealedMac };
 }
 
 /** The state of knative-fleet before it was sealed: a JSON object with no schema number. */

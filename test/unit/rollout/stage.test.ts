@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
 import { buildFleetModel, type FleetFile } from "../../../src/fleet/model.ts";
@@ -235,7 +236,7 @@ describe("the rollout stage on a hub", () => {
     const secret = kube.find("Secret", ROLLOUT_KEY_SECRET);
     expect(Buffer.from((secret!.data as { key: string }).key, "base64")).toHaveLength(32);
     const configMap = kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!;
-    expect(Object.keys(configMap.data as object).sort()).toEqual(["mac", "state"]);
+    expect(Object.keys(configMap.data as object).sort()).toEqual(["mac", "previous", "state"]);
 
     // Someone who may write ConfigMaps marks the rollout complete: the HMAC no longer matches.
     const data = configMap.data as Record<string, string>;
@@ -278,8 +279,8 @@ describe("the rollout stage on a hub", () => {
     stage.stop();
   });
 
-  it("refuses an older state of its own put back while it leads, but a new leader trusts a sealed one", async () => {
-    const { kube, sync, restart, stage } = setup();
+  it("refuses an older state of its own put back, while it leads and after a leader change", async () => {
+    const { kube, sync, restart } = setup();
     const policy = { ...POLICY, soak: "0s" };
     await sync(
       fleetFiles(["c1", "c2"], policy, () => "1.21"),
@@ -291,6 +292,7 @@ describe("the rollout stage on a hub", () => {
       fleetFiles(["c1", "c2"], policy, () => "1.21"),
       "a",
     );
+    const latest = structuredClone(kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data);
     // A replay of the leader's own earlier (validly sealed) state.
     kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data = earlier;
     const { report } = await sync(
@@ -298,7 +300,74 @@ describe("the rollout stage on a hub", () => {
       "a",
     );
     expect(report?.phase).toBe("Refused");
-    expect(report?.message).toMatch(/changed since this leader wrote it/);
+    expect(report?.message).toMatch(/not the last state this knative-fleet stored/);
+    // A new leader knows nothing this one wrote; the key Secret records the last state stored.
+    restart();
+    const after = await sync(
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    expect(after.report?.phase).toBe("Refused");
+    expect(after.report?.message).toMatch(/not the last state this knative-fleet stored/);
+    expect(after.result.resources.map((r) => r.action)).toEqual(["waiting", "waiting"]);
+    // Put back as it was, the last state is accepted again.
+    restart();
+    kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data = latest;
+    expect(
+      (
+        await sync(
+          fleetFiles(["c1", "c2"], policy, () => "1.21"),
+          "a",
+        )
+      ).report?.phase,
+    ).toBe("Progressing");
+  });
+
+  it("a leader that stopped between storing the state and recording it: its successor accepts that state", async () => {
+    const { kube, sync, restart } = setup();
+    const policy = { ...POLICY, soak: "0s" };
+    await sync(
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    const secret = kube.find("Secret", ROLLOUT_KEY_SECRET)!;
+    const recorded = structuredClone(secret.data);
+    healthy(kube, "c1-serving");
+    await sync(
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    // The newer state is stored; the Secret still records the one before (the leader died in between).
+    secret.data = recorded;
+    restart();
+    const { report, result } = await sync(
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    expect(report?.phase).not.toBe("Refused");
+    expect(result.resources.map((r) => r.action)).toEqual(["unchanged", "unchanged"]); // progress kept
+    const stored = (kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data as Record<string, string>).mac;
+    const last = (kube.find("Secret", ROLLOUT_KEY_SECRET)!.data as Record<string, string>).last!;
+    expect(Buffer.from(last, "base64").toString()).toBe(stored);
+  });
+
+  it("accepts a state sealed before the chain (no predecessor) once, then records it", async () => {
+    const { kube, sync, restart } = setup();
+    const policy = { ...POLICY, soak: "0s" };
+    await sync(
+      fleetFiles(["c1", "c2"], policy, () => "1.21"),
+      "a",
+    );
+    // What the previous release stored: the HMAC over the binding and the text alone, nothing recorded.
+    const configMap = kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!;
+    const data = configMap.data as Record<string, string>;
+    const key = Buffer.from((kube.find("Secret", ROLLOUT_KEY_SECRET)!.data as { key: string }).key, "base64");
+    const binding = `knative-fleet/${ROLLOUT_STATE_CONFIGMAP}\n${REPOSITORY}`;
+    configMap.data = {
+      state: data.state!,
+      mac: createHmac("sha256", key).update(binding).update("\n").update(data.state!).digest("hex"),
+    };
+    delete (kube.find("Secret", ROLLOUT_KEY_SECRET)!.data as Record<string, string>).last;
     restart();
     expect(
       (
@@ -307,8 +376,8 @@ describe("the rollout stage on a hub", () => {
           "a",
         )
       ).report?.phase,
-    ).not.toBe("Refused");
-    stage.stop();
+    ).toBe("Progressing");
+    expect((kube.find("Secret", ROLLOUT_KEY_SECRET)!.data as Record<string, string>).last).toBeDefined();
   });
 
   it("starts over from a state an older knative-fleet wrote (no HMAC), canary first", async () => {
