@@ -3,7 +3,14 @@ import { open, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { compareStrings } from "./diagnostic.ts";
 import { decodeFleetFile, type FleetFile, fileProblem, MAX_FLEET_FILE_BYTES } from "./file-text.ts";
-import { createFileFilter, type EntryKind, entryAction, type FileSelection } from "./select.ts";
+import {
+  createFileFilter,
+  type EntryKind,
+  entryAction,
+  type FileSelection,
+  isYamlLeftOut,
+  mayHoldLeftOut,
+} from "./select.ts";
 
 /**
  * Reads the fleet files below `dir` (a checkout of the fleet repository), sorted by path, by the rules the
@@ -29,23 +36,16 @@ export async function readFleetDir(dir: string, selection: FileSelection): Promi
   return files.sort((a, b) => compareStrings(a.path, b.path));
 }
 
-/** YAML files' names: what a fleet file is written as, whatever the glob says. */
-const YAML_FILE = /\.ya?ml$/i;
-
-/**
- * The YAML files below `dir` that the selection leaves out, sorted: a fleet file put where the glob does
- * not reach is read by nobody, and says nothing about it. The status folder and hidden files and folders
- * (.git, CI configuration such as .github/workflows) are no candidates.
- */
+/** The YAML files below `dir` that the selection leaves out (isYamlLeftOut), sorted. */
 export async function yamlFilesLeftOut(dir: string, selection: FileSelection): Promise<string[]> {
   const filter = createFileFilter(selection);
   const found: string[] = [];
   const visit = async (folder: string, relative: string): Promise<void> => {
     for (const entry of await readdir(folder, { withFileTypes: true })) {
       const path = relative === "" ? entry.name : `${relative}/${entry.name}`;
-      if (entry.name.startsWith(".") || filter.isStatus(path)) continue;
+      if (!mayHoldLeftOut(filter, entry.name, path)) continue;
       if (entry.isDirectory()) await visit(join(folder, entry.name), path);
-      else if (YAML_FILE.test(entry.name) && !filter.matches(path)) found.push(path);
+      else if (isYamlLeftOut(filter, path)) found.push(path);
     }
   };
   await visit(dir, "");

@@ -54,6 +54,20 @@ export function createFileFilter(selection: FileSelection): FleetFileFilter {
   };
 }
 
+/** YAML files' names: what a fleet file is written as, whatever the glob says. */
+const YAML_FILE = /\.ya?ml$/i;
+
+/**
+ * What a look for fleet files put where the glob does not reach goes through: not hidden files and folders
+ * (.git, CI configuration such as .github/workflows), not the status folder.
+ */
+export const mayHoldLeftOut = (filter: FleetFileFilter, name: string, path: string): boolean =>
+  !name.startsWith(".") && !filter.isStatus(path);
+
+/** A YAML file the glob leaves out: read by nobody, and nothing says so unless it is listed. */
+export const isYamlLeftOut = (filter: FleetFileFilter, path: string): boolean =>
+  YAML_FILE.test(path) && !filter.matches(path);
+
 /** Whether the file at `path` (relative to the repository root) holds desired state. */
 export function isFleetFile(path: string, selection: FileSelection): boolean {
   return createFileFilter(selection).matches(path);

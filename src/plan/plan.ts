@@ -133,6 +133,7 @@ export async function buildPlan(revisions: Revisions, options: PlanOptions): Pro
   );
   const findings = [
     ...noFilesFinding(revisions, options.settings),
+    ...leftOutFinding(revisions, options.settings),
     ...placementFindings(placements, gracePeriod),
     ...rolloutFindings(rollout),
   ];
@@ -158,6 +159,32 @@ export async function buildPlan(revisions: Revisions, options: PlanOptions): Pro
       all.filter((finding) => finding.severity === "error").length,
     warnings: all.filter((finding) => finding.severity === "warning").length,
   };
+}
+
+/** Files of head listed in a finding, at most. */
+const MAX_LISTED_FILES = 10;
+
+/**
+ * YAML files head adds or changes that the glob leaves out (`clusters/new.yml` under `**\/*.yaml`): the PR
+ * means them as fleet files, and the plan would otherwise show nothing for them and say nothing about why.
+ * Those base already had unchanged are not listed again (a chart or a CI file in the repository).
+ */
+function leftOutFinding(revisions: Revisions, settings: FleetSettings): FleetFinding[] {
+  const { base, head } = revisions;
+  const touched = [...(head.leftOut ?? [])]
+    .filter(([path, blob]) => base.leftOut?.get(path) !== blob)
+    .map(([path]) => path);
+  if (touched.length === 0) return [];
+  const listed = touched.sort(compareStrings).slice(0, MAX_LISTED_FILES);
+  const more = touched.length > listed.length ? `, … ${touched.length - listed.length} more` : "";
+  return [
+    {
+      subject: head.ref,
+      severity: "warning",
+      code: "files-left-out",
+      message: `head adds or changes ${touched.length === 1 ? "a YAML file" : `${touched.length} YAML files`} that ${settings.selection.pathGlob} leaves out, so nothing reads ${touched.length === 1 ? "it" : "them"}: ${listed.map(maskText).join(", ")}${more}`,
+    },
+  ];
 }
 
 /**

@@ -47,6 +47,8 @@ export type FindingCode =
   | "placement-unknown"
   /** no file of head matches the file glob */
   | "no-fleet-files"
+  /** head adds or changes YAML files the file glob leaves out: nobody reads them */
+  | "files-left-out"
   /** the rollout policy is removed: the next change goes to every cluster at once */
   | "rollout-removed"
   /** the rollout policy fails validation: every change waits until it is fixed */

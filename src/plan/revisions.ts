@@ -5,7 +5,13 @@ import { join } from "node:path";
 import git from "isomorphic-git";
 import type { FleetFile } from "../fleet/model.ts";
 import type { FileSelection } from "../fleet/select.ts";
-import { GitSource, GitSourceError, gitSourceSpecSchema, readFleetTree } from "../source/index.ts";
+import {
+  GitSource,
+  GitSourceError,
+  gitSourceSpecSchema,
+  readFleetTree,
+  yamlLeftOutOfTree,
+} from "../source/index.ts";
 import { maskText } from "./mask.ts";
 import { resolveRevision, UnknownRevisionError } from "./resolve-revision.ts";
 
@@ -16,6 +22,8 @@ export interface Revision {
   commit: string;
   /** Sorted by path. */
   files: FleetFile[];
+  /** The YAML files the file glob leaves out, by path, with their blob ids (none when not looked at). */
+  leftOut?: ReadonlyMap<string, string>;
 }
 
 export interface Revisions {
@@ -59,7 +67,12 @@ async function readLocal(
   const store = await localStore(dir);
   const read = async (ref: string): Promise<Revision> => {
     const commit = await resolveCommit(store, ref);
-    return { ref, commit, files: await readFleetTree(store, commit, selection) };
+    return {
+      ref,
+      commit,
+      files: await readFleetTree(store, commit, selection),
+      leftOut: await yamlLeftOutOfTree(store, commit, selection),
+    };
   };
   const [base, head] = await Promise.all([read(refs.base), read(refs.head)]);
   return { repository: dir, base, head };
@@ -100,7 +113,7 @@ async function readRemote(
     const read = async (ref: string): Promise<Revision> => {
       const commit = await source.fetch(ref);
       const { files } = await source.snapshot(commit);
-      return { ref, commit, files };
+      return { ref, commit, files, leftOut: await source.yamlLeftOut(commit) };
     };
     // One after the other: the source's cache takes one fetch at a time.
     const base = await read(refs.base);

@@ -10,7 +10,7 @@ import { createHttpClient, type FetchLimits } from "./http-client.ts";
 import { type BackoffPolicy, defaultBackoff, retry } from "./retry.ts";
 import { authorizationHeader } from "./secrets.ts";
 import type { GitSourceSpec } from "./spec.ts";
-import { readFleetTree } from "./tree.ts";
+import { readFleetTree, yamlLeftOutOfTree } from "./tree.ts";
 import { type FileChanges, type ObjectStore, writeTreeWithChanges } from "./tree-edit.ts";
 
 /** How far back an earlier commit is looked for, and in steps of how many commits. */
@@ -112,6 +112,13 @@ export class GitSource {
   /** Reads the fleet files of a commit that is in the cache. */
   async snapshot(commit: string): Promise<Snapshot> {
     return this.exclusive(() => this.readSnapshot(commit));
+  }
+
+  /** The YAML files of a cached commit that the file glob leaves out, with their blob ids (plan lists them). */
+  async yamlLeftOut(commit: string): Promise<Map<string, string>> {
+    return this.exclusive(() =>
+      this.local("read", () => yamlLeftOutOfTree(this.store, commit, this.selection)),
+    );
   }
 
   /**

@@ -21,6 +21,6 @@ export {
   type SecretRef,
   secretRefSchema,
 } from "./spec.ts";
-export { readFleetTree } from "./tree.ts";
+export { readFleetTree, yamlLeftOutOfTree } from "./tree.ts";
 export type { FileChanges } from "./tree-edit.ts";
 export { checkWebhookSecret, createWebhookHandler, type PushEvent, type WebhookOptions } from "./webhook.ts";

@@ -2,7 +2,14 @@ import type * as fs from "node:fs";
 import git from "isomorphic-git";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { decodeFleetFile, type FleetFile, fileProblem, MAX_FLEET_FILE_BYTES } from "../fleet/file-text.ts";
-import { createFileFilter, type EntryKind, entryAction, type FileSelection } from "../fleet/select.ts";
+import {
+  createFileFilter,
+  type EntryKind,
+  entryAction,
+  type FileSelection,
+  isYamlLeftOut,
+  mayHoldLeftOut,
+} from "../fleet/select.ts";
 
 /** An isomorphic-git object store. */
 export interface ObjectStoreRef {
@@ -45,6 +52,31 @@ export async function readFleetTree(
   const { commit: parsed } = await git.readCommit({ ...store, oid: commit });
   await visit(parsed.tree, "");
   return files.sort((a, b) => compareStrings(a.path, b.path));
+}
+
+/**
+ * The YAML files of a commit that the selection leaves out (isYamlLeftOut), by path, with their blob ids:
+ * the whole tree is listed, no blob is read.
+ */
+export async function yamlLeftOutOfTree(
+  store: ObjectStoreRef,
+  commit: string,
+  selection: FileSelection,
+): Promise<Map<string, string>> {
+  const filter = createFileFilter(selection);
+  const found = new Map<string, string>();
+  const visit = async (tree: string, dir: string): Promise<void> => {
+    const { tree: entries } = await git.readTree({ ...store, oid: tree });
+    for (const entry of entries) {
+      const path = dir === "" ? entry.path : `${dir}/${entry.path}`;
+      if (!mayHoldLeftOut(filter, entry.path, path)) continue;
+      if (entry.type === "tree") await visit(entry.oid, path);
+      else if (entry.type === "blob" && isYamlLeftOut(filter, path)) found.set(path, entry.oid);
+    }
+  };
+  const { commit: parsed } = await git.readCommit({ ...store, oid: commit });
+  await visit(parsed.tree, "");
+  return found;
 }
 
 /** A blob the tree names but the store lacks was left out by the fetch's size filter (GitSource). */

@@ -359,6 +359,31 @@ describe("knative-fleet plan (the command)", SLOW, () => {
     expect(stdout).toContain("⛔ **blocked**");
   });
 
+  it("warns of YAML files head adds or changes that the glob leaves out, as validate lists them", async () => {
+    const repo = await fleetRepo();
+    await repo.commit("main", { [SERVING]: serving(), "charts/values.yaml": "replicas: 1\n" });
+    // A CR put in cluster/ (the glob is clusters/**) and a new CI file; the chart's file is unchanged.
+    const stray = "cluster/spoke-3/knative-serving.yaml";
+    await repo.commit("change", {
+      [stray]: crText({ name: "spoke-3-serving", cluster: "spoke-3" }),
+      "ci/pipeline.yaml": "steps: []\n",
+    });
+    const plan = await planOf(repo);
+    expect(plan.findings.filter((f) => f.code === "files-left-out")).toEqual([
+      {
+        subject: "change",
+        severity: "warning",
+        code: "files-left-out",
+        message: `head adds or changes 2 YAML files that ${DEFAULT_FILE_SELECTION.pathGlob} leaves out, so nothing reads them: ci/pipeline.yaml, ${stray}`,
+      },
+    ]);
+    expect(plan.changes).toBe(0);
+    const { stdout } = await runPlan("--repo", repo.dir, "--base", "main", "--head", "change");
+    expect(stdout).toContain(stray);
+    const validate = await runCli("validate", repo.dir);
+    expect(validate.stderr).toContain(stray);
+  });
+
   it("exits 2 on usage errors, saying what is missing", async () => {
     const repo = await repoWith({});
     const refs = ["--base", "main", "--head", "change"];
