@@ -1,3 +1,4 @@
+import { readFileSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest, type IncomingMessage } from "node:http";
 import { createServer as createHttpsServer, request as httpsRequest } from "node:https";
 import {
@@ -7,6 +8,7 @@ import {
   type Server,
   type Socket,
 } from "node:net";
+import { join } from "node:path";
 
 // Loopback stand-ins for what sits between a hub and its spokes in real fleets: OCM cluster-proxy's user
 // server (a path-prefixed reverse proxy), a corporate CONNECT proxy, and a port forwarder that puts an API
@@ -207,4 +209,22 @@ export async function startFreezableForwarder(target: {
     },
     close: () => closeServer(server, sockets),
   };
+}
+
+/**
+ * A freezable forwarder to a hub (startFreezableForwarder) and a copy of its admin kubeconfig, in `dir`,
+ * that reaches the hub through it: a replica started with that kubeconfig can be cut off from the hub alone.
+ */
+export async function freezableHubPath(
+  hub: { server: string; adminKubeconfig: string },
+  dir: string,
+): Promise<{ forwarder: Awaited<ReturnType<typeof startFreezableForwarder>>; kubeconfig: string }> {
+  const url = new URL(hub.server);
+  const forwarder = await startFreezableForwarder({ host: url.hostname, port: Number(url.port) });
+  const kubeconfig = join(dir, `through-forwarder-${forwarder.port}.kubeconfig`);
+  writeFileSync(
+    kubeconfig,
+    readFileSync(hub.adminKubeconfig, "utf8").replace(hub.server, `https://127.0.0.1:${forwarder.port}`),
+  );
+  return { forwarder, kubeconfig };
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,7 +12,7 @@ import { clustersIn, ownershipViolations, type ReplicaSample } from "../../soak/
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
-import { startFreezableForwarder } from "../../support/loopback-proxies.ts";
+import { freezableHubPath, type startFreezableForwarder } from "../../support/loopback-proxies.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -343,16 +343,9 @@ describe("sharding over three replicas", () => {
           : undefined,
       60_000,
     );
-    const hubUrl = new URL(sandbox.hub.server);
-    forwarder = await startFreezableForwarder({ host: hubUrl.hostname, port: Number(hubUrl.port) });
-    const kubeconfig = join(scratch, "through-forwarder.kubeconfig");
-    writeFileSync(
-      kubeconfig,
-      readFileSync(sandbox.hub.adminKubeconfig, "utf8").replace(
-        sandbox.hub.server,
-        `https://127.0.0.1:${forwarder.port}`,
-      ),
-    );
+    const path = await freezableHubPath(sandbox.hub, scratch);
+    forwarder = path.forwarder;
+    const kubeconfig = path.kubeconfig;
     // One that owns a spoke: a member owns none of the six in 1 run out of 11.
     let cut: ServiceProcess | undefined;
     let owning: string[] = [];

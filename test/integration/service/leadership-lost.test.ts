@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -8,7 +8,7 @@ import { crText } from "../../support/fleet-files.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
-import { startFreezableForwarder } from "../../support/loopback-proxies.ts";
+import { freezableHubPath, type startFreezableForwarder } from "../../support/loopback-proxies.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { waitUntil } from "../../support/wait.ts";
 
@@ -34,17 +34,10 @@ beforeAll(async () => {
   await ensureNamespace(hub, NAMESPACE);
   git = await startGitServer();
   await git.createRepo(REPO, { "README.md": "an empty fleet\n" });
-  const hubUrl = new URL(sandbox.hub.server);
-  forwarder = await startFreezableForwarder({ host: hubUrl.hostname, port: Number(hubUrl.port) });
   // The first replica reaches the hub through the forwarder; the second directly.
-  const kubeconfig = join(scratch, "through-forwarder.kubeconfig");
-  writeFileSync(
-    kubeconfig,
-    readFileSync(sandbox.hub.adminKubeconfig, "utf8").replace(
-      sandbox.hub.server,
-      `https://127.0.0.1:${forwarder.port}`,
-    ),
-  );
+  const path = await freezableHubPath(sandbox.hub, scratch);
+  forwarder = path.forwarder;
+  const kubeconfig = path.kubeconfig;
   const start = (name: string, hubKubeconfig: string) =>
     startFleetProcess({
       sandbox: { ...sandbox, hub: { ...sandbox.hub, adminKubeconfig: hubKubeconfig } },

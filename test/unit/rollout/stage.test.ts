@@ -279,71 +279,56 @@ describe("the rollout stage on a hub", () => {
     stage.stop();
   });
 
-  it("refuses an older state of its own put back, while it leads and after a leader change", async () => {
-    const { kube, sync, restart } = setup();
+  /** A canary rollout (c1 first, no soak) of Serving 1.21 on c1 and c2; `syncAt` syncs a version at a commit. */
+  const canaryAt121 = () => {
+    const hub = setup();
     const policy = { ...POLICY, soak: "0s" };
-    await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
+    return {
+      kube: hub.kube,
+      restart: hub.restart,
+      syncAt: (version = "1.21", commit = "a") =>
+        hub.sync(
+          fleetFiles(["c1", "c2"], policy, () => version),
+          commit,
+        ),
+    };
+  };
+
+  it("refuses an older state of its own put back, while it leads and after a leader change", async () => {
+    const { kube, syncAt, restart } = canaryAt121();
+    await syncAt();
     const earlier = structuredClone(kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data);
     healthy(kube, "c1-serving");
-    await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
+    await syncAt();
     const latest = structuredClone(kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data);
     // A replay of the leader's own earlier (validly sealed) state.
     kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data = earlier;
-    const { report } = await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
+    const { report } = await syncAt();
     expect(report?.phase).toBe("Refused");
     expect(report?.message).toMatch(/not the last state this knative-fleet stored/);
     // A new leader knows nothing this one wrote; the key Secret records the last state stored.
     restart();
-    const after = await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.22"),
-      "b",
-    );
+    const after = await syncAt("1.22", "b");
     expect(after.report?.phase).toBe("Refused");
     expect(after.report?.message).toMatch(/not the last state this knative-fleet stored/);
     expect(after.result.resources.map((r) => r.action)).toEqual(["waiting", "waiting"]);
     // Put back as it was, the last state is accepted again.
     restart();
     kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data = latest;
-    expect(
-      (
-        await sync(
-          fleetFiles(["c1", "c2"], policy, () => "1.21"),
-          "a",
-        )
-      ).report?.phase,
-    ).toBe("Progressing");
+    expect((await syncAt()).report?.phase).toBe("Progressing");
   });
 
   it("a leader that stopped between storing the state and recording it: its successor accepts that state", async () => {
-    const { kube, sync, restart } = setup();
-    const policy = { ...POLICY, soak: "0s" };
-    await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
+    const { kube, syncAt, restart } = canaryAt121();
+    await syncAt();
     const secret = kube.find("Secret", ROLLOUT_KEY_SECRET)!;
     const recorded = structuredClone(secret.data);
     healthy(kube, "c1-serving");
-    await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
+    await syncAt();
     // The newer state is stored; the Secret still records the one before (the leader died in between).
     secret.data = recorded;
     restart();
-    const { report, result } = await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
+    const { report, result } = await syncAt();
     expect(report?.phase).not.toBe("Refused");
     expect(result.resources.map((r) => r.action)).toEqual(["unchanged", "unchanged"]); // progress kept
     const stored = (kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.data as Record<string, string>).mac;
@@ -352,12 +337,8 @@ describe("the rollout stage on a hub", () => {
   });
 
   it("accepts a state sealed before the chain (no predecessor) once, then records it", async () => {
-    const { kube, sync, restart } = setup();
-    const policy = { ...POLICY, soak: "0s" };
-    await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.21"),
-      "a",
-    );
+    const { kube, syncAt, restart } = canaryAt121();
+    await syncAt();
     // What the previous release stored: the HMAC over the binding and the text alone, nothing recorded.
     const configMap = kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!;
     const data = configMap.data as Record<string, string>;
@@ -369,14 +350,7 @@ describe("the rollout stage on a hub", () => {
     };
     delete (kube.find("Secret", ROLLOUT_KEY_SECRET)!.data as Record<string, string>).last;
     restart();
-    expect(
-      (
-        await sync(
-          fleetFiles(["c1", "c2"], policy, () => "1.21"),
-          "a",
-        )
-      ).report?.phase,
-    ).toBe("Progressing");
+    expect((await syncAt()).report?.phase).toBe("Progressing");
     expect((kube.find("Secret", ROLLOUT_KEY_SECRET)!.data as Record<string, string>).last).toBeDefined();
   });
 
