@@ -31,7 +31,9 @@ import { windowOpen } from "./windows.ts";
 //   1. a CR gets content other than its baseline (the content of the last completed rollout) only once every
 //      CR of every earlier wave is on the content Git wants, and each one that changed since the baseline
 //      has been healthy on it for its wave's soak;
-//   2. a wave lets a CR change only while fewer than maxUnavailable of its changed CRs are unhealthy;
+//   2. a wave lets a CR change only while fewer than maxUnavailable of its changed CRs are unhealthy (on
+//      whatever content: one Git has moved on from counts until its new content went out); a CR already
+//      counted may take new content in its own place, so a fix for a failing change is never held by itself;
 //   3. after a halt, HaltAndRevert puts every CR whose content is not its baseline back on its baseline, in
 //      every wave; the baseline is kept while the hub CR exists;
 //   4. inventory changes and failed files never lift a halt or finish a wave: a failed file's CR keeps the
@@ -219,8 +221,11 @@ export function gateApplies(
   const isSafe = (m: Member) =>
     isWrite(m.step) && (m.target === m.liveHash || m.target === baselineOf(m)?.hash);
   const isGated = (m: Member) => isPending(m) && !isSafe(m);
-  /** Changed since the baseline, on the content Git wants, and not healthy: what maxUnavailable counts. */
-  const isUnavailable = (m: Member) => inEpoch(m) && !isPending(m) && !m.health.healthy;
+  /**
+   * Changed since the baseline and not healthy, on the content Git wants or on one it has moved on from:
+   * what maxUnavailable counts.
+   */
+  const isUnavailable = (m: Member) => inEpoch(m) && !m.health.healthy;
   const soaked = (m: Member) => {
     const health = crs[m.key]?.health;
     return (
@@ -324,9 +329,11 @@ export function gateApplies(
         ? Number.POSITIVE_INFINITY
         : maxUnavailableCount(wave.maxUnavailable, inWave.length) - inWave.filter(isUnavailable).length;
       for (const m of inWave.filter(isGated)) {
-        if (budget > 0 && isWrite(m.step)) {
+        // A CR already counted takes its new content in its own place: the count does not grow.
+        const ownPlace = isUnavailable(m);
+        if ((ownPlace || budget > 0) && isWrite(m.step)) {
           letThrough(m);
-          budget--;
+          if (!ownPlace) budget--;
         } else {
           waiting.set(
             m.key,

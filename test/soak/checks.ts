@@ -141,12 +141,15 @@ export interface WaveCr {
   /** When its current unhealthy streak began, and when its hash last changed (Date.now()). */
   unhealthySince: number | undefined;
   changedAt: number | undefined;
+  /** For the CR let through: it was changed and unhealthy already before this content (counted already). */
+  wasUnavailable?: boolean;
 }
 
 /**
  * Right after `letThrough` got new content: how many of its wave's changed CRs are unhealthy. A CR that
  * turned unhealthy on its own (a fault, after its change) within `graceMs` is not counted: the gate may
- * have read it healthy a moment before. Returns the evidence when the count exceeds `maxUnavailable`.
+ * have read it healthy a moment before. A CR that was counted already (changed and unhealthy, a fix going
+ * out in its own place) adds nothing. Returns the evidence when the count exceeds `maxUnavailable`.
  */
 export function waveViolation(
   letThrough: WaveCr,
@@ -155,6 +158,7 @@ export function waveViolation(
   now: number,
   graceMs: number,
 ): string | undefined {
+  if (letThrough.wasUnavailable) return undefined;
   const counted = crs.filter(
     (cr) =>
       cr.wave === letThrough.wave &&

@@ -234,6 +234,7 @@ export class Observer {
       track.deletingSince = now;
       this.onDeletion(track, now);
     }
+    const before = { hash: track.hash, healthy: track.healthy };
     const healthy = isHealthy(object);
     if (healthy) track.unhealthySince = undefined;
     else track.unhealthySince ??= now;
@@ -245,7 +246,7 @@ export class Observer {
       track.changedAt = now;
       if (!healthy && track.unhealthySince !== undefined && track.unhealthySince < now)
         track.unhealthySince = now;
-      if (this.checking) await this.checkWave(fleet, track, now);
+      if (this.checking) await this.checkWave(fleet, track, now, before);
     }
   }
 
@@ -260,7 +261,12 @@ export class Observer {
   }
 
   /** Right after a CR got new content: is its wave within maxUnavailable? */
-  private async checkWave(fleet: SoakFleet, track: CrTrack, now: number): Promise<void> {
+  private async checkWave(
+    fleet: SoakFleet,
+    track: CrTrack,
+    now: number,
+    before: { hash: string | undefined; healthy: boolean },
+  ): Promise<void> {
     const rollout = fleet.files.rollout;
     const recent = fleet.revisions.filter((r) => r.at >= now - POLICY_SETTLE_MS);
     const settled =
@@ -296,7 +302,11 @@ export class Observer {
       unhealthySince: t.unhealthySince,
       changedAt: t.changedAt,
     });
-    const letThrough = view(track);
+    const letThrough: WaveCr = {
+      ...view(track),
+      wasUnavailable:
+        before.hash !== undefined && before.hash !== state.crs[track.key]?.baseline?.hash && !before.healthy,
+    };
     if (letThrough.hash === letThrough.baseline) return;
     const fleetCrs = [...this.crs.values()].filter((t) => t.fleet === fleet && t.deletingSince === undefined);
     const wave = fleetCrs.filter((t) => waveOf(rollout, t.spoke) === letThrough.wave);

@@ -617,18 +617,15 @@ class Observer {
           }
         }
       }
-      // 2. maxUnavailable, in each wave a change went out in.
-      for (const wave of new Set(news.map((w) => c.waveOf(w.key)))) {
+      // 2. maxUnavailable, in each wave a CR that was not already counted changed in: every changed CR
+      // that is unhealthy counts, on whatever content (one Git moved on from too); a CR already counted may
+      // take new content in its own place.
+      const counted = (k: string, has: string | undefined, healthy: boolean | undefined) =>
+        has !== undefined && has !== this.baseline.get(k) && !healthy;
+      const adding = news.filter((w) => !counted(w.key, c.before.get(w.key), c.healthBefore.get(w.key)));
+      for (const wave of new Set(adding.map((w) => c.waveOf(w.key)))) {
         const inWave = members.filter((k) => c.waveOf(k) === wave);
-        const unavailable = inWave.filter((k) => {
-          const has = c.after.get(k);
-          return (
-            has !== undefined &&
-            has !== this.baseline.get(k) &&
-            has === c.intent.get(k) &&
-            !c.healthAfter.get(k)
-          );
-        });
+        const unavailable = inWave.filter((k) => counted(k, c.after.get(k), c.healthAfter.get(k)));
         const budget = maxUnavailableCount(waves[wave]!.maxUnavailable, inWave.length);
         if (unavailable.length > budget) {
           fail(

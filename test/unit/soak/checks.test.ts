@@ -100,6 +100,11 @@ describe("waves", () => {
     expect(waveViolation(letThrough, [cr("a"), letThrough], 2, 5_000, 3_000)).toBeUndefined();
   });
 
+  it("a CR counted already (changed, unhealthy) that gets new content, a fix, takes its own place", () => {
+    const fix = cr("c", { unhealthySince: 5_000, changedAt: 5_000, wasUnavailable: true });
+    expect(waveViolation(fix, [cr("a"), fix], 1, 5_000, 3_000)).toBeUndefined();
+  });
+
   it("does not count healthy CRs, unchanged ones, other waves, or one that turned unhealthy on its own a moment ago", () => {
     const letThrough = cr("c", { unhealthySince: 5_000, changedAt: 5_000 });
     const others = [
