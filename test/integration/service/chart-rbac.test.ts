@@ -187,8 +187,10 @@ describe("the chart's RBAC", () => {
     stage.stop();
     expect(gated.steps.map((step) => [step.action, step.reason])).toEqual([["create", undefined]]);
     const sealed = await hub.get("v1", "ConfigMap", fleetNamespace, ROLLOUT_STATE_CONFIGMAP);
-    expect(Object.keys((sealed?.data as object) ?? {}).sort()).toEqual(["mac", "state"]);
-    expect(await hub.get("v1", "Secret", fleetNamespace, ROLLOUT_KEY_SECRET)).toBeDefined();
+    expect(Object.keys((sealed?.data as object) ?? {}).sort()).toEqual(["mac", "previous", "state"]);
+    // The key, and the record of the last state stored (patched by the ServiceAccount after the state).
+    const key = await hub.get("v1", "Secret", fleetNamespace, ROLLOUT_KEY_SECRET);
+    expect(Object.keys((key?.data as object) ?? {}).sort()).toEqual(["key", "last"]);
     // No other Secret, and no other ConfigMap, of the namespace.
     await expect(serviceAccount.list("v1", "Secret", { namespace: fleetNamespace })).rejects.toMatchObject({
       status: 403,
