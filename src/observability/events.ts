@@ -141,10 +141,13 @@ export class EventRecorder {
     }
     similar.messages.add(message);
     similar.lastSeenMs = nowMs;
-    remember(this.similar, similarKey, similar);
-    return similar.messages.size < MAX_SIMILAR_MESSAGES
-      ? { key: `${similarKey}\n${message}`, text: message }
-      : { key: similarKey, text: `${COMBINED_PREFIX}${message}` };
+    remember(this.similar, similarKey, similar, nowMs);
+    if (similar.messages.size < MAX_SIMILAR_MESSAGES)
+      return { key: `${similarKey}\n${message}`, text: message };
+    // As client-go: the set grows no further. An object whose message changes at every occurrence keeps its
+    // window open for as long as it fails, and would otherwise keep every message it ever had.
+    similar.messages.delete(similar.messages.values().next().value!);
+    return { key: similarKey, text: `${COMBINED_PREFIX}${message}` };
   }
 
   /** Counts a repeat on the Event written for `key`, or creates a new Event; logs a failure. */
@@ -181,7 +184,7 @@ export class EventRecorder {
         };
         await this.create(occurrence, written, lastTimestamp);
       }
-      remember(this.seen, key, written);
+      remember(this.seen, key, written, at.getTime());
     } catch (err) {
       this.log.warn(
         { err: String(err), kind: involved.kind, namespace, name: involved.metadata.name, reason },
@@ -226,11 +229,23 @@ export class EventRecorder {
   }
 }
 
-/** Stores an entry as the most recently used one, dropping the least recently used beyond CACHE_SIZE. */
-function remember<T>(cache: Map<string, T>, key: string, value: T): void {
+/**
+ * Stores an entry as the most recently seen one, dropping those last seen before the aggregation window
+ * (nothing counts on them any more) and the least recently seen beyond CACHE_SIZE: the caches hold what the
+ * last ten minutes wrote, not what hours of it did.
+ */
+function remember<T extends { lastSeenMs: number }>(
+  cache: Map<string, T>,
+  key: string,
+  value: T,
+  nowMs: number,
+): void {
   cache.delete(key);
   cache.set(key, value);
-  if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!);
+  for (const [oldest, entry] of cache) {
+    if (cache.size <= CACHE_SIZE && nowMs - entry.lastSeenMs <= AGGREGATION_WINDOW_MS) break;
+    cache.delete(oldest);
+  }
 }
 
 const truncate = (message: string): string =>

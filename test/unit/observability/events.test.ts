@@ -1,3 +1,5 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { KubeApiError, type RestRequest } from "../../../src/kube/rest.ts";
@@ -179,6 +181,45 @@ describe("event recorder", () => {
       count: 5,
       message: "(combined from similar events): attempt 14",
     });
+  });
+
+  it("holds what the last ten minutes wrote: a CR failing with a new message every time, for hours, costs no more", async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const heapMiB = () => {
+      gc();
+      return process.memoryUsage().heapUsed / 2 ** 20;
+    };
+    const hub = fakeHub();
+    const clock = manualClock();
+    const events = recorder(hub.client, clock.now);
+    const padding = "x".repeat(900);
+    const before = heapMiB();
+    // One CR, a new message every 5 s for 14 hours: its aggregation window never closes.
+    for (let i = 0; i < 10_000; i++) {
+      clock.advance(5_000);
+      await events.record(serving, "Warning", "ReconcileFailed", `attempt ${i} ${padding}`);
+    }
+    const failing = heapMiB() - before;
+    // 4,000 CRs with one Event each, then 11 minutes later one more: the first 4,000 are forgotten.
+    for (let i = 0; i < 4_000; i++) {
+      await events.record(
+        { ...serving, metadata: { ...serving.metadata, name: `serving-${i}`, uid: `u${i}` } },
+        "Normal",
+        "DriftCorrected",
+        `restored 1 object(s) ${padding}`,
+      );
+    }
+    const full = heapMiB() - before;
+    clock.advance(11 * 60_000);
+    await events.record(serving, "Normal", "DriftCorrected", "restored 1 object(s)");
+    const after = heapMiB() - before;
+    console.log(
+      `event recorder heap: +${failing.toFixed(1)} MiB after 10,000 distinct messages of one CR; ` +
+        `+${full.toFixed(1)} MiB with 4,000 CRs' Events; +${after.toFixed(1)} MiB once they were 11 minutes old`,
+    );
+    expect(failing).toBeLessThan(2); // 10,000 messages of ~1 KB kept: 10 MiB or more
+    expect(full - after).toBeGreaterThan(3); // the 4,000 Events' entries (~1 KB keys) let go
   });
 
   it("writes a repeat again, count carried over, when the API server's TTL removed the Event", async () => {
