@@ -161,17 +161,7 @@ export class ClusterAccess {
   releaseUnowned(): void {
     const owns = this.#options.owns;
     if (!owns) return;
-    for (const [key, entry] of this.#entries) {
-      if (owns(key)) continue;
-      this.#entries.delete(key);
-      const reason = new AccessError(TargetClusterReason.RemoteClusterStale, notOwned(key));
-      entry.connection.close(reason, "abort").catch((err) => {
-        this.#logger.warn(
-          { clusterProfile: key, err: String(err) },
-          "closing a handed-on spoke client failed",
-        );
-      });
-    }
+    for (const key of [...this.#entries.keys()]) if (!owns(key)) this.#drop(key, notOwned(key), "abort");
   }
 
   async #resolve(ref: ClusterProfileRef): Promise<SpokeClient> {
@@ -311,15 +301,21 @@ export class ClusterAccess {
 
   /** Drops a cached client; requests already sent finish, new ones fail with RemoteClusterStale. */
   #retire(key: string, why: string): void {
+    this.#drop(
+      key,
+      `the client for ClusterProfile ${key} was replaced because ${why}; resolve the cluster again`,
+      "drain",
+    );
+  }
+
+  /** Drops a cached client: later requests fail with RemoteClusterStale and `message`; see close's mode. */
+  #drop(key: string, message: string, mode: "drain" | "abort"): void {
     const entry = this.#entries.get(key);
     if (entry === undefined) return;
     this.#entries.delete(key);
-    const reason = new AccessError(
-      TargetClusterReason.RemoteClusterStale,
-      `the client for ClusterProfile ${key} was replaced because ${why}; resolve the cluster again`,
-    );
-    entry.connection.close(reason, "drain").catch((err) => {
-      this.#logger.warn({ clusterProfile: key, err: String(err) }, "closing a replaced spoke client failed");
+    const reason = new AccessError(TargetClusterReason.RemoteClusterStale, message);
+    entry.connection.close(reason, mode).catch((err) => {
+      this.#logger.warn({ clusterProfile: key, err: String(err) }, "closing a spoke client failed");
     });
   }
 
