@@ -138,6 +138,12 @@ export interface WaveCr {
   hash: string;
   baseline: string | undefined;
   healthy: boolean;
+  /**
+   * Wanted by the fleet the whole time the gate may have been deciding. A CR that left (its cluster relabelled
+   * out or gone, its file removed) is no member by the gate's guarantee 5 and blocks no wave; one that left or
+   * joined a moment ago may have been read either way.
+   */
+  member: boolean;
   /** When its current unhealthy streak began, and when its hash last changed (Date.now()). */
   unhealthySince: number | undefined;
   changedAt: number | undefined;
@@ -149,7 +155,7 @@ export interface WaveCr {
  * Right after `letThrough` got new content: how many of its wave's changed CRs are unhealthy. A CR that
  * turned unhealthy on its own (a fault, after its change) within `graceMs` is not counted: the gate may
  * have read it healthy a moment before. A CR that was counted already (changed and unhealthy, a fix going
- * out in its own place) adds nothing. Returns the evidence when the count exceeds `maxUnavailable`.
+ * out in its own place) adds nothing, nor does a CR that is no settled member. Returns the evidence when the count exceeds `maxUnavailable`.
  */
 export function waveViolation(
   letThrough: WaveCr,
@@ -162,6 +168,7 @@ export function waveViolation(
   const counted = crs.filter(
     (cr) =>
       cr.wave === letThrough.wave &&
+      (cr.member || cr.key === letThrough.key) &&
       cr.hash !== cr.baseline &&
       !cr.healthy &&
       (cr.key === letThrough.key ||

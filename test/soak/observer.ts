@@ -41,8 +41,11 @@ import {
 const SAMPLE_SKEW_MS = 1_500;
 /** A CR that turned unhealthy by itself this recently may have been read healthy by the rollout gate. */
 const WAVE_GRACE_MS = 5_000;
-/** A policy must have been the same this long before a wave is checked against it (syncs lag pushes). */
-const POLICY_SETTLE_MS = 30_000;
+/**
+ * A policy, or whether the fleet wants a CR, must have been the same this long before a wave is checked
+ * against it (syncs lag pushes and inventory changes).
+ */
+const SETTLE_MS = 30_000;
 
 export interface ResourceSample {
   at: number;
@@ -268,7 +271,7 @@ export class Observer {
     before: { hash: string | undefined; healthy: boolean },
   ): Promise<void> {
     const rollout = fleet.files.rollout;
-    const recent = fleet.revisions.filter((r) => r.at >= now - POLICY_SETTLE_MS);
+    const recent = fleet.revisions.filter((r) => r.at >= now - SETTLE_MS);
     const settled =
       rollout !== undefined &&
       !fleet.files.broken.has(ROLLOUT_PATH) &&
@@ -293,12 +296,14 @@ export class Observer {
       return;
     }
     this.counts.waveChecks++;
+    const declarations = this.declarations.get(fleet)!;
     const view = (t: CrTrack): WaveCr => ({
       key: t.key,
       wave: waveOf(rollout, t.spoke),
       hash: t.hash ?? "",
       baseline: state.crs[t.key]?.baseline?.hash,
       healthy: t.healthy,
+      member: !declarations.undeclaredDuring(t.key, now - SETTLE_MS, now),
       unhealthySince: t.unhealthySince,
       changedAt: t.changedAt,
     });

@@ -87,6 +87,7 @@ describe("waves", () => {
     hash: "new",
     baseline: "old",
     healthy: false,
+    member: true,
     unhealthySince: 1_000,
     changedAt: 1_000,
     ...more,
@@ -116,6 +117,15 @@ describe("waves", () => {
     expect(waveViolation(letThrough, [...others, letThrough], 1, 5_000, 3_000)).toBeUndefined();
     // The same fault, unhealthy for longer than the grace: the gate had time to see it.
     expect(waveViolation(letThrough, [...others, letThrough], 1, 9_000, 3_000)).toMatch(/fault/);
+  });
+
+  it("does not count a CR the fleet no longer wants (its cluster left the placement): it blocks no wave", () => {
+    const letThrough = cr("c", { unhealthySince: 5_000, changedAt: 5_000 });
+    const departing = cr("eventing-spoke-1", { member: false });
+    expect(waveViolation(letThrough, [departing, letThrough], 1, 9_000, 3_000)).toBeUndefined();
+    expect(waveViolation(letThrough, [{ ...departing, member: true }, letThrough], 1, 9_000, 3_000)).toMatch(
+      /eventing-spoke-1/,
+    );
   });
 });
 
