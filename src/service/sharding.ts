@@ -276,6 +276,9 @@ export class ShardMembership {
         ),
     );
     if (!all) return;
+    // The lapse timer may have dropped every cluster while these requests were out: widen only on a
+    // renewal still within its deadline, or this member would own a share the others may count as gone.
+    if (performance.now() - this.lastRenewSentMs >= renewDeadlineMs) return;
     const before = this.views;
     this.views = [view];
     log.info({ members: view.length }, "sharding: every member acknowledged; taking this replica's share");

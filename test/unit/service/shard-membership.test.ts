@@ -1,76 +1,25 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
-import type { KubeClient } from "../../../src/kube/client.ts";
-import { KubeApiError } from "../../../src/kube/rest.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import { type MemberLease, ShardMembership } from "../../../src/service/sharding.ts";
+import { ShardMembership } from "../../../src/service/sharding.ts";
+import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
 
-// ShardMembership's timing over a hub that keeps member Leases (a fake: the membership protocol is logic
-// over conditional writes; test/integration/scale/sharding.test.ts runs it on a real hub). Short timings:
-// 600 ms lease, 400 ms renew deadline, 100 ms retry period. A member is cut off from the hub by making
-// every request it sends hang, as a partition does (the connection accepts and answers nothing until it
-// heals; then the answers arrive, late).
+// ShardMembership's timing over a hub that keeps member Leases in memory (test/support/lease-hub.ts).
+// Short timings: 600 ms lease, 400 ms renew deadline, 100 ms retry period. A member is cut off from the hub
+// by making every request it sends hang, as a partition does.
 
 const LEASE_MS = 600;
 const DEADLINE_MS = 400;
 const RETRY_MS = 100;
 const CLUSTERS = Array.from({ length: 24 }, (_, i) => `fleet-system/spoke-${i + 1}`);
 
-/** Member Leases kept in memory, with resourceVersions and conditional PUTs as the API server does them. */
-function leaseHub() {
-  const leases = new Map<string, MemberLease>();
-  let version = 0;
-  const copy = <T>(value: T): T => structuredClone(value);
-  const store = (lease: MemberLease): MemberLease => {
-    const stored = copy({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } });
-    leases.set(lease.metadata.name, stored);
-    return copy(stored);
-  };
-  const write = (method: string, path: string, body: MemberLease | undefined): MemberLease | object => {
-    const name = method === "POST" ? body!.metadata.name : path.split("/").at(-1)!;
-    const current = leases.get(name);
-    const fail = (status: number, reason: string) => {
-      throw new KubeApiError(method, path, status, reason, `${reason}: ${name}`);
-    };
-    if (method === "POST") return current ? fail(409, "AlreadyExists") : store(body!);
-    if (!current) return fail(404, "NotFound");
-    if (method === "DELETE") {
-      leases.delete(name);
-      return {};
-    }
-    if (body!.metadata.resourceVersion !== current.metadata.resourceVersion) return fail(409, "Conflict");
-    return store(body!);
-  };
-  /** A client of the hub for one member; while `cut()` says so, its requests wait for `heal()`. */
-  const held: (() => void)[] = [];
-  const heal = () => {
-    for (const release of held.splice(0)) release();
-  };
-  const client = (cut: () => boolean): KubeClient => {
-    const answer = <T>(respond: () => T): Promise<T> =>
-      cut() ? new Promise<void>((resolve) => held.push(resolve)).then(respond) : sleep(2).then(respond);
-    return {
-      path: async (_apiVersion: string, _kind: string, namespace: string, name?: string) =>
-        `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases${name ? `/${name}` : ""}`,
-      list: () => answer(() => ({ items: [...leases.values()].map(copy) })),
-      get: (_apiVersion: string, _kind: string, _namespace: string, name: string) =>
-        answer(() => copy(leases.get(name))),
-      rest: {
-        request: ({ method, path, body }: { method: string; path: string; body?: MemberLease }) =>
-          answer(() => ({ status: 200, body: write(method, path, body) })),
-      },
-    } as unknown as KubeClient;
-  };
-  return { client, heal };
-}
-
 interface Member {
   identity: string;
   membership: ShardMembership;
   /** performance.now() of each onNarrowed call. */
   narrowed: number[];
-  cut: boolean;
+  link: HubLink;
 }
 
 const started: ShardMembership[] = [];
@@ -83,9 +32,9 @@ afterEach(async () => {
 });
 
 function member(hub: ReturnType<typeof leaseHub>, pod: string): Member {
-  const self = { identity: processIdentity(pod), narrowed: [], cut: false } as unknown as Member;
+  const self = { identity: processIdentity(pod), narrowed: [], link: hub.link() } as unknown as Member;
   self.membership = new ShardMembership({
-    client: hub.client(() => self.cut),
+    client: self.link.client,
     namespace: "knative-fleet",
     group: "knative-fleet",
     identity: self.identity,
@@ -132,7 +81,7 @@ describe("a shard member cut off from the hub", () => {
     );
 
     const cutAt = performance.now();
-    a.cut = true;
+    a.link.cut = true;
     const narrowedBefore = a.narrowed.length;
     // b takes every cluster once a's Lease expired (seen from b), and never while a still owns one.
     await watchOwners([a, b], () => owned(b).length === CLUSTERS.length, 10_000);
@@ -145,21 +94,38 @@ describe("a shard member cut off from the hub", () => {
 
     // The partition heals: a's old requests are answered (late), it rejoins, and the two split the clusters
     // again, never sharing one.
-    a.cut = false;
-    hub.heal();
+    a.link.heal();
     await watchOwners([a, b], () => everyClusterOwned() && owned(a).length > 0, 10_000);
     expect(owned(a).length + owned(b).length).toBe(CLUSTERS.length);
+  });
+
+  it("a member whose hub answers slowly never widens on a renewal past its deadline", async () => {
+    const hub = leaseHub();
+    const a = member(hub, "replica-a");
+    const b = member(hub, "replica-b");
+    await watchOwners([a, b], () => owned(a).length > 0 && owned(b).length > 0, 10_000);
+    // Each request of a's now takes 3/4 of the renew deadline: a round's renewal is answered in time, but
+    // the lapse timer drops every cluster while the round still reads the others' acknowledgements (on
+    // the old code the round then widened anyway, while b could count a gone between its late renewals).
+    a.link.latencyMs = (DEADLINE_MS * 3) / 4;
+    const until = performance.now() + 4 * LEASE_MS;
+    await watchOwners([a, b], () => performance.now() > until, 5 * LEASE_MS);
+    a.link.latencyMs = 2;
+    await watchOwners(
+      [a, b],
+      () => owned(a).length > 0 && owned(a).length + owned(b).length === CLUSTERS.length,
+      10_000,
+    );
   });
 
   it("a member alone that cannot renew owns nothing after the deadline, and takes everything back once it can", async () => {
     const hub = leaseHub();
     const a = member(hub, "replica-a");
     await watchOwners([a], () => owned(a).length === CLUSTERS.length, 5_000);
-    a.cut = true;
+    a.link.cut = true;
     await sleep(DEADLINE_MS + 60);
     expect(owned(a)).toEqual([]);
-    a.cut = false;
-    hub.heal();
+    a.link.heal();
     await watchOwners([a], () => owned(a).length === CLUSTERS.length, 5_000);
   });
 });

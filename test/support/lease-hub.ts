@@ -1,0 +1,77 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { KubeClient } from "../../src/kube/client.ts";
+import { KubeApiError } from "../../src/kube/rest.ts";
+import type { MemberLease } from "../../src/service/sharding.ts";
+
+// A hub that keeps member Leases in memory, with resourceVersions and conditional PUTs as the API server
+// does them: the shard membership protocol is logic over conditional writes (test/integration/scale/
+// sharding.test.ts runs it on a real hub). Each member gets its own link to it, which can be cut as a
+// partition cuts it (the connection accepts and answers nothing until it heals; then the answers arrive,
+// late) or slowed.
+
+/** One member's link to the hub. */
+export interface HubLink {
+  /** While true, every request waits until `heal()`. */
+  cut: boolean;
+  /** How long each answer takes (ms). */
+  latencyMs: number;
+  /** Answers every request held while cut, and ends the cut. */
+  heal(): void;
+  client: KubeClient;
+}
+
+export function leaseHub() {
+  const leases = new Map<string, MemberLease>();
+  let version = 0;
+  const copy = <T>(value: T): T => structuredClone(value);
+  const store = (lease: MemberLease): MemberLease => {
+    const stored = copy({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } });
+    leases.set(lease.metadata.name, stored);
+    return copy(stored);
+  };
+  const write = (method: string, path: string, body: MemberLease | undefined): MemberLease | object => {
+    const name = method === "POST" ? body!.metadata.name : path.split("/").at(-1)!;
+    const current = leases.get(name);
+    const fail = (status: number, reason: string) => {
+      throw new KubeApiError(method, path, status, reason, `${reason}: ${name}`);
+    };
+    if (method === "POST") return current ? fail(409, "AlreadyExists") : store(body!);
+    if (!current) return fail(404, "NotFound");
+    if (method === "DELETE") {
+      leases.delete(name);
+      return {};
+    }
+    if (body!.metadata.resourceVersion !== current.metadata.resourceVersion) return fail(409, "Conflict");
+    return store(body!);
+  };
+
+  const link = (): HubLink => {
+    const held: (() => void)[] = [];
+    // The request reaches the hub when it is answered: a write held by a cut lands after the heal.
+    const answer = <T>(respond: () => T): Promise<T> =>
+      self.cut
+        ? new Promise<void>((resolve) => held.push(resolve)).then(respond)
+        : sleep(self.latencyMs).then(respond);
+    const self: HubLink = {
+      cut: false,
+      latencyMs: 2,
+      heal: () => {
+        self.cut = false;
+        for (const release of held.splice(0)) release();
+      },
+      client: {
+        path: async (_apiVersion: string, _kind: string, namespace: string, name?: string) =>
+          `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases${name ? `/${name}` : ""}`,
+        list: () => answer(() => ({ items: [...leases.values()].map(copy) })),
+        get: (_apiVersion: string, _kind: string, _namespace: string, name: string) =>
+          answer(() => copy(leases.get(name))),
+        rest: {
+          request: ({ method, path, body }: { method: string; path: string; body?: MemberLease }) =>
+            answer(() => ({ status: 200, body: write(method, path, body) })),
+        },
+      } as unknown as KubeClient,
+    };
+    return self;
+  };
+  return { link, leases };
+}
