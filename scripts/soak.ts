@@ -13,7 +13,9 @@
 // flags and environment, releases compiled by compile-kodata; src runs src/cli.ts with the same flags.
 // Without KNATIVE_FLEET_SANDBOX a sandbox of 2 x spokes-per-fleet light spokes is started in a temp dir and
 // stopped at the end. Prints the seed first and the Markdown report last; exits 1 when a counter is not 0.
-import { mkdtempSync, writeFileSync } from "node:fs";
+// An interrupt (Ctrl-C, SIGTERM) ends the run after the round in progress, cleanly and with its report; a
+// second one stops at once.
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -92,8 +94,39 @@ const sandbox = stateDir
       spokes: modes.length * spokesPerFleet,
       light: true,
     });
+// An interrupt winds the run down as its end would (faults stopped, replicas stopped, spokes cleaned, the
+// sandbox down), with the report; a second one stops waiting for that and takes the sandbox down at once.
+const interrupt = new AbortController();
+const onSignal = (signal: NodeJS.Signals) => {
+  if (!interrupt.signal.aborted) {
+    console.log(`soak: ${signal}: ending after this round (again to stop at once)`);
+    interrupt.abort();
+    return;
+  }
+  console.log(`soak: ${signal} again: stopping at once`);
+  for (const pid of childPids()) process.kill(pid, "SIGKILL"); // the replicas
+  const stopping = stateDir ? Promise.resolve() : down(sandbox.stateDir);
+  void stopping.finally(() => process.exit(130));
+};
+/** This process's children, from /proc (the soak runs on Linux). */
+function childPids(): number[] {
+  return readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1] === String(process.pid);
+      } catch {
+        return false; // gone meanwhile
+      }
+    })
+    .map(Number);
+}
+process.on("SIGINT", onSignal);
+process.on("SIGTERM", onSignal);
 try {
   const result = await runSoak({
+    stop: interrupt.signal,
     ...pace,
     modes,
     ...(faultKinds && { faultKinds }),

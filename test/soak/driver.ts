@@ -56,6 +56,8 @@ export interface SoakOptions {
   maxFaults: number;
   /** The kinds of fault injected (default all). */
   faultKinds?: readonly FaultKind[];
+  /** Ends the run early (an interrupt): the round in progress winds down and converges, then the end as usual. */
+  stop?: AbortSignal;
   log: (line: string) => void;
 }
 
@@ -69,13 +71,15 @@ export interface PushRecord {
 }
 
 export interface SoakResult {
-  options: Omit<SoakOptions, "sandbox" | "log" | "runtime" | "faultKinds"> & {
+  options: Omit<SoakOptions, "sandbox" | "log" | "runtime" | "faultKinds" | "stop"> & {
     runtime: string;
     spokes: number;
     faultKinds: readonly FaultKind[];
   };
   startedAt: number;
   endedAt: number;
+  /** The round after which an interrupt ended the run, when one did. */
+  endedEarlyAfterRound?: number;
   fleets: { repo: string; mode: string; replicas: string[]; spokes: readonly string[] }[];
   counters: Record<Invariant, number>;
   violations: { invariant: Invariant; at: number; step: string; evidence: string }[];
@@ -163,6 +167,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   const churn: SoakResult["churn"] = [];
   const convergence: SoakResult["convergence"] = [];
   let initialInstallSeconds: number | undefined;
+  let endedEarlyAfterRound: number | undefined;
 
   const result = (): SoakResult => {
     const counters = Object.fromEntries(Object.keys(INVARIANTS).map((k) => [k, 0])) as Record<
@@ -188,6 +193,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       },
       startedAt,
       endedAt: Date.now(),
+      ...(endedEarlyAfterRound !== undefined && { endedEarlyAfterRound }),
       fleets: fleets.map((f) => ({
         repo: f.repo,
         mode: f.mode,
@@ -280,13 +286,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     );
 
     const churnTasks = new Set<Promise<void>>();
+    const stopped = () => options.stop?.aborted === true;
     for (let round = 1; Date.now() - installStart < options.durationMs || round === 1; round++) {
+      if (stopped()) break;
       const roundEnd = Date.now() + options.roundMs;
       const nextPushAt = new Map(fleets.map((f) => [f, Date.now() + between(options.pushEverySeconds)]));
       const nextChurnAt = new Map(fleets.map((f) => [f, Date.now() + between(options.churnEverySeconds)]));
       let nextFaultAt = Date.now() + between(options.faultEverySeconds) / 2;
       step = `round ${round}`;
-      while (Date.now() < roundEnd) {
+      while (Date.now() < roundEnd && !stopped()) {
         for (const fleet of fleets) {
           if (Date.now() >= nextPushAt.get(fleet)!) {
             nextPushAt.set(fleet, Date.now() + between(options.pushEverySeconds));
@@ -323,6 +331,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       log(
         `soak: round ${round} ${afterSeconds === undefined ? "did NOT converge" : `converged ${afterSeconds.toFixed(1)} s after the faults stopped`}; ${pushes.length} pushes, ${faults.history.length} faults so far`,
       );
+      if (stopped()) endedEarlyAfterRound = round;
     }
 
     // The end: every CR deleted, as a person removes a fleet (the files first: an empty fleet prunes

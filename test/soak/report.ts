@@ -78,7 +78,7 @@ export function renderReport(result: SoakResult): string {
   out.push(
     `# knative-fleet soak: ${passed(result) ? "PASS" : `FAIL (${total} violations)`}`,
     "",
-    `- Seed **${result.options.seed}** (\`--seed ${result.options.seed}\` replays the same choices), rounds started for ${result.options.durationMs / 60_000} min, ${minutes.toFixed(1)} min in all, from ${new Date(result.startedAt).toISOString()}.`,
+    `- Seed **${result.options.seed}** (\`--seed ${result.options.seed}\` replays the same choices), rounds started for ${result.options.durationMs / 60_000} min${result.endedEarlyAfterRound === undefined ? "" : ` (**ended early** by an interrupt after round ${result.endedEarlyAfterRound})`}, ${minutes.toFixed(1)} min in all, from ${new Date(result.startedAt).toISOString()}.`,
     `- Machine: ${cpus().length} × ${cpus()[0]?.model.trim() ?? "?"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load average ${loadavg()
       .map((l) => l.toFixed(1))
       .join(" / ")} at the end; Node ${process.versions.node}.`,
