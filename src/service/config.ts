@@ -84,6 +84,11 @@ export const ServiceConfigSchema = z
       })
       .default({ enabled: false, leaseDuration: "15s", renewDeadline: "10s", retryPeriod: "2s" }),
     metricsPort: z.number().int().min(0).max(65535).default(9090),
+    /**
+     * The address the metrics and probe server and the webhook listen on: every interface by default, as a
+     * Pod needs; 127.0.0.1 keeps them on loopback (a workstation, the tests).
+     */
+    bindAddress: z.string().min(1).default("0.0.0.0"),
     logLevel: z.enum(["trace", "debug", "info", "warn", "error"]).default("info"),
     prune: MirrorOptionsSchema.default({ prune: true, allowEmpty: false, maxPruneFraction: 0.5 }),
     workers: z.number().int().min(1).max(64).default(4),

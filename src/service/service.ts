@@ -110,6 +110,7 @@ export class FleetService {
     this.source = new GitSource(gitSourceSpec(config), { cacheDir: config.cacheDir });
     const http = await startHttpServer({
       port: config.metricsPort,
+      host: config.bindAddress,
       metrics: this.metrics,
       ready: () => this.started,
       log: this.log,
@@ -463,6 +464,11 @@ export class FleetService {
       onError: (err) => this.log.error({ err: String(err) }, "webhook delivery failed"),
     });
     const webhook = { methods: new Set(["POST"]), handle: handler };
-    return serveRoutes({ port, routes: new Map([["/webhook", webhook]]), log: this.log });
+    return serveRoutes({
+      port,
+      host: this.options.config.bindAddress,
+      routes: new Map([["/webhook", webhook]]),
+      log: this.log,
+    });
   }
 }

@@ -37,6 +37,7 @@ export function writeServiceConfig(options: TestServiceConfig): string {
     },
     remoteDeploymentsPollInterval: "1s",
     metricsPort: options.metricsPort ?? 0,
+    bindAddress: "127.0.0.1",
     logLevel: "warn",
   };
   if (options.webhookSecret) {

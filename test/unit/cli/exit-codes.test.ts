@@ -149,7 +149,7 @@ describe("exit codes", () => {
     const config = join(work, "run.yaml");
     await writeFile(
       config,
-      `repository:\n  url: http://127.0.0.1:9/fleet.git\ncacheDir: ${join(work, "cache")}\nmetricsPort: 0\n`,
+      `repository:\n  url: http://127.0.0.1:9/fleet.git\ncacheDir: ${join(work, "cache")}\nmetricsPort: 0\nbindAddress: 127.0.0.1\n`,
     );
     const argv = ["run", "--config", config, "--kodata", work, "--kubeconfig", unreachableHub];
     const run = await promisify(execFile)(process.execPath, [join(repoRoot, "src", "cli.ts"), ...argv], {
