@@ -255,31 +255,44 @@ export class LeaderElector {
   }
 
   /**
-   * client-go's release: an empty holder and a 1 s duration, conditional on the resourceVersion of this
-   * replica's last write, so a Lease another replica has taken meanwhile is left alone.
+   * client-go's release: an empty holder and a 1 s duration, conditional on the resourceVersion, so a
+   * Lease another replica has taken meanwhile is left alone. A renewal of this replica's own that was
+   * still out when it stopped leading may land first (409): then the Lease is read again and, while this
+   * replica still holds it, released at its new version; otherwise the standby would wait out the lease.
    */
   private async release(): Promise<void> {
-    const lease = this.lease;
-    const spec = lease?.spec;
-    if (!lease || spec?.holderIdentity !== this.identity) return;
-    const nowIso = microTime(new Date());
-    const releasedSpec = {
-      holderIdentity: "",
-      leaseDurationSeconds: 1,
-      acquireTime: nowIso,
-      renewTime: nowIso,
-      leaseTransitions: spec.leaseTransitions ?? 0,
-    };
-    try {
-      const written = await settleWithin(
-        this.write("PUT", { ...lease, spec: releasedSpec }),
-        this.renewDeadlineMs,
-      );
-      if (!written) throw new Error(`no answer within ${this.renewDeadlineMs} ms`);
-      this.lease = written;
-      this.log.info("released the Lease");
-    } catch (err) {
-      this.log.warn({ err: String(err) }, "could not release the Lease; it expires instead");
+    const deadlineMs = performance.now() + this.renewDeadlineMs;
+    const within = <T>(request: Promise<T>) =>
+      settleWithin(request, Math.max(0, deadlineMs - performance.now())).then((answer) => {
+        if (answer === undefined) throw new Error(`no answer within ${this.renewDeadlineMs} ms`);
+        return answer;
+      });
+    for (let attempt = 1; ; attempt++) {
+      const lease = this.lease;
+      const spec = lease?.spec;
+      if (!lease || spec?.holderIdentity !== this.identity) return;
+      const nowIso = microTime(new Date());
+      const releasedSpec = {
+        holderIdentity: "",
+        leaseDurationSeconds: 1,
+        acquireTime: nowIso,
+        renewTime: nowIso,
+        leaseTransitions: spec.leaseTransitions ?? 0,
+      };
+      try {
+        this.lease = await within(this.write("PUT", { ...lease, spec: releasedSpec }));
+        this.log.info("released the Lease");
+        return;
+      } catch (err) {
+        if (isConflict(err) && attempt < 3) {
+          this.lease = await within(this.client.get(LEASE_API_VERSION, "Lease", this.namespace, this.name))
+            .then((current) => current as Lease | undefined)
+            .catch(() => undefined);
+          continue;
+        }
+        this.log.warn({ err: String(err) }, "could not release the Lease; it expires instead");
+        return;
+      }
     }
   }
 

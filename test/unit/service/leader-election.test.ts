@@ -27,13 +27,14 @@ interface StoredLease {
 /**
  * One Lease kept in memory with the API server's optimistic concurrency (a write must carry the current
  * resourceVersion), reached through one client per replica. A replica's client can be cut off: its
- * requests then hang, as across a network partition.
+ * requests then hang, as across a network partition. `afterWrite` is told of each write the server stored;
+ * the client hears of it once what it returns has settled (a slow answer).
  */
 function leaseServer() {
   let lease: StoredLease | undefined;
   let version = 0;
   const stored = () => structuredClone(lease);
-  const clientFor = () => {
+  const clientFor = (afterWrite: (method: string) => Promise<void> | undefined = () => undefined) => {
     let cut = false;
     const hang = () => new Promise<never>(() => {});
     const client = {
@@ -50,7 +51,9 @@ function leaseServer() {
             throw new KubeApiError("PUT", req.path, 409, "Conflict", "the object has been modified");
           }
           lease = { ...body, metadata: { ...body.metadata, resourceVersion: String(++version) } };
-          return { status: 200, body: stored() };
+          const answer = { status: 200, body: stored() };
+          await afterWrite(req.method);
+          return answer;
         },
       },
     } as unknown as KubeClient;
@@ -64,8 +67,9 @@ function replica(
   server: ReturnType<typeof leaseServer>,
   identity: string,
   callbacks: Partial<Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading">> = {},
+  afterWrite?: (method: string) => Promise<void> | undefined,
 ) {
-  const { client, cut } = server.clientFor();
+  const { client, cut } = server.clientFor(afterWrite);
   const calls: { call: "started" | "stopped"; atMs: number }[] = [];
   const elector = new LeaderElector({
     client,
@@ -183,6 +187,25 @@ describe("leader election", () => {
     // Well under the lease duration: at most one jittered poll (retry period × 2.2).
     expect(performance.now() - stoppedAt).toBeLessThan(2.2 * TIMING.retryPeriodMs + 250);
     expect(server.lease()!.spec).toMatchObject({ holderIdentity: "b", leaseTransitions: 1 });
+  });
+
+  it("releases the Lease on stop though a renewal of its own, still unanswered, moved it on", async () => {
+    const server = leaseServer();
+    // The stop comes while a renewal is stored but not yet answered: the leader's last known
+    // resourceVersion is already old when it releases (a renewal on another connection, a slow answer).
+    let stopOnRenewal = false;
+    let stopping: Promise<void> | undefined;
+    const a = replica(server, "a", {}, (method) => {
+      if (method !== "PUT" || !stopOnRenewal || stopping) return undefined;
+      stopping = a.elector.stop();
+      return new Promise((answer) => setTimeout(answer, 50));
+    });
+    a.elector.start();
+    await until("a leads", () => a.elector.isLeader);
+    stopOnRenewal = true;
+    await until("a renewed and stopped", () => stopping !== undefined);
+    await stopping;
+    expect(server.lease()!.spec).toMatchObject({ holderIdentity: "", leaseDurationSeconds: 1 });
   });
 
   it("a cut-off leader stops after renewDeadline, before the standby takes over after leaseDuration", async () => {
