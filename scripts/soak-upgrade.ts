@@ -222,6 +222,7 @@ interface CrEvent {
   why: string;
 }
 const events: CrEvent[] = [];
+await installFleetCrds(hub); // before the watch: on a fresh sandbox it would wait for them forever
 const watch = new Informer(hub, OPERATOR_API_VERSION, "KnativeServing", undefined, NAMESPACE);
 watch.on((event, cr) => {
   if (event === "DELETED") return;
@@ -294,7 +295,6 @@ const allReadyOn = (version: string, wantMarker?: (spoke: string) => number) => 
 const figures: Record<string, string | number> = { previous: previousCommit, current: currentCommit };
 try {
   // ── The previous release, its fleet installed and its first rollout complete ─────────────────────
-  await installFleetCrds(hub);
   // The previous chart lets knative-fleet get and patch the rollout state's ConfigMap but not create it, and
   // its server-side apply of a missing one is authorized as a create: a rollout policy never started until
   // someone made the ConfigMap (this session's chart allows the create, by name). Made here as its users had to.
