@@ -22,7 +22,7 @@ import {
 } from "./checks.ts";
 import { FAULT_KINDS, type FaultKind, type FaultRecord, Faults } from "./faults.ts";
 import { BOT_AUTHOR, minorOf, type ProcessRuntime, SoakFleet } from "./fleet.ts";
-import { type ExpectedCr, nextPush } from "./model.ts";
+import { type ExpectedCr, nextPush, warmUpPushes } from "./model.ts";
 import { anchorsOn, notReady, Observer, type ResourceSample, withTimeout } from "./observer.ts";
 
 const execFileAsync = promisify(execFile);
@@ -56,6 +56,8 @@ export interface SoakOptions {
   maxFaults: number;
   /** The kinds of fault injected (default all). */
   faultKinds?: readonly FaultKind[];
+  /** Before the rounds, walk every release of the window (model.ts warmUpPushes): the long pace does. */
+  warmUp: boolean;
   /** Ends the run early (an interrupt): the round in progress winds down and converges, then the end as usual. */
   stop?: AbortSignal;
   log: (line: string) => void;
@@ -78,6 +80,8 @@ export interface SoakResult {
   };
   startedAt: number;
   endedAt: number;
+  /** When the warm-up's last push had converged (Date.now()), when there was one. */
+  warmUpEndedAt?: number;
   /** The round after which an interrupt ended the run, when one did. */
   endedEarlyAfterRound?: number;
   fleets: { repo: string; mode: string; replicas: string[]; spokes: readonly string[] }[];
@@ -168,6 +172,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   const convergence: SoakResult["convergence"] = [];
   let initialInstallSeconds: number | undefined;
   let endedEarlyAfterRound: number | undefined;
+  let warmUpEndedAt: number | undefined;
 
   const result = (): SoakResult => {
     const counters = Object.fromEntries(Object.keys(INVARIANTS).map((k) => [k, 0])) as Record<
@@ -182,6 +187,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
         spokesPerFleet: options.spokesPerFleet,
         workDir: options.workDir,
         convergeBoundMs: options.convergeBoundMs,
+        warmUp: options.warmUp,
         roundMs: options.roundMs,
         pushEverySeconds: options.pushEverySeconds,
         faultEverySeconds: options.faultEverySeconds,
@@ -194,6 +200,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       startedAt,
       endedAt: Date.now(),
       ...(endedEarlyAfterRound !== undefined && { endedEarlyAfterRound }),
+      ...(warmUpEndedAt !== undefined && { warmUpEndedAt }),
       fleets: fleets.map((f) => ({
         repo: f.repo,
         mode: f.mode,
@@ -285,8 +292,30 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       `soak: first install ${left.length === 0 ? `converged in ${initialInstallSeconds} s` : "did not converge"}`,
     );
 
-    const churnTasks = new Set<Promise<void>>();
     const stopped = () => options.stop?.aborted === true;
+    if (options.warmUp) {
+      step = "warm-up";
+      const warmUps = fleets.map((f) => warmUpPushes(f.layout, f.files, () => f.marker()));
+      for (let i = 0; i < Math.max(...warmUps.map((w) => w.length)) && !stopped(); i++) {
+        const since = Date.now();
+        for (const [index, fleet] of fleets.entries()) {
+          const push = warmUps[index]![i];
+          if (!push) continue;
+          await fleet.push(push);
+          pushes.push({ fleet: fleet.repo, kind: push.kind, message: push.message, at: Date.now() });
+          log(`push ${fleet.repo}: ${push.message}`);
+        }
+        const differences = await allConverged(since, options.convergeBoundMs);
+        if (differences.length > 0)
+          observer.violate("converged", `warm-up: not converged: ${differences.join("; ")}`);
+      }
+      warmUpEndedAt = Date.now();
+      log(
+        `soak: warm-up done ${((warmUpEndedAt - installStart) / 1000).toFixed(0)} s after the first install began`,
+      );
+    }
+
+    const churnTasks = new Set<Promise<void>>();
     for (let round = 1; Date.now() - installStart < options.durationMs || round === 1; round++) {
       if (stopped()) break;
       const roundEnd = Date.now() + options.roundMs;
@@ -570,6 +599,7 @@ export const SOAK_PACES = {
     faultEverySeconds: [15, 35],
     churnEverySeconds: [25, 60],
     maxFaults: 2,
+    warmUp: true,
   },
   short: {
     durationMs: 60_000,
@@ -580,5 +610,6 @@ export const SOAK_PACES = {
     faultEverySeconds: [8, 14],
     churnEverySeconds: [15, 30],
     maxFaults: 2,
+    warmUp: false,
   },
 } satisfies Record<string, Omit<SoakOptions, "sandbox" | "seed" | "runtime" | "workDir" | "log">>;

@@ -393,3 +393,41 @@ export function nextPush(layout: FleetLayout, files: FleetFiles, context: PushCo
   serving.set(target, { ...serving.get(target)!, marker: marker() });
   return next("config", `Serving on ${target}: observability config changed`);
 }
+
+/**
+ * The warm-up before the measured part of a long run: the placement widened to every ring, then Serving
+ * and then Eventing walked one minor at a time up to the newest of the window and down to the oldest. So
+ * every replica has met every release it parses once and keeps (src/render/release.ts) before the
+ * resource slopes start, and a slope is what grows, not a bounded cache filling up as the pushes happen to
+ * reach a version for the first time.
+ */
+export function warmUpPushes(layout: FleetLayout, files: FleetFiles, marker: () => number): Push[] {
+  const pushes: Push[] = [];
+  let current = files;
+  const add = (kind: PushKind, message: string, change: Partial<FleetFiles>) => {
+    current = { ...current, ...change };
+    pushes.push({ kind, message: `${message} (warm-up)`, files: current });
+  };
+  const rings = [...new Set(layout.spokes.map((s) => ringOf(layout, s)))].sort();
+  if (current.placement && current.placement.rings.length < rings.length)
+    add("placement-widen", "Eventing placement widened to every ring", {
+      placement: { ...current.placement, rings },
+    });
+  for (const kind of ["KnativeServing", "KnativeEventing"] as const)
+    for (const direction of [1, -1] as const)
+      for (;;) {
+        const from =
+          kind === "KnativeServing" ? [...current.serving.values()][0]?.version : current.placement?.version;
+        const to = from === undefined ? undefined : nextMinor(from, direction);
+        if (to === undefined) break;
+        if (kind === "KnativeServing")
+          add("version", `Serving ${from} -> ${to} on every spoke`, {
+            serving: new Map([...current.serving.keys()].map((s) => [s, { version: to, marker: marker() }])),
+          });
+        else
+          add("version", `Eventing ${from} -> ${to} in the placement`, {
+            placement: { ...current.placement!, version: to, marker: marker() },
+          });
+      }
+  return pushes;
+}

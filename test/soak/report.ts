@@ -25,9 +25,12 @@ export interface ProcessFigures {
   slopes: Record<"fds" | "sockets" | "timers" | "hubConnections", number>;
 }
 
-/** Per replica process: RSS from start to end, and the slopes per hour of everything after the warm-up. */
+/**
+ * Per replica process: RSS from start to end, and the slopes per hour of everything after the warm-up (the
+ * first minutes, and the warm-up pushes if they took longer).
+ */
 export function processFigures(result: SoakResult): ProcessFigures[] {
-  const from = result.startedAt + warmUpMs(result.options.durationMs);
+  const from = Math.max(result.startedAt + warmUpMs(result.options.durationMs), result.warmUpEndedAt ?? 0);
   return [...result.resources].map(([process, samples]) => {
     const late = samples.filter((s) => s.at >= from);
     const slope = (pick: (s: ResourceSample) => number) =>
@@ -87,7 +90,7 @@ export function renderReport(result: SoakResult): string {
       (f) =>
         `- Fleet \`${f.repo}\` (${f.mode === "leader" ? "leader election" : "sharding"}): replicas ${f.replicas.join(", ")}; spokes ${f.spokes.join(", ")}.`,
     ),
-    `- Pace: rounds of ${result.options.roundMs / 1000} s, a push to each fleet every ${result.options.pushEverySeconds.join("-")} s, a fault every ${result.options.faultEverySeconds.join("-")} s (at most ${result.options.maxFaults} at once; ${result.options.faultKinds.length === FAULT_KINDS.length ? "every kind" : `only ${result.options.faultKinds.join(", ")}`}), churn every ${result.options.churnEverySeconds.join("-")} s; convergence bound ${result.options.convergeBoundMs / 1000} s.`,
+    `- Pace: rounds of ${result.options.roundMs / 1000} s, a push to each fleet every ${result.options.pushEverySeconds.join("-")} s, a fault every ${result.options.faultEverySeconds.join("-")} s (at most ${result.options.maxFaults} at once; ${result.options.faultKinds.length === FAULT_KINDS.length ? "every kind" : `only ${result.options.faultKinds.join(", ")}`}), churn every ${result.options.churnEverySeconds.join("-")} s; convergence bound ${result.options.convergeBoundMs / 1000} s.${result.warmUpEndedAt === undefined ? "" : ` Before the rounds, a warm-up walked Serving and Eventing through every minor of the window on every ring (${((result.warmUpEndedAt - result.startedAt) / 60_000).toFixed(1)} min).`}`,
     "",
     "## Invariants",
     "",

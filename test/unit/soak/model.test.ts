@@ -16,6 +16,7 @@ import {
   ringOf,
   type SpokeProfile,
   servingPath,
+  warmUpPushes,
 } from "../../soak/model.ts";
 import { runCli } from "../../support/cli.ts";
 import { seededRandom } from "../../support/seeded-random.ts";
@@ -113,6 +114,29 @@ describe("the soak's pushes", () => {
     expect(
       protectedCrs(layout, brokenPolicy, inventory, declared).has("KnativeServing soak-x/serving-spoke-3"),
     ).toBe(true);
+  });
+});
+
+describe("the warm-up of a long run", () => {
+  it("widens the placement to every ring and takes both components through every minor, one at a time", () => {
+    let marker = 100;
+    const start = { ...first(), placement: { version: "1.21", marker: 9, rings: ["r2"] } };
+    const pushes = warmUpPushes(layout, start, () => ++marker);
+    expect(pushes[0]!.files.placement!.rings).toEqual(["r1", "r2", "r3"]);
+    const serving = pushes.map((p) => [...p.files.serving.values()][0]!.version);
+    const eventing = pushes.map((p) => p.files.placement!.version);
+    for (const versions of [serving, eventing]) {
+      expect(new Set(versions)).toEqual(new Set(KNATIVE_MINORS));
+      for (let i = 1; i < versions.length; i++)
+        expect(
+          Math.abs(
+            KNATIVE_MINORS.indexOf(versions[i]! as never) - KNATIVE_MINORS.indexOf(versions[i - 1]! as never),
+          ),
+        ).toBeLessThanOrEqual(1);
+    }
+    // Each version push is new content (a marker of its own), so the fleet converges on something new.
+    const markers = pushes.flatMap((p) => [...p.files.serving.values()].map((c) => c.marker));
+    expect(new Set(markers).size).toBeGreaterThan(layout.spokes.length);
   });
 });
 
