@@ -4,13 +4,22 @@ export interface SourcePosition {
   column: number;
 }
 
-/** One error in a fleet file. Every diagnostic is an error: a file with any of them is not applied. */
+/**
+ * One finding in a fleet file. Without `severity` it is an error: a file with any error is not applied.
+ * A warning (`severity: "warning"`) is reported and never blocks.
+ */
 export interface Diagnostic extends SourcePosition {
   /** The file's path relative to the fleet repository root (forward slashes). */
   path: string;
   /** The field path in the document, e.g. `spec.registry.override`; empty when the YAML itself is broken. */
   field: string;
   message: string;
+  severity?: "warning";
+}
+
+/** Whether a diagnostic blocks its file: every one but a warning does. */
+export function isError(diagnostic: Diagnostic): boolean {
+  return diagnostic.severity !== "warning";
 }
 
 /** A field path as a list of keys and array indexes, the shape zod issues and YAML ASTs use. */
