@@ -30,9 +30,15 @@ export function meantKind(kind: unknown): string | undefined {
 }
 
 /**
+ * The spec fields only a placement has. A document in the fleet group whose kind says nothing is a rollout
+ * policy only without them: a placement that lost its kind must hold only its own CRs, not the whole fleet.
+ */
+const PLACEMENT_ONLY_FIELDS = ["template", "clusterSelectorTerms", "overrides"];
+
+/**
  * Whether a decoded document looks like a rollout policy: its kind is KnativeRollout or a typo of it; or,
  * naming no other fleet kind, it has `spec.waves`; or it is in the fleet.knative.dev group (a typo of it
- * counts) without a placement's `spec.template`.
+ * counts) without a placement's fields (`PLACEMENT_ONLY_FIELDS`).
  */
 export function looksLikeRollout(value: unknown): boolean {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return false;
@@ -41,25 +47,30 @@ export function looksLikeRollout(value: unknown): boolean {
   if (meant !== undefined) return meant === ROLLOUT_KIND;
   const specKeys = typeof spec === "object" && spec !== null ? Object.keys(spec) : [];
   if (specKeys.includes("waves")) return true;
-  return isFleetApiVersion(apiVersion) && !specKeys.includes("template");
+  return isFleetApiVersion(apiVersion) && !specKeys.some((key) => PLACEMENT_ONLY_FIELDS.includes(key));
 }
 
 const KIND_LINE = /(?:^|[\s{,])["']?kind["']?\s*:\s*["']?([A-Za-z][A-Za-z0-9]*)/g;
 const WAVES_KEY = /(?:^|[\s{,])["']?waves["']?\s*:/m;
 const API_VERSION_LINE = /(?:^|[\s{,])["']?apiVersion["']?\s*:\s*["']?([^\s"',}]+)/g;
+const PLACEMENT_KEY = new RegExp(`(?:^|[\\s{,])["']?(?:${PLACEMENT_ONLY_FIELDS.join("|")})["']?\\s*:`, "m");
 
 /**
  * The same question for text that could not be read as YAML (the lenient decoding of a file in another
  * encoding, or a file with a syntax error): a `kind:` naming KnativeRollout or a typo of it, a `waves:`
- * key, or a fleet.knative.dev `apiVersion:` with no `kind:` at all. `false` when a kind line names another
- * fleet kind and none names the policy.
+ * key, or a fleet.knative.dev `apiVersion:` with no `kind:` at all and no placement's key. `false` when a
+ * kind line names another fleet kind and none names the policy.
  */
 export function textLooksLikeRollout(text: string): boolean {
   const kinds = [...text.matchAll(KIND_LINE)].map((match) => meantKind(match[1]));
   if (kinds.includes(ROLLOUT_KIND)) return true;
   if (kinds.some((kind) => kind !== undefined)) return false;
   if (WAVES_KEY.test(text)) return true;
-  return kinds.length === 0 && [...text.matchAll(API_VERSION_LINE)].some((m) => isFleetApiVersion(m[1]));
+  return (
+    kinds.length === 0 &&
+    !PLACEMENT_KEY.test(text) &&
+    [...text.matchAll(API_VERSION_LINE)].some((m) => isFleetApiVersion(m[1]))
+  );
 }
 
 /** A file named for a rollout policy: `rollout` in its name, any case. */

@@ -873,3 +873,64 @@ describe("mutation corpus of placements and rollout policies", () => {
     expect(brokenPolicies).toBeGreaterThan(300);
   }, 180_000);
 });
+
+// Only a file that is recognisably a rollout policy may hold the whole fleet: a broken placement or
+// per-cluster file holds what it declares, and the valid policy beside it stays in effect for the rest.
+
+/** The kind of a placement and of a per-cluster CR lost, emptied, mistyped or with one byte replaced. */
+function kindMutations(random: Chooser): Case[] {
+  const cases: Case[] = [];
+  for (const [path, text, kind, neighbours] of [
+    [PLACEMENT_PATH, PLACEMENT, "KnativeServingPlacement", PLACEMENT_NEIGHBOURS],
+    [PATHS[0]!, RICH_SERVING, "KnativeServing", PATHS.slice(1).map((p) => ({ path: p, text: BASE[p]! }))],
+  ] as const) {
+    const replaced = (to: string) => text.replace(`kind: ${kind}\n`, to);
+    const variants = [
+      "",
+      "kind:\n",
+      'kind: ""\n',
+      "kind: 42\n",
+      "kind: [KnativeRollout]\n",
+      "kind: {a: 1}\n",
+      `kind: ${kind.toLowerCase()}x\n`,
+      `kind: Knative${kind.slice(7).split("").reverse().join("")}\n`,
+    ].map(replaced);
+    for (let i = 0; i < kind.length; i++) {
+      const byte = random.int(256);
+      variants.push(
+        replaced(`kind: "${kind.slice(0, i)}\\x${byte.toString(16).padStart(2, "0")}${kind.slice(i + 1)}"\n`),
+      );
+      const bytes = utf8(text);
+      bytes[text.indexOf(`kind: ${kind}`) + 6 + i] = byte;
+      cases.push({ family: "kind bytes", files: [...neighbours, decodeFleetFile(path, bytes)] });
+    }
+    for (const variant of variants)
+      cases.push({ family: "kinds", files: [...neighbours, { path, text: variant }] });
+  }
+  return cases;
+}
+
+describe("a broken placement or per-cluster file beside a valid rollout policy", () => {
+  it("leaves the policy in effect: no mutation of them is taken for a broken policy", () => {
+    const policy: FleetFile = { path: ROLLOUT_PATH, text: ROLLOUT };
+    const corpus = [
+      ...generateCorpus(),
+      ...generatePlacementCorpus(),
+      ...kindMutations(chooser(seededRandom(SEED + 3))),
+    ];
+    const heldBy: string[] = [];
+    let failedFiles = 0;
+    for (const [index, testCase] of corpus.entries()) {
+      const model = buildFleetModel([...testCase.files, policy], { defaultNamespace: NS });
+      failedFiles += model.files.filter((file) => file.status === "failed").length;
+      if (model.rollout.policy === undefined || model.rollout.failedPaths.length > 0)
+        heldBy.push(`case ${index} (${testCase.family}): ${model.rollout.failedPaths.join(", ")}`);
+    }
+    console.log(
+      `${corpus.length} mutations of placements and per-cluster files, ${failedFiles} failed files: ${heldBy.length} held the fleet`,
+    );
+    expect(heldBy).toEqual([]);
+    expect(corpus.length).toBeGreaterThan(1700);
+    expect(failedFiles).toBeGreaterThan(1200);
+  }, 120_000);
+});
