@@ -57,6 +57,12 @@ export const SOURCE_PATH_ANNOTATION = `${FLEET}source-path`;
  */
 export const SOURCE_COMMIT_ANNOTATION = `${FLEET}source-commit`;
 /**
+ * On a fleet file's KnativeServing/KnativeEventing (or a placement's template): the settings the
+ * release-aware check (src/render/settings-check.ts) does not know but that are meant, comma-separated, e.g.
+ * `spec.config.autoscaler.new-key, spec.workloads.my-extra-deployment` (a `.*` suffix covers what is below).
+ */
+export const ALLOW_UNKNOWN_SETTINGS_ANNOTATION = `${FLEET}allow-unknown-settings`;
+/**
  * Set on a hub CR by a person, naming the repository (its URL as the service is configured with it) that
  * may take the CR over from the one in its source-repository annotation. Without it, a CR another
  * repository mirrored is a conflict: left alone, never updated, never pruned.
