@@ -35,6 +35,15 @@ export interface AdmittedCr {
   };
 }
 
+/**
+ * The one-line fix of a CR in a namespace the service does not reconcile, as the Knative docs' examples
+ * (`namespace: knative-serving`) are: the fleet's namespace is the default, a tenancy boundary
+ * (src/admission/README.md), so the refusal names both ways out rather than widening it.
+ */
+const NAMESPACE_FIX = (namespace: string) =>
+  `delete the metadata.namespace line (the CR then goes to the fleet's namespace), or add ${namespace} to ` +
+  "tenancy.crNamespaces in the service's config (the chart's value tenancy.crNamespaces)";
+
 /** Why a CR is refused: the field to fix, and what is wrong with it. */
 export interface Refusal {
   field: string;
@@ -64,7 +73,7 @@ export function admitHubCr(cr: AdmittedCr, policy: HubCrPolicy | undefined): Ref
       field: "metadata.namespace",
       message:
         `${namespace} is not a hub namespace whose CRs knative-fleet reconciles ` +
-        `(tenancy.crNamespaces: ${policy.crNamespaces.join(", ")})`,
+        `(tenancy.crNamespaces: ${policy.crNamespaces.join(", ")}); ${NAMESPACE_FIX(namespace)}`,
     };
   }
   const ref = cr.spec.clusterProfileRef;

@@ -83,7 +83,9 @@ describe("reconciler: external gets the same admission as the engine", () => {
         "not be targeted (allowedClusterProfileNamespaces: fleet-system)",
       elsewhere:
         "clusters/elsewhere.yaml:1: metadata.namespace: team-b is not a hub namespace whose CRs knative-fleet " +
-        `reconciles (tenancy.crNamespaces: ${NS})`,
+        `reconciles (tenancy.crNamespaces: ${NS}); delete the metadata.namespace line (the CR then goes to ` +
+        "the fleet's namespace), or add team-b to tenancy.crNamespaces in the service's config (the chart's value " +
+        "tenancy.crNamespaces)",
     });
     const onHub = async (namespace: string) =>
       (await hub.list(OPERATOR_API_VERSION, "KnativeServing", { namespace })).items.map(nameOf);

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { admitHubCr } from "../../../src/admission/hub-cr.ts";
 import { buildFleetModel } from "../../../src/fleet/model.ts";
+import { DEFAULT_FLEET_SETTINGS, hubCrPolicy } from "../../../src/sync/settings.ts";
 
 // The shapes of the Knative documentation's operator examples (installing with the operator, configuring
 // Serving and Eventing through the CRs, autoscaling, the multicluster guide), restated as test data of our
@@ -15,6 +17,12 @@ metadata: { name: knative-serving, namespace: knative-serving }
 
 const model = (text: string) =>
   buildFleetModel([{ path: "clusters/example.yaml", text }], { defaultNamespace: "knative-fleet" });
+/** What the hub admission says of each CR of `text`, with the service's defaults; undefined: admitted. */
+const refusals = (text: string) =>
+  model(text).resources.map(({ resource }) => {
+    const refusal = admitHubCr(resource, hubCrPolicy(DEFAULT_FLEET_SETTINGS, undefined));
+    return refusal && `${refusal.field}: ${refusal.message}`;
+  });
 const messages = (text: string) =>
   model(text).diagnostics.map((d) => `${d.line}:${d.column} ${d.field}: ${d.message}`);
 
@@ -81,6 +89,24 @@ spec:
 describe("the Knative docs' operator examples in a fleet file", () => {
   it.each(Object.entries(VALID))("%s validates", (_name, text) => {
     expect(messages(text)).toEqual([]);
+  });
+
+  // The docs put the CR in knative-serving / knative-eventing; the service reconciles only the fleet's
+  // namespace by default (a tenancy boundary, src/admission/README.md): such a CR is refused with the fix.
+  it.each(Object.entries(VALID))("%s: admitted, or refused naming its one-line fix", (_name, text) => {
+    const said = refusals(text);
+    expect(said).toHaveLength(1);
+    if (/^\s*namespace: knative-|namespace: knative-(serving|eventing) }/m.test(text)) {
+      expect(said[0]).toMatch(
+        /^metadata\.namespace: knative-(serving|eventing) is not a hub namespace whose CRs knative-fleet reconciles \(tenancy\.crNamespaces: knative-fleet\); delete the metadata\.namespace line \(the CR then goes to the fleet's namespace\), or add knative-(serving|eventing) to tenancy\.crNamespaces in the service's config \(the chart's value tenancy\.crNamespaces\)$/,
+      );
+    }
+    // The fix is that one line: without it the example is admitted (or refused for another reason only).
+    const fixed = text
+      .replace(/^ {2}namespace: knative-(serving|eventing)\n/m, "")
+      .replace(/, namespace: knative-(serving|eventing) }/, " }");
+    expect(refusals(fixed)[0] ?? "").not.toMatch(/^metadata\.namespace/);
+    expect(messages(fixed)).toEqual([]);
   });
 
   it("one event source installs that source; the hub CR gets the complete form upstream requires", () => {

@@ -102,7 +102,7 @@ describe("knative-fleet validate", () => {
         name: "a CR in a hub namespace the service does not reconcile",
         file: spoke(REF, "  namespace: team-b\n"),
         error:
-          /:1:1 metadata\.namespace: team-b is not a hub namespace whose CRs knative-fleet reconciles \(tenancy\.crNamespaces: knative-fleet\); the hub refuses KnativeServing team-b\/s$/,
+          /:1:1 metadata\.namespace: team-b is not a hub namespace whose CRs knative-fleet reconciles \(tenancy\.crNamespaces: knative-fleet\); delete the metadata\.namespace line .*, or add team-b to tenancy\.crNamespaces .*; the hub refuses KnativeServing team-b\/s$/,
         config: "tenancy: {crNamespaces: [knative-fleet, team-b]}\n",
       },
       {

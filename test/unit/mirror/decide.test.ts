@@ -188,7 +188,9 @@ describe("decideApplies: the admission, the same in every mode", () => {
         "not be targeted (allowedClusterProfileNamespaces: fleet-system)",
       elsewhere:
         "clusters/elsewhere.yaml:1: metadata.namespace: kube-system is not a hub namespace whose CRs knative-fleet " +
-        `reconciles (tenancy.crNamespaces: ${NS})`,
+        `reconciles (tenancy.crNamespaces: ${NS}); delete the metadata.namespace line (the CR then goes to ` +
+        "the fleet's namespace), or add kube-system to tenancy.crNamespaces in the service's config (the chart's value " +
+        "tenancy.crNamespaces)",
       local:
         "clusters/local.yaml:1: spec.additionalManifests[0].URL: manifest location /var/run/secrets/kubernetes.io/token " +
         "is refused: a local path must name a regular file or folder inside the kodata directory",
