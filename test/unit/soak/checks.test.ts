@@ -1,4 +1,10 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import { CR_KIND_LABEL, CR_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL } from "../../../src/api/labels.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   clustersIn,
   DeclarationHistory,
@@ -11,6 +17,10 @@ import {
   type WaveCr,
   waveViolation,
 } from "../../soak/checks.ts";
+import { type SoakContext, SoakFleet } from "../../soak/fleet.ts";
+import { type FleetFiles, MARKER_KEY } from "../../soak/model.ts";
+import { Observer } from "../../soak/observer.ts";
+import { FakeKube } from "../../support/fake-kube.ts";
 
 // The soak's judgements, each on the violation it exists to catch and on the case it must let pass: a
 // counter of the soak report that stayed 0 means something only if its check can fail.
@@ -207,5 +217,168 @@ describe("numbers", () => {
     expect(quantile([5, 1, 3, 2, 4], 0.5)).toBe(3);
     expect(quantile([5, 1, 3, 2, 4], 0.99)).toBe(5);
     expect(quantile([], 0.5)).toBeUndefined();
+  });
+});
+
+// ── The observer's checks: converged, spec-from-pushed-revision, no-spoke-leftovers ──────────────────────
+
+const SPOKE = "spoke-1";
+
+/** A leader fleet of one spoke over an in-memory hub, with no placement: one KnativeServing expected. */
+function observedFleet() {
+  const hub = new FakeKube().serveKindsOf([
+    { apiVersion: OPERATOR_API_VERSION, kind: "KnativeServing", metadata: {} },
+    { apiVersion: OPERATOR_API_VERSION, kind: "KnativeEventing", metadata: {} },
+  ]);
+  const spoke = new FakeKube().serveKindsOf([{ apiVersion: "v1", kind: "ConfigMap", metadata: {} }]);
+  const context = { hub: hub.client, workDir: mkdtempSync(join(tmpdir(), "soak-checks-")) };
+  const fleet = new SoakFleet(context as unknown as SoakContext, {
+    id: "a",
+    mode: "leader",
+    replicas: 1,
+    spokes: [SPOKE],
+  });
+  fleet.files = { ...fleet.files, placement: undefined };
+  (fleet as unknown as { recordContents(files: FleetFiles): void }).recordContents(fleet.files);
+  const observer = new Observer({
+    hub: hub.client,
+    fleets: [fleet],
+    spokes: new Map([[SPOKE, spoke.client]]),
+    hubPort: 0,
+    openSpokeRequests: () => [],
+    step: () => "a unit test",
+  });
+  const pushed = fleet.files.serving.get(SPOKE)!;
+  const name = `serving-${SPOKE}`;
+  /** The hub CR as the fleet's sync writes it, Ready on its generation when `healthy`. */
+  const cr = (content: { version: string; marker: number }, healthy = true): KubeObject => ({
+    apiVersion: OPERATOR_API_VERSION,
+    kind: "KnativeServing",
+    metadata: { name, namespace: fleet.layout.namespace, generation: 2 },
+    spec: {
+      version: content.version,
+      config: { observability: { [MARKER_KEY]: String(content.marker) } },
+      clusterProfileRef: { namespace: fleet.layout.profileNamespace, name: SPOKE },
+    },
+    status: {
+      observedGeneration: 2,
+      version: `${content.version}.0`,
+      conditions: ["Ready", "DeploymentsAvailable"].map((type) => ({
+        type,
+        status: healthy ? "True" : "False",
+      })),
+    },
+  });
+  /** What the install on the spoke says: its marker, and the anchor naming its CR. */
+  const installed = (marker: number, crName = name) => {
+    spoke.put({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "config-observability", namespace: "knative-serving" },
+      data: { [MARKER_KEY]: String(marker) },
+    });
+    spoke.put({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: {
+        name: `${crName}-root-owner`,
+        namespace: "knative-serving",
+        labels: {
+          [MANAGED_BY_LABEL]: MANAGED_BY,
+          [CR_KIND_LABEL]: "knativeserving",
+          [CR_NAME_LABEL]: crName,
+        },
+      },
+    });
+  };
+  const hooks = observer as unknown as {
+    onHubCr(fleet: SoakFleet, event: string, object: KubeObject): Promise<void>;
+    sampleSpokes(): Promise<void>;
+  };
+  return { hub, spoke, fleet, observer, hooks, pushed, cr, installed };
+}
+
+describe("the observer", () => {
+  it("converged: no differences when the hub CR holds the last push, Ready, installed with its marker", async () => {
+    const { hub, fleet, observer, pushed, cr, installed } = observedFleet();
+    hub.put(cr(pushed));
+    installed(pushed.marker);
+    expect(await observer.differences(fleet)).toEqual([]);
+  });
+
+  it("converged: catches a CR missing, on other content, not Ready, a spoke on another marker, a CR no file declares", async () => {
+    const { hub, fleet, observer, pushed, cr, installed } = observedFleet();
+    const key = `KnativeServing ${fleet.layout.namespace}/serving-${SPOKE}`;
+    expect(await observer.differences(fleet)).toEqual([`${key} is not on the hub`]);
+    installed(pushed.marker);
+    hub.put(cr({ ...pushed, marker: pushed.marker + 100 }));
+    expect(await observer.differences(fleet)).toEqual([
+      `${key} holds ${pushed.version}/${pushed.marker + 100}, not ${pushed.version}/${pushed.marker}`,
+    ]);
+    hub.put(cr(pushed, false));
+    expect((await observer.differences(fleet))[0]).toMatch(`${key} is not Ready on generation 2`);
+    hub.put(cr(pushed));
+    installed(pushed.marker + 100);
+    expect(await observer.differences(fleet)).toEqual([
+      `${SPOKE} knative-serving has marker ${pushed.marker + 100}, not ${pushed.marker}`,
+    ]);
+    installed(pushed.marker);
+    hub.put({ ...cr(pushed), metadata: { ...cr(pushed).metadata, name: "serving-stray" } });
+    expect(await observer.differences(fleet)).toEqual([
+      `KnativeServing ${fleet.layout.namespace}/serving-stray is on the hub, but no file declares it`,
+    ]);
+  });
+
+  it("converged: a broken file is never converged", async () => {
+    const { hub, fleet, observer, pushed, cr, installed } = observedFleet();
+    hub.put(cr(pushed));
+    installed(pushed.marker);
+    fleet.files = { ...fleet.files, broken: new Map([["clusters/spoke-1.yaml", "yaml-syntax"]]) };
+    expect(await observer.differences(fleet)).toEqual(["broken files: clusters/spoke-1.yaml"]);
+  });
+
+  it("spec-from-pushed-revision: catches a hub CR and a spoke install on content no push declared", async () => {
+    const { fleet, observer, hooks, pushed, cr, installed } = observedFleet();
+    expect(fleet.wasPushed("KnativeServing", `serving-${SPOKE}`, pushed.version, String(pushed.marker))).toBe(
+      true,
+    );
+    await hooks.onHubCr(fleet, "ADDED", cr(pushed));
+    installed(pushed.marker);
+    await hooks.sampleSpokes();
+    expect(observer.violations).toEqual([]);
+
+    await hooks.onHubCr(fleet, "MODIFIED", cr({ ...pushed, marker: 4242 }));
+    await hooks.onHubCr(fleet, "MODIFIED", cr({ version: "1.21", marker: pushed.marker }));
+    installed(4343);
+    await hooks.sampleSpokes();
+    expect(observer.violations.map((v) => [v.invariant, v.evidence])).toEqual([
+      [
+        "spec-from-pushed-revision",
+        expect.stringMatching(/serving-spoke-1 holds version 1\.22, marker 4242, which no push declared/),
+      ],
+      [
+        "spec-from-pushed-revision",
+        expect.stringMatching(/serving-spoke-1 holds version 1\.21, marker \d+, which no push declared/),
+      ],
+      ["spec-from-pushed-revision", expect.stringMatching(/spoke-1 runs knative-serving with marker 4343/)],
+    ]);
+  });
+
+  it("no-spoke-leftovers: catches a spoke that keeps the install of a CR gone from the hub, unless it was finalized while its ClusterProfile was gone", async () => {
+    const { hub, fleet, observer, hooks, pushed, cr, installed } = observedFleet();
+    hub.put(cr(pushed));
+    installed(pushed.marker);
+    installed(pushed.marker, "serving-removed");
+    const removed = { ...cr(pushed), metadata: { ...cr(pushed).metadata, name: "serving-removed" } };
+    const leftover = `${SPOKE} keeps the install of KnativeServing ${fleet.layout.namespace}/serving-removed (anchor knative-serving/serving-removed-root-owner)`;
+    expect(await observer.differences(fleet)).toEqual([leftover]);
+    // Finalized with its ClusterProfile in place: the spoke had to be cleaned.
+    await hooks.onHubCr(fleet, "DELETED", removed);
+    expect(await observer.differences(fleet)).toEqual([leftover]);
+    // Finalized while its ClusterProfile was gone: the install stays by design.
+    fleet.profileAbsences.set(SPOKE, [{ from: 0 }]);
+    await hooks.onHubCr(fleet, "DELETED", removed);
+    expect(observer.finalized.map((f) => f.withoutCleanup)).toEqual([false, true]);
+    expect(await observer.differences(fleet)).toEqual([]);
   });
 });
