@@ -1,4 +1,4 @@
-import { compareStrings, formatDiagnostic } from "../fleet/diagnostic.ts";
+import { compareStrings, formatDiagnostic, isError } from "../fleet/diagnostic.ts";
 import { formatIdentity } from "../fleet/identity.ts";
 import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
 import { clusterKey } from "../placement/inventory.ts";
@@ -31,6 +31,7 @@ export function renderMarkdown(plan: FleetPlan, maxLength = GITHUB_COMMENT_LIMIT
     verdict(plan),
     resources.length > 0 ? summaryTable(resources) : "Merging changes no CR.",
     validationSection(plan),
+    settingsWarningsSection(plan),
     findingsSection(plan, resources),
   ];
   const trailer = [placementsSection(plan.placements), plan.rollout ? rolloutSection(plan.rollout) : ""];
@@ -160,13 +161,25 @@ function removalText({ removal, kind }: ResourcePlan): string {
 }
 
 function validationSection(plan: FleetPlan): string {
-  const total = plan.diagnostics.length + plan.omittedDiagnostics;
+  const errors = plan.diagnostics.filter(isError);
+  const total = errors.length + plan.omittedDiagnostics;
   if (total === 0) return "";
   const omitted = plan.omittedDiagnostics > 0 ? [`… ${plan.omittedDiagnostics} more errors left out`] : [];
   return [
     `### Validation errors in head (${total})`,
     "A file with an error is not applied: its CRs keep their last good state, and nothing is pruned.",
-    markdownCodeBlock("text", [...plan.diagnostics.map(formatDiagnostic), ...omitted]),
+    markdownCodeBlock("text", [...errors.map(formatDiagnostic), ...omitted]),
+  ].join("\n\n");
+}
+
+/** The settings check's warnings: what head's settings do that is likely not meant; nothing is held back. */
+function settingsWarningsSection(plan: FleetPlan): string {
+  const warnings = plan.diagnostics.filter((diagnostic) => !isError(diagnostic));
+  if (warnings.length === 0) return "";
+  return [
+    `### Setting warnings in head (${warnings.length})`,
+    "These apply as written; check that they are meant.",
+    markdownCodeBlock("text", warnings.map(formatDiagnostic)),
   ].join("\n\n");
 }
 

@@ -2,7 +2,7 @@ import { clusterLabel } from "../access/target.ts";
 import type { KnativeResource } from "../api/knative.ts";
 import type { ApplyResult } from "../apply/engine.ts";
 import { inParallel } from "../apply/parallel.ts";
-import { compareStrings } from "../fleet/diagnostic.ts";
+import { compareStrings, isError } from "../fleet/diagnostic.ts";
 import { formatDuration } from "../fleet/duration.ts";
 import { formatIdentity } from "../fleet/identity.ts";
 import { convergedState, NOTHING_INSTALLED } from "../install/apply.ts";
@@ -81,7 +81,8 @@ interface PlanContext {
  */
 export async function syncRevisions(
   revisions: Revisions,
-  options: Pick<PlanOptions, "settings" | "kodataDir" | "repository" | "inventory" | "clusters">,
+  options: Pick<PlanOptions, "settings" | "kodataDir" | "repository" | "inventory" | "clusters"> &
+    Partial<Pick<PlanOptions, "releases">>,
 ): Promise<{ base: SyncResult; head: SyncResult }> {
   const live = options.clusters && options.repository ? await listHubResources(options.clusters.hub) : [];
   const edges = {
@@ -92,6 +93,8 @@ export async function syncRevisions(
       options.settings.departureGracePeriodMs,
       () => 0,
     ),
+    // The settings check, as the service runs it: a CR with a setting error fails its file.
+    releases: options.releases,
   };
   const settings = { fleet: options.settings, kodataDir: options.kodataDir };
   const repository = options.repository ?? revisions.repository;
@@ -138,7 +141,11 @@ export async function buildPlan(revisions: Revisions, options: PlanOptions): Pro
     ...rolloutFindings(rollout),
   ];
   const all = [...resources.flatMap((resource) => resource.findings), ...findings];
-  const diagnostics = head.diagnostics.map((d) => ({ ...d, message: maskText(d.message) }));
+  const diagnostics = [...head.diagnostics, ...(head.warnings ?? [])].map((d) => ({
+    ...d,
+    message: maskText(d.message),
+  }));
+  const warningDiagnostics = diagnostics.filter((d) => !isError(d)).length;
   return {
     repository: revisions.repository,
     base: { ref: revisions.base.ref, commit: revisions.base.commit },
@@ -154,10 +161,11 @@ export async function buildPlan(revisions: Revisions, options: PlanOptions): Pro
     findings,
     changes: resources.filter((r) => r.action !== "blocked" && r.action !== "refused").length,
     errors:
-      diagnostics.length +
+      diagnostics.length -
+      warningDiagnostics +
       head.model.omittedDiagnostics +
       all.filter((finding) => finding.severity === "error").length,
-    warnings: all.filter((finding) => finding.severity === "warning").length,
+    warnings: warningDiagnostics + all.filter((finding) => finding.severity === "warning").length,
   };
 }
 

@@ -117,7 +117,10 @@ export interface FleetPlan {
   head: { ref: string; commit: string };
   source: PlanSource;
   files: ChangedFile[];
-  /** head's validation errors, as `validate` reports them, placement conflicts included. */
+  /**
+   * head's validation errors, as `validate` reports them, placement conflicts and the settings check's
+   * errors included; then the settings check's warnings (`severity: "warning"`).
+   */
   diagnostics: Diagnostic[];
   /** How many of them were left out by the model's bounds. */
   omittedDiagnostics: number;
@@ -131,6 +134,6 @@ export interface FleetPlan {
   changes: number;
   /** Every validation error and error finding, of CRs and of the fleet: any makes the exit code 1. */
   errors: number;
-  /** Every warning finding. */
+  /** Every warning finding and warning diagnostic. */
   warnings: number;
 }

@@ -27,6 +27,11 @@ export interface ReconcilerOptions {
   kodataDir: string;
   /** Which spec.manifests / spec.additionalManifests locations may be read; default: none but kodata. */
   manifestLocations?: LocationPolicy;
+  /**
+   * The releases, parsed once and shared with the caller (the service's sync checks settings against the
+   * same ones); else a loader of its own over kodataDir and manifestLocations.
+   */
+  releases?: ReleaseLoader;
   pollIntervalMs: number;
   /** How often a converged CR is checked for drift on its cluster. */
   resyncIntervalMs: number;
@@ -105,9 +110,9 @@ export async function startReconciler(options: ReconcilerOptions): Promise<Recon
     onReconciled: options.onReconciled,
     admits: options.admits,
     deps: {
-      releases: new ReleaseLoader(
-        createKodataSource({ dir: options.kodataDir, policy: options.manifestLocations }),
-      ),
+      releases:
+        options.releases ??
+        new ReleaseLoader(createKodataSource({ dir: options.kodataDir, policy: options.manifestLocations })),
       targets: createTargetResolver(hub, access, {
         hubInstall: options.hubInstall ?? false,
       }),

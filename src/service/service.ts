@@ -12,6 +12,7 @@ import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
 import { PlacementStage } from "../placement/stage.ts";
 import { effectivePollInterval, type Reconciler, startReconciler } from "../reconcile/start.ts";
+import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { RolloutStage } from "../rollout/stage.ts";
 import {
   checkWebhookSecret,
@@ -64,6 +65,8 @@ export class FleetService {
   /** The one hub client of the process (discovery cache and connection pool shared by every stage). */
   private hubClient: KubeClient | undefined;
   private placements: PlacementStage | undefined;
+  /** The releases, parsed once for the sync's settings check and the reconcile alike. */
+  private releasesLoader: ReleaseLoader | undefined;
   private rollout: RolloutStage | undefined;
   /** External mode: the hub CRs, watched so the status file follows the conditions upstream writes. */
   private hubCrWatches: Informer[] = [];
@@ -258,6 +261,7 @@ export class FleetService {
       hubInstall: config.hubInstall.enabled,
       kodataDir: this.options.kodataDir,
       manifestLocations: fleetSettings(config).locations,
+      releases: this.releases(),
       pollIntervalMs,
       resyncIntervalMs: parseDuration(config.resyncInterval),
       workers: config.workers,
@@ -364,6 +368,16 @@ export class FleetService {
     return next;
   }
 
+  private releases(): ReleaseLoader {
+    this.releasesLoader ??= new ReleaseLoader(
+      createKodataSource({
+        dir: this.options.kodataDir,
+        policy: fleetSettings(this.options.config).locations,
+      }),
+    );
+    return this.releasesLoader;
+  }
+
   /** One commit of the fleet repository into the hub. */
   private async syncSnapshot(snapshot: Snapshot): Promise<void> {
     this.lastCommit = { files: snapshot.files, commit: snapshot.commit };
@@ -384,6 +398,7 @@ export class FleetService {
       hub: hubMirror(this.hubClient!, settings.fleet.defaultNamespace),
       placements: this.placements!,
       rollout: this.rollout!,
+      releases: this.releases(),
     };
     const source = { repository: config.repository.url, branch: config.repository.branch, commit };
     const result = await sync({ source, files }, settings, edges);

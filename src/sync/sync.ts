@@ -1,7 +1,13 @@
 import { admitHubObject } from "../admission/hub-cr.ts";
-import type { Diagnostic } from "../fleet/diagnostic.ts";
-import type { ResourceIdentity } from "../fleet/identity.ts";
-import { buildFleetModel, type FileResult, type FleetFile, type FleetModel } from "../fleet/model.ts";
+import { type Diagnostic, isError } from "../fleet/diagnostic.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import {
+  boundedDiagnostics,
+  buildFleetModel,
+  type FileResult,
+  type FleetFile,
+  type FleetModel,
+} from "../fleet/model.ts";
 import type { KubeObject } from "../kube/object.ts";
 import {
   type ApplyStep,
@@ -16,6 +22,8 @@ import { confirmedToken, type MirrorHub } from "../mirror/mirror.ts";
 import { expandForSync, type PlacementReport, type PlacementSync } from "../placement/combine.ts";
 import type { DepartureResult } from "../placement/departures.ts";
 import type { Inventory } from "../placement/inventory.ts";
+import type { ReleaseLoader } from "../render/release.ts";
+import { checkFleetSettings } from "../render/settings-check.ts";
 import type { GatedSteps, OpenedRollout, RolloutReport } from "../rollout/stage.ts";
 import { type FleetSettings, hubCrPolicy } from "./settings.ts";
 
@@ -33,8 +41,10 @@ export interface SyncResult {
   /** Every desired CR, by kind, namespace and name. */
   resources: ResourceOutcome[];
   prune: PruneReport;
-  /** The fleet files' errors, the placements' conflicts among them. */
+  /** The fleet files' errors, the placements' conflicts and the settings check's errors among them. */
   diagnostics: Diagnostic[];
+  /** The settings check's warnings (`severity: "warning"`), when it ran (a `releases` edge): never blocking. */
+  warnings?: Diagnostic[];
   /** The files that failed validation, with the CRs they declare: those keep their last good state. */
   failedFiles: FileResult[];
   placements: PlacementReport;
@@ -94,6 +104,11 @@ export interface SyncEdges {
   hub: MirrorHub;
   placements: SyncPlacements;
   rollout?: SyncRollout;
+  /**
+   * The releases the CRs install, for the settings check (src/render/settings-check.ts); without them the
+   * check is not run (tests of the mirror alone).
+   */
+  releases?: ReleaseLoader;
 }
 
 export interface SyncSettings {
@@ -128,10 +143,14 @@ export async function sync(
   const admission = hubCrPolicy(fleet, settings.kodataDir);
   // 1. The fleet model, its placements expanded against the inventory.
   const expanded = expandedModel(commit.files, fleet, edges.placements.inventory());
-  const { model } = expanded;
   // 2. The rollout gate's policy, state and key; then the hub's CRs and the prune confirmation.
-  const opened = await rollout.open(model, source.commit);
+  const opened = await rollout.open(expanded.model, source.commit);
   const { live, confirmation } = await edges.hub.read();
+  // 2b. The settings check against the releases the CRs install (the hub's CRs say what runs now).
+  const checked: { model: FleetModel; warnings?: Diagnostic[] } = edges.releases
+    ? await checkSettings(expanded.model, commit.files, edges.releases, live)
+    : { model: expanded.model };
+  const { model } = checked;
   // 3. What to apply: admission, ownership, create, update or leave.
   const planned = decideApplies(model.resources, source, live, admission);
   // 4. The CRs of clusters that left a placement, kept within their grace period.
@@ -164,9 +183,53 @@ export async function sync(
     resources,
     prune,
     diagnostics: model.diagnostics,
+    ...(checked.warnings && { warnings: checked.warnings }),
     failedFiles: model.files.filter((file) => file.status === "failed"),
     placements: { selections: expanded.selections, departures: departures.departures },
     ...(report && { rollout: report }),
+  };
+}
+
+/**
+ * The settings check of every CR (src/render/settings-check.ts), the version each runs now read from its
+ * hub CR's status (for the upgrade warnings). A CR whose settings have an error fails its file, as any
+ * error in a file does: the file's CRs keep their last good state on the hub, nothing is pruned (the
+ * invalid-files safeguard), and the error reaches the status file at file:line. That is the service doing
+ * what validate and plan say, rather than a refusal at reconcile that only the CR's condition would show.
+ * A placement file's departures are left as they were decided: a setting does not change what it selects.
+ */
+async function checkSettings(
+  model: FleetModel,
+  files: readonly FleetFile[],
+  releases: ReleaseLoader,
+  live: readonly KubeObject[],
+): Promise<{ model: FleetModel; warnings: Diagnostic[] }> {
+  const running = new Map(
+    live.flatMap((object) => {
+      const version = (object.status as { version?: unknown } | undefined)?.version;
+      return typeof version === "string" && version !== ""
+        ? [[formatIdentity(identityOf(object)), version]]
+        : [];
+    }),
+  );
+  const found = await checkFleetSettings(model.resources, files, releases, (resource) =>
+    running.get(formatIdentity(identityOf(resource))),
+  );
+  const errors = found.filter(isError);
+  const warnings = found.filter((diagnostic) => !isError(diagnostic));
+  if (errors.length === 0) return { model, warnings };
+  const failed = new Set(errors.map((diagnostic) => diagnostic.path));
+  const diagnostics = boundedDiagnostics([...model.diagnostics, ...errors]);
+  return {
+    model: {
+      ...model,
+      resources: model.resources.filter((desired) => !failed.has(desired.path)),
+      diagnostics,
+      omittedDiagnostics:
+        model.omittedDiagnostics + model.diagnostics.length + errors.length - diagnostics.length,
+      files: model.files.map((file) => (failed.has(file.path) ? { ...file, status: "failed" } : file)),
+    },
+    warnings,
   };
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { isError } from "../../../src/fleet/diagnostic.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { fleetRepo, runPlan } from "./support.ts";
@@ -31,6 +32,18 @@ const SCENARIOS: { name: string; head: Record<string, string | null>; exit: numb
     detailed: 1,
   },
   { name: "head without a fleet file", head: { [SERVING]: null, [EVENTING]: null }, exit: 1, detailed: 1 },
+  {
+    name: "a setting the release does not have",
+    head: { [SERVING]: serving({ spec: { config: { autoscalr: { "enable-scale-to-zero": "false" } } } }) },
+    exit: 1,
+    detailed: 1,
+  },
+  {
+    name: "a setting that applies with a warning",
+    head: { [SERVING]: serving({ spec: { "high-availability": { replicas: 2 } } }) },
+    exit: 0,
+    detailed: 3,
+  },
 ];
 
 /** What the body shows: every CR's findings, the fleet's, and head's validation errors. */
@@ -41,8 +54,8 @@ function bodyCounts(plan: FleetPlan) {
   return {
     resources: resources.length,
     clusters: plan.clusters.length,
-    errors: plan.diagnostics.length + plan.omittedDiagnostics + bySeverity("error"),
-    warnings: bySeverity("warning"),
+    errors: plan.diagnostics.filter(isError).length + plan.omittedDiagnostics + bySeverity("error"),
+    warnings: plan.diagnostics.filter((d) => !isError(d)).length + bySeverity("warning"),
     changes: resources.filter((r) => r.action !== "blocked" && r.action !== "refused").length,
   };
 }
@@ -84,7 +97,8 @@ describe("the plan's header, JSON counts and exit code agree with its body", { t
     }
     // Every error the count includes is shown: a finding line each, and the validation errors' block.
     const shownErrors = lines.filter((line) => line.startsWith("- ❌")).length;
-    expect(shownErrors + plan.diagnostics.length + plan.omittedDiagnostics).toBe(body.errors);
+    const shownDiagnostics = plan.diagnostics.filter(isError).length + plan.omittedDiagnostics;
+    expect(shownErrors + shownDiagnostics).toBe(body.errors);
     if (body.resources === 0) expect(markdown.stdout).toContain("Merging changes no CR.");
   });
 });
