@@ -109,35 +109,50 @@ export function kodataSource(
   };
 }
 
-/**
- * The releases a kodata directory holds, for `knative-fleet version`: one line per component and ingress
- * minor, then the Kubernetes each minor needs at least.
- */
-export async function describeKodata(location: KodataLocation): Promise<string[]> {
+/** The releases a kodata directory holds: what `knative-fleet version` prints, and its -o json. */
+export interface KodataReleases {
+  /** Each component's versions, newest first. */
+  releases: Record<Component, readonly string[]>;
+  /** The ingresses each Serving minor has, oldest minor first. */
+  ingresses: Record<string, string[]>;
+  /** The Kubernetes each minor needs at least. */
+  minimumKubernetes: Record<string, string>;
+}
+
+export async function kodataReleases(location: KodataLocation): Promise<KodataReleases> {
   const source = createKodataSource({ dir: location.dir });
-  const lines: string[] = [];
-  const versions = new Map<Component, readonly string[]>();
-  for (const component of COMPONENTS) {
-    const listed = await source.componentVersions(component);
-    versions.set(component, listed);
-    lines.push(`  ${component}: ${listed.length > 0 ? listed.join(", ") : "none"}`);
-  }
-  const minorsOf = (component: Component) => new Set(versions.get(component)!.map(minorOf));
+  const releases = {} as Record<Component, readonly string[]>;
+  for (const component of COMPONENTS) releases[component] = await source.componentVersions(component);
+  const minorsOf = (component: Component) => new Set(releases[component].map(minorOf));
+  const ingresses: Record<string, string[]> = {};
   for (const minor of [...minorsOf("knative-serving")].sort(oldestFirst)) {
-    const present: string[] = [];
+    ingresses[minor] = [];
     for (const ingress of INGRESSES) {
-      if (await isDirectory(join(location.dir, "ingress", minor, ingress))) present.push(ingress);
+      if (await isDirectory(join(location.dir, "ingress", minor, ingress))) ingresses[minor].push(ingress);
     }
-    lines.push(`  ingress ${minor}: ${present.length > 0 ? present.join(", ") : "none"}`);
   }
-  const minimums = [...new Set([...minorsOf("knative-serving"), ...minorsOf("knative-eventing")])]
-    .sort(oldestFirst)
-    .flatMap((minor) => {
-      const minimum = minimumKubernetesVersion(minor);
-      return minimum === undefined ? [] : [`${minor} ${minimum}`];
-    });
-  if (minimums.length > 0) lines.push(`  minimum Kubernetes: ${minimums.join(", ")}`);
-  return lines;
+  const minimumKubernetes: Record<string, string> = {};
+  for (const minor of [...new Set([...minorsOf("knative-serving"), ...minorsOf("knative-eventing")])].sort(
+    oldestFirst,
+  )) {
+    const minimum = minimumKubernetesVersion(minor);
+    if (minimum !== undefined) minimumKubernetes[minor] = minimum;
+  }
+  return { releases, ingresses, minimumKubernetes };
+}
+
+/**
+ * The releases as `knative-fleet version` prints them: one line per component and ingress minor, then the
+ * Kubernetes each minor needs at least.
+ */
+export function describeKodata({ releases, ingresses, minimumKubernetes }: KodataReleases): string[] {
+  const list = (items: readonly string[]) => (items.length > 0 ? items.join(", ") : "none");
+  const minimums = Object.entries(minimumKubernetes).map(([minor, minimum]) => `${minor} ${minimum}`);
+  return [
+    ...COMPONENTS.map((component) => `  ${component}: ${list(releases[component])}`),
+    ...Object.entries(ingresses).map(([minor, present]) => `  ingress ${minor}: ${list(present)}`),
+    ...(minimums.length > 0 ? [`  minimum Kubernetes: ${minimums.join(", ")}`] : []),
+  ];
 }
 
 const oldestFirst = (a: string, b: string) => newestFirst(b, a);

@@ -1,124 +1,259 @@
-import { stat } from "node:fs/promises";
-import { admitHubCr, type HubCrPolicy } from "../admission/hub-cr.ts";
-import { type Diagnostic, formatDiagnostic } from "../fleet/diagnostic.ts";
-import { formatIdentity, identityOf } from "../fleet/identity.ts";
-import { boundedDiagnostics, type DesiredResource } from "../fleet/model.ts";
+import { access, stat } from "node:fs/promises";
+import { dirname, relative, resolve, sep } from "node:path";
+import { type Diagnostic, formatDiagnostic, isError } from "../fleet/diagnostic.ts";
+import { boundedDiagnostics } from "../fleet/model.ts";
 import { readFleetDir, yamlFilesLeftOut } from "../fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
-import { COMPONENT_OF_KIND, type Component, createKodataSource, resolveVersion } from "../render/index.ts";
+import type { Inventory } from "../placement/inventory.ts";
+import { createKodataSource } from "../render/index.ts";
 import { hubCrPolicy } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
 import { commandSettings } from "./access-settings.ts";
+import { githubAnnotations, gitlabCodeQuality } from "./annotations.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, UsageError } from "./command.ts";
+import { findKodata, KODATA_OPTION } from "./kodata.ts";
+import { OUTPUT_OPTION, outputFormat, renderJson } from "./output.ts";
+import {
+  admissionDiagnostics,
+  FieldLocator,
+  readClusterProfiles,
+  type SkippedCheck,
+  versionDiagnostics,
+} from "./validate-checks.ts";
+
+const VALIDATE_FORMATS = ["text", "json", "github", "gitlab"] as const;
+type ValidateFormat = (typeof VALIDATE_FORMATS)[number];
+
+/** The -o json report's shape; a consumer checks schemaVersion before reading the rest. */
+export const VALIDATE_SCHEMA_VERSION = 1;
+
+export interface ValidateReport {
+  schemaVersion: typeof VALIDATE_SCHEMA_VERSION;
+  /** The repository root the paths are relative to. */
+  root: string;
+  files: number;
+  resources: number;
+  placements: number;
+  errors: number;
+  warnings: number;
+  diagnostics: {
+    file: string;
+    line: number;
+    column: number;
+    field: string;
+    message: string;
+    severity: "error" | "warning";
+  }[];
+  /** Diagnostics left out by the bounds (20 a file, 500 in all); counted in errors/warnings. */
+  omitted: number;
+  skipped: SkippedCheck[];
+}
 
 export const validateCommand: Command = {
   name: "validate",
   summary: "Check a fleet repository's files; print every error with file, line and field",
   usage: `Usage: knative-fleet validate [flags] <dir>
+       knative-fleet validate [flags] <file>...
 
-Parses and validates every fleet file below <dir>, a checkout of the fleet repository, and prints each
-error as 'file:line:column field: message'. Files under ${DEFAULT_FILE_SELECTION.statusDir} never count.
-A CR the service's hub admission refuses is an error too (its namespace, ClusterProfile namespace, a CR
-without clusterProfileRef while hub installs are off, manifest locations), by --config or the defaults;
-with release manifests (--kodata), so is a spec.version no release has, a placement's as a file's.
-YAML files the file glob leaves out are listed on stderr. Exit code 1 when any file has an error, or when
-no file matches the glob.
+Runs the checks \`plan\` runs on one tree, offline: every fleet file below <dir>, a checkout of the fleet
+repository, is parsed and validated and each finding printed as 'file:line:column field: message'. Files
+under ${DEFAULT_FILE_SELECTION.statusDir} never count. Given files (as pre-commit passes them), their
+repository is the one around them (the nearest folder with .git, else their common folder): only those files
+are reported, but checks across files (the same CR twice, two placements on one cluster) see the whole tree.
+
+Checked: the schema; the hub's admission (the CR's namespace, ClusterProfile namespace, a CR without
+clusterProfileRef while hub installs are off, manifest locations) by --config or the defaults; with
+release manifests, every spec.version (a placement's template and overrides too, expanded or not);
+placements listing their clusters are expanded and their conflicts found, and with --cluster-profiles so
+are those selecting by labels, properties or PlacementDecisions. A check that could not run is named on
+stderr (and under "skipped" in -o json). YAML files the file glob leaves out are listed on stderr.
+Exit code 1 when any file has an error, or when no file below <dir> matches the glob; 2 on usage errors.
 
 Flags:
-  --config FILE      the service's config file: its file selection, default namespace and admission
-  --kodata DIR       Knative release manifests in the kodata layout (default $KO_DATA_PATH): check versions
-  --path-glob GLOB   which files count (default: the config's, else ${DEFAULT_FILE_SELECTION.pathGlob})
-  -h, --help         show this help`,
-  options: { "path-glob": { type: "string" }, config: { type: "string" }, kodata: { type: "string" } },
+  --config FILE              the service's config file: its file selection, default namespace and admission
+  --kodata DIR               Knative release manifests in the kodata layout (default: $KO_DATA_PATH, else
+                             the fetched cache that \`knative-fleet version\` lists)
+  --cluster-profiles PATH    ClusterProfiles and PlacementDecisions (a kubectl -o yaml list, or a folder of
+                             them) that placements select from, as plan takes them
+  --path-glob GLOB           which files count (default: the config's, else ${DEFAULT_FILE_SELECTION.pathGlob})
+  -o, --output FORMAT        text (default); json ({schemaVersion, diagnostics, skipped, counts}); github
+                             (workflow commands: annotations on the pull request); gitlab (a Code Quality
+                             report for artifacts:reports:codequality)
+  -h, --help                 show this help`,
+  options: {
+    "path-glob": { type: "string" },
+    config: { type: "string" },
+    "cluster-profiles": { type: "string" },
+    ...KODATA_OPTION,
+    ...OUTPUT_OPTION,
+  },
+  outputFormats: VALIDATE_FORMATS,
   allowPositionals: true,
   async run(args, ctx) {
-    const [dir, ...extra] = args.positionals;
-    if (dir === undefined) throw new UsageError("missing <dir>");
-    if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(" ")}`);
-    if (!(await isDirectory(dir))) throw new UsageError(`${dir} is not a directory`);
     const text = (name: string) =>
       typeof args.values[name] === "string" ? (args.values[name] as string) : undefined;
+    const format: ValidateFormat = outputFormat(args.values.output, VALIDATE_FORMATS);
+    const target = await validateTarget(args.positionals);
     const { settings } = commandSettings(text("config"));
     const pathGlob = text("path-glob");
     const selection = { ...settings.selection, ...(pathGlob !== undefined && { pathGlob }) };
-    const kodata = text("kodata") ?? process.env.KO_DATA_PATH;
-    if (kodata !== undefined && !(await isDirectory(kodata)))
-      throw new UsageError(`--kodata ${kodata} is not a directory`);
+    const kodata = await findKodata(args.values.kodata);
+    const profiles = text("cluster-profiles");
+    const inventory: Inventory =
+      profiles === undefined
+        ? { clusters: undefined, decisions: undefined }
+        : await readClusterProfiles(profiles);
 
-    const files = await readFleetDir(dir, selection);
-    // The sync's first step, offline: a placement that reads the inventory is not expanded; one that lists
-    // its clusters is, so its conflicts and merged specs are checked here as the service checks them.
-    const { model } = expandedModel(files, settings, { clusters: undefined, decisions: undefined });
-    const refused = admissionDiagnostics(model.resources, hubCrPolicy(settings, kodata));
-    const versionErrors = kodata === undefined ? [] : await versionDiagnostics(model.resources, kodata);
+    const files = await readFleetDir(target.root, selection);
+    // The sync's first step, offline: placements are expanded against what is known of the clusters, so
+    // their conflicts and merged specs are checked here as the service checks them.
+    const { model, selections } = expandedModel(files, settings, inventory);
+    const locator = new FieldLocator(files, model.placements);
+    const skipped: SkippedCheck[] = [];
+    const found: Diagnostic[] = [
+      ...model.diagnostics,
+      ...admissionDiagnostics(model.resources, hubCrPolicy(settings, kodata?.dir), locator),
+    ];
+    if (kodata === undefined) {
+      skipped.push({
+        check: "versions",
+        message:
+          "no release manifests found (--kodata, $KO_DATA_PATH, the fetched cache): spec.version and the settings a release knows are not checked",
+      });
+    } else {
+      const source = createKodataSource({ dir: kodata.dir, policy: settings.locations });
+      found.push(...(await versionDiagnostics(model.resources, model.placements, source, locator)));
+    }
+    for (const selection of selections) {
+      if (selection.pending === undefined) continue;
+      skipped.push({
+        check: "placement",
+        message: `${selection.kind} ${selection.namespace}/${selection.name} is not expanded: ${selection.pending}; give --cluster-profiles to check its CRs and conflicts`,
+        file: selection.path,
+        line: selection.line,
+      });
+    }
+
+    const reported = (path: string) => target.files === undefined || target.files.has(path);
+    const all = found.filter((diagnostic) => reported(diagnostic.path));
     // No file at all is more often a wrong <dir> or glob than an empty fleet: the service would prune it all.
-    const noFiles = files.length === 0 ? 1 : 0;
-    const errors =
-      model.diagnostics.length + model.omittedDiagnostics + refused.length + versionErrors.length + noFiles;
-    // Within the model's bounds: a placement's CRs share its version, and so its version error.
-    const shown = boundedDiagnostics([...model.diagnostics, ...refused, ...versionErrors]);
-    for (const diagnostic of shown) ctx.stdout.write(`${formatDiagnostic(diagnostic)}\n`);
-    if (errors - noFiles > shown.length)
-      ctx.stdout.write(`… ${errors - noFiles - shown.length} more errors left out\n`);
-    const placements = model.placements.length > 0 ? `${model.placements.length} placements, ` : "";
-    ctx.stdout.write(
-      `${files.length} files, ${model.resources.length} resources, ${placements}${errors} errors\n`,
-    );
-    if (noFiles)
-      ctx.stderr.write(`knative-fleet validate: no file below ${dir} matches ${selection.pathGlob}\n`);
-    const leftOut = await yamlFilesLeftOut(dir, selection);
+    const noFiles = target.files === undefined && files.length === 0;
+    const shown = boundedDiagnostics(all);
+    const errors = all.filter(isError).length + (target.files === undefined ? model.omittedDiagnostics : 0);
+    const warnings = all.length - all.filter(isError).length;
+    const report: ValidateReport = {
+      schemaVersion: VALIDATE_SCHEMA_VERSION,
+      root: target.root,
+      files: files.filter((file) => reported(file.path)).length,
+      resources: model.resources.filter((resource) => reported(resource.path)).length,
+      placements: model.placements.filter((placement) => reported(placement.path)).length,
+      errors: errors + (noFiles ? 1 : 0),
+      warnings,
+      diagnostics: shown.map(({ path, line, column, field, message, severity }) => ({
+        file: path,
+        line,
+        column,
+        field,
+        message,
+        severity: severity ?? "error",
+      })),
+      omitted: errors + warnings - shown.length,
+      skipped,
+    };
+
+    ctx.stdout.write(render(format, report, shown));
+    const say = (line: string) => ctx.stderr.write(`knative-fleet validate: ${line}\n`);
+    if (format === "gitlab" || format === "json") say(summary(report));
+    for (const check of skipped)
+      say(`skipped: ${check.file ? `${check.file}:${check.line}: ` : ""}${check.message}`);
+    if (noFiles) say(`no file below ${target.root} matches ${selection.pathGlob}`);
+    const leftOut = (await yamlFilesLeftOut(target.root, selection)).filter(reported);
     if (leftOut.length > 0) {
       const listed = leftOut.slice(0, MAX_LISTED);
       const more = leftOut.length > MAX_LISTED ? `, … ${leftOut.length - MAX_LISTED} more` : "";
-      ctx.stderr.write(
-        `knative-fleet validate: ${leftOut.length} YAML files are not fleet files (${selection.pathGlob} leaves them out): ${listed.join(", ")}${more}\n`,
+      say(
+        `${count(leftOut.length, "YAML file")} ${leftOut.length === 1 ? "is not a fleet file" : "are not fleet files"} (${selection.pathGlob} leaves ${leftOut.length === 1 ? "it" : "them"} out): ${listed.join(", ")}${more}`,
       );
     }
-    return errors > 0 ? EXIT_FINDINGS : EXIT_OK;
+    return report.errors > 0 ? EXIT_FINDINGS : EXIT_OK;
   },
 };
 
 /** YAML files left out by the glob, named on the line that says so. */
 const MAX_LISTED = 10;
 
-/** What the hub admission refuses, as the mirror decides it: the CR is never written, nothing is pruned. */
-function admissionDiagnostics(resources: readonly DesiredResource[], policy: HubCrPolicy): Diagnostic[] {
-  return resources.flatMap(({ resource, path, line }): Diagnostic[] => {
-    const refusal = admitHubCr(resource, policy);
-    if (refusal === undefined) return [];
-    const message = `${refusal.message}; the hub refuses ${formatIdentity(identityOf(resource))}`;
-    return [{ path, line, column: 1, field: refusal.field, message }];
-  });
+function render(format: ValidateFormat, report: ValidateReport, shown: readonly Diagnostic[]): string {
+  if (format === "json") return renderJson(report);
+  if (format === "gitlab") return gitlabCodeQuality(shown);
+  const lines =
+    format === "github" ? githubAnnotations(shown) : shown.map((d) => `${formatDiagnostic(d)}\n`).join("");
+  const more = report.omitted > 0 ? `… ${count(report.omitted, "more finding")} left out\n` : "";
+  return `${lines}${more}${summary(report)}\n`;
 }
 
-/**
- * A spec.version no release in kodata has: the service refuses such a CR (VersionMigrationEligible False),
- * so validate does too, listing the versions there are. With spec.manifests the CR brings its own release.
- */
-async function versionDiagnostics(
-  resources: readonly DesiredResource[],
-  kodata: string,
-): Promise<Diagnostic[]> {
-  const source = createKodataSource({ dir: kodata });
-  const available = new Map<Component, readonly string[]>();
-  const diagnostics: Diagnostic[] = [];
-  for (const { resource, path, line } of resources) {
-    const { spec } = resource;
-    if ((spec.manifests ?? []).length > 0) continue;
-    const component = COMPONENT_OF_KIND[resource.kind];
-    if (!available.has(component)) available.set(component, await source.componentVersions(component));
-    try {
-      resolveVersion(spec.version, available.get(component)!, resource.kind);
-    } catch (error) {
-      diagnostics.push({ path, line, column: 1, field: "spec.version", message: (error as Error).message });
-    }
-  }
-  return diagnostics;
+/** `2 files, 1 resource, 1 placement, 0 errors`: the counts, each worded for its number. */
+export function summary(report: ValidateReport): string {
+  return [
+    count(report.files, "file"),
+    count(report.resources, "resource"),
+    ...(report.placements > 0 ? [count(report.placements, "placement")] : []),
+    count(report.errors, "error"),
+    ...(report.warnings > 0 ? [count(report.warnings, "warning")] : []),
+  ].join(", ");
 }
 
-async function isDirectory(path: string): Promise<boolean> {
-  return stat(path).then(
-    (stats) => stats.isDirectory(),
-    () => false,
+export const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+
+/** What validate reads: a repository root, and the files to report (all when undefined). */
+interface ValidateTarget {
+  root: string;
+  files?: Set<string>;
+}
+
+async function validateTarget(positionals: readonly string[]): Promise<ValidateTarget> {
+  if (positionals.length === 0) throw new UsageError("missing <dir> or <file>...");
+  const kinds = await Promise.all(
+    positionals.map((path) =>
+      stat(path).then(
+        (stats) => (stats.isDirectory() ? "dir" : stats.isFile() ? "file" : "other"),
+        () => "missing",
+      ),
+    ),
   );
+  if (kinds[0] === "dir") {
+    if (positionals.length > 1)
+      throw new UsageError(`unexpected arguments: ${positionals.slice(1).join(" ")}`);
+    return { root: positionals[0]! };
+  }
+  const bad = positionals.findIndex((_, index) => kinds[index] !== "file");
+  if (bad !== -1)
+    throw new UsageError(
+      `${positionals[bad]} is not a ${kinds[bad] === "dir" ? "file (give one <dir>, or files)" : "file or directory"}`,
+    );
+  const absolute = positionals.map((path) => resolve(path));
+  const root = await repositoryRoot(commonFolder(absolute.map(dirname)));
+  return { root, files: new Set(absolute.map((path) => relative(root, path).split(sep).join("/"))) };
+}
+
+function commonFolder(folders: readonly string[]): string {
+  let common = folders[0]!;
+  for (const folder of folders.slice(1)) {
+    while (folder !== common && !folder.startsWith(common.endsWith(sep) ? common : `${common}${sep}`))
+      common = dirname(common);
+  }
+  return common;
+}
+
+/** The nearest folder at or above `folder` holding `.git` (a clone or a worktree); else `folder` itself. */
+async function repositoryRoot(folder: string): Promise<string> {
+  for (let current = folder; ; current = dirname(current)) {
+    if (
+      await access(resolve(current, ".git")).then(
+        () => true,
+        () => false,
+      )
+    )
+      return current;
+    if (dirname(current) === current) return folder;
+  }
 }

@@ -1,11 +1,14 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { runCli } from "../../support/cli.ts";
 import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
 
 const run = (...argv: string[]) => runCli("validate", ...argv);
+
+const NO_RELEASES =
+  "no release manifests found (--kodata, $KO_DATA_PATH, the fetched cache): spec.version and the settings a release knows are not checked";
 
 const SERVING = `apiVersion: operator.knative.dev/v1beta1
 kind: KnativeServing
@@ -19,8 +22,14 @@ describe("knative-fleet validate", () => {
   let dir = "";
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "knative-fleet-validate-"));
+    // No release manifests unless a test names them: not the machine's $KO_DATA_PATH or fetched cache.
+    vi.stubEnv("KO_DATA_PATH", "");
+    vi.stubEnv("XDG_CACHE_HOME", join(dir, "no-cache"));
   });
-  afterEach(() => rm(dir, { recursive: true, force: true }));
+  afterEach(async () => {
+    vi.unstubAllEnvs();
+    await rm(dir, { recursive: true, force: true });
+  });
 
   async function write(files: Record<string, string>) {
     for (const [path, text] of Object.entries(files)) {
@@ -34,6 +43,7 @@ describe("knative-fleet validate", () => {
       code: 0,
       stdout: "2 files, 2 resources, 0 errors\n",
       stderr:
+        `knative-fleet validate: skipped: ${NO_RELEASES}\n` +
         "knative-fleet validate: 2 YAML files are not fleet files (clusters/**/*.{yaml,yml} leaves them out): placements/knative-serving.yaml, rollout/knative-rollout.yaml\n",
     });
   });
@@ -50,7 +60,7 @@ describe("knative-fleet validate", () => {
     expect(stdout.split("\n")).toEqual([
       "clusters/spoke-1/knative-serving.yaml:8:5 spec.registry.overide: unrecognized key; did you mean override?",
       'clusters/spoke-2/knative-eventing.yaml:2:7 kind: "ConfigMap" (apiVersion v1) is not accepted; a fleet file holds KnativeServing or KnativeEventing (apiVersion operator.knative.dev/v1beta1)',
-      "3 files, 1 resources, 2 errors",
+      "3 files, 1 resource, 2 errors",
       "",
     ]);
   });
@@ -59,7 +69,7 @@ describe("knative-fleet validate", () => {
     await write({ "fleet/spoke-1.yaml": SERVING, "clusters/broken.yaml": "a: [\n" });
     expect(await run("--path-glob", "fleet/*.yaml", dir)).toMatchObject({
       code: 0,
-      stdout: "1 files, 1 resources, 0 errors\n",
+      stdout: "1 file, 1 resource, 0 errors\n",
     });
   });
 
@@ -72,10 +82,11 @@ describe("knative-fleet validate", () => {
     });
     expect(await run(dir)).toEqual({
       code: 1,
-      stdout: "0 files, 0 resources, 1 errors\n",
+      stdout: "0 files, 0 resources, 1 error\n",
       stderr:
+        `knative-fleet validate: skipped: ${NO_RELEASES}\n` +
         `knative-fleet validate: no file below ${dir} matches clusters/**/*.{yaml,yml}\n` +
-        "knative-fleet validate: 1 YAML files are not fleet files (clusters/**/*.{yaml,yml} leaves them out): fleet/spoke-1.yaml\n",
+        "knative-fleet validate: 1 YAML file is not a fleet file (clusters/**/*.{yaml,yml} leaves it out): fleet/spoke-1.yaml\n",
     });
     await write({
       "clusters/spoke-1.yaml": SERVING,
@@ -85,7 +96,8 @@ describe("knative-fleet validate", () => {
     const matched = await run(dir);
     expect(matched.code).toBe(0);
     expect(matched.stderr).toBe(
-      "knative-fleet validate: 2 YAML files are not fleet files (clusters/**/*.{yaml,yml} leaves them out): clusters/a/b.YML, fleet/spoke-1.yaml\n",
+      `knative-fleet validate: skipped: ${NO_RELEASES}\n` +
+        "knative-fleet validate: 2 YAML files are not fleet files (clusters/**/*.{yaml,yml} leaves them out): clusters/a/b.YML, fleet/spoke-1.yaml\n",
     );
   });
 
@@ -102,7 +114,7 @@ describe("knative-fleet validate", () => {
         name: "a CR in a hub namespace the service does not reconcile",
         file: spoke(REF, "  namespace: team-b\n"),
         error:
-          /:1:1 metadata\.namespace: team-b is not a hub namespace whose CRs knative-fleet reconciles \(tenancy\.crNamespaces: knative-fleet\); delete the metadata\.namespace line .*, or add team-b to tenancy\.crNamespaces .*; the hub refuses KnativeServing team-b\/s$/,
+          /:5:3 metadata\.namespace: team-b is not a hub namespace whose CRs knative-fleet reconciles \(tenancy\.crNamespaces: knative-fleet\); delete the metadata\.namespace line .*, or add team-b to tenancy\.crNamespaces .*; the hub refuses KnativeServing team-b\/s$/,
         config: "tenancy: {crNamespaces: [knative-fleet, team-b]}\n",
       },
       {
@@ -138,14 +150,14 @@ describe("knative-fleet validate", () => {
         expect(refused.code).toBe(1);
         expect(refused.stdout.split("\n")[0]).toMatch(/^clusters\/s\.yaml:\d+:\d+ /);
         expect(refused.stdout.split("\n")[0]).toMatch(error);
-        expect(refused.stdout).toContain(" resources, 1 errors");
+        expect(refused.stdout).toMatch(/^1 file, [01] resources?, 1 error$/m);
         if (opened === undefined) {
           expect((await run("--config", await config("hubInstall: {enabled: true}\n"), dir)).code).toBe(1);
           return;
         }
         expect(await run("--config", await config(opened), dir)).toMatchObject({
           code: 0,
-          stdout: "1 files, 1 resources, 0 errors\n",
+          stdout: "1 file, 1 resource, 0 errors\n",
         });
       });
     }
@@ -157,7 +169,7 @@ describe("knative-fleet validate", () => {
       const unknown = await run("--kodata", knativeReleasesDir(), dir);
       expect(unknown.code).toBe(1);
       expect(unknown.stdout).toMatch(
-        /^clusters\/p\.yaml:\d+:1 spec\.version: KnativeServing 1\.99 is not available/,
+        /^clusters\/p\.yaml:9:16 spec\.template\.spec\.version: KnativeServing 1\.99 is not available/,
       );
       await write({ "clusters/p.yaml": placement("[{namespace: fleet-system, name: a}]", "1.21") });
       expect((await run("--kodata", knativeReleasesDir(), dir)).code).toBe(0);
@@ -173,9 +185,9 @@ describe("knative-fleet validate", () => {
     expect(code).toBe(1);
     expect(stdout.split("\n")).toEqual([
       expect.stringMatching(
-        /^clusters\/spoke-1\/knative-serving\.yaml:1:1 spec\.version: KnativeServing 1\.99 is not available \(available: [\d., ]*1\.21\.\d/,
+        /^clusters\/spoke-1\/knative-serving\.yaml:7:3 spec\.version: KnativeServing 1\.99 is not available \(available: [\d., ]*1\.21\.\d/,
       ),
-      "2 files, 2 resources, 1 errors",
+      "2 files, 2 resources, 1 error",
       "",
     ]);
     expect((await run(dir)).code).toBe(0); // without release manifests, versions cannot be checked
@@ -203,10 +215,10 @@ describe("knative-fleet validate", () => {
   it("exits 2 on usage errors", async () => {
     const missing = await run();
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain("missing <dir>");
+    expect(missing.stderr).toContain("missing <dir> or <file>...");
     const notADirectory = await run(join(dir, "nope"));
     expect(notADirectory.code).toBe(2);
-    expect(notADirectory.stderr).toContain("is not a directory");
+    expect(notADirectory.stderr).toContain("nope is not a file or directory");
     expect((await run(dir, "extra")).code).toBe(2);
     expect((await run("--path", "x", dir)).code).toBe(2);
   });
