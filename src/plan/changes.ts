@@ -119,7 +119,10 @@ export function resourceChanges(base: SyncResult, head: SyncResult, gracePeriod:
   for (const candidate of head.prune.retained) {
     changes.set(formatIdentity(candidate), removed(candidate, RETAINED));
   }
+  // A departed cluster's CR as the prune step decided: kept for the grace period unless it prunes it now.
+  const pruning = new Set(head.prune.candidates.map(formatIdentity));
   for (const departure of head.placements.departures) {
+    if (pruning.has(formatIdentity(departure))) continue;
     changes.set(formatIdentity(departure), removed(departure, departed(departure, gracePeriod)));
   }
   return withReinstalls([...changes.values()]).sort((a, b) =>
