@@ -57,7 +57,7 @@ export const SOURCE_PATH_ANNOTATION = `${FLEET}source-path`;
  */
 export const SOURCE_COMMIT_ANNOTATION = `${FLEET}source-commit`;
 /**
- * On a fleet file's KnativeServing/KnativeEventing (or a placement's template): the settings the
+ * On a fleet file's KnativeServing/KnativeEventing (or a placement, for the CRs it makes): the settings the
  * release-aware check (src/render/settings-check.ts) does not know but that are meant, comma-separated, e.g.
  * `spec.config.autoscaler.new-key, spec.workloads.my-extra-deployment` (a `.*` suffix covers what is below).
  */

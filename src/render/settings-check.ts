@@ -315,7 +315,8 @@ function checkDrainBlockingBudgets(resource: KnativeResource, context: CheckCont
       ({ override }) => override.name === workload.metadata.name && override.replicas !== undefined,
     );
     const replicas = pinned?.override.replicas ?? spec["high-availability"]?.replicas;
-    if (replicas === undefined || replicas < 1) continue;
+    // One replica is what the release runs anyway, its PDB as it is: nothing this CR made worse.
+    if (replicas === undefined || replicas < 2) continue;
     const overridden = budgetOverrides.findLast(
       ({ override }) => override.name === name && override.minAvailable !== undefined,
     );

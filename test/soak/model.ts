@@ -1,5 +1,6 @@
 import { stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../src/api/knative.ts";
+import { ALLOW_UNKNOWN_SETTINGS_ANNOTATION } from "../../src/api/labels.ts";
 
 // What the soak pushes to a fleet repository and what the fleet must then hold, as plain data: the files of
 // one revision (each CR's version and a marker that names its content), the hub's ClusterProfiles as the
@@ -14,6 +15,10 @@ export const EVENTING_LABEL = "soak.knative.dev/eventing";
 export const RING_LABEL = "soak.knative.dev/ring";
 /** Key in each install's config-observability ConfigMap naming the content it was applied from. */
 export const MARKER_KEY = "soak-marker";
+/** The marker is no setting Knative knows: the settings check keeps it only when told to. */
+const KEEP_MARKER = {
+  [ALLOW_UNKNOWN_SETTINGS_ANNOTATION]: `spec.config.observability.${MARKER_KEY}`,
+};
 export const PLACEMENT_NAME = "eventing";
 export const ROLLOUT_NAME = "soak";
 const PLACEMENT_API_VERSION = "fleet.knative.dev/v1alpha1";
@@ -98,7 +103,7 @@ export function renderFiles(layout: FleetLayout, files: FleetFiles): Map<string,
       stringify({
         apiVersion: OPERATOR_API_VERSION,
         kind: "KnativeServing",
-        metadata: { name: `serving-${spoke}`, namespace: layout.namespace },
+        metadata: { name: `serving-${spoke}`, namespace: layout.namespace, annotations: KEEP_MARKER },
         spec: servingSpec(layout, spoke, content),
       }),
     );
@@ -108,7 +113,7 @@ export function renderFiles(layout: FleetLayout, files: FleetFiles): Map<string,
       stringify({
         apiVersion: PLACEMENT_API_VERSION,
         kind: "KnativeEventingPlacement",
-        metadata: { name: PLACEMENT_NAME, namespace: layout.namespace },
+        metadata: { name: PLACEMENT_NAME, namespace: layout.namespace, annotations: KEEP_MARKER },
         spec: {
           clusterSelectorTerms: [
             {

@@ -318,6 +318,9 @@ describe("the settings check over every release of ../shared", () => {
     expect(checkSettings(relaxed, release)).toEqual([]);
     const five = knativeServing({ "high-availability": { replicas: 5 } });
     expect(checkSettings(five, release)).toEqual([]);
+    // One replica is the release's own default: the CR made nothing worse.
+    const one = knativeServing({ "high-availability": { replicas: 1 } });
+    expect(checkSettings(one, release)).toEqual([]);
     const pinned = knativeServing({
       workloads: [{ name: "webhook", replicas: 3 }],
       podDisruptionBudgets: [{ name: "webhook-pdb", minAvailable: 3 }],
