@@ -39,7 +39,9 @@ const files = (target: string) => ({
     name: `eventing-${FROZEN}`,
     cluster: FROZEN,
     version: "1.22",
-    spec: { config: { features: { "new-apiserversource-filters": target === "100" ? "enabled" : "disabled" } } },
+    spec: {
+      config: { features: { "new-apiserversource-filters": target === "100" ? "enabled" : "disabled" } },
+    },
   }),
 });
 
