@@ -77,7 +77,7 @@ describe("the KnativeRollout file", () => {
     ]);
   });
 
-  it("a broken policy fails its file and holds changes; the CR files stay valid", () => {
+  it("a broken policy fails its file in the fleet model (no policy, its path failed); the CR files stay valid", () => {
     const parsed = model(`${HEAD}  waves: []\n`);
     expect(parsed.rollout).toEqual({ failedPaths: [PATH] });
     expect(parsed.resources.map((r) => r.resource.metadata.name)).toEqual(["a"]);
