@@ -80,4 +80,41 @@ describe("sync: the settings check", () => {
     ]);
     expect(hub.find("KnativeServing", "alpha")?.spec).toMatchObject(ha);
   });
+
+  it("the version the hub CR runs (status.version) makes a key the target drops a warning, not an error", async () => {
+    const hub = new FakeKube().serveKindsOf(
+      KNATIVE_KINDS.map((kind) => ({ apiVersion: OPERATOR_API_VERSION, kind, metadata: { name: "x" } })),
+    );
+    // klog-verbosity is documented in Eventing 1.23's config-logging and not in 1.22's.
+    const logging = { config: { logging: { "klog-verbosity": "2" } } };
+    const at = (version: string) =>
+      crFile({
+        kind: "KnativeEventing",
+        name: "beta",
+        namespace: NS,
+        cluster: "spoke-2",
+        version,
+        spec: logging,
+      });
+    await syncFiles(hub, [at("1.23")], "1".repeat(40));
+    const applied = hub.find("KnativeEventing", "beta")!;
+    const running = (version: string) => hub.put({ ...applied, status: { version } });
+
+    running("1.23.0");
+    const back = await syncFiles(hub, [at("1.22")], "2".repeat(40));
+    expect(back.diagnostics).toEqual([]);
+    expect(back.warnings).toEqual([
+      expect.objectContaining({
+        field: "spec.config.logging.klog-verbosity",
+        severity: "warning",
+        message: expect.stringContaining("in the installed 1.23.0 release but not in 1.22"),
+      }),
+    ]);
+    // Where 1.22 runs, the key was never in effect: an error.
+    running("1.22.2");
+    const never = await syncFiles(hub, [at("1.22")], "3".repeat(40));
+    expect(never.diagnostics).toEqual([
+      expect.objectContaining({ field: "spec.config.logging.klog-verbosity" }),
+    ]);
+  });
 });
