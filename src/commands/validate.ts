@@ -5,7 +5,8 @@ import { boundedDiagnostics } from "../fleet/model.ts";
 import { readFleetDir, yamlFilesLeftOut } from "../fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 import type { Inventory } from "../placement/inventory.ts";
-import { createKodataSource } from "../render/index.ts";
+import { createKodataSource, ReleaseLoader } from "../render/index.ts";
+import { checkFleetSettings } from "../render/settings-check.ts";
 import { hubCrPolicy } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
 import { commandSettings } from "./access-settings.ts";
@@ -123,6 +124,9 @@ Flags:
     } else {
       const source = createKodataSource({ dir: kodata.dir, policy: settings.locations });
       found.push(...(await versionDiagnostics(model.resources, model.placements, source, locator)));
+      // What a release knows a CR may set (ConfigMaps and keys, workload names, ingresses), as plan and the
+      // sync check it; offline no CR runs a version yet, so the upgrade warnings are plan's alone.
+      found.push(...(await checkFleetSettings(model.resources, files, new ReleaseLoader(source))));
     }
     for (const selection of selections) {
       if (selection.pending === undefined) continue;
@@ -135,7 +139,14 @@ Flags:
     }
 
     const reported = (path: string) => target.files === undefined || target.files.has(path);
-    const all = found.filter((diagnostic) => reported(diagnostic.path));
+    // A placement's CRs share its fields, so their findings repeat: each is counted and shown once.
+    const all = [
+      ...new Map(
+        found
+          .filter((diagnostic) => reported(diagnostic.path))
+          .map((d) => [JSON.stringify([d.path, d.line, d.column, d.field, d.message, d.severity]), d]),
+      ).values(),
+    ];
     // No file at all is more often a wrong <dir> or glob than an empty fleet: the service would prune it all.
     const noFiles = target.files === undefined && files.length === 0;
     const shown = boundedDiagnostics(all);
@@ -186,7 +197,11 @@ function render(format: ValidateFormat, report: ValidateReport, shown: readonly 
   if (format === "json") return renderJson(report);
   if (format === "gitlab") return gitlabCodeQuality(shown);
   const lines =
-    format === "github" ? githubAnnotations(shown) : shown.map((d) => `${formatDiagnostic(d)}\n`).join("");
+    format === "github"
+      ? githubAnnotations(shown)
+      : shown
+          .map((d) => `${formatDiagnostic(isError(d) ? d : { ...d, message: `warning: ${d.message}` })}\n`)
+          .join("");
   const more = report.omitted > 0 ? `… ${count(report.omitted, "more finding")} left out\n` : "";
   return `${lines}${more}${summary(report)}\n`;
 }

@@ -137,6 +137,42 @@ describe("knative-fleet validate", () => {
     );
   });
 
+  it("with releases, checks what a release knows a CR may set, as plan does: errors at their key, warnings apart", async () => {
+    const repo = await write({
+      "clusters/a.yaml": serving(
+        "a",
+        '  version: "1.21"\n  config:\n    autoscalr:\n      enable-scale-to-zero: "false"\n',
+      ),
+      "clusters/prod.yaml": `${byLabels("1.21")}      high-availability: {replicas: 2}\n`,
+    });
+    await write(
+      { "profiles.yaml": SNAPSHOT.replace("labels: { env: dev }", "labels: { env: prod }") },
+      join(dir, "inventory"),
+    );
+    const args = ["--kodata", knativeReleasesDir(), "--cluster-profiles", join(dir, "inventory"), repo];
+    const { code, stdout } = await run(...args);
+    expect(code).toBe(1);
+    expect(stdout.split("\n")[0]).toMatch(
+      /^clusters\/a\.yaml:9:5 spec\.config\.autoscalr: no ConfigMap config-autoscalr .*did you mean autoscaler\?/,
+    );
+    const report = JSON.parse((await run("-o", "json", ...args)).stdout) as ValidateReport;
+    expect(report.errors).toBe(1);
+    // The two CRs the placement makes warn at its one field (activator's and webhook's PDB): each once.
+    const warnings = report.diagnostics.filter((d) => d.severity === "warning");
+    expect(warnings.map((d) => [d.file, d.line, d.field, d.message.split(" ")[1]])).toEqual([
+      ["clusters/prod.yaml", 11, "spec.template.spec.high-availability.replicas", "activator-pdb"],
+      ["clusters/prod.yaml", 11, "spec.template.spec.high-availability.replicas", "webhook-pdb"],
+    ]);
+    expect(report.warnings).toBe(2);
+    expect(stdout).toMatch(
+      /^clusters\/prod\.yaml:11:\d+ spec\.template\.spec\.high-availability\.replicas: warning: /m,
+    );
+    expect(stdout).toContain("2 files, 3 resources, 1 placement, 1 error, 2 warnings\n");
+    const without = await run(repo);
+    expect(without.stdout).not.toContain("autoscalr");
+    expect(without.stderr).toContain("settings a release knows are not checked");
+  });
+
   it("-o json: schemaVersion, every finding with its severity, the skipped checks and the counts", async () => {
     const repo = await write({
       "clusters/a.yaml": serving("a", "  registry:\n    overide: {}\n"),
