@@ -1,9 +1,16 @@
-import type { KnativeResource, WorkloadOverride } from "../api/knative.ts";
+import {
+  type KnativeResource,
+  KnativeResourceSchema,
+  OPERATOR_API_VERSION,
+  type WorkloadOverride,
+  withEveryEventSource,
+} from "../api/knative.ts";
 import { ALLOW_UNKNOWN_SETTINGS_ANNOTATION } from "../api/labels.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath } from "../fleet/diagnostic.ts";
 import { editDistance } from "../fleet/document-kind.ts";
 import type { DesiredResource, FleetFile } from "../fleet/model.ts";
-import { isPlacementKind } from "../fleet/placement-schema.ts";
+import { type DeclaredPlacement, mergedSpec } from "../fleet/placement-document.ts";
+import { isPlacementKind, PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "../fleet/yaml-source.ts";
 import { isRecord, type Manifest, podTemplateOf } from "./manifest.ts";
 import type { Release, ReleaseLoader } from "./release.ts";
@@ -447,7 +454,6 @@ export function settingsDiagnostic(
   finding: SettingsFinding,
   document: Pick<SourceDocument, "ast" | "lineCounter" | "value"> | undefined,
 ): Diagnostic {
-  const severity = finding.severity === "warning" ? { severity: "warning" as const } : {};
   if (!document) {
     return {
       path: desired.path,
@@ -455,32 +461,91 @@ export function settingsDiagnostic(
       column: 1,
       field: formatFieldPath(finding.field),
       message: finding.message,
-      ...severity,
+      ...severityOf(finding),
     };
   }
   const field =
     isRecord(document.value) && isPlacementKind(document.value.kind)
       ? placementField(document.value, finding.field)
       : finding.field;
+  return findingAt(desired.path, document, field, finding);
+}
+
+function findingAt(
+  path: string,
+  source: Pick<SourceDocument, "ast" | "lineCounter">,
+  field: FieldPath,
+  finding: SettingsFinding,
+): Diagnostic {
   return {
-    path: desired.path,
-    ...locateField(document, field, finding.anchor ?? "key"),
+    path,
+    ...locateField(source, field, finding.anchor ?? "key"),
     field: formatFieldPath(field),
     message: finding.message,
-    ...severity,
+    ...severityOf(finding),
   };
 }
 
-/** A CR field as the placement writes it: the last override patch that sets it, else the template. */
-function placementField(placement: Record<string, unknown>, field: FieldPath): FieldPath {
+const severityOf = (finding: SettingsFinding) =>
+  finding.severity === "warning" ? { severity: "warning" as const } : {};
+
+/**
+ * A CR field as the placement writes it: the last of the `applied` override patches (all when not known)
+ * that sets it, else the template.
+ */
+function placementField(placement: object, field: FieldPath, applied?: readonly number[]): FieldPath {
   const specPath = field.slice(1);
-  const overrides = ((placement.spec as { overrides?: unknown[] } | undefined)?.overrides ?? []) as unknown[];
+  const overrides = ((placement as { spec?: { overrides?: unknown[] } }).spec?.overrides ?? []) as unknown[];
   for (let index = overrides.length - 1; index >= 0; index--) {
+    if (applied && !applied.includes(index)) continue;
     const patch = isRecord(overrides[index]) ? (overrides[index] as { patch?: unknown }).patch : undefined;
     if (hasPath(patch, specPath)) return ["spec", "overrides", index, "patch", ...specPath];
   }
   return ["spec", "template", "spec", ...specPath];
 }
+
+/**
+ * The settings check of placements whatever the clusters they select (validate without an inventory, where
+ * a placement makes no CR): the template alone and the template with each override, as a cluster only that
+ * override matches gets it. Each finding once, at the field that wrote it.
+ */
+export async function checkPlacementSettings(
+  placements: readonly DeclaredPlacement[],
+  releases: ReleaseLoader,
+): Promise<Diagnostic[]> {
+  const found = new Map<string, Diagnostic>();
+  for (const declared of placements) {
+    const { placement } = declared;
+    const combinations = [[], ...(placement.spec.overrides ?? []).map((_, index) => [index])];
+    for (const applied of combinations) {
+      const merged = mergedSpec(declared, applied);
+      if (merged.problems.length > 0) continue;
+      const { name, namespace, annotations } = placement.metadata;
+      const parsed = KnativeResourceSchema.safeParse({
+        apiVersion: OPERATOR_API_VERSION,
+        kind: PLACEMENT_KINDS[placement.kind],
+        metadata: { name, namespace, ...(annotations && { annotations }) },
+        spec: withEveryEventSource(merged.spec),
+      });
+      if (!parsed.success || installsFromUrls(parsed.data)) continue;
+      const release = await releases.load(parsed.data).catch(() => undefined);
+      if (!release) continue;
+      for (const finding of checkSettings(parsed.data, release)) {
+        const field = placementField(placement, finding.field, applied);
+        const diagnostic = findingAt(declared.path, declared.source, field, finding);
+        found.set(
+          `${diagnostic.line}:${diagnostic.column}:${diagnostic.field}:${diagnostic.message}`,
+          diagnostic,
+        );
+      }
+    }
+  }
+  return [...found.values()];
+}
+
+/** spec.manifests and spec.additionalManifests are downloads: not fetched for a check. */
+const installsFromUrls = (resource: KnativeResource) =>
+  (resource.spec.manifests?.length ?? 0) > 0 || (resource.spec.additionalManifests?.length ?? 0) > 0;
 
 function hasPath(value: unknown, path: FieldPath): boolean {
   let current = value;
@@ -507,7 +572,7 @@ export async function checkFleetSettings(
   const documents = new Map<string, SourceDocument[]>();
   for (const desired of resources) {
     const resource: KnativeResource = desired.resource;
-    if (resource.spec.manifests?.length || resource.spec.additionalManifests?.length) continue;
+    if (installsFromUrls(resource)) continue;
     let release: Release;
     try {
       release = await releases.load(resource);

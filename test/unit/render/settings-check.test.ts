@@ -9,6 +9,7 @@ import { INGRESSES, type Manifest, type Release } from "../../../src/render/inde
 import { podTemplateOf } from "../../../src/render/manifest.ts";
 import {
   checkFleetSettings,
+  checkPlacementSettings,
   checkSettings,
   exampleKeys,
   type SettingsFinding,
@@ -406,6 +407,43 @@ spec:
       "clusters/a.yaml:10:13 spec.workloads[0].name",
       "placements/serving.yaml:9:23 spec.template.spec.config.autoscaler.enable-scale-to-zro",
       "placements/serving.yaml:13:29 spec.overrides[0].patch.workloads[0].name",
+    ]);
+  });
+});
+
+describe("placements whatever they select", () => {
+  it("the template and each override, at the field that wrote the setting, each finding once", async () => {
+    const text = `apiVersion: fleet.knative.dev/v1alpha1
+kind: KnativeEventingPlacement
+metadata: { name: eventing, namespace: knative-fleet }
+spec:
+  clusterSelectorTerms: [{ labelSelector: { matchLabels: { env: prod } } }]
+  template:
+    spec:
+      source: { kafka: { enabled: true } }
+      config:
+        br-default: { default-br-config: x }
+  overrides:
+    - clusterSelector: { labelSelector: { matchLabels: { ring: canary } } }
+      patch:
+        workloads: [{ name: eventing-controler, replicas: 2 }]
+    - clusterSelector: { labelSelector: { matchLabels: { ring: late } } }
+      patch:
+        config:
+          logging: { loglevel.controller: debug }
+`;
+    const model = buildFleetModel([{ path: "placements/eventing.yaml", text }], {
+      defaultNamespace: "knative-fleet",
+    });
+    expect(model.diagnostics).toEqual([]);
+    const diagnostics = await checkPlacementSettings(model.placements, releases);
+    expect(
+      diagnostics.map(
+        (d) => `${d.line}:${d.column} ${d.field} ${/did you mean (\S+)\?/.exec(d.message)?.[1]}`,
+      ),
+    ).toEqual([
+      "10:9 spec.template.spec.config.br-default br-defaults",
+      "14:29 spec.overrides[0].patch.workloads[0].name eventing-controller",
     ]);
   });
 });
