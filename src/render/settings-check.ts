@@ -64,7 +64,12 @@ const INGRESS_CLASS_KEYS = ["ingress-class", "ingress.class"];
 const INGRESS_CLASS = (ingress: string) => `${ingress}.ingress.networking.knative.dev`;
 const KOURIER_SERVICE_TYPES = ["ClusterIP", "NodePort", "LoadBalancer"];
 
-const indexes = new WeakMap<Release, ReleaseSettings>();
+/**
+ * The releases' indexes, by where each release came from (its locations, which name its ingresses too):
+ * the loader hands out a new Release object on every load, and a sync checks every CR of the fleet.
+ */
+const indexes = new Map<string, ReleaseSettings>();
+const MAX_INDEXES = 64;
 
 /**
  * The findings for `resource`'s settings against `release` (what render() installs from), and, on an upgrade,
@@ -379,10 +384,12 @@ function allowedSettings(annotation: string | undefined): (setting: string) => b
 }
 
 function indexOf(release: Release): ReleaseSettings {
-  let index = indexes.get(release);
+  const key = [release.component, release.version, release.manifests.length, ...release.locations].join("\n");
+  let index = indexes.get(key);
   if (!index) {
     index = indexRelease(release.manifests);
-    indexes.set(release, index);
+    if (indexes.size >= MAX_INDEXES) indexes.delete(indexes.keys().next().value!);
+    indexes.set(key, index);
   }
   return index;
 }
