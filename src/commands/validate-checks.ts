@@ -11,7 +11,7 @@ import {
 import type { FleetFile } from "../fleet/file-text.ts";
 import { formatIdentity, identityOf } from "../fleet/identity.ts";
 import type { DesiredResource } from "../fleet/model.ts";
-import type { DeclaredPlacement } from "../fleet/placement-document.ts";
+import { type DeclaredPlacement, hasPath } from "../fleet/placement-document.ts";
 import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "../fleet/yaml-source.ts";
 import type { Inventory } from "../placement/inventory.ts";
@@ -98,15 +98,6 @@ function placementField(declared: DeclaredPlacement, field: FieldPath): FieldPat
     if (hasPath(overrides[index]!.patch, specPath)) return ["spec", "overrides", index, "patch", ...specPath];
   }
   return ["spec", "template", "spec", ...specPath];
-}
-
-function hasPath(value: unknown, path: FieldPath): boolean {
-  let current = value;
-  for (const segment of path) {
-    if (typeof current !== "object" || current === null || !Object.hasOwn(current, segment)) return false;
-    current = (current as Record<PropertyKey, unknown>)[segment];
-  }
-  return true;
 }
 
 /** `spec.manifests[0].URL` -> `["spec", "manifests", 0, "URL"]`; an annotation's name is one key. */

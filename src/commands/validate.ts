@@ -1,6 +1,7 @@
 import { access, stat } from "node:fs/promises";
 import { dirname, relative, resolve, sep } from "node:path";
 import { type Diagnostic, formatDiagnostic, isError } from "../fleet/diagnostic.ts";
+import { formatIdentity } from "../fleet/identity.ts";
 import { boundedDiagnostics } from "../fleet/model.ts";
 import { readFleetDir, yamlFilesLeftOut } from "../fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
@@ -132,7 +133,7 @@ Flags:
       if (selection.pending === undefined) continue;
       skipped.push({
         check: "placement",
-        message: `${selection.kind} ${selection.namespace}/${selection.name} is not expanded: ${selection.pending}; give --cluster-profiles to check its CRs and conflicts`,
+        message: `${formatIdentity(selection)} is not expanded: ${selection.pending}; give --cluster-profiles to check its CRs and conflicts`,
         file: selection.path,
         line: selection.line,
       });
@@ -202,7 +203,15 @@ function render(format: ValidateFormat, report: ValidateReport, shown: readonly 
       : shown
           .map((d) => `${formatDiagnostic(isError(d) ? d : { ...d, message: `warning: ${d.message}` })}\n`)
           .join("");
-  const more = report.omitted > 0 ? `… ${count(report.omitted, "more finding")} left out\n` : "";
+  const omittedWarnings = report.warnings - shown.filter((d) => !isError(d)).length;
+  const omittedErrors = report.omitted - omittedWarnings;
+  const omitted = [
+    ...(omittedErrors > 0 ? [`${omittedErrors} more ${omittedErrors === 1 ? "error" : "errors"}`] : []),
+    ...(omittedWarnings > 0
+      ? [`${omittedWarnings} more ${omittedWarnings === 1 ? "warning" : "warnings"}`]
+      : []),
+  ];
+  const more = omitted.length > 0 ? `… ${omitted.join(" and ")} left out\n` : "";
   return `${lines}${more}${summary(report)}\n`;
 }
 

@@ -152,7 +152,8 @@ function determines(patch: unknown, path: FieldPath): boolean {
   return true;
 }
 
-function hasPath(value: unknown, path: FieldPath): boolean {
+/** Whether `value` has a property at every step of `path` (null and undefined values included). */
+export function hasPath(value: unknown, path: FieldPath): boolean {
   let current = value;
   for (const segment of path) {
     if (typeof current !== "object" || current === null || !Object.hasOwn(current, segment)) return false;

@@ -106,7 +106,7 @@ describe("a conflict", () => {
       const lines = stdout.trimEnd().split("\n");
       expect(lines).toHaveLength(MAX_DIAGNOSTICS_PER_FILE + 2);
       expect(lines.at(-2)).toBe(`… ${999 - MAX_DIAGNOSTICS_PER_FILE} more errors left out`);
-      expect(lines.at(-1)).toBe("1 files, 0 resources, 999 placements, 999 errors");
+      expect(lines.at(-1)).toBe("1 file, 0 resources, 999 placements, 999 errors");
       expect(stdout.length).toBeLessThan(20 * 1024);
     } finally {
       await rm(dir, { recursive: true, force: true });
