@@ -138,6 +138,23 @@ describe("the settings check over every release of ../shared", () => {
       }),
     ];
     for (const cr of docs) expect(checkSettings(cr, await releases.load(cr))).toEqual([]);
+    // The docs' high-availability example: no error; its replicas 3 meet the release's 80% PDBs, which then
+    // need all 3 pods, and that is the drain warning (knative/operator#1701), as meant.
+    const ha = knativeServing({
+      "high-availability": { replicas: 3 },
+      workloads: [
+        {
+          name: "activator",
+          resources: [{ container: "activator", limits: { cpu: "1000m", memory: "250Mi" } }],
+        },
+      ],
+    });
+    expect(
+      checkSettings(ha, await releases.load(ha)).map((f) => [f.severity, f.message.split(" keeps")[0]]),
+    ).toEqual([
+      ["warning", "PodDisruptionBudget activator-pdb"],
+      ["warning", "PodDisruptionBudget webhook-pdb"],
+    ]);
   });
 
   it("a typo of any ConfigMap, key, workload, container, Service or PDB name is an error with did-you-mean", async () => {
