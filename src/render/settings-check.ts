@@ -9,7 +9,7 @@ import { ALLOW_UNKNOWN_SETTINGS_ANNOTATION } from "../api/labels.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath } from "../fleet/diagnostic.ts";
 import { editDistance } from "../fleet/document-kind.ts";
 import type { DesiredResource, FleetFile } from "../fleet/model.ts";
-import { type DeclaredPlacement, mergedSpec } from "../fleet/placement-document.ts";
+import { type DeclaredPlacement, hasPath, mergedSpec } from "../fleet/placement-document.ts";
 import { isPlacementKind, PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "../fleet/yaml-source.ts";
 import { isRecord, type Manifest, podTemplateOf } from "./manifest.ts";
@@ -553,15 +553,6 @@ export async function checkPlacementSettings(
 /** spec.manifests and spec.additionalManifests are downloads: not fetched for a check. */
 const installsFromUrls = (resource: KnativeResource) =>
   (resource.spec.manifests?.length ?? 0) > 0 || (resource.spec.additionalManifests?.length ?? 0) > 0;
-
-function hasPath(value: unknown, path: FieldPath): boolean {
-  let current = value;
-  for (const segment of path) {
-    if (typeof current !== "object" || current === null || !Object.hasOwn(current, segment)) return false;
-    current = (current as Record<PropertyKey, unknown>)[segment];
-  }
-  return true;
-}
 
 /**
  * The settings check over every CR of a fleet model, as diagnostics at file:line:column. A CR whose release
