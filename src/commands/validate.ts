@@ -7,7 +7,7 @@ import { readFleetDir, yamlFilesLeftOut } from "../fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 import type { Inventory } from "../placement/inventory.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
-import { checkFleetSettings } from "../render/settings-check.ts";
+import { checkFleetSettings, checkPlacementSettings } from "../render/settings-check.ts";
 import { hubCrPolicy } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
 import { commandSettings } from "./access-settings.ts";
@@ -127,10 +127,23 @@ Flags:
       found.push(...(await versionDiagnostics(model.resources, model.placements, source, locator)));
       // What a release knows a CR may set (ConfigMaps and keys, workload names, ingresses), as plan and the
       // sync check it; offline no CR runs a version yet, so the upgrade warnings are plan's alone.
-      found.push(...(await checkFleetSettings(model.resources, files, new ReleaseLoader(source))));
+      const releases = new ReleaseLoader(source);
+      found.push(...(await checkFleetSettings(model.resources, files, releases)));
+      // A placement not expanded (no inventory) makes no CR: its template and each override are checked.
+      const unexpanded = model.placements.filter(({ path, placement }) =>
+        selections.some(
+          (s) =>
+            s.pending !== undefined &&
+            s.path === path &&
+            s.namespace === placement.metadata.namespace &&
+            s.name === placement.metadata.name,
+        ),
+      );
+      found.push(...(await checkPlacementSettings(unexpanded, releases)));
     }
+    const reported = (path: string) => target.files === undefined || target.files.has(path);
     for (const selection of selections) {
-      if (selection.pending === undefined) continue;
+      if (selection.pending === undefined || !reported(selection.path)) continue;
       skipped.push({
         check: "placement",
         message: `${formatIdentity(selection)} is not expanded: ${selection.pending}; give --cluster-profiles to check its CRs and conflicts`,
@@ -139,7 +152,6 @@ Flags:
       });
     }
 
-    const reported = (path: string) => target.files === undefined || target.files.has(path);
     // A placement's CRs share its fields, so their findings repeat: each is counted and shown once.
     const all = [
       ...new Map(

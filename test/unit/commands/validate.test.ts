@@ -260,12 +260,14 @@ describe("knative-fleet validate", () => {
       "clusters/copy.yaml": serving("a"),
       "clusters/broken.yaml": "a: [\n",
       "clusters/b.yaml": serving("b"),
+      "clusters/prod.yaml": byLabels("1.21"),
       "docs/example.yaml": "a: 1\n",
     });
     const copy = await run(join(repo, "clusters/copy.yaml"));
     expect(copy.code).toBe(1);
     expect(copy.stdout).toMatch(/^clusters\/copy\.yaml:\d+:\d+ .*also declared at clusters\/a\.yaml/);
     expect(copy.stdout).not.toContain("broken.yaml");
+    expect(copy.stderr).not.toContain("prod.yaml");
     expect(copy.stdout).toMatch(/\n1 file, 0 resources, 1 error\n$/);
     expect(await run(join(repo, "clusters/b.yaml"), join(repo, "docs/example.yaml"))).toMatchObject({
       code: 0,
