@@ -23,6 +23,12 @@ export function githubAnnotations(diagnostics: readonly Diagnostic[]): string {
     .join("");
 }
 
+/** A check that did not run, as a notice on the run's summary page (at its file when it has one). */
+export function githubNotice(message: string, file?: string, line?: number): string {
+  const at = file === undefined ? [] : [`file=${escapeProperty(file)}`, ...(line ? [`line=${line}`] : [])];
+  return `::notice ${[...at, "title=knative-fleet validate%3A check skipped"].join(",")}::${escapeData(message)}\n`;
+}
+
 const escapeData = (text: string) =>
   text.replaceAll("%", "%25").replaceAll("\r", "%0D").replaceAll("\n", "%0A");
 const escapeProperty = (text: string) => escapeData(text).replaceAll(":", "%3A").replaceAll(",", "%2C");

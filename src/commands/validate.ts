@@ -11,7 +11,7 @@ import { checkFleetSettings, checkPlacementSettings } from "../render/settings-c
 import { hubCrPolicy } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
 import { commandSettings } from "./access-settings.ts";
-import { githubAnnotations, gitlabCodeQuality } from "./annotations.ts";
+import { githubAnnotations, githubNotice, gitlabCodeQuality } from "./annotations.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, UsageError } from "./command.ts";
 import { findKodata, KODATA_OPTION } from "./kodata.ts";
 import { OUTPUT_OPTION, outputFormat, renderJson } from "./output.ts";
@@ -211,7 +211,8 @@ function render(format: ValidateFormat, report: ValidateReport, shown: readonly 
   if (format === "gitlab") return gitlabCodeQuality(shown);
   const lines =
     format === "github"
-      ? githubAnnotations(shown)
+      ? githubAnnotations(shown) +
+        report.skipped.map((check) => githubNotice(check.message, check.file, check.line)).join("")
       : shown
           .map((d) => `${formatDiagnostic(isError(d) ? d : { ...d, message: `warning: ${d.message}` })}\n`)
           .join("");

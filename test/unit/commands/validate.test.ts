@@ -220,6 +220,7 @@ describe("knative-fleet validate", () => {
     expect(code).toBe(1);
     expect(stdout).toBe(
       "::error file=clusters/a%2Cb%3Ac.yaml,line=8,col=5,title=knative-fleet%3A spec.registry.overide::unrecognized key; did you mean override?\n" +
+        "::notice title=knative-fleet validate%3A check skipped::no release manifests found (--kodata, $KO_DATA_PATH, the fetched cache): spec.version and the settings a release knows are not checked\n" +
         "1 file, 0 resources, 1 error\n",
     );
     await write({ "clusters/a,b:c.yaml": "a: 100%\nb: [\n" });
