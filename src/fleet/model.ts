@@ -114,7 +114,9 @@ export function buildFleetModel(files: readonly FleetFile[], options: ParseOptio
  * `rollout`; or a document of it is, or looks like, one (`looksLikeRollout`); or, when no document says what
  * it is (the file is in another encoding, has a syntax error, is no regular file), its text read leniently
  * looks like one. A policy that cannot be read must hold changes as a paused one would; a file that only
- * seems to be one holds them until it is fixed, with an error that names it.
+ * seems to be one holds them until it is fixed, with an error that names it. A broken placement or
+ * per-cluster file is none of these (a placement's fields tell it apart even without its kind): it holds
+ * only what it declares, and the valid policy stays in effect.
  */
 function isMeantAsRollout(file: FleetFile, parsed: ParsedFleetFile): boolean {
   if (pathLooksLikeRollout(file.path)) return true;
