@@ -74,7 +74,7 @@ const MAX_INDEXES = 64;
 /**
  * The findings for `resource`'s settings against `release` (what render() installs from), and, on an upgrade,
  * the release `installed` now: a setting the target minor drops is a warning there rather than an error.
- * Pure; the release's index is kept per Release object.
+ * Pure but for the index of each release's names, kept by where the release came from.
  */
 export function checkSettings(
   resource: KnativeResource,
@@ -93,15 +93,15 @@ export function checkSettings(
       checkWorkload(override, ["spec", list, index], context);
     }
   }
+  const deploymentContainers = new Set(
+    [...target.deployments.keys()].flatMap((name) => target.workloads.get(name) ?? []),
+  );
   for (const [index, override] of (spec.resources ?? []).entries()) {
-    const containers = new Set(
-      [...context.target.deployments.keys()].flatMap((name) => target.workloads.get(name) ?? []),
-    );
-    if (!containers.has(override.container)) {
+    if (!deploymentContainers.has(override.container)) {
       unknown(context, ["spec", "resources", index, "container"], `spec.resources.${override.container}`, {
         what: `container ${override.container}`,
         where: "in any Deployment of the",
-        known: [...containers],
+        known: [...deploymentContainers],
       });
     }
   }
