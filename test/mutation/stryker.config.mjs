@@ -22,7 +22,7 @@ export default {
   incrementalFile: `${here}/reports/incremental.json`,
   tempDirName: `${here}/.stryker-tmp`,
   cleanTempDir: "always",
-  reporters: ["json", "clear-text"],
+  reporters: ["json", "clear-text", "progress-append-only"],
   jsonReporter: { fileName: `${here}/reports/mutation.json` },
   clearTextReporter: { allowColor: false, logTests: false, reportScoreTable: true },
   ignorePatterns: ["dist", "coverage", ".sandbox", `${here}/reports`],
