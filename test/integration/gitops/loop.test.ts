@@ -80,6 +80,25 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     expect(res.status).toBeLessThan(300);
   };
 
+  /** A broken spoke-2 file (`spoke2Extra`) beside a good change on spoke-1 (its grace period `from` -> `to`). */
+  const pushBrokenBesideGood = async (spoke2Extra: string, from: string, to: string) => {
+    const spoke1 = await git.readFile(REPO, "main", "clusters/spoke-1/knative-serving.yaml");
+    await push(
+      {
+        "clusters/spoke-2/knative-serving.yaml": servingFile("spoke-2", spoke2Extra),
+        "clusters/spoke-1/knative-serving.yaml": spoke1.replace(
+          `scale-to-zero-grace-period: ${from}`,
+          `scale-to-zero-grace-period: ${to}`,
+        ),
+      },
+      "A broken file on spoke-2 and a good change on spoke-1",
+    );
+    await service.syncNow();
+  };
+  const gracePeriod = (value: string) => ({
+    config: { autoscaler: { "scale-to-zero-grace-period": value } },
+  });
+
   beforeAll(async () => {
     hub = adminClient(sandbox.hub);
     spokeTwo = adminClient(spoke2);
@@ -170,19 +189,7 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
   });
 
   it("an invalid file is reported with file:line in the status, prunes nothing, and others still apply", async () => {
-    await push(
-      {
-        "clusters/spoke-2/knative-serving.yaml": servingFile(
-          "spoke-2",
-          "  registry:\n    overide:\n      controller: x\n",
-        ),
-        "clusters/spoke-1/knative-serving.yaml": (
-          await git.readFile(REPO, "main", "clusters/spoke-1/knative-serving.yaml")
-        ).replace("scale-to-zero-grace-period: 30s", "scale-to-zero-grace-period: 45s"),
-      },
-      "A typo on spoke-2 and a good change on spoke-1",
-    );
-    await service.syncNow();
+    await pushBrokenBesideGood("  registry:\n    overide:\n      controller: x\n", "30s", "45s");
     const readme = await waitUntil("status shows the validation error", async () => {
       const text = await statusReadme();
       return text.includes("clusters/spoke-2/knative-serving.yaml:") && text.includes("overide")
@@ -192,10 +199,26 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     expect(readme).toMatch(/clusters\/spoke-2\/knative-serving\.yaml:\d+/);
     // Nothing pruned: spoke-2's Serving CR stays with its last good state.
     expect(await hubCr("KnativeServing", "spoke-2-serving")).toBeDefined();
-    const spoke1Cr = await hubCr("KnativeServing", "spoke-1-serving");
-    const autoscaler = (spoke1Cr?.spec as { config?: { autoscaler?: Record<string, string> } } | undefined)
-      ?.config?.autoscaler;
-    expect(autoscaler?.["scale-to-zero-grace-period"]).toBe("45s");
+    expect((await hubCr("KnativeServing", "spoke-1-serving"))?.spec).toMatchObject(gracePeriod("45s"));
+  });
+
+  it("a setting the release does not have fails its file like an error (status at file:line), others still apply", async () => {
+    await pushBrokenBesideGood(
+      '  config:\n    autoscalr:\n      enable-scale-to-zero: "true"\n',
+      "45s",
+      "50s",
+    );
+    const readme = await waitUntil("status shows the settings error", async () => {
+      const text = await statusReadme();
+      return text.includes("spec.config.autoscalr") ? text : undefined;
+    });
+    expect(readme).toMatch(/clusters\/spoke-2\/knative-serving\.yaml:15:5/);
+    expect(readme).toContain("did you mean autoscaler?");
+    // spoke-2's CR keeps its last good state (scale to zero off); spoke-1's change is applied.
+    const spoke2Cr = await hubCr("KnativeServing", "spoke-2-serving");
+    expect(spoke2Cr?.spec).toMatchObject({ config: { autoscaler: { "enable-scale-to-zero": "false" } } });
+    expect(spoke2Cr?.spec).not.toHaveProperty("config.autoscalr");
+    expect((await hubCr("KnativeServing", "spoke-1-serving"))?.spec).toMatchObject(gracePeriod("50s"));
   });
 
   it("a git server answering 500 or down: retries, nothing pruned, recovers", async () => {
