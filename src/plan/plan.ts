@@ -93,8 +93,10 @@ export async function syncRevisions(
       options.settings.departureGracePeriodMs,
       () => 0,
     ),
-    // The settings check, as the service runs it: a CR with a setting error fails its file.
-    releases: options.releases,
+    // The settings check, as the service runs it: a CR with a setting error fails its file. Without
+    // release manifests (no kodataDir) there is nothing to check against: the plan then renders only what
+    // changed, and asks for them only if something did.
+    ...(options.kodataDir !== undefined && { releases: options.releases }),
   };
   const settings = { fleet: options.settings, kodataDir: options.kodataDir };
   const repository = options.repository ?? revisions.repository;

@@ -41,7 +41,11 @@ async function repoWith(change: Record<string, string | null>): Promise<FleetRep
 
 async function planOf(repo: FleetRepo): Promise<FleetPlan> {
   const revisions = await readRevisions(repo.dir, { base: "main", head: "change" }, DEFAULT_FILE_SELECTION);
-  return buildPlan(revisions, { releases, settings: DEFAULT_FLEET_SETTINGS });
+  return buildPlan(revisions, {
+    releases,
+    kodataDir: knativeReleasesDir(),
+    settings: DEFAULT_FLEET_SETTINGS,
+  });
 }
 
 const names = (refs: readonly { kind: string; name: string }[], kind: string) =>

@@ -57,7 +57,7 @@ export function planOfFiles(
 ): Promise<FleetPlan> {
   return buildPlan(
     { repository: "fleet", base: revisionOf("base", base), head: revisionOf("head", head) },
-    { releases, settings: DEFAULT_FLEET_SETTINGS, ...options },
+    { releases, kodataDir: knativeReleasesDir(), settings: DEFAULT_FLEET_SETTINGS, ...options },
   );
 }
 
