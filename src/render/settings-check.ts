@@ -63,6 +63,13 @@ const DYNAMIC_KEYS: Readonly<Record<string, readonly RegExp[] | "any">> = {
 const INGRESS_CLASS_KEYS = ["ingress-class", "ingress.class"];
 const INGRESS_CLASS = (ingress: string) => `${ingress}.ingress.networking.knative.dev`;
 const KOURIER_SERVICE_TYPES = ["ClusterIP", "NodePort", "LoadBalancer"];
+/** The ConfigMap each ingress release ships its settings in. */
+const INGRESS_CONFIG_MAPS: Record<(typeof INGRESSES)[number], string> = {
+  istio: "config-istio",
+  contour: "config-contour",
+  kourier: "config-kourier",
+  "gateway-api": "config-gateway",
+};
 
 /**
  * The releases' indexes, by where each release came from (its locations, which name its ingresses too):
@@ -150,7 +157,15 @@ function unknown(
     where,
     known,
     dropped = false,
-  }: { what: string; where: string; known: readonly string[]; dropped?: boolean | undefined },
+    advice,
+  }: {
+    what: string;
+    where: string;
+    known: readonly string[];
+    dropped?: boolean | undefined;
+    /** What to do instead, when the name means something this CR does not install. */
+    advice?: string | undefined;
+  },
 ): void {
   if (context.allowed(setting)) return;
   const { release, installed } = context;
@@ -173,7 +188,8 @@ function unknown(
     ...(field[1] === "config" ? {} : { anchor: "value" as const }),
     severity: "error",
     message:
-      `no ${what} ${where} ${release.version} release, so this setting changes nothing${hint ? `; did you mean ${hint}?` : ""} ` +
+      `no ${what} ${where} ${release.version} release, so this setting changes nothing` +
+      `${advice ? `: ${advice}` : hint ? `; did you mean ${hint}?` : ""} ` +
       `(to keep a setting the check does not know, list ${setting} in the annotation ${ALLOW_UNKNOWN_SETTINGS_ANNOTATION})`,
   });
 }
@@ -187,11 +203,19 @@ function checkConfig(
     const name = configMapName(given, target) ?? configMapName(given, before);
     const keys = name === undefined ? undefined : target.configMaps.get(name);
     if (!keys) {
+      const ingress = INGRESSES.find(
+        (candidate) =>
+          [given, `${CONFIG_PREFIX}${given}`].includes(INGRESS_CONFIG_MAPS[candidate]) &&
+          !context.release.ingresses.includes(candidate),
+      );
       unknown(context, ["spec", "config", given], `spec.config.${given}`, {
         what: `ConfigMap ${given.startsWith(CONFIG_PREFIX) ? given : `${CONFIG_PREFIX}${given} (or ${given})`}`,
         where: "in the",
         known: configMapChoices(target),
         dropped: name !== undefined,
+        ...(ingress && {
+          advice: `it comes with the ${ingress} ingress, which this KnativeServing does not install (set spec.ingress.${ingress}.enabled: true)`,
+        }),
       });
       continue;
     }

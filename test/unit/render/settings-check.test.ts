@@ -271,6 +271,16 @@ describe("the settings check over every release of ../shared", () => {
     ]);
   });
 
+  it("an ingress's ConfigMap while the CR does not install that ingress says which to enable", async () => {
+    const serving = knativeServing({ config: { kourier: { "enable-service-access-logging": "true" } } });
+    const [finding, ...rest] = checkSettings(serving, await releases.load(serving));
+    expect(rest).toEqual([]);
+    expect(finding).toMatchObject({ field: ["spec", "config", "kourier"], severity: "error" });
+    expect(finding!.message).toContain(
+      "it comes with the kourier ingress, which this KnativeServing does not install (set spec.ingress.kourier.enabled: true)",
+    );
+  });
+
   it("the annotation keeps a setting the check does not know, and only that one", async () => {
     const serving = (allowed: string) =>
       ({
