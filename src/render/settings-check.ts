@@ -60,6 +60,24 @@ const DYNAMIC_KEYS: Readonly<Record<string, readonly RegExp[] | "any">> = {
   "config-kreference-mapping": "any",
 };
 
+/**
+ * Keys Knative still reads that no `_example` shows any more: config-network's legacy spellings
+ * (knative.dev/networking pkg/config/config.go, "Legacy keys"), still in the docs and in other operators' CRs.
+ */
+const LEGACY_KEYS: Readonly<Record<string, readonly string[]>> = {
+  "config-network": [
+    "ingress.class",
+    "certificate.class",
+    "domainTemplate",
+    "tagTemplate",
+    "rolloutDuration",
+    "autocreateClusterDomainClaims",
+    "defaultExternalScheme",
+    "autoTLS",
+    "httpProtocol",
+  ],
+};
+
 const INGRESS_CLASS_KEYS = ["ingress-class", "ingress.class"];
 const INGRESS_CLASS = (ingress: string) => `${ingress}.ingress.networking.knative.dev`;
 const KOURIER_SERVICE_TYPES = ["ClusterIP", "NodePort", "LoadBalancer"];
@@ -454,7 +472,10 @@ function indexRelease(manifests: readonly Manifest[]): ReleaseSettings {
 
 function configMapKeys(configMap: Manifest, earlier: ConfigMapKeys | undefined): ConfigMapKeys {
   const data = isRecord(configMap.data) ? configMap.data : {};
-  const documented = new Set(earlier?.documented);
+  const documented = new Set([
+    ...(earlier?.documented ?? []),
+    ...(LEGACY_KEYS[configMap.metadata.name ?? ""] ?? []),
+  ]);
   for (const key of Object.keys(data)) if (key !== EXAMPLE_KEY) documented.add(key);
   const example = data[EXAMPLE_KEY];
   if (typeof example === "string") for (const key of exampleKeys(example)) documented.add(key);

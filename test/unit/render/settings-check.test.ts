@@ -126,6 +126,14 @@ describe("the settings check over every release of ../shared", () => {
         ingress: { istio: { enabled: true } },
         config: { istio: { "local-gateway.knative-serving.knative-local-gateway": "x" } },
       }),
+      // The legacy spelling Knative networking still reads (security-guard's own install uses it).
+      knativeServing({
+        security: { securityGuard: { enabled: true } },
+        ingress: { kourier: { enabled: true } },
+        config: {
+          network: { "ingress.class": "kourier.ingress.networking.knative.dev", autoTLS: "Enabled" },
+        },
+      }),
       knativeEventing({
         config: {
           "br-defaults": { "default-br-config": "clusterDefault:\n  brokerClass: MTChannelBasedBroker\n" },
