@@ -61,10 +61,23 @@ const DYNAMIC_KEYS: Readonly<Record<string, readonly RegExp[] | "any">> = {
 };
 
 /**
- * Keys Knative still reads that no `_example` shows any more: config-network's legacy spellings
- * (knative.dev/networking pkg/config/config.go, "Legacy keys"), still in the docs and in other operators' CRs.
+ * Keys Knative still reads that no `_example` shows any more, the camel-case spellings of before 1.0 that
+ * docs and other operators' CRs still use: config-network's (knative.dev/networking pkg/config/config.go)
+ * and config-deployment's (knative.dev/serving pkg/deployment/config.go), each under "Legacy keys".
  */
 const LEGACY_KEYS: Readonly<Record<string, readonly string[]>> = {
+  "config-deployment": [
+    "queueSidecarImage",
+    "progressDeadline",
+    "digestResolutionTimeout",
+    "registriesSkippingTagResolving",
+    "queueSidecarCPURequest",
+    "queueSidecarMemoryRequest",
+    "queueSidecarEphemeralStorageRequest",
+    "queueSidecarCPULimit",
+    "queueSidecarMemoryLimit",
+    "queueSidecarEphemeralStorageLimit",
+  ],
   "config-network": [
     "ingress.class",
     "certificate.class",
