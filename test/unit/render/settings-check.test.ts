@@ -132,6 +132,7 @@ describe("the settings check over every release of ../shared", () => {
         ingress: { kourier: { enabled: true } },
         config: {
           network: { "ingress.class": "kourier.ingress.networking.knative.dev", autoTLS: "Enabled" },
+          deployment: { registriesSkippingTagResolving: "ko.local" },
         },
       }),
       knativeEventing({
