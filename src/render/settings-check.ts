@@ -45,6 +45,8 @@ interface ConfigMapKeys {
   documented: Set<string>;
   /** Keys Knative reads by pattern (`loglevel.<component>`), or `any` for a map of names (config-domain). */
   dynamic: readonly RegExp[] | "any";
+  /** Its `_example` documents no setting and says the ConfigMap is deprecated (config-tracing since 1.20). */
+  deprecated: boolean;
 }
 
 const CONFIG_PREFIX = "config-";
@@ -248,6 +250,18 @@ function checkConfig(
           advice: `it comes with the ${ingress} ingress, which this KnativeServing does not install (set spec.ingress.${ingress}.enabled: true)`,
         }),
       });
+      continue;
+    }
+    if (keys.deprecated) {
+      // Whether Knative still reads it is not the release's to say: a warning, not a blocked file.
+      for (const key of Object.keys(entries)) {
+        if (context.allowed(`spec.config.${given}.${key}`)) continue;
+        context.findings.push({
+          field: ["spec", "config", given, key],
+          severity: "warning",
+          message: `${name} documents no settings in the ${context.release.version} release and its _example calls it deprecated: ${key} likely has no effect; its _example says where the setting moved`,
+        });
+      }
       continue;
     }
     for (const key of Object.keys(entries)) {
@@ -492,7 +506,8 @@ function configMapKeys(configMap: Manifest, earlier: ConfigMapKeys | undefined):
   for (const key of Object.keys(data)) if (key !== EXAMPLE_KEY) documented.add(key);
   const example = data[EXAMPLE_KEY];
   if (typeof example === "string") for (const key of exampleKeys(example)) documented.add(key);
-  return { documented, dynamic: DYNAMIC_KEYS[configMap.metadata.name ?? ""] ?? [] };
+  const deprecated = documented.size === 0 && typeof example === "string" && /deprecated/i.test(example);
+  return { documented, dynamic: DYNAMIC_KEYS[configMap.metadata.name ?? ""] ?? [], deprecated };
 }
 
 const EXAMPLE_KEY = "_example";

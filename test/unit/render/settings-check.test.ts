@@ -290,6 +290,17 @@ describe("the settings check over every release of ../shared", () => {
     );
   });
 
+  it("a key of a ConfigMap whose _example calls it deprecated and documents nothing is a warning", async () => {
+    const serving = knativeServing({ config: { tracing: { backend: "zipkin" } } });
+    expect(checkSettings(serving, await releases.load(serving))).toMatchObject([
+      {
+        field: ["spec", "config", "tracing", "backend"],
+        severity: "warning",
+        message: expect.stringContaining("config-tracing documents no settings"),
+      },
+    ]);
+  });
+
   it("the annotation keeps a setting the check does not know, and only that one", async () => {
     const serving = (allowed: string) =>
       ({
