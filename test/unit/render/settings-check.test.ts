@@ -347,6 +347,24 @@ describe("the settings check over every release of ../shared", () => {
     expect(errors(checkSettings(cr, installed))).toHaveLength(2);
   });
 
+  it("an upgrade warns of a workload the target drops (a target without request-reply, as no real minor has yet)", async () => {
+    const installed = await releases.load(knativeEventing({ version: "1.22" }));
+    const real = await releases.load(knativeEventing({ version: "1.23" }));
+    const target: Release = {
+      ...real,
+      manifests: real.manifests.filter((m) => m.metadata.name !== "request-reply"),
+    };
+    const cr = knativeEventing({ version: "1.23", workloads: [{ name: "request-reply", replicas: 2 }] });
+    expect(checkSettings(cr, target, installed)).toMatchObject([
+      {
+        field: ["spec", "workloads", 0, "name"],
+        severity: "warning",
+        message: expect.stringContaining("is in the installed 1.22.2 release but not in 1.23.0"),
+      },
+    ]);
+    expect(errors(checkSettings(cr, target))).toHaveLength(1);
+  });
+
   it("HA replicas with a PDB that needs every replica warn (knative/operator#1701); a lower minAvailable does not", async () => {
     const ha = knativeServing({ "high-availability": { replicas: 2 } });
     const release = await releases.load(ha);
