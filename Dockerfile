@@ -20,6 +20,9 @@ ARG KOURIER_VERSIONS
 ARG ISTIO_VERSIONS
 ARG CONTOUR_VERSIONS
 ARG GATEWAY_API_VERSIONS
+ARG KAFKA_SOURCE_VERSIONS
+ARG EVENTING_SOURCE_VERSIONS
+ARG SECURITY_GUARD_VERSIONS
 ARG NODE_IMAGE=node:24-slim
 # Where the release manifests come from: "fetch" (their public release locations) or "local" (the build
 # context named kodata-dir, a directory already in the kodata layout).
@@ -48,7 +51,8 @@ FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS kodata-fetch
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/*
-ARG SERVING_VERSIONS EVENTING_VERSIONS KOURIER_VERSIONS ISTIO_VERSIONS CONTOUR_VERSIONS GATEWAY_API_VERSIONS
+ARG SERVING_VERSIONS EVENTING_VERSIONS KOURIER_VERSIONS ISTIO_VERSIONS CONTOUR_VERSIONS GATEWAY_API_VERSIONS \
+  KAFKA_SOURCE_VERSIONS EVENTING_SOURCE_VERSIONS SECURITY_GUARD_VERSIONS
 COPY scripts/fetch-kodata.sh /usr/local/bin/fetch-kodata
 RUN sh /usr/local/bin/fetch-kodata /kodata
 

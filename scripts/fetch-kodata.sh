@@ -2,7 +2,8 @@
 # Downloads the Knative release manifests from their public release locations into the upstream Knative
 # Operator's kodata layout:
 #   <out>/knative-serving/<version>/NN-*.yaml, <out>/knative-eventing/<version>/NN-*.yaml,
-#   <out>/ingress/<major.minor>/<ingress>/*.yaml
+#   <out>/ingress/<major.minor>/<ingress>/*.yaml, <out>/eventing-source/<major.minor>/<source>/*.yaml,
+#   <out>/security-guard/<major.minor>/*.yaml
 # Used by the image build (Dockerfile) and by the tests and demo when ../shared is not beside the checkout.
 # Usage: fetch-kodata.sh [--base-url URL] [OUT_DIR]   (versions from the *_VERSIONS environment variables,
 # defaults below; `none` fetches none of that kind). --base-url (or KNATIVE_RELEASES_BASE_URL) replaces https://github.com: a mirror, or an
@@ -15,8 +16,14 @@
 : "${ISTIO_VERSIONS:=1.20.4 1.21.4 1.22.1 1.23.0}"
 : "${CONTOUR_VERSIONS:=1.20.4 1.21.5 1.22.2 1.23.0}"
 : "${GATEWAY_API_VERSIONS:=1.20.1 1.21.1 1.22.1 1.23.0}"
+# KnativeEventing.spec.source: Kafka's source ships with eventing-kafka-broker; ceph, github, gitlab, rabbitmq
+# and redis each release from their own repository, one version per Eventing minor.
+: "${KAFKA_SOURCE_VERSIONS:=1.20.3 1.21.5 1.22.3 1.23.0}"
+: "${EVENTING_SOURCE_VERSIONS:=1.20.0 1.21.1 1.22.1 1.23.0}"
+# KnativeServing.spec.security.securityGuard: the guard's own releases, kept by minor as upstream keeps them.
+: "${SECURITY_GUARD_VERSIONS:=0.3.0 0.4.1 0.5.0 0.6.0}"
 set -eu
-for kind in SERVING EVENTING KOURIER ISTIO CONTOUR GATEWAY_API; do
+for kind in SERVING EVENTING KOURIER ISTIO CONTOUR GATEWAY_API KAFKA_SOURCE EVENTING_SOURCE SECURITY_GUARD; do
   eval "[ \"\$${kind}_VERSIONS\" != none ] || ${kind}_VERSIONS="
 done
 base="${KNATIVE_RELEASES_BASE_URL:-https://github.com}"
@@ -71,9 +78,26 @@ done
 for v in $GATEWAY_API_VERSIONS; do
   fetch "$ext/net-gateway-api/releases/download/knative-v$v/net-gateway-api.yaml" "ingress/$(minor "$v")/gateway-api/net-gateway-api.yaml"
 done
+for v in $KAFKA_SOURCE_VERSIONS; do
+  for asset in eventing-kafka-controller.yaml eventing-kafka-post-install.yaml eventing-kafka-source.yaml; do
+    fetch "$ext/eventing-kafka-broker/releases/download/knative-v$v/$asset" "eventing-source/$(minor "$v")/kafka/$asset"
+  done
+done
+for v in $EVENTING_SOURCE_VERSIONS; do
+  for source in ceph:ceph.yaml github:github.yaml gitlab:gitlab.yaml rabbitmq:rabbitmq-source.yaml redis:redis-source.yaml; do
+    name=${source%%:*} asset=${source#*:}
+    fetch "$ext/eventing-$name/releases/download/knative-v$v/$asset" "eventing-source/$(minor "$v")/$name/$asset"
+  done
+done
+for v in $SECURITY_GUARD_VERSIONS; do
+  for asset in gate-account.yaml guard-service.yaml guardian-crd.yaml queue-proxy.yaml service-account.yaml; do
+    fetch "$ext/security-guard/releases/download/v$v/$asset" "security-guard/$(minor "$v")/$asset"
+  done
+done
 chmod -R a+rX,go-w "$staging"
 # Every file is here: each release folder replaces its old copy whole.
-for dir in "$staging"/knative-serving/* "$staging"/knative-eventing/* "$staging"/ingress/*/*; do
+for dir in "$staging"/knative-serving/* "$staging"/knative-eventing/* "$staging"/ingress/*/* \
+  "$staging"/eventing-source/*/* "$staging"/security-guard/*; do
   [ -d "$dir" ] || continue
   target="$out/${dir#"$staging"/}"
   mkdir -p "$(dirname "$target")"

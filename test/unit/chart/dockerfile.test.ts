@@ -32,6 +32,9 @@ const RELEASE_ARGS = [
   "ISTIO_VERSIONS",
   "CONTOUR_VERSIONS",
   "GATEWAY_API_VERSIONS",
+  "KAFKA_SOURCE_VERSIONS",
+  "EVENTING_SOURCE_VERSIONS",
+  "SECURITY_GUARD_VERSIONS",
 ];
 const kodataScript = readFileSync(join(repoRoot, "scripts", "fetch-kodata.sh"), "utf8");
 const scriptDefault = (name: string): string | undefined =>
@@ -194,7 +197,7 @@ describe("Dockerfile", () => {
       for (const file of fetched) {
         const url = readFileSync(join(out, file), "utf8").trim();
         const [top, second] = file.split("/") as [string, string];
-        const version = /knative-v(\d+\.\d+\.\d+)\//.exec(url)?.[1];
+        const version = /\/(?:knative-)?v(\d+\.\d+\.\d+)\//.exec(url)?.[1];
         const asset = file.split("/").at(-1)!.replace(/^\d+-/, "");
         if (top === "ingress") {
           const ingress = file.split("/")[2]!;
@@ -208,6 +211,18 @@ describe("Dockerfile", () => {
             `https://github.com/knative-extensions/${repo}/releases/download/knative-v${version}/${asset}`,
           );
           expect(version?.startsWith(`${second}.`), `${file}: ${url}`).toBe(true);
+        } else if (top === "eventing-source") {
+          const source = file.split("/")[2]!;
+          const repo = source === "kafka" ? "eventing-kafka-broker" : `eventing-${source}`;
+          expect(url).toBe(
+            `https://github.com/knative-extensions/${repo}/releases/download/knative-v${version}/${asset}`,
+          );
+          expect(version?.startsWith(`${second}.`), `${file}: ${url}`).toBe(true);
+        } else if (top === "security-guard") {
+          expect(url).toBe(
+            `https://github.com/knative-extensions/security-guard/releases/download/v${version}/${asset}`,
+          );
+          expect(version?.startsWith(`${second}.`), `${file}: ${url}`).toBe(true);
         } else {
           const project = top.replace("knative-", "");
           expect(url).toBe(
@@ -219,6 +234,11 @@ describe("Dockerfile", () => {
         if (upstreamText.includes("app.kubernetes.io/version:")) {
           expect(upstreamText, `${file} is ${version} upstream`).toContain(
             `app.kubernetes.io/version: "${version}"`,
+          );
+        } else if (/eventing\.knative\.dev\/release: "v/.test(upstreamText)) {
+          // The eventing sources' own repositories label their objects with the release instead.
+          expect(upstreamText, `${file} is ${version} upstream`).toContain(
+            `eventing.knative.dev/release: "v${version}"`,
           );
         }
       }

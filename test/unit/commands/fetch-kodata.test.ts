@@ -42,6 +42,9 @@ const fetchKodata = (args: string[]) =>
       ISTIO_VERSIONS: "none",
       CONTOUR_VERSIONS: "none",
       GATEWAY_API_VERSIONS: "none",
+      KAFKA_SOURCE_VERSIONS: "none",
+      EVENTING_SOURCE_VERSIONS: "none",
+      SECURITY_GUARD_VERSIONS: "none",
     },
   });
 
