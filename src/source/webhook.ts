@@ -32,7 +32,15 @@ export interface WebhookOptions {
   maxBodyBytes?: number;
   /** Bodies buffered at once; more get 503 with Retry-After. Default 8 (8 MiB at most with the default size). */
   maxConcurrentBodies?: number;
-  /** How long a body may take to arrive; slower ones get 408. Default 10 s. */
+  /**
+   * Bodies buffered at once from one remote address; more get 429 with Retry-After. Default 2, so slow
+   * senders at one address cannot take the slots a genuine delivery from elsewhere needs.
+   */
+  maxBodiesPerSource?: number;
+  /**
+   * How long a body may take to arrive after the headers; slower ones get 408. Default 3 s: GitHub and
+   * GitLab send a whole payload at once, so only a slow (or hostile) sender needs longer.
+   */
   bodyTimeoutMs?: number;
   /** How long a delivery id is remembered: the same id again within it is ignored. Default 1 h. */
   replayWindowMs?: number;
@@ -120,18 +128,24 @@ interface HandlerState {
   options: WebhookOptions;
   maxBodyBytes: number;
   maxConcurrentBodies: number;
+  maxBodiesPerSource: number;
   bodyTimeoutMs: number;
   /** Bodies being read right now: each may hold up to maxBodyBytes. */
   readingBodies: number;
+  /** Bodies being read right now by remote address; an address is gone once its count is 0. */
+  readingBySource: Map<string, number>;
   deliveries: DeliveryLog;
 }
 
 /**
  * A node:http handler for GitHub and GitLab push webhooks, mountable on any route of the service's server.
  * Answers: 202 sync triggered (or left to the leader), 200 ignored (with the reason), 400 bad payload, 401 no signature or token,
- * 403 wrong signature or token, 405 not a POST, 408 body too slow, 413 payload too large, 503 too many
- * bodies in flight or the secret unavailable. What headers can refuse is refused before any body is read,
- * and at most maxConcurrentBodies bodies are buffered at once, so memory stays bounded whoever connects.
+ * 403 wrong signature or token, 405 not a POST, 408 body too slow, 413 payload too large, 429 too many
+ * bodies in flight from the sender's address, 503 too many bodies in flight or the secret unavailable.
+ * What headers can refuse is refused before any body is read, and at most maxConcurrentBodies bodies are
+ * buffered at once, so memory stays bounded whoever connects. A GitHub signature can only be checked
+ * once the body is in, so a slot is held by anyone who sends headers: the per-address share and the short
+ * body deadline keep slow senders at one address from starving everyone else.
  */
 export function createWebhookHandler(
   options: WebhookOptions,
@@ -140,8 +154,10 @@ export function createWebhookHandler(
     options,
     maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
     maxConcurrentBodies: options.maxConcurrentBodies ?? 8,
-    bodyTimeoutMs: options.bodyTimeoutMs ?? 10_000,
+    maxBodiesPerSource: options.maxBodiesPerSource ?? 2,
+    bodyTimeoutMs: options.bodyTimeoutMs ?? 3_000,
     readingBodies: 0,
+    readingBySource: new Map(),
     deliveries: new DeliveryLog(options.replayWindowMs ?? 60 * 60_000),
   };
   return (req, res) => {
@@ -189,17 +205,27 @@ async function handleWebhook(req: IncomingMessage, res: ServerResponse, state: H
   // GitLab's token is a header: a wrong one is refused before a byte of the body is read.
   if (provider === "gitlab" && !verifyGitLabToken(credential, secret))
     return refuse(req, res, 403, "bad token");
+  const source = sourceAddress(req);
+  const fromSource = state.readingBySource.get(source) ?? 0;
+  if (fromSource >= state.maxBodiesPerSource) {
+    res.setHeader("retry-after", "1");
+    return refuse(req, res, 429, "too many webhook deliveries at once from this address");
+  }
   if (state.readingBodies >= state.maxConcurrentBodies) {
     res.setHeader("retry-after", "1");
     return refuse(req, res, 503, "too many webhook deliveries at once");
   }
 
   state.readingBodies++;
+  state.readingBySource.set(source, fromSource + 1);
   let body: Buffer | "too-large" | "too-slow";
   try {
     body = await readBody(req, state.maxBodyBytes, state.bodyTimeoutMs);
   } finally {
     state.readingBodies--;
+    const left = (state.readingBySource.get(source) ?? 1) - 1;
+    if (left > 0) state.readingBySource.set(source, left);
+    else state.readingBySource.delete(source);
   }
   if (body === "too-large") return refuse(req, res, 413, `payload over ${state.maxBodyBytes} bytes`);
   if (body === "too-slow")
@@ -227,6 +253,16 @@ async function handleWebhook(req: IncomingMessage, res: ServerResponse, state: H
   if (standby !== undefined) return respond(res, 202, { sync: "left to the leader", reason: standby });
   options.onPush({ provider, ref: payload.data.ref, after: payload.data.after });
   respond(res, 202, { sync: "triggered" });
+}
+
+/**
+ * The sender's address as the socket sees it (an IPv4 client of a dual-stack listener as plain IPv4).
+ * Behind an Ingress or proxy every delivery shares the proxy's address; forwarded headers are not used,
+ * as anyone can write them.
+ */
+function sourceAddress(req: IncomingMessage): string {
+  const address = req.socket.remoteAddress ?? "unknown";
+  return address.startsWith("::ffff:") ? address.slice("::ffff:".length) : address;
 }
 
 /** An answer before (or instead of) reading the body: the connection closes rather than drain it. */

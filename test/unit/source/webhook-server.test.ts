@@ -1,5 +1,6 @@
 import { createHmac } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { request } from "node:http";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -68,9 +69,14 @@ const push = (delivery?: string) => {
  * Sends raw bytes and keeps the socket open, as a slow or hostile client would; resolves with what came
  * back once the server closes or `idleMs` passes.
  */
-function raw(port: number, bytes: Buffer | string, idleMs = 1500): Promise<string> {
+function raw(
+  port: number,
+  bytes: Buffer | string,
+  idleMs = 1500,
+  localAddress = "127.0.0.1",
+): Promise<string> {
   return new Promise((resolve) => {
-    const socket = connect(port, "127.0.0.1");
+    const socket = connect({ port, host: "127.0.0.1", localAddress });
     let received = "";
     const done = () => {
       clearTimeout(timer);
@@ -86,6 +92,49 @@ function raw(port: number, bytes: Buffer | string, idleMs = 1500): Promise<strin
     socket.on("error", done);
     socket.on("close", done);
     socket.write(bytes);
+  });
+}
+
+/**
+ * A hostile sender's slow delivery: headers with a made-up signature, then one byte of the body every
+ * `everyMs` from `localAddress`, until the server answers or closes; resolves with the status it got.
+ */
+function trickle(port: number, localAddress: string, everyMs = 200): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: "127.0.0.1", localAddress });
+    let received = "";
+    const done = () => {
+      clearInterval(drip);
+      socket.destroy();
+      resolve(/^HTTP\/1\.1 (\d{3}) /.exec(received)?.[1] ?? "none");
+    };
+    const drip = setInterval(() => socket.write("{"), everyMs);
+    socket.on("data", (chunk) => {
+      received += chunk.toString("latin1");
+      done();
+    });
+    socket.on("error", done);
+    socket.on("close", done);
+    socket.write(
+      "POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: push\r\n" +
+        `X-Hub-Signature-256: sha256=${"0".repeat(64)}\r\nContent-Length: 100000\r\n\r\n`,
+    );
+  });
+}
+
+/** A genuine signed delivery sent from `localAddress` (any of 127.0.0.0/8 reaches a 127.0.0.1 listener). */
+function deliverFrom(port: number, localAddress: string): Promise<number> {
+  const { body, headers } = push();
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { port, host: "127.0.0.1", localAddress, path: "/webhook", method: "POST", headers, agent: false },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
   });
 }
 
@@ -120,12 +169,35 @@ describe("the webhook listener", () => {
     const { port, url } = await webhookServer({ maxConcurrentBodies: 2, bodyTimeoutMs: 300 });
     const slow =
       "POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: push\r\nX-Hub-Signature-256: x\r\nContent-Length: 100\r\n\r\n{";
-    const answers = await Promise.all([raw(port, slow, 2000), raw(port, slow, 2000), raw(port, slow, 2000)]);
+    // From three addresses, so the per-address share (2 by default) is not what refuses the third.
+    const answers = await Promise.all(
+      ["127.0.0.1", "127.0.0.2", "127.0.0.3"].map((from) => raw(port, slow, 2000, from)),
+    );
     const statuses = answers.map((answer) => answer.slice(9, 12)).sort();
     expect(statuses).toEqual(["408", "408", "503"]);
     const { body, headers } = push();
     expect((await fetch(url, { method: "POST", body, headers })).status).toBe(202);
   });
+
+  it("serves a genuine delivery from another address while one address floods it with slow bodies", async () => {
+    // The attack of issue #43: ten slow connections with a made-up signature, each trickling its body,
+    // took every body slot, and a genuine delivery got 503. With the defaults, one address holds at most
+    // its share of the slots and a slow body is cut off well before GitHub's own 10 s delivery timeout.
+    const { port, pushes } = await webhookServer();
+    const floodStarted = Date.now();
+    const flood = Array.from({ length: 10 }, () => trickle(port, "127.0.0.1"));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const started = Date.now();
+    expect(await deliverFrom(port, "127.0.0.2")).toBe(202);
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(pushes).toEqual(["refs/heads/main"]);
+    const statuses = (await Promise.all(flood)).sort();
+    // Two held their slot until the body deadline (408), the rest were refused at once (429).
+    expect(statuses).toEqual(["408", "408", ...Array(8).fill("429")]);
+    expect(Date.now() - floodStarted).toBeLessThan(5000);
+    // The flooding address got its slots back: its own genuine delivery is served now.
+    expect(await deliverFrom(port, "127.0.0.1")).toBe(202);
+  }, 15_000);
 
   it("a standby checks a delivery as the leader does: a forged one is refused, a good one is left to the leader", async () => {
     // Found by the soak's webhook flood: a standby answered 202 to every delivery, forged ones too, so a
@@ -251,7 +323,7 @@ describe("webhook fuzzing", () => {
             );
       requests.push(request);
     }
-    // Ten clients at a time, under the concurrent-body cap's default of eight: some wait for a slot.
+    // Ten clients at a time from one address, whole requests: read at once, they rarely fill its share.
     for (let i = 0; i < requests.length; i += 10) {
       const answers = await Promise.all(requests.slice(i, i + 10).map((request) => raw(port, request, 3000)));
       for (const answer of answers) {
