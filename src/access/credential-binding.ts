@@ -1,5 +1,6 @@
-import { createHash } from "node:crypto";
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { rmSync } from "node:fs";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
@@ -71,17 +72,44 @@ export function boundCredentialsNamespace(
 
 let privateDir: Promise<string> | undefined;
 
+/** This process's folder for kubeconfig copies: made on first use, removed with what is in it at exit. */
+function copiesDir(): Promise<string> {
+  privateDir ??= mkdtemp(join(tmpdir(), "knative-fleet-plugin-kubeconfigs-")).then((dir) => {
+    // Synchronous, as an exit handler must be: the copies of plugins still running go too.
+    process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+    return dir;
+  });
+  return privateDir;
+}
+
+/**
+ * Runs `use` with a copy of the kubeconfig at `path` pointed at `namespace` (kubeconfigInNamespace), and
+ * removes the copy when `use` settles: a copy names the hub user's credential files or holds its keys, so
+ * it lives only as long as the plugin run that reads it, never as long as a client or the process.
+ */
+export async function withKubeconfigInNamespace<T>(
+  path: string,
+  namespace: string,
+  use: (copy: string) => Promise<T>,
+): Promise<T> {
+  const copy = await kubeconfigInNamespace(path, namespace);
+  try {
+    return await use(copy);
+  } finally {
+    await rm(copy, { force: true });
+  }
+}
+
 /**
  * A copy of the kubeconfig at `path` whose current context names `namespace`, for a plugin that reads its
  * Secrets in its kubeconfig's namespace: the same cluster and user, file references made absolute (they
- * are relative to the original's folder), written 0600 into a folder only this process uses.
+ * are relative to the original's folder), written 0600 under a new name into a folder only this process
+ * uses. The caller removes it (withKubeconfigInNamespace); what is left goes at exit.
  */
 export async function kubeconfigInNamespace(path: string, namespace: string): Promise<string> {
-  let text: string;
   let parsed: unknown;
   try {
-    text = await readFile(path, "utf8");
-    parsed = parse(text);
+    parsed = parse(await readFile(path, "utf8"));
   } catch (err) {
     throw accessProviderFailed(`cannot read the plugin's kubeconfig ${path}: ${(err as Error).message}`);
   }
@@ -108,9 +136,8 @@ export async function kubeconfigInNamespace(path: string, namespace: string): Pr
   for (const { cluster } of config.clusters ?? []) absolute(cluster, ["certificate-authority"]);
   for (const { user } of config.users ?? [])
     absolute(user, ["client-certificate", "client-key", "tokenFile"]);
-  privateDir ??= mkdtemp(join(tmpdir(), "knative-fleet-plugin-kubeconfigs-"));
-  const digest = createHash("sha256").update(path).update("\0").update(text).update("\0").update(namespace);
-  const copy = join(await privateDir, `${digest.digest("hex").slice(0, 32)}.yaml`);
+  // A name per run: two runs at once each remove their own copy.
+  const copy = join(await copiesDir(), `${randomUUID()}.yaml`);
   await writeFile(copy, stringify(config), { mode: 0o600 });
   return copy;
 }

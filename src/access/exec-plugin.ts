@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import type { Logger } from "pino";
-import { kubeconfigInNamespace } from "./credential-binding.ts";
+import { withKubeconfigInNamespace } from "./credential-binding.ts";
 import { accessProviderFailed } from "./errors.ts";
 import {
   type ExecClusterInfo,
@@ -64,17 +64,29 @@ export async function runExecPlugin(
       plugin.provideClusterInfo ? cluster : undefined,
     ),
   };
-  if (plugin.credentialsNamespace !== undefined) {
-    const kubeconfig = env.KUBECONFIG;
-    if (!kubeconfig) {
-      throw accessProviderFailed(
-        `${subject} runs without KUBECONFIG in execConfig.env, so it cannot be pointed at the credentials ` +
-          `namespace ${plugin.credentialsNamespace} (access.credentialNamespaces); give it the kubeconfig it reads Secrets with`,
-      );
-    }
-    env.KUBECONFIG = await kubeconfigInNamespace(kubeconfig, plugin.credentialsNamespace);
+  const { credentialsNamespace } = plugin;
+  const run = { log, subject, cancelled, now, readsFrom: credentialSecretHint(plugin, cluster) };
+  if (credentialsNamespace === undefined) return spawnPlugin(plugin, env, options, run);
+  const kubeconfig = env.KUBECONFIG;
+  if (!kubeconfig) {
+    throw accessProviderFailed(
+      `${subject} runs without KUBECONFIG in execConfig.env, so it cannot be pointed at the credentials ` +
+        `namespace ${credentialsNamespace} (access.credentialNamespaces); give it the kubeconfig it reads Secrets with`,
+    );
   }
+  return withKubeconfigInNamespace(kubeconfig, credentialsNamespace, (copy) =>
+    spawnPlugin(plugin, { ...env, KUBECONFIG: copy }, options, run),
+  );
+}
 
+/** One run of the plugin's process with `env`; see runExecPlugin. */
+function spawnPlugin(
+  plugin: ExecPlugin,
+  env: NodeJS.ProcessEnv,
+  options: ExecPluginRunOptions,
+  run: { log: Logger; subject: string; cancelled: string; now: () => Date; readsFrom: string },
+): Promise<PluginCredential> {
+  const { log, subject, cancelled, now, readsFrom } = run;
   return new Promise((resolve, reject) => {
     const started = Date.now();
     // Its own process group, so a timeout also ends whatever the plugin started (e.g. a shell's children).
@@ -155,9 +167,9 @@ export async function runExecPlugin(
     });
     child.on("close", (code, signal) => {
       if (signal !== null) {
-        fail(`was killed by ${signal}${lastLine(stderr)}`);
+        fail(`was killed by ${signal}${lastLine(stderr)}${readsFrom}`);
       } else if (code !== 0) {
-        fail(`exited with code ${code}${lastLine(stderr)}`);
+        fail(`exited with code ${code}${lastLine(stderr)}${readsFrom}`);
       } else {
         finish(() => {
           try {
@@ -169,6 +181,27 @@ export async function runExecPlugin(
       }
     });
   });
+}
+
+/**
+ * `; it reads Secret <namespace>/<name> ...`: where the credential binding pointed the plugin, for the
+ * operator fixing a mapping, as the plugin's own error names at most the Secret's name. Names only: the
+ * namespace from access.credentialNamespaces, the name from the ClusterProfile's exec extension.
+ */
+function credentialSecretHint(plugin: ExecPlugin, cluster: ExecClusterInfo): string {
+  const namespace = plugin.credentialsNamespace;
+  if (namespace === undefined) return "";
+  const extension = (cluster.config ?? {}) as Record<string, unknown>;
+  const named = (key: string) =>
+    typeof extension[key] === "string" ? (extension[key] as string) : undefined;
+  const where = "access.credentialNamespaces";
+  const name = named("name");
+  if (name !== undefined)
+    return `; it reads Secret ${namespace}/${name} (namespace from ${where}, name from the exec extension)`;
+  const clusterName = named("clusterName");
+  if (clusterName !== undefined)
+    return `; it reads the Secret of cluster ${JSON.stringify(clusterName)} in namespace ${namespace} (${where})`;
+  return `; it reads its Secret in namespace ${namespace} (${where})`;
 }
 
 /** PATH to find what the plugin runs, HOME for its caches; nothing else of the service's environment. */

@@ -23,11 +23,20 @@ export function pluginStderrLine(stderr: string, knownSecrets: readonly string[]
 }
 
 // A plugin's raw output has no shape to rely on: on top of the shared rules, any Bearer/Basic value and any
-// long opaque string (base64, base64url or hex of 32+ characters: a token printed bare) go too.
-const RAW_OUTPUT_RULES: [RegExp, string][] = [
-  [/\b(bearer|basic)\s+(?!<redacted>)[^\s"',;]+/gi, `$1 ${REDACTED}`],
-  [/[A-Za-z0-9+/_-]{32,}={0,2}/g, REDACTED],
+// long opaque string (base64, base64url or hex of 32+ characters: a token printed bare) go too, except an
+// object path (lower-case names joined by "/": `creds/spoke-1`, `/api/v1/namespaces/creds/secrets/spoke-1`),
+// which is what an operator needs to fix a mapping and which a random token is all but never shaped like.
+const RAW_OUTPUT_RULES: [RegExp, (match: string, ...groups: string[]) => string][] = [
+  [/\b(bearer|basic)\s+(?!<redacted>)[^\s"',;]+/gi, (_, scheme) => `${scheme} ${REDACTED}`],
+  [/[A-Za-z0-9+/_-]{32,}={0,2}/g, (match) => (isObjectPath(match) ? match : REDACTED)],
 ];
+
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+function isObjectPath(text: string): boolean {
+  const parts = text.split("/");
+  return parts.length > 1 && parts.every((part, i) => (part === "" ? i === 0 : DNS_LABEL.test(part)));
+}
 
 /** The shared redaction (observability/redact.ts) plus the rules for a plugin's raw output. */
 export function redactCredentials(text: string, knownSecrets: readonly string[] = []): string {

@@ -10,6 +10,9 @@ describe("redactCredentials", () => {
     ["x -----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE----- y", "x <redacted> y"],
     ["key -----BEGIN RSA PRIVATE KEY----- MIIEow", "key <redacted>"],
     [`opaque ${"a1B2".repeat(10)} end`, "opaque <redacted> end"],
+    // A token with "/" in it is still a token; only lower-case names joined by "/" are a path.
+    [`opaque ${"a1/B2".repeat(8)} end`, "opaque <redacted> end"],
+    [`opaque ${"a1/b2".repeat(8)}== end`, "opaque <redacted> end"],
   ])("%j", (text, redacted) => {
     expect(redactCredentials(text)).toBe(redacted);
   });
@@ -21,6 +24,14 @@ describe("redactCredentials", () => {
   it("keeps ordinary diagnostics readable", () => {
     const text = 'failed to get secret fleet-system/spoke-1: secrets "spoke-1" is forbidden';
     expect(redactCredentials(text)).toBe(text);
+  });
+
+  it("keeps the Secret path an operator needs to fix a mapping, however long", () => {
+    for (const text of [
+      "Error: get secret open-cluster-management-credentials/cluster1-fleet-admin: not found",
+      "GET https://hub:6443/api/v1/namespaces/fleet-credentials-team-a/secrets/cluster1-kubeconfig 404",
+    ])
+      expect(redactCredentials(text)).toBe(text);
   });
 });
 
