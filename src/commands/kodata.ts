@@ -100,10 +100,12 @@ export function kodataSource(
       componentVersions: async () => missing(),
       componentManifests: async () => missing(),
       ingressManifests: async () => missing(),
+      addOnManifests: async () => missing(),
       locationManifests: async () => missing(),
       locationBudget: () => new ByteBudget(policy.maxBytesPerResource),
       componentLocation: () => missing(),
       ingressLocation: () => missing(),
+      addOnLocation: () => missing(),
     },
     used: () => used,
   };

@@ -8,9 +8,17 @@ export {
 export { ByteBudget } from "./location-loader.ts";
 export type { Manifest, Transformer } from "./manifest.ts";
 export { ManifestParseError, parseManifests, RenderError } from "./manifest.ts";
-export { COMPONENT_OF_KIND, type Release, ReleaseLoader, selectedIngresses } from "./release.ts";
+export {
+  COMPONENT_OF_KIND,
+  type Release,
+  ReleaseLoader,
+  SECURITY_GUARD_VERSIONS,
+  selectedAddOns,
+  selectedIngresses,
+} from "./release.ts";
 export { render } from "./render.ts";
 export {
+  type AddOn,
   COMPONENTS,
   type Component,
   compileKodata,

@@ -1,8 +1,8 @@
 import { VERSION_VARIABLE } from "../admission/locations.ts";
-import type { KnativeResource, KnativeServingSpec } from "../api/knative.ts";
+import { EVENT_SOURCES, type KnativeResource, type KnativeServingSpec } from "../api/knative.ts";
 import type { ByteBudget } from "./location-loader.ts";
 import type { Manifest } from "./manifest.ts";
-import { type Component, INGRESSES, type IngressName, type ManifestSource } from "./source.ts";
+import { type AddOn, type Component, INGRESSES, type IngressName, type ManifestSource } from "./source.ts";
 import { isKnativeVersion, minorOf, resolveVersion, VersionError } from "./version.ts";
 
 /** Everything a CR installs before it is transformed: what render() takes. */
@@ -12,8 +12,11 @@ export interface Release {
   version: string;
   /** The Serving ingresses whose manifests are included (none for Eventing). */
   ingresses: readonly IngressName[];
+  /** The enabled event sources (Eventing) or Security-Guard (Serving) whose manifests are included. */
+  addOns: readonly AddOn[];
   /**
-   * In upstream order: the release (or spec.manifests), the selected ingresses, spec.additionalManifests.
+   * In upstream order: the release (or spec.manifests), the selected ingresses, the enabled event sources or
+   * Security-Guard, spec.additionalManifests.
    * Deeply frozen and shared with the loader's cache.
    */
   manifests: readonly Manifest[];
@@ -44,6 +47,43 @@ export function selectedIngresses(spec: KnativeServingSpec): IngressName[] {
 }
 
 /**
+ * Security-Guard's release for each Serving minor, as upstream maps them
+ * (pkg/reconciler/knativeserving/security/securityguard.go `SecurityGuardVersion`).
+ */
+export const SECURITY_GUARD_VERSIONS: Readonly<Record<string, string>> = {
+  "1.20": "0.6",
+  "1.21": "0.6",
+  "1.22": "0.6",
+  "1.23": "0.6",
+};
+
+/**
+ * What a CR installs beside its release: the event sources its spec.source enables, in upstream's order
+ * (knativeeventing/source: ceph, github, gitlab, kafka, rabbitmq, redis), or Security-Guard when
+ * spec.security.securityGuard is enabled; each from the kodata of the target minor. Undefined: Serving
+ * asks for Security-Guard at a minor upstream has no release of it for.
+ */
+export function selectedAddOns(resource: KnativeResource, version: string): AddOn[] | undefined {
+  const minor = minorOf(version);
+  if (resource.kind === "KnativeEventing") {
+    const source = resource.spec.source;
+    return EVENT_SOURCES.filter((name) => source?.[name]?.enabled === true).map((name) => ({
+      kind: "eventing-source" as const,
+      source: name,
+      minor,
+    }));
+  }
+  if (resource.spec.security?.securityGuard?.enabled !== true) return [];
+  const guard = SECURITY_GUARD_VERSIONS[minor];
+  return guard === undefined ? undefined : [{ kind: "security-guard", version: guard }];
+}
+
+const describeAddOn = (addOn: AddOn): string =>
+  addOn.kind === "eventing-source"
+    ? `the ${addOn.source} event source for ${DISPLAY_NAME["knative-eventing"]} ${addOn.minor}`
+    : `Security-Guard ${addOn.version}`;
+
+/**
  * Resolves a CR's target version and gathers its manifests from a ManifestSource. Release and ingress
  * manifests are parsed once per (component, version) and (ingress, minor) and then served from memory, since
  * every reconcile of every cluster asks for them; URL locations are cached by the source.
@@ -71,11 +111,21 @@ export class ReleaseLoader {
     const atVersion = (location: string) => location.replaceAll(VERSION_VARIABLE, version);
     const budget = this.#source.locationBudget();
 
-    const [base, ingressManifests, additional] = await Promise.all([
-      customLocations.length > 0
+    const custom = customLocations.length > 0;
+    const addOns = selectedAddOns(resource, version);
+    // With spec.manifests the CR may bring Security-Guard itself: upstream then tolerates a minor without one.
+    if (addOns === undefined && !custom) {
+      throw new VersionError(
+        `Security-Guard has no release for ${DISPLAY_NAME["knative-serving"]} ${minorOf(version)} ` +
+          `(it has for ${Object.keys(SECURITY_GUARD_VERSIONS).join(", ")})`,
+      );
+    }
+    const [base, ingressManifests, addOnManifests, additional] = await Promise.all([
+      custom
         ? this.#locations(customLocations.map(atVersion), budget)
         : this.#cached(`${component}@${version}`, () => this.#source.componentManifests(component, version)),
-      Promise.all(ingresses.map((ingress) => this.#ingress(ingress, version, customLocations.length > 0))),
+      Promise.all(ingresses.map((ingress) => this.#ingress(ingress, version, custom))),
+      Promise.all((addOns ?? []).map((addOn) => this.#addOn(addOn, custom))),
       this.#locations(additionalLocations.map(atVersion), budget),
     ]);
     const minor = minorOf(version);
@@ -86,13 +136,17 @@ export class ReleaseLoader {
       ...ingresses.flatMap((ingress, i) =>
         (ingressManifests[i] ?? []).length > 0 ? [this.#source.ingressLocation(ingress, minor)] : [],
       ),
+      ...(addOns ?? []).flatMap((addOn, i) =>
+        (addOnManifests[i] ?? []).length > 0 ? [this.#source.addOnLocation(addOn)] : [],
+      ),
       ...additionalLocations.map(atVersion),
     ];
     return {
       component,
       version,
       ingresses,
-      manifests: [...base, ...ingressManifests.flat(), ...additional],
+      addOns: addOns ?? [],
+      manifests: [...base, ...ingressManifests.flat(), ...addOnManifests.flat(), ...additional],
       locations,
     };
   }
@@ -122,6 +176,15 @@ export class ReleaseLoader {
     // spec.manifests may carry the ingress itself; upstream then tolerates a missing bundled one.
     if (custom) return [];
     throw new VersionError(`no ${ingress} ingress manifests for ${DISPLAY_NAME["knative-serving"]} ${minor}`);
+  }
+
+  async #addOn(addOn: AddOn, custom: boolean): Promise<readonly Manifest[]> {
+    const key =
+      addOn.kind === "eventing-source" ? `source/${addOn.source}@${addOn.minor}` : `guard@${addOn.version}`;
+    const manifests = await this.#cached(key, () => this.#source.addOnManifests(addOn));
+    if (manifests) return manifests;
+    if (custom) return [];
+    throw new VersionError(`no manifests for ${describeAddOn(addOn)} in the release manifests`);
   }
 
   async #locations(locations: readonly string[], budget: ByteBudget): Promise<Manifest[]> {

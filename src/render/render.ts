@@ -20,6 +20,7 @@ import { labelComponentName } from "./transformers/labels.ts";
 import { configureNamespace, injectNamespace } from "./transformers/namespace.ts";
 import { applyPodDisruptionBudgetOverrides } from "./transformers/pod-disruption-budgets.ts";
 import { applyRegistry } from "./transformers/registry.ts";
+import { allowQueueProxyPodInfo } from "./transformers/security-guard.ts";
 import { applyServiceOverrides } from "./transformers/services.ts";
 import {
   applyDeprecatedResources,
@@ -75,6 +76,7 @@ function servingSteps(serving: KnativeServing, release: Release, namespace: stri
     ...(release.ingresses.includes("istio") ? [configureIstioGateways(spec.ingress?.istio)] : []),
     ...(release.ingresses.includes("kourier") ? [configureKourier(spec.ingress?.kourier)] : []),
     placeIstioGatewayServices(spec, namespace),
+    allowQueueProxyPodInfo(spec.security),
   ];
 }
 

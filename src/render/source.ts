@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { EVENT_SOURCES } from "../api/knative.ts";
 import { readCompiled, writeCompiled } from "./compiled.ts";
 import { isMissingFile, readManifestFiles, subdirectories } from "./files.ts";
 import { type ByteBudget, LocationLoader, type LocationLoaderOptions } from "./location-loader.ts";
@@ -12,6 +13,23 @@ export type Component = (typeof COMPONENTS)[number];
 /** In the order upstream loads them when several are enabled. */
 export const INGRESSES = ["istio", "contour", "kourier", "gateway-api"] as const;
 export type IngressName = (typeof INGRESSES)[number];
+export type EventSourceName = (typeof EVENT_SOURCES)[number];
+
+/**
+ * What a CR installs beside its release from the kodata, as upstream keeps it: an event source of an
+ * Eventing minor (`eventing-source/<minor>/<source>/`), or a Security-Guard release
+ * (`security-guard/<major.minor>/`).
+ */
+export type AddOn =
+  | { kind: "eventing-source"; source: EventSourceName; minor: string }
+  | { kind: "security-guard"; version: string };
+
+/** The folder of an add-on, relative to the kodata root. */
+export function addOnFolder(addOn: AddOn): string {
+  return addOn.kind === "eventing-source"
+    ? join("eventing-source", addOn.minor, addOn.source)
+    : join("security-guard", addOn.version);
+}
 
 /**
  * Where release manifests come from. The engine injects one; manifests returned are deeply frozen and may be
@@ -24,6 +42,8 @@ export interface ManifestSource {
   componentManifests(component: Component, version: string): Promise<readonly Manifest[]>;
   /** The manifests of one ingress for a Serving minor (`1.22`); undefined when the source has none. */
   ingressManifests(ingress: IngressName, minor: string): Promise<readonly Manifest[] | undefined>;
+  /** The manifests of an event source or of Security-Guard; undefined when the source has none. */
+  addOnManifests(addOn: AddOn): Promise<readonly Manifest[] | undefined>;
   /**
    * The manifests behind a spec.manifests / spec.additionalManifests entry (URL or path, ${VERSION} resolved),
    * if the location policy allows it; `budget` is one CR's byte allowance, shared by its locations.
@@ -38,6 +58,7 @@ export interface ManifestSource {
    */
   componentLocation(component: Component, version: string): string;
   ingressLocation(ingress: IngressName, minor: string): string;
+  addOnLocation(addOn: AddOn): string;
 }
 
 export interface KodataSourceOptions extends LocationLoaderOptions {
@@ -53,24 +74,27 @@ export function createKodataSource(options: KodataSourceOptions): ManifestSource
     const files = await readManifestFiles(path);
     return (await readCompiled(dir, files)) ?? parseManifestFiles(files);
   };
+  const readOptional = async (path: string) => {
+    try {
+      return await readDirectory(path);
+    } catch (error) {
+      if (isMissingFile(error)) return undefined;
+      throw error;
+    }
+  };
   return {
     async componentVersions(component) {
       const versions = (await subdirectories(join(dir, component))).filter(isReleaseVersion);
       return versions.sort(newestFirst);
     },
     componentManifests: (component, version) => readDirectory(join(dir, component, version)),
-    async ingressManifests(ingress, minor) {
-      try {
-        return await readDirectory(join(dir, "ingress", minor, ingress));
-      } catch (error) {
-        if (isMissingFile(error)) return undefined;
-        throw error;
-      }
-    },
+    ingressManifests: (ingress, minor) => readOptional(join(dir, "ingress", minor, ingress)),
+    addOnManifests: (addOn) => readOptional(join(dir, addOnFolder(addOn))),
     locationManifests: (location, budget) => locations.load(location, budget),
     locationBudget: () => locations.budget(),
     componentLocation: (component, version) => join(dir, component, version),
     ingressLocation: (ingress, minor) => join(dir, "ingress", minor, ingress),
+    addOnLocation: (addOn) => join(dir, addOnFolder(addOn)),
   };
 }
 
@@ -86,7 +110,10 @@ export async function* compileKodata(
   }
 }
 
-/** The release folders of a kodata directory: each component version, and each ingress of each minor. */
+/**
+ * The release folders of a kodata directory: each component version, each ingress and event source of each
+ * minor, and each Security-Guard release.
+ */
 async function releaseFolders(dir: string): Promise<string[]> {
   const folders: string[] = [];
   for (const component of COMPONENTS)
@@ -96,5 +123,11 @@ async function releaseFolders(dir: string): Promise<string[]> {
     for (const ingress of await subdirectories(join(dir, "ingress", minor)))
       if ((INGRESSES as readonly string[]).includes(ingress))
         folders.push(join(dir, "ingress", minor, ingress));
+  for (const minor of await subdirectories(join(dir, "eventing-source")))
+    for (const source of await subdirectories(join(dir, "eventing-source", minor)))
+      if ((EVENT_SOURCES as readonly string[]).includes(source))
+        folders.push(join(dir, "eventing-source", minor, source));
+  for (const version of await subdirectories(join(dir, "security-guard")))
+    folders.push(join(dir, "security-guard", version));
   return folders;
 }

@@ -124,9 +124,10 @@ describe("release manifests for the CLI", { timeout: 60_000 }, () => {
     const compiled = await runCli("compile-kodata", "--kodata", kodata);
     expect(compiled.code).toBe(0);
     const lines = compiled.stdout.trimEnd().split("\n");
-    expect(lines).toHaveLength(24); // 4 Serving, 4 Eventing, 4 ingresses x 4 minors
+    // 4 Serving, 4 Eventing, 4 ingresses x 4 minors, 6 event sources x 4 minors, 4 Security-Guards
+    expect(lines).toHaveLength(52);
     expect(lines.every((line) => / \d+ bytes compiled$/.test(line))).toBe(true);
-    expect(readdirSync(join(kodata, ".compiled"))).toHaveLength(24);
+    expect(readdirSync(join(kodata, ".compiled"))).toHaveLength(52);
     const yaml = createKodataSource({ dir: knativeReleasesDir() });
     const fromCompiled = createKodataSource({ dir: kodata });
     for (const [component, version] of [
@@ -142,6 +143,8 @@ describe("release manifests for the CLI", { timeout: 60_000 }, () => {
     expect(await fromCompiled.ingressManifests("kourier", "1.23")).toEqual(
       await yaml.ingressManifests("kourier", "1.23"),
     );
+    const kafka = { kind: "eventing-source", source: "kafka", minor: "1.22" } as const;
+    expect(await fromCompiled.addOnManifests(kafka)).toEqual(await yaml.addOnManifests(kafka));
     rmSync(kodata, { recursive: true, force: true });
     const none = await runCli("compile-kodata");
     expect(none.code).toBe(2);
