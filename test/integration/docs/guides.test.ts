@@ -289,7 +289,7 @@ describe("the guides in docs/", () => {
       new RegExp(`^fleet-system\\s+${cluster}\\s+True\\s+kubeconfig-secretreader\\s+v1\\.`, "m"),
     );
     expect(reachable).toContain("Reachable");
-    expect(output).toMatch(/1 files, 1 resources, 0 errors/);
+    expect(output).toMatch(/1 file, 1 resource, 0 errors/);
     expect(callsSince(from).map((line) => line.split(" ")[0])).toEqual(["0", "0"]); // validate, clusters
     // Removing the cluster removed what adding it created.
     expect(
