@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import { EVENT_SOURCES, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import {
@@ -45,7 +45,13 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
   const obsoleteManifest = `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${OBSOLETE}\n  namespace: knative-serving\ndata:\n  a: "1"\n`;
   let manifestServer: Server | undefined;
   let serving: ReturnType<typeof hubCr>;
-  const eventing = hubCr(sandbox, "KnativeEventing", "knative-eventing", spoke2.name, { version: "1.22" });
+  // With an event source enabled: upstream installs spec.source from the same kodata folder knative-fleet did.
+  const eventing = hubCr(sandbox, "KnativeEventing", "knative-eventing", spoke2.name, {
+    version: "1.22",
+    source: Object.fromEntries(EVENT_SOURCES.map((name) => [name, { enabled: name === "redis" }])),
+  });
+  const redisController = () =>
+    spokeTwo.get("apps/v1", "StatefulSet", "knative-eventing", "redis-controller-manager");
 
   beforeAll(async () => {
     manifestServer = createServer((req, res) => {
@@ -111,6 +117,10 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
     await waitConditions(hub, "KnativeServing", "knative-serving", "serving", { Ready: "True" });
     await waitConditions(hub, "KnativeEventing", "knative-eventing", "eventing", { Ready: "True" });
     expect(await anchorNamespaces(spokeOne, "KnativeServing", "serving")).toEqual(["knative-serving"]);
+    expect(
+      await redisController(),
+      "the redis source knative-fleet installed, kept by upstream",
+    ).toBeDefined();
     expect(upstream.errors()).toEqual([]);
   });
 
@@ -150,6 +160,9 @@ describe("hand-over from knative-fleet to the upstream operator", () => {
         m.endsWith("/knative-serving/1.23.0"),
       ),
     ).toBe(true);
+    expect((await redisController())?.metadata.labels?.["contrib.eventing.knative.dev/release"]).toBe(
+      "v1.23.0",
+    );
     expect(upstream?.errors()).toEqual([]);
   });
 });
