@@ -279,6 +279,40 @@ describe("knative-fleet validate", () => {
     });
     expect((await run(join(repo, "clusters/b.yaml"), repo)).code).toBe(2);
   });
+
+  // Without an inventory a placement that selects by labels is not expanded: the settings check then takes
+  // its template and each override as they are, so a typo there fails validate too.
+  it("an unexpanded placement's settings: the template's and the override's typos, at their fields", async () => {
+    const repo = await write({
+      "clusters/placements/prod.yaml": `apiVersion: fleet.knative.dev/v1alpha1
+kind: KnativeServingPlacement
+metadata:
+  name: prod
+spec:
+  clusterSelectorTerms:
+    - labelSelector: {matchLabels: {env: prod}}
+  template:
+    spec:
+      version: "1.21"
+      config:
+        autoscalr: {enable-scale-to-zero: "false"}
+  overrides:
+    - clusterSelector: {labelSelector: {matchLabels: {ring: canary}}}
+      patch:
+        workloads: [{name: activatr, replicas: 2}]
+`,
+    });
+    const { code, stdout } = await runCli("validate", "-o", "json", "--kodata", knativeReleasesDir(), repo);
+    expect(code).toBe(1);
+    const report = JSON.parse(stdout) as ValidateReport;
+    expect(
+      report.diagnostics.map((d) => [d.line, d.column, d.field, /did you mean (\S+)\?/.exec(d.message)?.[1]]),
+    ).toEqual([
+      [12, 9, "spec.template.spec.config.autoscalr", "autoscaler"],
+      [16, 28, "spec.overrides[0].patch.workloads[0].name", "activator"],
+    ]);
+    expect(report.skipped).toContainEqual(expect.objectContaining({ check: "placement" }));
+  });
 });
 
 describe("knative-fleet version -o json", () => {
