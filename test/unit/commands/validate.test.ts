@@ -284,17 +284,7 @@ describe("knative-fleet validate", () => {
   // its template and each override as they are, so a typo there fails validate too.
   it("an unexpanded placement's settings: the template's and the override's typos, at their fields", async () => {
     const repo = await write({
-      "clusters/placements/prod.yaml": `apiVersion: fleet.knative.dev/v1alpha1
-kind: KnativeServingPlacement
-metadata:
-  name: prod
-spec:
-  clusterSelectorTerms:
-    - labelSelector: {matchLabels: {env: prod}}
-  template:
-    spec:
-      version: "1.21"
-      config:
+      "clusters/placements/prod.yaml": `${byLabels("1.21")}      config:
         autoscalr: {enable-scale-to-zero: "false"}
   overrides:
     - clusterSelector: {labelSelector: {matchLabels: {ring: canary}}}
