@@ -72,6 +72,11 @@ describe("event sources and Security-Guard on real spokes", () => {
       },
       240_000,
     );
+  /** The Eventing CR at `version` with `enabled` sources, once Ready at `release`. */
+  const eventingReadyAt = async (version: string, release: string, ...enabled: string[]) => {
+    await apply("KnativeEventing", "eventing", { version, source: sources(...enabled) }, spoke2.name);
+    await readyAt("KnativeEventing", "eventing", release);
+  };
   const object = (
     client: KubeClient,
     apiVersion: string,
@@ -83,13 +88,7 @@ describe("event sources and Security-Guard on real spokes", () => {
 
   it("Eventing with the redis and rabbitmq sources: installed, upgraded with the release, redis removed when disabled", async () => {
     let started = Date.now();
-    await apply(
-      "KnativeEventing",
-      "eventing",
-      { version: "1.22", source: sources("redis", "rabbitmq") },
-      spoke2.name,
-    );
-    await readyAt("KnativeEventing", "eventing", "1.22.2");
+    await eventingReadyAt("1.22", "1.22.2", "redis", "rabbitmq");
     timings.installReadyMs = Date.now() - started;
     const redis = await object(spokeTwo, "apps/v1", "StatefulSet", "redis-controller-manager");
     const rabbitmq = await object(spokeTwo, "apps/v1", "Deployment", "rabbitmq-controller-manager");
@@ -112,13 +111,7 @@ describe("event sources and Security-Guard on real spokes", () => {
 
     started = Date.now();
     const rabbitmqBefore = JSON.stringify(rabbitmq?.spec);
-    await apply(
-      "KnativeEventing",
-      "eventing",
-      { version: "1.23", source: sources("redis", "rabbitmq") },
-      spoke2.name,
-    );
-    await readyAt("KnativeEventing", "eventing", "1.23.0");
+    await eventingReadyAt("1.23", "1.23.0", "redis", "rabbitmq");
     timings.upgradeReadyMs = Date.now() - started;
     const upgraded = await object(spokeTwo, "apps/v1", "Deployment", "rabbitmq-controller-manager");
     expect(JSON.stringify(upgraded?.spec), "rabbitmq's controller at 1.23's manifests").not.toBe(
