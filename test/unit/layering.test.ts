@@ -1,6 +1,6 @@
-import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
+import { files, folderOf, SRC, textOf, withoutComments } from "./layering/support.ts";
 
 // The layering of src/ (docs/CONVENTIONS.md), checked so it stays true: a folder imports only folders of a
 // lower layer, never one of its own layer or above. The reconcile stage is wired only by the service and
@@ -20,21 +20,10 @@ const LAYERS: readonly (readonly string[])[] = [
 ];
 const layerOf = new Map(LAYERS.flatMap((folders, layer) => folders.map((f) => [f, layer] as const)));
 
-const SRC = join(import.meta.dirname, "../../src");
-const files = (dir: string): string[] =>
-  readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory()
-      ? files(join(dir, entry.name))
-      : entry.name.endsWith(".ts")
-        ? [join(dir, entry.name)]
-        : [],
-  );
-const folderOf = (path: string): string => relative(SRC, path).split("/")[0]!;
-
 /** Every import of a src file that leaves its folder: [importing file, imported folder]. */
 function crossImports(): [string, string][] {
   return files(SRC).flatMap((file) => {
-    const text = readFileSync(file, "utf8");
+    const text = textOf(file);
     return [...text.matchAll(/from "(\.[^"]+)"/g)]
       .map((m) => folderOf(join(file, "..", m[1]!)))
       .filter((target) => target !== folderOf(file))
@@ -47,9 +36,7 @@ function importGraph(): Map<string, string[]> {
   return new Map(
     files(SRC).map((file) => [
       relative(SRC, file),
-      [...readFileSync(file, "utf8").matchAll(/from "(\.[^"]+)"/g)].map((m) =>
-        relative(SRC, join(file, "..", m[1]!)),
-      ),
+      [...textOf(file).matchAll(/from "(\.[^"]+)"/g)].map((m) => relative(SRC, join(file, "..", m[1]!))),
     ]),
   );
 }
@@ -94,11 +81,9 @@ describe("the layering of src/", () => {
 
   it("no cast between object types: render emits the one KubeObject", () => {
     const casts = files(SRC).flatMap((file) =>
-      [
-        ...readFileSync(file, "utf8").matchAll(
-          /\bas (?:unknown as )?(KubeObject|Manifest|KnativeResource)\b/g,
-        ),
-      ].map((m) => `${relative(SRC, file)}: ${m[0]}`),
+      [...textOf(file).matchAll(/\bas (?:unknown as )?(KubeObject|Manifest|KnativeResource)\b/g)].map(
+        (m) => `${relative(SRC, file)}: ${m[0]}`,
+      ),
     );
     expect(casts).toEqual([]);
   });
@@ -108,7 +93,7 @@ describe("the layering of src/", () => {
       .filter((file) => relative(SRC, file) !== "fleet/identity.ts")
       .flatMap((file) =>
         [
-          ...readFileSync(file, "utf8").matchAll(
+          ...textOf(file).matchAll(
             /\$\{[^}`]*kind[^}`]*\} \$\{[^}`]*namespace[^}`]*\}\/\$\{[^}`]*name[^}`]*\}|function identityOf\b|interface \w*Identity\b/gi,
           ),
         ].map((m) => `${relative(SRC, file)}: ${m[0]}`),
@@ -118,16 +103,10 @@ describe("the layering of src/", () => {
 
   it("every label, annotation and extension name is spelt in api/labels.ts alone", () => {
     // A string that reads `<domain>/<key>`, an API version (`<group>/v1beta1`) aside; comments do not count.
-    const withoutComments = (text: string) =>
-      text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:])\/\/.*$/gm, "$1");
     const elsewhere = files(SRC)
       .filter((file) => relative(SRC, file) !== "api/labels.ts")
       .flatMap((file) =>
-        [
-          ...withoutComments(readFileSync(file, "utf8")).matchAll(
-            /["`](?:[a-z0-9-]+\.)+[a-z]{2,}\/[a-zA-Z][\w.-]*["`]/g,
-          ),
-        ]
+        [...withoutComments(textOf(file)).matchAll(/["`](?:[a-z0-9-]+\.)+[a-z]{2,}\/[a-zA-Z][\w.-]*["`]/g)]
           .map((m) => m[0])
           .filter((name) => !/\/v\d+(?:(?:alpha|beta)\d+)?["`]$/.test(name))
           .map((name) => `${relative(SRC, file)}: ${name}`),
