@@ -8,7 +8,7 @@ import {
 } from "../api/clusterprofile.ts";
 import { TargetClusterReason } from "../api/conditions.ts";
 import type { ClusterProfileRef } from "../api/knative.ts";
-import { EXEC_EXTENSION } from "../api/labels.ts";
+import { ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION } from "../api/labels.ts";
 import { boundCredentialsNamespace } from "./credential-binding.ts";
 import { AccessError, accessProviderFailed, remoteClientCreationFailed } from "./errors.ts";
 import type { ExecClusterInfo } from "./exec-credential.ts";
@@ -34,10 +34,6 @@ export interface SpokeEndpoint {
   /** spec.cluster of the ExecCredential the plugin gets when execConfig.provideClusterInfo is true. */
   execCluster: ExecClusterInfo;
 }
-
-// Reserved extension names of KEP 5339 (EXEC_EXTENSION, SIG Auth's, is in credential-binding.ts).
-export const ADDITIONAL_ARGS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-args";
-export const ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs";
 
 /** What the operator allows: the policy, and the namespaces ClusterProfiles are read from (undefined: all). */
 export interface EndpointAccess {

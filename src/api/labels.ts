@@ -91,6 +91,10 @@ export const SOURCE_CLUSTER_ANNOTATION = `${FLEET}source-cluster`;
 export const DECISION_KEY_LABEL = "multicluster.x-k8s.io/decision-key";
 /** SIG Auth's reserved extension name: what a ClusterProfile passes its plugin (ExecCredential spec.cluster.config). */
 export const EXEC_EXTENSION = "client.authentication.k8s.io/exec";
+/** KEP 5339's reserved extension names: arguments a ClusterProfile adds to its provider's exec plugin, */
+export const ADDITIONAL_ARGS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-args";
+/** and environment variables it adds to the plugin's. */
+export const ADDITIONAL_ENVS_EXTENSION = "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs";
 
 // --- Rollout (src/rollout) ---
 

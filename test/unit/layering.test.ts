@@ -102,11 +102,12 @@ describe("the layering of src/", () => {
   });
 
   it("every label, annotation and extension name is spelt in api/labels.ts alone", () => {
-    // A string that reads `<domain>/<key>`, an API version (`<group>/v1beta1`) aside; comments do not count.
+    // A string that reads `<domain>/<key>`, the key slashes and all (`<domain>/exec/additional-args`), an API
+    // version (`<group>/v1beta1`) aside; comments do not count.
     const elsewhere = files(SRC)
       .filter((file) => relative(SRC, file) !== "api/labels.ts")
       .flatMap((file) =>
-        [...withoutComments(textOf(file)).matchAll(/["`](?:[a-z0-9-]+\.)+[a-z]{2,}\/[a-zA-Z][\w.-]*["`]/g)]
+        [...withoutComments(textOf(file)).matchAll(/["`](?:[a-z0-9-]+\.)+[a-z]{2,}\/[a-zA-Z][\w./-]*["`]/g)]
           .map((m) => m[0])
           .filter((name) => !/\/v\d+(?:(?:alpha|beta)\d+)?["`]$/.test(name))
           .map((name) => `${relative(SRC, file)}: ${name}`),

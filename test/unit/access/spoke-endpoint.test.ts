@@ -6,14 +6,9 @@ import { parse, stringify } from "yaml";
 import { kubeconfigInNamespace } from "../../../src/access/credential-binding.ts";
 import { AccessError } from "../../../src/access/errors.ts";
 import { AccessPolicySchema, SAFE_ACCESS_POLICY } from "../../../src/access/policy.ts";
-import {
-  ADDITIONAL_ARGS_EXTENSION,
-  ADDITIONAL_ENVS_EXTENSION,
-  endpointFingerprint,
-  profileHealth,
-  spokeEndpoint,
-} from "../../../src/access/spoke-endpoint.ts";
+import { endpointFingerprint, profileHealth, spokeEndpoint } from "../../../src/access/spoke-endpoint.ts";
 import type { AccessProvider } from "../../../src/api/clusterprofile.ts";
+import { ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION } from "../../../src/api/labels.ts";
 import { base64, clusterProfile, provider, providerConfig, testdata } from "./support.ts";
 
 const CA = base64(testdata("ca.crt"));
