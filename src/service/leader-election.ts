@@ -4,6 +4,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { KubeClient } from "../kube/client.ts";
 import { isConflict } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
+import { getLease, LEASE_API_VERSION, type Lease, type LeaseSpec, leasePath, microTime } from "./lease.ts";
 import { settleWithin } from "./settle-within.ts";
 
 /**
@@ -39,24 +40,6 @@ export interface LeaderElectionOptions {
    * Awaited: the Lease is released only after it returns, and the elector runs for leader again only then.
    */
   onStoppedLeading(): void | Promise<void>;
-}
-
-const LEASE_API_VERSION = "coordination.k8s.io/v1";
-
-/** coordination.k8s.io/v1 LeaseSpec, as client-go's LeaseLock writes it. */
-interface LeaseSpec {
-  holderIdentity?: string;
-  leaseDurationSeconds?: number;
-  acquireTime?: string;
-  renewTime?: string;
-  leaseTransitions?: number;
-}
-
-interface Lease {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace: string; resourceVersion?: string };
-  spec?: LeaseSpec;
 }
 
 /** The Lease record as this replica last saw it change, and when (performance.now()): the basis of expiry. */
@@ -215,9 +198,7 @@ export class LeaderElector {
       leaseTransitions: 0,
     };
     try {
-      const current = (await this.client.get(LEASE_API_VERSION, "Lease", this.namespace, this.name)) as
-        | Lease
-        | undefined;
+      const current = await getLease(this.client, this.namespace, this.name);
       if (!current) {
         this.lease = await this.write("POST", {
           apiVersion: LEASE_API_VERSION,
@@ -285,9 +266,7 @@ export class LeaderElector {
         return;
       } catch (err) {
         if (isConflict(err) && attempt < 3) {
-          this.lease = await within(this.client.get(LEASE_API_VERSION, "Lease", this.namespace, this.name))
-            .then((current) => current as Lease | undefined)
-            .catch(() => undefined);
+          this.lease = await within(getLease(this.client, this.namespace, this.name)).catch(() => undefined);
           continue;
         }
         this.log.warn({ err: String(err) }, "could not release the Lease; it expires instead");
@@ -297,12 +276,7 @@ export class LeaderElector {
   }
 
   private async write(method: "POST" | "PUT", lease: Lease): Promise<Lease> {
-    const path = await this.client.path(
-      LEASE_API_VERSION,
-      "Lease",
-      this.namespace,
-      method === "PUT" ? this.name : undefined,
-    );
+    const path = await leasePath(this.client, this.namespace, method === "PUT" ? this.name : undefined);
     return (await this.client.rest.request<Lease>({ method, path, body: lease })).body;
   }
 
@@ -329,9 +303,6 @@ export class LeaderElector {
     return performance.now() >= observed.atMs + observed.durationMs;
   }
 }
-
-/** ISO 8601 with microseconds: the format of metav1.MicroTime. */
-const microTime = (at: Date): string => at.toISOString().replace(/Z$/, "000Z");
 
 const invoke = async (callback: () => void | Promise<void>): Promise<void> => callback();
 

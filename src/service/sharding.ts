@@ -5,6 +5,7 @@ import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { isConflict, isNotFound } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
+import { getLease, LEASE_API_VERSION, type Lease, leasePath, listLeases, microTime } from "./lease.ts";
 import { settleWithin } from "./settle-within.ts";
 
 // ── The assignment: pure ────────────────────────────────────────────────────────────────────────────────
@@ -47,23 +48,11 @@ export function ownsUnder(views: readonly (readonly string[])[], member: string,
 
 // ── The membership: Leases on the hub ───────────────────────────────────────────────────────────────────
 
-const LEASE_API_VERSION = "coordination.k8s.io/v1";
-
 const acknowledgedIn = (lease: MemberLease | undefined): string | undefined =>
   lease?.metadata.annotations?.[SHARD_VIEW_ANNOTATION];
 
-export interface MemberLease {
-  apiVersion: string;
-  kind: string;
-  metadata: {
-    name: string;
-    namespace: string;
-    resourceVersion?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-  };
-  spec?: { holderIdentity?: string; leaseDurationSeconds?: number; renewTime?: string };
-}
+/** A member's Lease: labelled with its group, the view it acknowledged in an annotation (lease.ts). */
+export type MemberLease = Lease;
 
 /** The member Lease of `identity` in `group`: the one name a replica with that identity writes. */
 export const memberLeaseName = (group: string, identity: string): string =>
@@ -376,12 +365,9 @@ export class ShardMembership {
     return leases;
   }
 
-  private async listMembers(): Promise<MemberLease[]> {
-    const list = await this.options.client.list(LEASE_API_VERSION, "Lease", {
-      namespace: this.options.namespace,
-      labelSelector: `${SHARD_GROUP_LABEL}=${this.options.group}`,
-    });
-    return list.items as unknown as MemberLease[];
+  private listMembers(): Promise<MemberLease[]> {
+    const { client, namespace, group } = this.options;
+    return listLeases(client, namespace, `${SHARD_GROUP_LABEL}=${group}`);
   }
 
   /** A dead member's Lease, long expired, is removed (conditionally: a member that came back keeps it). */
@@ -439,7 +425,7 @@ export class ShardMembership {
       spec: {
         holderIdentity: identity,
         leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-        renewTime: new Date().toISOString().replace(/Z$/, "000Z"),
+        renewTime: microTime(new Date()),
       },
     };
     try {
@@ -450,16 +436,13 @@ export class ShardMembership {
     } catch (err) {
       // Someone else wrote it (409) or removed it (404): read it again, or create it, next round.
       if (isConflict(err) || isNotFound(err)) {
-        const current = await client
-          .get(LEASE_API_VERSION, "Lease", namespace, this.leaseName)
-          .catch(() => undefined);
-        this.lease = current as MemberLease | undefined;
+        this.lease = await getLease(client, namespace, this.leaseName).catch(() => undefined);
       } else log.warn({ err: String(err) }, "sharding: could not renew the member Lease");
     }
   }
 
   private leasePath(name: string | undefined): Promise<string> {
-    return this.options.client.path(LEASE_API_VERSION, "Lease", this.options.namespace, name);
+    return leasePath(this.options.client, this.options.namespace, name);
   }
 }
 
