@@ -2,55 +2,39 @@ import type { Dirent } from "node:fs";
 import { open, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { compareStrings } from "./diagnostic.ts";
-import { decodeFleetFile, type FleetFile, fileProblem, MAX_FLEET_FILE_BYTES } from "./file-text.ts";
-import {
-  createFileFilter,
-  type EntryKind,
-  entryAction,
-  type FileSelection,
-  isYamlLeftOut,
-  mayHoldLeftOut,
-} from "./select.ts";
+import { decodeFleetFile, type FleetFile, MAX_FLEET_FILE_BYTES } from "./file-text.ts";
+import type { EntryKind, FileSelection } from "./select.ts";
+import { type Entry, type ListFolder, walkFleet, walkLeftOut } from "./walk.ts";
 
 /**
  * Reads the fleet files below `dir` (a checkout of the fleet repository), sorted by path, by the rules the
  * Git tree walk (`source/tree.ts`) applies to a commit: regular files only, anything else at a fleet path
  * (a symlink, a submodule checkout, a folder named like a file) is a file with a problem.
  */
-export async function readFleetDir(dir: string, selection: FileSelection): Promise<FleetFile[]> {
-  const filter = createFileFilter(selection);
-  const files: FleetFile[] = [];
-  const visit = async (folder: string, relative: string): Promise<void> => {
-    const entries = await readdir(folder, { withFileTypes: true });
-    for (const entry of entries) {
-      const path = relative === "" ? entry.name : `${relative}/${entry.name}`;
-      if (relative === "" && entry.name === ".git") continue;
-      const kind = await entryKind(folder, entry);
-      const action = entryAction(filter, path, kind);
-      if (action.problem !== undefined) files.push(fileProblem(path, action.problem));
-      if (action.descend) await visit(join(folder, entry.name), path);
-      if (action.read) files.push(await readBounded(join(folder, entry.name), path));
-    }
-  };
-  await visit(dir, "");
-  return files.sort((a, b) => compareStrings(a.path, b.path));
+export function readFleetDir(dir: string, selection: FileSelection): Promise<FleetFile[]> {
+  return walkFleet(dir, folderLister(dir), selection, readBounded);
 }
 
 /** The YAML files below `dir` that the selection leaves out (isYamlLeftOut), sorted. */
 export async function yamlFilesLeftOut(dir: string, selection: FileSelection): Promise<string[]> {
-  const filter = createFileFilter(selection);
-  const found: string[] = [];
-  const visit = async (folder: string, relative: string): Promise<void> => {
-    for (const entry of await readdir(folder, { withFileTypes: true })) {
-      const path = relative === "" ? entry.name : `${relative}/${entry.name}`;
-      if (!mayHoldLeftOut(filter, entry.name, path)) continue;
-      if (entry.isDirectory()) await visit(join(folder, entry.name), path);
-      else if (isYamlLeftOut(filter, path)) found.push(path);
-    }
-  };
-  await visit(dir, "");
-  return found.sort(compareStrings);
+  const found = await walkLeftOut(dir, folderLister(dir), selection);
+  return [...found.keys()].sort(compareStrings);
 }
+
+/** A folder's entries, by their paths on disk; the checkout's own `.git` is no entry. */
+const folderLister =
+  (root: string): ListFolder<string> =>
+  async (folder) =>
+    (await readdir(folder, { withFileTypes: true }))
+      .filter((entry) => !(folder === root && entry.name === ".git"))
+      .map(
+        (entry): Entry<string> => ({
+          name: entry.name,
+          at: join(folder, entry.name),
+          kind: () => entryKind(folder, entry),
+          listable: entry.isDirectory(),
+        }),
+      );
 
 async function entryKind(folder: string, entry: Dirent): Promise<EntryKind> {
   if (entry.isSymbolicLink()) return "symlink";

@@ -90,10 +90,10 @@ export interface EntryAction {
 }
 
 /**
- * The one rule both walks (`source/tree.ts` over a commit, `read-dir.ts` over a checkout) apply. Anything
- * at a fleet path that is not a regular file is an error for that path: skipped silently, the CR it
- * declared would be pruned. A symlink or submodule in a fleet folder counts too, as it could stand for
- * files the glob selects.
+ * The one rule the walk (`walk.ts`, over a commit for `source/tree.ts`, a checkout for `read-dir.ts`)
+ * applies. Anything at a fleet path that is not a regular file is an error for that path: skipped silently,
+ * the CR it declared would be pruned. A symlink or submodule in a fleet folder counts too, as it could
+ * stand for files the glob selects.
  */
 export function entryAction(filter: FleetFileFilter, path: string, kind: EntryKind): EntryAction {
   const matches = filter.matches(path);

@@ -1,15 +1,8 @@
 import type * as fs from "node:fs";
 import git from "isomorphic-git";
-import { compareStrings } from "../fleet/diagnostic.ts";
 import { decodeFleetFile, type FleetFile, fileProblem, MAX_FLEET_FILE_BYTES } from "../fleet/file-text.ts";
-import {
-  createFileFilter,
-  type EntryKind,
-  entryAction,
-  type FileSelection,
-  isYamlLeftOut,
-  mayHoldLeftOut,
-} from "../fleet/select.ts";
+import type { EntryKind, FileSelection } from "../fleet/select.ts";
+import { type ListFolder, walkFleet, walkLeftOut } from "../fleet/walk.ts";
 
 /** An isomorphic-git object store. */
 export interface ObjectStoreRef {
@@ -37,21 +30,9 @@ export async function readFleetTree(
   commit: string,
   selection: FileSelection,
 ): Promise<FleetFile[]> {
-  const filter = createFileFilter(selection);
-  const files: FleetFile[] = [];
-  const visit = async (tree: string, dir: string): Promise<void> => {
-    const { tree: entries } = await git.readTree({ ...store, oid: tree });
-    for (const entry of entries) {
-      const path = dir === "" ? entry.path : `${dir}/${entry.path}`;
-      const action = entryAction(filter, path, KIND_OF_MODE[entry.mode] ?? "special");
-      if (action.problem !== undefined) files.push(fileProblem(path, action.problem));
-      if (action.descend) await visit(entry.oid, path);
-      if (action.read) files.push(await readFleetBlob(store, path, entry.oid));
-    }
-  };
-  const { commit: parsed } = await git.readCommit({ ...store, oid: commit });
-  await visit(parsed.tree, "");
-  return files.sort((a, b) => compareStrings(a.path, b.path));
+  return walkFleet(await rootTree(store, commit), treeLister(store), selection, (oid, path) =>
+    readFleetBlob(store, path, oid),
+  );
 }
 
 /**
@@ -63,21 +44,24 @@ export async function yamlLeftOutOfTree(
   commit: string,
   selection: FileSelection,
 ): Promise<Map<string, string>> {
-  const filter = createFileFilter(selection);
-  const found = new Map<string, string>();
-  const visit = async (tree: string, dir: string): Promise<void> => {
-    const { tree: entries } = await git.readTree({ ...store, oid: tree });
-    for (const entry of entries) {
-      const path = dir === "" ? entry.path : `${dir}/${entry.path}`;
-      if (!mayHoldLeftOut(filter, entry.path, path)) continue;
-      if (entry.type === "tree") await visit(entry.oid, path);
-      else if (entry.type === "blob" && isYamlLeftOut(filter, path)) found.set(path, entry.oid);
-    }
-  };
-  const { commit: parsed } = await git.readCommit({ ...store, oid: commit });
-  await visit(parsed.tree, "");
-  return found;
+  return walkLeftOut(await rootTree(store, commit), treeLister(store), selection);
 }
+
+async function rootTree(store: ObjectStoreRef, commit: string): Promise<string> {
+  const { commit: parsed } = await git.readCommit({ ...store, oid: commit });
+  return parsed.tree;
+}
+
+/** A tree's entries, by their object ids: a submodule is a commit id, which the store cannot list. */
+const treeLister =
+  (store: ObjectStoreRef): ListFolder<string> =>
+  async (tree) =>
+    (await git.readTree({ ...store, oid: tree })).tree.map((entry) => ({
+      name: entry.path,
+      at: entry.oid,
+      kind: async () => KIND_OF_MODE[entry.mode] ?? "special",
+      listable: entry.type === "tree",
+    }));
 
 /** A blob the tree names but the store lacks was left out by the fetch's size filter (GitSource). */
 async function readFleetBlob(store: ObjectStoreRef, path: string, oid: string): Promise<FleetFile> {
