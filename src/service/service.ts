@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
-import { crAdmission, namespaceAllowlist } from "../admission/tenancy.ts";
+import { crAdmission } from "../admission/tenancy.ts";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
 import type { FleetFile } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -23,6 +23,7 @@ import {
   type Snapshot,
 } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
+import type { FleetSettings } from "../sync/settings.ts";
 import { expandedModel, type SyncEdges, type SyncSettings, sync } from "../sync/sync.ts";
 import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
 import { type RunningHttpServer, serveRoutes, startHttpServer } from "./http-server.ts";
@@ -52,6 +53,8 @@ export class FleetService {
   readonly metrics: FleetMetrics;
   private readonly options: ServiceOptions;
   private readonly log: Logger;
+  /** The config's fleet settings, read once at start (a bad duration in them fails the start). */
+  private settings!: FleetSettings;
   private http: { port: number; close(): Promise<void> } | undefined;
   private webhookServer: RunningHttpServer | undefined;
   private elector: LeaderElector | undefined;
@@ -110,6 +113,7 @@ export class FleetService {
       throw new Error(`the hub API server ${server} did not answer GET /version: ${err}`, { cause: err });
     });
     mkdirSync(config.cacheDir, { recursive: true });
+    this.settings = fleetSettings(config);
     this.source = new GitSource(gitSourceSpec(config), { cacheDir: config.cacheDir });
     const http = await startHttpServer({
       port: config.metricsPort,
@@ -184,7 +188,7 @@ export class FleetService {
       });
     }
     // In external mode the upstream operator reconciles the hub CRs: no controller here, only what it writes.
-    const external = fleetSettings(config).reconciler === "external";
+    const external = this.settings.reconciler === "external";
     if (!this.membership && !external) this.reconciler = await this.startReconcile();
     if (external) {
       this.hubCrWatches = KNATIVE_KINDS.map((kind) => new Informer(hub, OPERATOR_API_VERSION, kind));
@@ -196,9 +200,9 @@ export class FleetService {
     const profiles = await clusterProfileResource(hub);
     this.placements = new PlacementStage({
       hub,
-      allowedNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
+      allowedNamespaces: this.settings.access.namespaces,
       clusterProfileApiVersion: `${profiles.group}/${profiles.version}`,
-      departureGracePeriodMs: parseDuration(config.placements.departureGracePeriod),
+      departureGracePeriodMs: this.settings.departureGracePeriodMs,
       log: log.child({ component: "placement" }),
       onChange: () => {
         const last = this.lastCommit;
@@ -209,12 +213,12 @@ export class FleetService {
     const placements = this.placements;
     this.rollout = new RolloutStage({
       hub,
-      namespace: config.defaultNamespace,
+      namespace: this.settings.defaultNamespace,
       source: { repository: config.repository.url, branch: config.repository.branch },
       inventory: () => placements.inventory().clusters,
       modelAt: async (commit) => {
         const { files } = await source.snapshotAt(commit);
-        return expandedModel(files, fleetSettings(config), placements.inventory()).model;
+        return expandedModel(files, this.settings, placements.inventory()).model;
       },
       events: this.events!,
       log: log.child({ component: "rollout" }),
@@ -248,6 +252,7 @@ export class FleetService {
    */
   private startReconcile(): Promise<Reconciler> {
     const { config, log } = this.options;
+    const { access, defaultNamespace, hubInstall, locations } = this.settings;
     const hub = this.hubClient!;
     const pollIntervalMs =
       this.options.pollIntervalMs ??
@@ -255,12 +260,12 @@ export class FleetService {
     return startReconciler({
       hub,
       providerFile: this.options.providerFile,
-      allowedClusterProfileNamespaces: namespaceAllowlist(config.allowedClusterProfileNamespaces),
-      accessPolicy: config.access,
-      admits: crAdmission(config.tenancy, config.defaultNamespace),
-      hubInstall: config.hubInstall.enabled,
+      allowedClusterProfileNamespaces: access.namespaces,
+      accessPolicy: access.policy,
+      admits: crAdmission(config.tenancy, defaultNamespace),
+      hubInstall,
       kodataDir: this.options.kodataDir,
-      manifestLocations: fleetSettings(config).locations,
+      manifestLocations: locations,
       releases: this.releases(),
       pollIntervalMs,
       resyncIntervalMs: parseDuration(config.resyncInterval),
@@ -305,7 +310,7 @@ export class FleetService {
     const sharding = config.sharding;
     if (!config.leaderElection.enabled)
       throw new ConfigError("sharding.enabled needs leaderElection.enabled: the Git side runs on one leader");
-    if (fleetSettings(config).reconciler === "external")
+    if (this.settings.reconciler === "external")
       throw new ConfigError(
         "sharding.enabled splits knative-fleet's own reconciler; reconciler: external runs none",
       );
@@ -370,10 +375,7 @@ export class FleetService {
 
   private releases(): ReleaseLoader {
     this.releasesLoader ??= new ReleaseLoader(
-      createKodataSource({
-        dir: this.options.kodataDir,
-        policy: fleetSettings(this.options.config).locations,
-      }),
+      createKodataSource({ dir: this.options.kodataDir, policy: this.settings.locations }),
     );
     return this.releasesLoader;
   }
@@ -393,7 +395,7 @@ export class FleetService {
     if (!this.leading) return;
     const { config, log } = this.options;
     const started = performance.now();
-    const settings: SyncSettings = { fleet: fleetSettings(config), kodataDir: this.options.kodataDir };
+    const settings: SyncSettings = { fleet: this.settings, kodataDir: this.options.kodataDir };
     const edges: SyncEdges = {
       hub: hubMirror(this.hubClient!, settings.fleet.defaultNamespace),
       placements: this.placements!,
