@@ -18,7 +18,6 @@ import {
   checkWebhookSecret,
   createWebhookHandler,
   GitSource,
-  GitSourceError,
   Poller,
   type Snapshot,
 } from "../source/index.ts";
@@ -28,6 +27,7 @@ import { expandedModel, type SyncEdges, type SyncSettings, sync } from "../sync/
 import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
 import { type RunningHttpServer, serveRoutes, startHttpServer } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
+import { reportPollFailure, reportReconcile, reportSync } from "./reports.ts";
 import { podVoucher, ShardMembership } from "./sharding.ts";
 
 export interface ServiceOptions {
@@ -234,13 +234,7 @@ export class FleetService {
       onSnapshot: (snapshot) => this.serialized(() => this.syncSnapshot(snapshot)),
       onFetched: (fetch) => this.metrics.gitFetchFinished(fetch),
       onPolled: (outcome) => this.metrics.pollFinished({ failed: outcome === "failed" }),
-      onError: (err) => {
-        const kind = err instanceof GitSourceError ? err.kind : "sync";
-        log.warn(
-          { err: (err as Error).message, kind },
-          "fleet sync failed; nothing is pruned, retrying on the next poll",
-        );
-      },
+      onError: (err) => reportPollFailure(err, { log }),
     });
     this.poller.start();
     log.info(this.membership ? "leading: the Git side of the fleet" : "leading: reconciling the fleet");
@@ -283,23 +277,8 @@ export class FleetService {
         // A pass that ended after its cluster was handed on (its client closed under it) is the new owner's
         // to report: a series or event from here would show a second replica working on the cluster.
         if (!this.owns(report.cluster)) return;
-        if (report.finalized) this.metrics.forgetResource(report);
-        else this.metrics.reconcileFinished({ ...report, error: report.error !== undefined });
         if (report.statusWritten || report.finalized) this.statusWriter?.request();
-        const involved = {
-          apiVersion: OPERATOR_API_VERSION,
-          kind: report.kind,
-          metadata: { name: report.name, namespace: report.namespace },
-        };
-        if (report.error)
-          void this.events!.record(involved, "Warning", "ReconcileFailed", report.error.message);
-        else if (report.drift > 0)
-          void this.events!.record(
-            involved,
-            "Normal",
-            "DriftCorrected",
-            `restored ${report.drift} object(s) changed on ${report.cluster}`,
-          );
+        reportReconcile(report, { metrics: this.metrics, events: this.events! });
       },
     });
   }
@@ -404,27 +383,8 @@ export class FleetService {
     };
     const source = { repository: config.repository.url, branch: config.repository.branch, commit };
     const result = await sync({ source, files }, settings, edges);
-    this.metrics.syncFinished({ durationMs: performance.now() - started, trigger });
-    if (result.rollout)
-      this.metrics.rolloutObserved({ ...result.rollout, wavesCompleted: result.rollout.history.length });
-    this.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
-    const counts: Record<string, number> = {};
-    for (const r of result.resources) counts[r.action] = (counts[r.action] ?? 0) + 1;
-    log.info(
-      {
-        commit,
-        trigger,
-        ...counts,
-        invalidFiles: result.failedFiles.length,
-        prune: result.prune.state,
-        ...(result.rollout && {
-          rollout: result.rollout.phase,
-          wave: result.rollout.wave,
-          waiting: result.rollout.waiting,
-        }),
-      },
-      "fleet synced into the hub",
-    );
+    const run = { commit, trigger, durationMs: performance.now() - started };
+    reportSync(result, run, { metrics: this.metrics, log });
     this.statusWriter?.synced(result);
   }
 
