@@ -14,19 +14,14 @@ import { PlacementStage } from "../placement/stage.ts";
 import { effectivePollInterval, type Reconciler, startReconciler } from "../reconcile/start.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { RolloutStage } from "../rollout/stage.ts";
-import {
-  checkWebhookSecret,
-  createWebhookHandler,
-  GitSource,
-  Poller,
-  type Snapshot,
-} from "../source/index.ts";
+import { checkWebhookSecret, GitSource, Poller, type Snapshot } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
 import type { FleetSettings } from "../sync/settings.ts";
 import { expandedModel, type SyncEdges, type SyncSettings, sync } from "../sync/sync.ts";
 import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
-import { type RunningHttpServer, serveRoutes, startHttpServer } from "./http-server.ts";
+import { type RunningHttpServer, startHttpServer } from "./http-server.ts";
 import { LeaderElector } from "./leader-election.ts";
+import { listenForPushes } from "./push-listener.ts";
 import { reportPollFailure, reportReconcile, reportSync } from "./reports.ts";
 import { podVoucher, ShardMembership } from "./sharding.ts";
 
@@ -123,7 +118,15 @@ export class FleetService {
       log: this.log,
     });
     if (config.webhook)
-      this.webhookServer = await this.listenForPushes(config.webhook.port, config.webhook.secretFile);
+      this.webhookServer = await listenForPushes({
+        ...config.webhook,
+        host: config.bindAddress,
+        branch: config.repository.branch,
+        filter: this.source.filter,
+        onPush: () => void this.poller?.syncNow(),
+        isLeading: () => this.leading,
+        log: this.log,
+      });
     this.http = http;
     if (config.sharding.enabled) await this.startSharded();
     if (config.leaderElection.enabled) {
@@ -422,30 +425,5 @@ export class FleetService {
       (this.options.onLostLeadership ?? (() => process.exit(1)))();
     }
     await this.stopLeading();
-  }
-
-  /**
-   * The push webhook's listener (POST /webhook); a standby checks a delivery, answers 202 and leaves the
-   * change to the leader.
-   */
-  private async listenForPushes(port: number, secretFile: string): Promise<RunningHttpServer> {
-    const secret = { file: secretFile };
-    const handler = createWebhookHandler({
-      secret,
-      branch: this.options.config.repository.branch,
-      filter: this.source!.filter,
-      onPush: () => void this.poller?.syncNow(),
-      // A standby checks a delivery as the leader does, so a wrong secret is refused by every replica.
-      standby: () =>
-        this.leading ? undefined : "not the leader; the leader's next poll picks the change up",
-      onError: (err) => this.log.error({ err: String(err) }, "webhook delivery failed"),
-    });
-    const webhook = { methods: new Set(["POST"]), handle: handler };
-    return serveRoutes({
-      port,
-      host: this.options.config.bindAddress,
-      routes: new Map([["/webhook", webhook]]),
-      log: this.log,
-    });
   }
 }
