@@ -17,7 +17,6 @@ import {
   SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
-import { DEFAULT_NAMESPACE } from "../fleet/parse.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
@@ -30,6 +29,7 @@ import {
   type RolloutState,
 } from "../rollout/state.ts";
 import { compareRows } from "../status/summary.ts";
+import { commandSettings } from "./access-settings.ts";
 import { type Command, type CommandContext, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "./command.ts";
 import { HUB_FLAGS_HELP, HUB_OPTIONS, hubClient } from "./hub.ts";
 import {
@@ -105,7 +105,8 @@ async function readListing(
   namespace: string | undefined,
   objects: readonly KubeObject[],
 ): Promise<Listing> {
-  const fleetNamespace = namespace ?? DEFAULT_NAMESPACE;
+  // status takes no --config: the service's settings as plan and validate read them without one.
+  const fleetNamespace = namespace ?? commandSettings(undefined).settings.defaultNamespace;
   const [rollout, heldPrune] = await Promise.all([
     readRollout(hub, fleetNamespace),
     readHeldPrune(hub, fleetNamespace),

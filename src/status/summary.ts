@@ -1,7 +1,6 @@
 import { stringify } from "yaml";
-import { clusterLabel } from "../access/target.ts";
 import { type ReadinessPhase, readinessOf } from "../api/conditions.ts";
-import type { ClusterProfileRef, KnativeStatus } from "../api/knative.ts";
+import type { KnativeStatus } from "../api/knative.ts";
 import {
   CONFIRM_PRUNE_ANNOTATION,
   isManagedByFleet,
@@ -10,7 +9,13 @@ import {
   SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
 import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
-import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import {
+  clusterLabel,
+  formatIdentity,
+  identityOf,
+  type ResourceIdentity,
+  targetOf,
+} from "../fleet/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
 import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
@@ -194,11 +199,10 @@ function readinessRow(object: KubeObject, status: KnativeStatus | undefined) {
 }
 
 function resourceRow(object: KubeObject): ResourceRow {
-  const spec = object.spec as { clusterProfileRef?: ClusterProfileRef } | undefined;
   const status = object.status as KnativeStatus | undefined;
   const annotations = object.metadata.annotations ?? {};
   return withoutUndefined({
-    cluster: clusterLabel(spec?.clusterProfileRef),
+    cluster: clusterLabel(targetOf(object)),
     ...identityOf(object),
     ...readinessRow(object, status),
     version: status?.version,
