@@ -1,8 +1,8 @@
 import type { Logger } from "pino";
 import { type ClusterProfile, ClusterProfileSchema } from "../api/clusterprofile.ts";
 import { TargetClusterReason } from "../api/conditions.ts";
-import type { ClusterProfileRef } from "../api/knative.ts";
 import { formatFieldPath } from "../fleet/diagnostic.ts";
+import { type ClusterRef, clusterKey } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
@@ -14,13 +14,7 @@ import { ExecAuthenticator } from "./exec-authenticator.ts";
 import { type AccessPolicy, SAFE_ACCESS_POLICY } from "./policy.ts";
 import type { ProviderConfigState } from "./provider-config.ts";
 import { SpokeConnection, type SpokeProbe } from "./spoke-connection.ts";
-import {
-  endpointFingerprint,
-  profileHealth,
-  profileKey,
-  type SpokeEndpoint,
-  spokeEndpoint,
-} from "./spoke-endpoint.ts";
+import { endpointFingerprint, profileHealth, type SpokeEndpoint, spokeEndpoint } from "./spoke-endpoint.ts";
 
 export interface ClusterAccessOptions {
   /** The hub, where the ClusterProfiles are. */
@@ -48,7 +42,7 @@ export interface ClusterAccessOptions {
 
 /** A spoke that answered: its client and what was learnt connecting to it. */
 export interface SpokeClient {
-  ref: ClusterProfileRef;
+  ref: ClusterRef;
   providerName: string;
   server: string;
   /** The one transport to the spoke: `connection.rest` for requests, `connection.probe` for GET /version. */
@@ -67,7 +61,7 @@ export type ResolveResult =
  * its health, or its deletion. A status-only change, such as a heartbeat, is not reported.
  */
 export type ClusterProfileChange = "added" | "connection" | "health" | "deleted";
-export type ClusterProfileListener = (ref: ClusterProfileRef, change: ClusterProfileChange) => void;
+export type ClusterProfileListener = (ref: ClusterRef, change: ClusterProfileChange) => void;
 
 const DEFAULT_PLUGIN_TIMEOUT_MS = 10_000;
 const DEFAULT_REFRESH_BEFORE_EXPIRY_MS = 60_000;
@@ -131,7 +125,7 @@ export class ClusterAccess {
    * provider, the plugin returned a credential, and the spoke answered with it. The client is cached and
    * shared; concurrent resolutions of one spoke share one plugin run and one probe.
    */
-  async resolve(ref: ClusterProfileRef): Promise<ResolveResult> {
+  async resolve(ref: ClusterRef): Promise<ResolveResult> {
     try {
       return { ok: true, spoke: await this.#resolve(ref) };
     } catch (err) {
@@ -164,8 +158,8 @@ export class ClusterAccess {
     for (const key of [...this.#entries.keys()]) if (!owns(key)) this.#drop(key, notOwned(key), "abort");
   }
 
-  async #resolve(ref: ClusterProfileRef): Promise<SpokeClient> {
-    const key = profileKey(ref);
+  async #resolve(ref: ClusterRef): Promise<SpokeClient> {
+    const key = clusterKey(ref);
     this.#checkOpen();
     const providers = this.#options.providers;
     if (!providers.enabled) {
@@ -220,8 +214,8 @@ export class ClusterAccess {
     }
   }
 
-  async #readProfile(ref: ClusterProfileRef): Promise<ClusterProfile> {
-    const watched = this.#watch?.live ? this.#seen.get(profileKey(ref)) : undefined;
+  async #readProfile(ref: ClusterRef): Promise<ClusterProfile> {
+    const watched = this.#watch?.live ? this.#seen.get(clusterKey(ref)) : undefined;
     // Not watching, the watch is catching up, or a ClusterProfile created a moment ago: ask the hub.
     const profile = watched?.profile ?? parseProfile(await this.#getProfile(ref), ref);
     if (profile instanceof AccessError) throw profile;
@@ -234,8 +228,8 @@ export class ClusterAccess {
     return this.#resource;
   }
 
-  async #getProfile(ref: ClusterProfileRef): Promise<unknown> {
-    const key = profileKey(ref);
+  async #getProfile(ref: ClusterRef): Promise<unknown> {
+    const key = clusterKey(ref);
     const resource = await this.#clusterProfileResource();
     try {
       const { group, version, plural } = resource;
@@ -265,7 +259,7 @@ export class ClusterAccess {
 
   /** The cached client for this endpoint, or a new one replacing a client for older details. */
   #entryFor(endpoint: SpokeEndpoint): SpokeEntry {
-    const key = profileKey(endpoint.profile);
+    const key = clusterKey(endpoint.profile);
     const fingerprint = endpointFingerprint(endpoint);
     const existing = this.#entries.get(key);
     if (existing?.fingerprint === fingerprint) return existing;
@@ -321,7 +315,7 @@ export class ClusterAccess {
 
   #profileUpdated(object: KubeObject): void {
     const ref = { namespace: object.metadata?.namespace ?? "", name: object.metadata?.name ?? "" };
-    const key = profileKey(ref);
+    const key = clusterKey(ref);
     const profile = parseProfile(object, ref);
     const seen: SeenProfile = {
       profile,
@@ -340,19 +334,19 @@ export class ClusterAccess {
 
   #profileDeleted(object: KubeObject): void {
     const ref = { namespace: object.metadata?.namespace ?? "", name: object.metadata?.name ?? "" };
-    const key = profileKey(ref);
+    const key = clusterKey(ref);
     this.#seen.delete(key);
     this.#retire(key, "its ClusterProfile was deleted");
     this.#notify(ref, "deleted");
   }
 
-  #notify(ref: ClusterProfileRef, change: ClusterProfileChange): void {
+  #notify(ref: ClusterRef, change: ClusterProfileChange): void {
     for (const listener of this.#listeners) {
       try {
         listener(ref, change);
       } catch (err) {
         this.#logger.error(
-          { clusterProfile: profileKey(ref), change, err: String(err) },
+          { clusterProfile: clusterKey(ref), change, err: String(err) },
           "a ClusterProfile listener failed",
         );
       }
@@ -395,7 +389,7 @@ const accessClosed = (): AccessError =>
     "the cluster access was closed because knative-fleet is shutting down; the next run resolves the cluster again",
   );
 
-function parseProfile(object: unknown, ref: ClusterProfileRef): ClusterProfile | AccessError {
+function parseProfile(object: unknown, ref: ClusterRef): ClusterProfile | AccessError {
   const parsed = ClusterProfileSchema.safeParse(object);
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map(
@@ -403,7 +397,7 @@ function parseProfile(object: unknown, ref: ClusterProfileRef): ClusterProfile |
   );
   return new AccessError(
     TargetClusterReason.ClusterProfileUnavailable,
-    `ClusterProfile ${profileKey(ref)} cannot be read: ${problems.join("; ")}`,
+    `ClusterProfile ${clusterKey(ref)} cannot be read: ${problems.join("; ")}`,
   );
 }
 

@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { ClusterProfileSchema, CONTROL_PLANE_HEALTHY } from "../api/clusterprofile.ts";
 import type { TargetClusterReason } from "../api/conditions.ts";
+import { clusterKey } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { type KubeObject, nameOf } from "../kube/object.ts";
 import { ClusterAccess } from "./cluster-access.ts";
@@ -8,7 +9,7 @@ import { clusterProfileResource } from "./clusterprofile-version.ts";
 import { AccessError } from "./errors.ts";
 import { type AccessPolicy, SAFE_ACCESS_POLICY } from "./policy.ts";
 import type { ProviderConfigState } from "./provider-config.ts";
-import { profileKey, spokeEndpoint } from "./spoke-endpoint.ts";
+import { spokeEndpoint } from "./spoke-endpoint.ts";
 
 /** One ClusterProfile as `knative-fleet clusters` reports it. */
 export interface ClusterReport {
@@ -144,5 +145,5 @@ async function survey(
 
 function keyOf(object: object): string {
   const metadata = (object as { metadata?: { namespace?: string; name?: string } }).metadata;
-  return profileKey({ namespace: metadata?.namespace ?? "", name: metadata?.name ?? "" });
+  return clusterKey({ namespace: metadata?.namespace ?? "", name: metadata?.name ?? "" });
 }

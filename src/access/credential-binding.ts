@@ -4,8 +4,8 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
-import type { ClusterProfileRef } from "../api/knative.ts";
 import { EXEC_EXTENSION } from "../api/labels.ts";
+import { type ClusterRef, clusterKey } from "../fleet/identity.ts";
 import { accessProviderFailed } from "./errors.ts";
 import type { AccessPolicy } from "./policy.ts";
 
@@ -25,7 +25,7 @@ import type { AccessPolicy } from "./policy.ts";
  */
 export function boundCredentialsNamespace(
   execConfig: unknown,
-  ref: ClusterProfileRef,
+  ref: ClusterRef,
   field: string,
   policy: AccessPolicy,
   profileNamespaces: readonly string[] | undefined,
@@ -53,7 +53,7 @@ export function boundCredentialsNamespace(
   if (mapped === undefined && !single && namesOne) {
     throw accessProviderFailed(
       `ClusterProfiles are read from ${profileNamespaces === undefined ? "every namespace" : profileNamespaces.join(", ")}, ` +
-        `so a credential named after ClusterProfile ${ref.namespace}/${ref.name} could be another namespace's ` +
+        `so a credential named after ClusterProfile ${clusterKey(ref)} could be another namespace's ` +
         `${ref.name}: give namespace ${ref.namespace} a credentials namespace of its own in ` +
         "access.credentialNamespaces (chart: multicluster.access.credentialNamespaces)",
     );

@@ -7,8 +7,8 @@ import {
   CONTROL_PLANE_HEALTHY,
 } from "../api/clusterprofile.ts";
 import { TargetClusterReason } from "../api/conditions.ts";
-import type { ClusterProfileRef } from "../api/knative.ts";
 import { ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, EXEC_EXTENSION } from "../api/labels.ts";
+import { type ClusterRef, clusterKey } from "../fleet/identity.ts";
 import { boundCredentialsNamespace } from "./credential-binding.ts";
 import { AccessError, accessProviderFailed, remoteClientCreationFailed } from "./errors.ts";
 import type { ExecClusterInfo } from "./exec-credential.ts";
@@ -21,7 +21,7 @@ import type { AccessProviderConfig, EnvVar, ProviderConfig } from "./provider-co
  * client needs, and nothing else, so two endpoints with the same fingerprint are interchangeable.
  */
 export interface SpokeEndpoint {
-  profile: ClusterProfileRef;
+  profile: ClusterRef;
   providerName: string;
   server: string;
   /** Base64 of the PEM CA bundle that signs the spoke's serving certificate; system roots when unset. */
@@ -41,17 +41,15 @@ export interface EndpointAccess {
   namespaces: readonly string[] | undefined;
 }
 
-export const profileKey = (ref: ClusterProfileRef): string => `${ref.namespace}/${ref.name}`;
-
 /** Where a chosen provider's connection details live, for messages that say which field to fix. */
-export const connectionField = (ref: ClusterProfileRef, providerName: string): string =>
-  `ClusterProfile ${profileKey(ref)} status.accessProviders[${providerName}].cluster`;
+export const connectionField = (ref: ClusterRef, providerName: string): string =>
+  `ClusterProfile ${clusterKey(ref)} status.accessProviders[${providerName}].cluster`;
 
 export type ProfileHealth = { healthy: true } | { healthy: false; message: string };
 
 /** Whether the cluster manager reports the control plane healthy (ControlPlaneHealthy=True). */
 export function profileHealth(profile: ClusterProfile): ProfileHealth {
-  const name = `ClusterProfile ${profileKey(refOf(profile))}`;
+  const name = `ClusterProfile ${clusterKey(refOf(profile))}`;
   const condition = profile.status?.conditions?.find((c) => c.type === CONTROL_PLANE_HEALTHY);
   if (condition === undefined) {
     return {
@@ -69,7 +67,7 @@ export function profileHealth(profile: ClusterProfile): ProfileHealth {
   };
 }
 
-function refOf(profile: ClusterProfile): ClusterProfileRef {
+function refOf(profile: ClusterProfile): ClusterRef {
   return { namespace: profile.metadata.namespace ?? "", name: profile.metadata.name };
 }
 
@@ -87,7 +85,7 @@ export function spokeEndpoint(
   },
 ): SpokeEndpoint {
   const ref = refOf(profile);
-  const name = `ClusterProfile ${profileKey(ref)}`;
+  const name = `ClusterProfile ${clusterKey(ref)}`;
   if (providers.providers.length === 0) {
     throw new AccessError(
       TargetClusterReason.AccessProviderNotConfigured,

@@ -1,5 +1,5 @@
 import type { TargetClusterReason } from "../api/conditions.ts";
-import type { ClusterProfileRef } from "../api/knative.ts";
+import { type ClusterRef, clusterLabel } from "../fleet/identity.ts";
 import { KubeClient } from "../kube/client.ts";
 import { KubeApiError } from "../kube/rest.ts";
 import type { ClusterAccess } from "./cluster-access.ts";
@@ -21,12 +21,11 @@ export type TargetResolution =
   | { ok: false; reason: TargetClusterReason; message: string };
 
 export interface TargetResolver {
-  resolve(ref: ClusterProfileRef | undefined): Promise<TargetResolution>;
+  resolve(ref: ClusterRef | undefined): Promise<TargetResolution>;
 }
 
-/** `namespace/name` of the ClusterProfile, or "hub" for a local install. */
-export const clusterLabel = (ref: ClusterProfileRef | undefined): string =>
-  ref ? `${ref.namespace}/${ref.name}` : "hub";
+// For src/rollout/ until it imports clusterLabel from fleet/identity.ts, its home (then this line goes).
+export { clusterLabel };
 
 /** A client and its cluster's Kubernetes version, read at most once unless asked afresh. */
 interface VersionedClient {

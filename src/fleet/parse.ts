@@ -3,7 +3,7 @@ import { isRecord } from "../kube/object.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
 import { looksLikeRollout, meantKind, misspelledKind } from "./document-kind.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
-import type { ResourceIdentity } from "./identity.ts";
+import { clusterKey, type ResourceIdentity } from "./identity.ts";
 import { type DeclaredPlacement, isPlacementDocument, parsePlacementDocument } from "./placement-document.ts";
 import { PLACEMENT_API_VERSION } from "./placement-schema.ts";
 import { type DeclaredRollout, parseRolloutDocument } from "./rollout-document.ts";
@@ -177,7 +177,7 @@ function readCluster(document: SourceDocument, spec: unknown): Declaration["clus
   };
   if (ref === undefined) return { label: "the hub cluster", ...cluster };
   if (!isRecord(ref) || typeof ref.namespace !== "string" || typeof ref.name !== "string") return undefined;
-  return { label: `ClusterProfile ${ref.namespace}/${ref.name}`, ...cluster };
+  return { label: `ClusterProfile ${clusterKey({ namespace: ref.namespace, name: ref.name })}`, ...cluster };
 }
 
 function isKnativeKind(kind: unknown): kind is KnativeKind {

@@ -167,7 +167,6 @@ export type PlacementDocument = z.infer<typeof PlacementDocumentSchema>;
 export type ClusterSelectorTerm = z.infer<typeof ClusterSelectorTermSchema>;
 export type LabelSelector = z.infer<typeof LabelSelectorSchema>;
 export type PropertySelector = z.infer<typeof PropertySelectorSchema>;
-export type ClusterRef = z.infer<typeof ClusterRefSchema>;
 export type PlacementOverride = NonNullable<PlacementDocument["spec"]["overrides"]>[number];
 
 /** The spec schema a placement's CRs are validated with once the overrides are merged in. */

@@ -1,7 +1,7 @@
 // One CR's install on its cluster: who it is (the upstream operator's multicluster.go rules, side by side).
 // Pure facts of the CR; nothing here reads a cluster.
 
-import type { ClusterProfileRef, KnativeResource } from "../api/knative.ts";
+import type { KnativeResource } from "../api/knative.ts";
 import {
   ANCHOR_ANNOTATION,
   CR_KIND_LABEL,
@@ -13,6 +13,7 @@ import {
   PROTECTED_ANNOTATION,
 } from "../api/labels.ts";
 import { encodeInventory } from "../apply/inventory.ts";
+import type { ClusterRef } from "../fleet/identity.ts";
 import type { KubeObject, ObjectRef, OwnerReference } from "../kube/object.ts";
 
 const REMOTE_NAMESPACE = { KnativeServing: "knative-serving", KnativeEventing: "knative-eventing" } as const;
@@ -29,10 +30,7 @@ export function installNamespace(resource: KnativeResource): string {
 /** Whether the CR installs on the hub itself (no clusterProfileRef) rather than on a spoke. */
 export const installsOnHub = (resource: KnativeResource): boolean => !resource.spec.clusterProfileRef;
 
-export const sameClusterProfile = (
-  a: ClusterProfileRef | undefined,
-  b: ClusterProfileRef | undefined,
-): boolean =>
+export const sameClusterProfile = (a: ClusterRef | undefined, b: ClusterRef | undefined): boolean =>
   (a === undefined && b === undefined) ||
   (a !== undefined && b !== undefined && a.name === b.name && a.namespace === b.namespace);
 

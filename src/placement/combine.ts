@@ -1,6 +1,6 @@
 import { PLACEMENT_LABEL } from "../api/labels.ts";
 import type { Diagnostic } from "../fleet/diagnostic.ts";
-import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import { clusterKey, formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import {
   boundedDiagnostics,
   type Claim,
@@ -96,7 +96,7 @@ function placementConflicts(sources: readonly Source[]): Diagnostic[] {
       involvingPlacements(byCluster),
       (mine, others) => {
         const { kind } = mine.source.resource.resource;
-        return `${describe(mine)} installs ${kind} on ClusterProfile ${clusterRefOf(mine.source.resource)}, as does ${others}; a cluster runs one ${kind}, so none of them is applied (exclude the cluster from the placement, for example with a NotIn expression)`;
+        return `${describe(mine)} installs ${kind} on ClusterProfile ${clusterKeyOf(mine.source.resource)}, as does ${others}; a cluster runs one ${kind}, so none of them is applied (exclude the cluster from the placement, for example with a NotIn expression)`;
       },
       describe,
     ),
@@ -121,14 +121,15 @@ function describeSource({ resource, fromPlacement }: Source): string {
     : `${formatIdentity(identityOf(resource.resource))} (${where})`;
 }
 
-function clusterRefOf({ resource }: DesiredResource): string | undefined {
+/** `namespace/name` of the cluster a desired CR installs on; undefined for the hub itself. */
+function clusterKeyOf({ resource }: DesiredResource): string | undefined {
   const ref = resource.spec.clusterProfileRef;
-  return ref ? `${ref.namespace}/${ref.name}` : undefined;
+  return ref && clusterKey(ref);
 }
 
 /** One CR of a kind per cluster: the key two sources must not share. */
 function clusterOf(desired: DesiredResource): string | undefined {
-  const ref = clusterRefOf(desired);
+  const ref = clusterKeyOf(desired);
   return ref ? `${desired.resource.kind} ${ref}` : undefined;
 }
 

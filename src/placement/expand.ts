@@ -2,11 +2,12 @@ import { OPERATOR_API_VERSION, withEveryEventSource } from "../api/knative.ts";
 import { PLACEMENT_KIND_LABEL, PLACEMENT_LABEL, SOURCE_CLUSTER_ANNOTATION } from "../api/labels.ts";
 import { compareStrings, type Diagnostic, type FieldPath, formatFieldPath } from "../fleet/diagnostic.ts";
 import type { FleetResource } from "../fleet/document-schema.ts";
+import { type ClusterRef, clusterKey } from "../fleet/identity.ts";
 import { type DesiredResource, namedAndCounted } from "../fleet/model.ts";
 import { type DeclaredPlacement, type MergedSpec, mergedSpec } from "../fleet/placement-document.ts";
 import { PLACEMENT_KINDS, type PlacementDocument, type PlacementKind } from "../fleet/placement-schema.ts";
 import { locateField } from "../fleet/yaml-source.ts";
-import { clusterKey, type Inventory, type InventoryCluster } from "./inventory.ts";
+import type { Inventory, InventoryCluster } from "./inventory.ts";
 import { placementCrName } from "./naming.ts";
 import { matchesTerm } from "./select.ts";
 
@@ -132,8 +133,8 @@ function expandOne(
   const pending = pendingReason(placement, context.inventory);
   if (pending) return { selection: { ...selection, pending }, resources: [], diagnostics: [] };
 
-  const chosen = new Map<string, { ref: { namespace: string; name: string }; via: Set<SelectionSource> }>();
-  const choose = (ref: { namespace: string; name: string }, via: SelectionSource) => {
+  const chosen = new Map<string, { ref: ClusterRef; via: Set<SelectionSource> }>();
+  const choose = (ref: ClusterRef, via: SelectionSource) => {
     const key = clusterKey(ref);
     const entry = chosen.get(key) ?? { ref: { namespace: ref.namespace, name: ref.name }, via: new Set() };
     entry.via.add(via);
@@ -222,7 +223,7 @@ function pendingReason(placement: PlacementDocument, inventory: Inventory): stri
 function decisionClusters(
   ref: NonNullable<PlacementDocument["spec"]["placementDecisionRef"]>,
   inventory: Inventory,
-): { namespace: string; name: string }[] {
+): ClusterRef[] {
   const inNamespace = (inventory.decisions ?? []).filter((decision) => decision.namespace === ref.namespace);
   const named = ref.name === undefined ? undefined : inNamespace.find((d) => d.name === ref.name);
   const key = ref.decisionKey ?? named?.decisionKey;
@@ -238,7 +239,7 @@ function decisionClusters(
 /** The overrides whose cluster list names the cluster or whose selector matches it, in the order written. */
 function applicableOverrides(
   placement: PlacementDocument,
-  ref: { namespace: string; name: string },
+  ref: ClusterRef,
   cluster: InventoryCluster | undefined,
 ): number[] {
   return (placement.spec.overrides ?? []).flatMap((override, index) => {
@@ -254,7 +255,7 @@ function applicableOverrides(
 /** The ordinary upstream-shaped CR a placement makes for one cluster. */
 function placementCr(
   placement: PlacementDocument,
-  ref: { namespace: string; name: string },
+  ref: ClusterRef,
   crName: string,
   spec: Record<string, unknown>,
 ): FleetResource {

@@ -1,6 +1,7 @@
 import { CLUSTER_PROFILE_GROUP } from "../api/clusterprofile.ts";
 import { DECISION_KEY_LABEL } from "../api/labels.ts";
-import type { KubeObject } from "../kube/object.ts";
+import { type ClusterRef, clusterKey, clusterRefOf } from "../fleet/identity.ts";
+import { isRecord, type KubeObject } from "../kube/object.ts";
 
 // What selection reads of the hub: each ClusterProfile's identity, labels and status.properties, and the
 // PlacementDecisions. Health, access providers and timestamps are left out on purpose: they change all the
@@ -21,7 +22,7 @@ export interface InventoryDecision {
   name: string;
   decisionKey?: string;
   /** The chosen ClusterProfiles; a reference without a namespace is the decision's own namespace. */
-  clusters: { namespace: string; name: string }[];
+  clusters: ClusterRef[];
 }
 
 /**
@@ -35,8 +36,8 @@ export interface Inventory {
   unknownReason?: string;
 }
 
-export const clusterKey = (ref: { namespace: string; name: string }): string =>
-  `${ref.namespace}/${ref.name}`;
+// For src/rollout/ until it imports clusterKey from fleet/identity.ts, its home (then this line goes).
+export { clusterKey };
 
 /** A ClusterProfile object as selection sees it; undefined when it is not one (a hostile object). */
 export function inventoryClusterOf(object: KubeObject): InventoryCluster | undefined {
@@ -61,12 +62,8 @@ export function inventoryDecisionOf(object: KubeObject): InventoryDecision | und
   if (typeof namespace !== "string" || typeof name !== "string") return undefined;
   const decisions = (object as { decisions?: unknown }).decisions;
   const clusters = (Array.isArray(decisions) ? decisions : []).flatMap((decision) => {
-    const ref = (decision as { clusterProfileRef?: { namespace?: unknown; name?: unknown } } | null)
-      ?.clusterProfileRef;
-    if (typeof ref?.name !== "string" || ref.name === "") return [];
-    const refNamespace =
-      typeof ref.namespace === "string" && ref.namespace !== "" ? ref.namespace : namespace;
-    return [{ namespace: refNamespace, name: ref.name }];
+    const ref = clusterRefOf(isRecord(decision) ? decision.clusterProfileRef : undefined, namespace);
+    return ref ? [ref] : [];
   });
   const decisionKey = labels?.[DECISION_KEY_LABEL];
   return { namespace, name, ...(decisionKey ? { decisionKey } : {}), clusters };

@@ -1,11 +1,10 @@
 import { parseAllDocuments } from "yaml";
 import { compareStrings } from "../fleet/diagnostic.ts";
-import { formatIdentity } from "../fleet/identity.ts";
+import { clusterKey, formatIdentity } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { isRecord, type KubeObject } from "../kube/object.ts";
 import type { PlacementSelection, SelectedCluster } from "./expand.ts";
 import {
-  clusterKey,
   type Inventory,
   inventoryClusterOf,
   inventoryDecisionOf,

@@ -1,9 +1,8 @@
 import type { ReadinessPhase } from "../api/conditions.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
-import { formatIdentity, type ObjectIdentity } from "../fleet/identity.ts";
+import { clusterKey, formatIdentity, type ObjectIdentity } from "../fleet/identity.ts";
 import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
 import type { PlacementReport } from "./combine.ts";
-import { clusterKey } from "./inventory.ts";
 
 /** A hub CR's readiness as the status summary reads it. */
 export interface CrReadiness extends ObjectIdentity {

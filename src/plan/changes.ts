@@ -1,8 +1,7 @@
-import { clusterLabel } from "../access/target.ts";
 import { canonicalJson } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { fleetFileContent } from "../fleet/file-text.ts";
-import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import { clusterLabel, formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { DesiredResource, FleetFile } from "../fleet/model.ts";
 import type { PruneReport } from "../mirror/decide.ts";
 import type { Departure } from "../placement/departures.ts";

@@ -1,6 +1,6 @@
-import { clusterLabel } from "../access/target.ts";
 import { KUBERNETES_VERSION_UNSUPPORTED } from "../api/conditions.ts";
 import type { KnativeResource } from "../api/knative.ts";
+import { clusterKey, clusterLabel } from "../fleet/identity.ts";
 import { installNamespace, sameClusterProfile } from "../install/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { PlacementPlan } from "../placement/plan.ts";
@@ -50,7 +50,7 @@ export function clusterKubernetesVersions(profiles: readonly KubeObject[]): Map<
   for (const { kind, metadata, status } of profiles) {
     const version = (status as { version?: { kubernetes?: unknown } } | undefined)?.version?.kubernetes;
     if (kind === "ClusterProfile" && typeof version === "string") {
-      versions.set(clusterLabel({ namespace: metadata.namespace ?? "", name: metadata.name ?? "" }), version);
+      versions.set(clusterKey({ namespace: metadata.namespace ?? "", name: metadata.name ?? "" }), version);
     }
   }
   return versions;

@@ -1,6 +1,7 @@
-import { clusterLabel, type TargetResolver } from "../access/target.ts";
+import type { TargetResolver } from "../access/target.ts";
 import { type KnativeResource, type KnativeStatus, OPERATOR_API_VERSION } from "../api/knative.ts";
 import type { ApplyResult, ApplyState } from "../apply/engine.ts";
+import { clusterLabel } from "../fleet/identity.ts";
 import { applyInstall, dryRunOver, readInstallState } from "../install/apply.ts";
 import { installNamespace } from "../install/identity.ts";
 import { locateInstall } from "../install/layout.ts";

@@ -1,7 +1,6 @@
 import { compareStrings, formatDiagnostic, isError } from "../fleet/diagnostic.ts";
-import { formatIdentity } from "../fleet/identity.ts";
+import { clusterKey, formatIdentity } from "../fleet/identity.ts";
 import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
-import { clusterKey } from "../placement/inventory.ts";
 import { NEEDS_HUB, type PlacementPlan } from "../placement/plan.ts";
 import type { RolloutPlan } from "../rollout/plan.ts";
 import { markdownCell, markdownCode, markdownCodeBlock, markdownText } from "../text/markdown.ts";

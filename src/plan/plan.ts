@@ -1,10 +1,9 @@
-import { clusterLabel } from "../access/target.ts";
 import type { KnativeResource } from "../api/knative.ts";
 import type { ApplyResult } from "../apply/engine.ts";
 import { inParallel } from "../apply/parallel.ts";
 import { compareStrings, isError } from "../fleet/diagnostic.ts";
 import { formatDuration } from "../fleet/duration.ts";
-import { formatIdentity } from "../fleet/identity.ts";
+import { clusterLabel, formatIdentity, identityOf } from "../fleet/identity.ts";
 import { convergedState, NOTHING_INSTALLED } from "../install/apply.ts";
 import { renderInstall } from "../install/desired.ts";
 import { installNamespace } from "../install/identity.ts";
@@ -378,7 +377,7 @@ async function planRemoval(
     context.head.model.resources.map(({ resource }) => resource),
   );
   if (sharing) {
-    const sharedWith = formatIdentity({ ...sharing.metadata, kind: sharing.kind });
+    const sharedWith = formatIdentity(identityOf(sharing));
     return { ...plan, removal: { ...decision, sharedWith, kept: [] }, findings };
   }
   const before = await renderBase(base, context);

@@ -1,4 +1,4 @@
-import { clusterLabel, type TargetResolution, type TargetResolver } from "../access/target.ts";
+import type { TargetResolution, TargetResolver } from "../access/target.ts";
 import {
   initializeConditions,
   markCleanupBlocked,
@@ -15,6 +15,7 @@ import {
 import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.ts";
 import { ABANDON_CLEANUP_ANNOTATION } from "../api/labels.ts";
 import type { ApplyResult } from "../apply/engine.ts";
+import { clusterLabel } from "../fleet/identity.ts";
 import { applyInstall } from "../install/apply.ts";
 import type { DeploymentWatches } from "../install/deployment-watch.ts";
 import { renderInstall } from "../install/desired.ts";
