@@ -1,13 +1,6 @@
 import { causeText } from "../access/errors.ts";
-import { clusterLabel } from "../access/target.ts";
 import { ConditionType, findCondition, type ReadinessPhase, readinessOf } from "../api/conditions.ts";
-import {
-  type ClusterProfileRef,
-  type Condition,
-  KNATIVE_KINDS,
-  type KnativeStatus,
-  OPERATOR_API_VERSION,
-} from "../api/knative.ts";
+import { type Condition, KNATIVE_KINDS, type KnativeStatus, OPERATOR_API_VERSION } from "../api/knative.ts";
 import {
   ABANDON_CLEANUP_ANNOTATION,
   CONFIRM_PRUNE_ANNOTATION,
@@ -16,7 +9,13 @@ import {
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
-import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import {
+  clusterLabel,
+  formatIdentity,
+  identityOf,
+  type ResourceIdentity,
+  targetOf,
+} from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
@@ -301,7 +300,6 @@ export const isSettled = (row: StatusRow): boolean => row.phase === "Current";
 
 function statusRow(object: KubeObject): StatusRow {
   const { metadata } = object;
-  const spec = object.spec as { clusterProfileRef?: ClusterProfileRef } | undefined;
   const status = object.status as KnativeStatus | undefined;
   const conditions = status?.conditions ?? [];
   const read = readinessOf({ metadata, status });
@@ -309,7 +307,7 @@ function statusRow(object: KubeObject): StatusRow {
   const observedGeneration = status?.observedGeneration;
   const identity = identityOf(object);
   return {
-    cluster: clusterLabel(spec?.clusterProfileRef),
+    cluster: clusterLabel(targetOf(object)),
     ...identity,
     phase: read.phase,
     reason: read.reason,
