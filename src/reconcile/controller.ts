@@ -1,4 +1,3 @@
-import { clusterLabel } from "../access/target.ts";
 import type { CrAdmission } from "../admission/tenancy.ts";
 import { readinessOf } from "../api/conditions.ts";
 import {
@@ -10,7 +9,13 @@ import {
 } from "../api/knative.ts";
 import { FINALIZERS } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
-import { formatIdentity, identityOf } from "../fleet/identity.ts";
+import {
+  clusterLabel,
+  formatIdentity,
+  identityOf,
+  type ResourceIdentity,
+  targetOf,
+} from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { type KubeObject, nameOf } from "../kube/object.ts";
@@ -75,6 +80,8 @@ export interface ReconcileReport {
 export class KnativeController {
   private readonly options: ControllerOptions;
   private readonly informers: Map<KnativeKind, Informer>;
+  /** The queue's keys (`formatIdentity`) and the CR each names: nothing parses a key back. */
+  private readonly identities = new Map<string, ResourceIdentity>();
   readonly queue: WorkQueue;
 
   constructor(options: ControllerOptions) {
@@ -98,7 +105,7 @@ export class KnativeController {
           options.onStatusChanged?.(); // a status write (ours, or another shard's), or our own finalizer
           return;
         }
-        this.queue.add(keyOf(kind, object));
+        this.enqueue(identityOf({ kind, metadata: object.metadata }));
       });
     }
   }
@@ -113,6 +120,13 @@ export class KnativeController {
     await this.queue.shutdown();
   }
 
+  /** Queues the CR for a reconcile, keyed by its identity's one spelling. */
+  enqueue(identity: ResourceIdentity): void {
+    const key = formatIdentity(identity);
+    this.identities.set(key, identity);
+    this.queue.add(key);
+  }
+
   /**
    * Queues every CR that targets the cluster (`clusterLabel`): its ClusterProfile's access changed, it
    * became healthy again, or this replica's shard gained it.
@@ -120,7 +134,7 @@ export class KnativeController {
   enqueueCluster(cluster: string): void {
     for (const [kind, informer] of this.informers) {
       for (const object of informer.list()) {
-        if (clusterOf(object) === cluster) this.queue.add(keyOf(kind, object));
+        if (clusterOf(object) === cluster) this.enqueue(identityOf({ kind, metadata: object.metadata }));
       }
     }
   }
@@ -135,16 +149,24 @@ export class KnativeController {
     return this.queue.groupSettled(cluster);
   }
 
+  /** The hub's CR a queue key names, as the informer has it now; undefined once it is gone. */
+  private objectOf(key: string): KubeObject | undefined {
+    const identity = this.identities.get(key);
+    return identity && this.informers.get(identity.kind)?.get(identity.namespace, identity.name);
+  }
+
   private clusterOfKey(key: string): string {
-    const [kind, namespace, name] = key.split("/") as [KnativeKind, string, string];
-    const object = this.informers.get(kind)?.get(namespace, name);
+    const object = this.objectOf(key);
     return object ? clusterOf(object) : key;
   }
 
   private async reconcileKey(key: string): Promise<{ requeueAfterMs?: number } | undefined> {
-    const [kind, namespace, name] = key.split("/") as [KnativeKind, string, string];
-    const object = this.informers.get(kind)?.get(namespace, name);
+    const identity = this.identities.get(key);
+    if (!identity) return undefined; // gone, and released by the pass that found it gone
+    const { kind, namespace, name } = identity;
+    const object = this.objectOf(key);
     if (!object) {
+      this.identities.delete(key); // a new event for the CR enqueues it again
       this.options.deps.deploymentWatches?.release({ kind, metadata: { namespace, name } }); // gone without finalize
       return undefined;
     }
@@ -298,17 +320,7 @@ export class KnativeController {
 }
 
 /** The cluster a hub CR targets, as `clusterLabel` names it, read before the CR is validated. */
-const clusterOf = (object: KubeObject): string => {
-  const ref = (object.spec as { clusterProfileRef?: { name?: unknown; namespace?: unknown } } | undefined)
-    ?.clusterProfileRef;
-  return typeof ref?.name === "string" && typeof ref.namespace === "string"
-    ? clusterLabel({ name: ref.name, namespace: ref.namespace })
-    : "hub";
-};
-
-/** The queue's key of a CR. */
-export const keyOf = (kind: KnativeKind, object: Pick<KubeObject, "metadata">): string =>
-  `${kind}/${object.metadata.namespace}/${object.metadata.name}`;
+const clusterOf = (object: KubeObject): string => clusterLabel(targetOf(object));
 
 /**
  * Whether anything but status changed: spec (generation), labels, annotations, finalizers or deletion. Our

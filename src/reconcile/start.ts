@@ -1,14 +1,15 @@
 import { ClusterAccess } from "../access/cluster-access.ts";
 import type { AccessPolicy } from "../access/policy.ts";
 import { loadProviderConfig } from "../access/provider-config.ts";
-import { clusterLabel, createTargetResolver } from "../access/target.ts";
+import { createTargetResolver } from "../access/target.ts";
 import type { LocationPolicy } from "../admission/locations.ts";
 import type { CrAdmission } from "../admission/tenancy.ts";
+import { clusterLabel, identityOf } from "../fleet/identity.ts";
 import { DeploymentWatches } from "../install/deployment-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
-import { KnativeController, keyOf, type ReconcileReport } from "./controller.ts";
+import { KnativeController, type ReconcileReport } from "./controller.ts";
 
 export interface ReconcilerOptions {
   /** The process's one hub client. */
@@ -92,7 +93,7 @@ export async function startReconciler(options: ReconcilerOptions): Promise<Recon
     onPluginRun: options.onPluginRun,
   });
   const deploymentWatches = new DeploymentWatches({
-    wake: (resource) => controller.queue.add(keyOf(resource.kind, resource)),
+    wake: (resource) => controller.enqueue(identityOf(resource)),
     fallbackMs: WATCH_FALLBACK_MS,
     onWatchError: (cluster, namespace, err) =>
       options.log.warn(

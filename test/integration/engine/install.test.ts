@@ -159,7 +159,7 @@ describe("the reconcile reconciler on real spokes", () => {
   it("a no-op reconcile writes nothing to the spoke or the hub", async () => {
     const before = await spokeWriteCount(spoke1);
     const seen = reports.length;
-    reconciler.controller.queue.add(`KnativeServing/${hubNs}/serving`);
+    reconciler.controller.enqueue({ kind: "KnativeServing", namespace: hubNs, name: "serving" });
     const report = await waitUntil("a reconcile", async () =>
       reports.slice(seen).find((r) => r.name === "serving"),
     );
@@ -213,7 +213,7 @@ describe("the reconcile reconciler on real spokes", () => {
   it("a Deployment deleted by hand on the spoke comes back and is counted as drift", async () => {
     await spokeOne.delete("apps/v1", "Deployment", "knative-serving", "activator");
     const seen = reports.length;
-    reconciler.controller.queue.add(`KnativeServing/${hubNs}/serving`);
+    reconciler.controller.enqueue({ kind: "KnativeServing", namespace: hubNs, name: "serving" });
     const report = await waitUntil("the drift reconcile", async () =>
       reports.slice(seen).find((r) => r.name === "serving"),
     );
