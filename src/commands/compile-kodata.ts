@@ -15,7 +15,7 @@ before; the upstream operator never reads .compiled/.
 
 Flags:
 ${KODATA_FLAG_HELP}
-  -h, --help     show this help`,
+  -h, --help                            show this help`,
   options: KODATA_OPTION,
   allowPositionals: false,
   async run(args, ctx) {

@@ -28,7 +28,14 @@ import {
   UsageError,
 } from "./command.ts";
 import { HUB_OPTIONS, hubClient } from "./hub.ts";
-import { findKodata, type KodataLocation, kodataSource, missingKodataMessage } from "./kodata.ts";
+import {
+  findKodata,
+  KODATA_FLAG_HELP,
+  KODATA_OPTION,
+  type KodataLocation,
+  kodataSource,
+  missingKodataMessage,
+} from "./kodata.ts";
 import { OUTPUT_OPTION, outputFormat } from "./output.ts";
 
 const PLAN_FORMATS = ["markdown", "json"] as const;
@@ -55,9 +62,8 @@ Flags:
   --base REV                            the revision merged into: a branch, origin/main, a tag, a
                                         commit id (short or full), any of them with ~N or ^N (HEAD~1)
   --head REV                            the proposed change (same forms)
-  --kodata DIR                          Knative release manifests in the operator's kodata layout, the
-                                        directory the service uses (default: $KO_DATA_PATH, else the
-                                        fetched cache; only needed when a changed CR is rendered)
+${KODATA_FLAG_HELP}; the directory the service
+                                        uses, needed only when a changed CR is rendered
   --kubeconfig FILE                     hub kubeconfig: read the hub and the spokes for a live plan
   --context NAME                        the kubeconfig context of the hub (live plan; default: the
                                         current context of --kubeconfig, else of $KUBECONFIG/~/.kube/config)
@@ -78,7 +84,7 @@ Flags:
     repo: { type: "string" },
     base: { type: "string" },
     head: { type: "string" },
-    kodata: { type: "string" },
+    ...KODATA_OPTION,
     ...HUB_OPTIONS,
     "clusterprofile-provider-file": { type: "string" },
     config: { type: "string" },

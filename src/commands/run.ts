@@ -7,6 +7,10 @@ import { FleetService } from "../service/service.ts";
 import { deflateWithoutWebStreams } from "../source/index.ts";
 import { type Command, EXIT_ERROR, UsageError } from "./command.ts";
 import { HUB_FLAGS_HELP, HUB_OPTIONS, hubKubeConfig } from "./hub.ts";
+import { findKodata, KODATA_OPTION, type KodataLookup, kodataFlagHelp } from "./kodata.ts";
+
+/** The service takes the releases it is given (the image's), never a user's fetched cache. */
+const NAMED_ONLY: KodataLookup = { cache: false };
 
 export const runCommand: Command = {
   name: "run",
@@ -24,22 +28,22 @@ ${HUB_FLAGS_HELP}
   --remote-deployments-poll-interval D  requeue interval while spoke Deployments become Available, where
                                         they cannot be watched (Go duration, default 10s; below 1s falls
                                         back to the default)
-  --kodata DIR                          Knative release manifests in the kodata layout (default $KO_DATA_PATH)
+${kodataFlagHelp(NAMED_ONLY)}
   -h, --help                            show this help`,
   options: {
     config: { type: "string" },
     ...HUB_OPTIONS,
     "clusterprofile-provider-file": { type: "string" },
     "remote-deployments-poll-interval": { type: "string" },
-    kodata: { type: "string" },
+    ...KODATA_OPTION,
   },
   allowPositionals: false,
   async run(args, ctx) {
     const { values } = args;
     const configPath = values.config as string | undefined;
     if (!configPath) throw new UsageError("--config is required");
-    const kodataDir = (values.kodata as string | undefined) ?? process.env.KO_DATA_PATH;
-    if (!kodataDir)
+    const kodata = await findKodata(values.kodata, NAMED_ONLY);
+    if (kodata === undefined)
       throw new UsageError("--kodata (or KO_DATA_PATH) must name the Knative release manifests");
     let config: ReturnType<typeof loadServiceConfig>;
     let pollIntervalMs: number | undefined;
@@ -63,7 +67,7 @@ ${HUB_FLAGS_HELP}
       config,
       hub: hubKubeConfig(args),
       providerFile: values["clusterprofile-provider-file"] as string | undefined,
-      kodataDir,
+      kodataDir: kodata.dir,
       pollIntervalMs,
       identity: processIdentity(process.env.POD_NAME),
       log,

@@ -13,7 +13,7 @@ import { expandedModel } from "../sync/sync.ts";
 import { commandSettings } from "./access-settings.ts";
 import { githubAnnotations, githubNotice, gitlabCodeQuality } from "./annotations.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, UsageError } from "./command.ts";
-import { findKodata, KODATA_OPTION } from "./kodata.ts";
+import { findKodata, KODATA_FLAG_HELP, KODATA_OPTION } from "./kodata.ts";
 import { OUTPUT_OPTION, outputFormat, renderJson } from "./output.ts";
 import {
   admissionDiagnostics,
@@ -72,16 +72,17 @@ stderr (and under "skipped" in -o json). YAML files the file glob leaves out are
 Exit code 1 when any file has an error, or when no file below <dir> matches the glob; 2 on usage errors.
 
 Flags:
-  --config FILE              the service's config file: its file selection, default namespace and admission
-  --kodata DIR               Knative release manifests in the kodata layout (default: $KO_DATA_PATH, else
-                             the fetched cache that \`knative-fleet version\` lists)
-  --cluster-profiles PATH    ClusterProfiles and PlacementDecisions (a kubectl -o yaml list, or a folder of
-                             them) that placements select from, as plan takes them
-  --path-glob GLOB           which files count (default: the config's, else ${DEFAULT_FILE_SELECTION.pathGlob})
-  -o, --output FORMAT        text (default); json ({schemaVersion, diagnostics, skipped, counts}); github
-                             (workflow commands: annotations on the pull request); gitlab (a Code Quality
-                             report for artifacts:reports:codequality)
-  -h, --help                 show this help`,
+  --config FILE                         the service's config file: its file selection, default namespace
+                                        and admission
+${KODATA_FLAG_HELP}
+  --cluster-profiles PATH               ClusterProfiles and PlacementDecisions (a kubectl -o yaml list, or a
+                                        folder of them) that placements select from, as plan takes them
+  --path-glob GLOB                      which files count (default: the config's, else
+                                        ${DEFAULT_FILE_SELECTION.pathGlob})
+  -o, --output FORMAT                   text (default); json ({schemaVersion, diagnostics, skipped, counts});
+                                        github (workflow commands: annotations on the pull request); gitlab
+                                        (a Code Quality report for artifacts:reports:codequality)
+  -h, --help                            show this help`,
   options: {
     "path-glob": { type: "string" },
     config: { type: "string" },

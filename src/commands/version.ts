@@ -30,9 +30,10 @@ it finds: --kodata, else $KO_DATA_PATH (the image's bundled releases), else the 
 
 Flags:
 ${KODATA_FLAG_HELP}
-  -o, --output   text (default) or json: {version, node, kodata: {dir, from, releases, ingresses,
-                 minimumKubernetes}} (kodata absent when none is found)
-  -h, --help     show this help`,
+  -o, --output text|json                text (default) or json: {version, node, kodata: {dir, from,
+                                        releases, ingresses, minimumKubernetes}} (kodata absent when none
+                                        is found)
+  -h, --help                            show this help`,
   options: { ...KODATA_OPTION, ...OUTPUT_OPTION },
   outputFormats: VERSION_FORMATS,
   allowPositionals: false,
