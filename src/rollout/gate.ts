@@ -1,23 +1,31 @@
-import { clusterLabel } from "../access/target.ts";
-import { readinessOf } from "../api/conditions.ts";
-import type { KnativeStatus } from "../api/knative.ts";
-import { DESIRED_HASH_ANNOTATION, isManagedByFleet, SOURCE_COMMIT_ANNOTATION } from "../api/labels.ts";
-import { desiredHash } from "../apply/compare.ts";
-import { compareStrings } from "../fleet/diagnostic.ts";
+import { isManagedByFleet, SOURCE_COMMIT_ANNOTATION } from "../api/labels.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep, PruneCandidate } from "../mirror/decide.ts";
 import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
-import type { Content, CrState, Halt, RolloutState } from "./state.ts";
+import type { Content, Halt, RolloutState } from "./state.ts";
+import { maxUnavailableCount, type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
 import {
-  type ClusterRef,
-  maxUnavailableCount,
-  type PlannedWave,
-  plannedWaves,
-  waveIndexOf,
-} from "./waves.ts";
+  clusterRefOf,
+  type GateInput,
+  inEpoch,
+  isGated,
+  isPending,
+  isSafe,
+  isUnavailable,
+  isWrite,
+  type Member,
+  openWaveIndex,
+  rolloutName,
+  type Weighing,
+  weigh,
+} from "./weigh.ts";
 import { windowOpen } from "./windows.ts";
+
+// The model test (test/unit/rollout/model.test.ts) reads the gate's verdict on health from here, as it did
+// before the weighing had a file of its own.
+export { healthOf } from "./weigh.ts";
 
 // The rollout gate, pure: from the policy, the state kept on the hub, the mirror's planned steps and the hub's
 // CRs, which changes go out now, which wait (and why), what is reverted, and the next state. Level-based:
@@ -39,25 +47,6 @@ import { windowOpen } from "./windows.ts";
 //   4. inventory changes and failed files never lift a halt or finish a wave: a failed file's CR keeps the
 //      content Git last wanted for it as its target;
 //   5. a CR the fleet no longer wants (a cluster that left, a removed file) is no member: it blocks no wave.
-
-export interface GateInput {
-  spec: RolloutSpec;
-  /** Paused on the hub (the state ConfigMap's annotation), beside the file's `paused`. */
-  hubPaused: boolean;
-  /** The head commit of this sync. */
-  commit: string;
-  clusters: readonly InventoryCluster[];
-  /** The stored state; undefined when there is none (a first rollout, or one started over). */
-  state: RolloutState | undefined;
-  /**
-   * CRs declared by fleet files that failed validation (by `Kind namespace/name`): they keep their last
-   * applied content, and the content Git last wanted for them stays their target.
-   */
-  frozen: readonly ResourceIdentity[];
-  /** CRs no file declares that are kept anyway (a cluster within its departure grace period). */
-  held: readonly ResourceIdentity[];
-  now: Date;
-}
 
 export interface RolloutEvent {
   /** The hub CR it is about; undefined for the rollout as a whole. */
@@ -94,319 +83,270 @@ export interface GateOutcome {
   openWave?: string;
 }
 
-/** A CR's health as the gate reads it: the one readiness verdict, Current or not, and why not. */
-export function healthOf(cr: KubeObject): { healthy: boolean; reason: string } {
-  const readiness = readinessOf({ metadata: cr.metadata, status: cr.status as KnativeStatus | undefined });
-  return { healthy: readiness.phase === "Current", reason: readiness.message ?? "" };
+/** The CRs let through this sync, and why each held one waits. */
+interface Release {
+  release: Set<string>;
+  waiting: Map<string, string>;
 }
 
-/** One CR the gate weighs: wanted by the fleet (a step), or kept at its last state by a failed file. */
-interface Member {
-  key: string;
-  identity: ResourceIdentity;
-  path: string;
-  wave: number;
-  cluster: string;
-  step?: ApplyStep;
-  live?: KubeObject;
-  liveHash?: string;
-  /** The content Git wants; for a frozen CR the one it last wanted. */
-  target?: string;
-  frozen: boolean;
-  health: { healthy: boolean; reason: string };
+/** A phase's result: the state so far and the Events it adds. */
+interface Phase {
+  state: RolloutState;
+  events: RolloutEvent[];
 }
 
-const hashOf = (object: KubeObject | undefined): string | undefined =>
-  object?.metadata.annotations?.[DESIRED_HASH_ANNOTATION];
-
-const clusterRefOf = (object: KubeObject | undefined): ClusterRef | undefined => {
-  const ref = (object?.spec as { clusterProfileRef?: ClusterRef } | undefined)?.clusterProfileRef;
-  return ref && typeof ref.name === "string" ? { namespace: ref.namespace ?? "", name: ref.name } : undefined;
-};
-
-const isWrite = (step: ApplyStep | undefined): step is ApplyStep & { object: KubeObject } =>
-  step?.action === "create" || step?.action === "update";
-
-/** The waves a sync gates by: the policy's, or with allAtOnce one wave of every CR without soak or limit. */
-function wavesOf(spec: RolloutSpec): PlannedWave[] {
-  if (!spec.allAtOnce) return plannedWaves(spec);
-  return [{ name: "all-at-once", maxUnavailable: "100%", soakMs: 0, timeLimitMs: Number.POSITIVE_INFINITY }];
-}
-
-/** Which changes of one sync go out now, which are reverted, and the next state. */
+/**
+ * Which changes of one sync go out now, which are reverted, and the next state: the weighing, then each
+ * phase on the state the previous one left.
+ */
 export function gateApplies(
   input: GateInput,
   steps: readonly ApplyStep[],
   live: readonly KubeObject[],
 ): GateOutcome {
-  const { spec, now } = input;
-  const at = now.toISOString();
-  const nowMs = now.getTime();
-  const waves = wavesOf(spec);
-  const inventory = new Map(input.clusters.map((cluster) => [clusterKey(cluster), cluster]));
-  const waveOf = (ref: ClusterRef | undefined) => (spec.allAtOnce ? 0 : waveIndexOf(spec, ref, inventory));
-  const liveByKey = new Map(live.map((object) => [formatIdentity(identityOf(object)), object]));
-  const stored = input.state;
-  const crs: Record<string, CrState> = structuredClone(stored?.crs ?? {});
+  const w = weigh(input, steps, live);
   const events: RolloutEvent[] = [];
-
-  // The members: every CR the fleet wants, and every CR a failed file keeps at its last state.
-  const members: Member[] = [];
-  const member = (key: string, identity: ResourceIdentity, path: string, step: ApplyStep | undefined) => {
-    const current = liveByKey.get(key);
-    const frozen = step === undefined || step.action === "refused";
-    const ref = clusterRefOf(isWrite(step) ? step.object : current) ?? crs[key]?.cluster;
-    const target = frozen
-      ? (crs[key]?.target?.hash ?? hashOf(current))
-      : isWrite(step)
-        ? (hashOf(step.object) ?? desiredHash(step.object))
-        : hashOf(current);
-    if (ref) {
-      crs[key] ??= {};
-      crs[key].cluster = { namespace: ref.namespace, name: ref.name };
-    }
-    members.push({
-      key,
-      identity,
-      path,
-      wave: waveOf(ref),
-      cluster: clusterLabel(ref),
-      ...(step ? { step } : {}),
-      ...(current ? { live: current, liveHash: hashOf(current) } : {}),
-      ...(target !== undefined ? { target } : {}),
-      frozen,
-      health: current ? healthOf(current) : { healthy: false, reason: "not applied yet" },
-    });
+  const phase = (next: Phase): RolloutState => {
+    events.push(...next.events);
+    return next.state;
   };
-  for (const step of steps) {
-    if (step.action === "conflict" || step.action === "terminating") continue;
-    const { kind, namespace, name } = step;
-    member(formatIdentity(step), { kind, namespace, name }, step.path, step);
-  }
-  const wanted = new Set(members.map((m) => m.key));
-  // A failed file's CR is weighed even before it was ever created: the content it was last wanted with waits.
-  for (const identity of input.frozen) {
-    const key = formatIdentity(identity);
-    const current = liveByKey.get(key);
-    if (wanted.has(key) || current?.metadata.deletionTimestamp) continue;
-    if (current === undefined && crs[key]?.target === undefined) continue;
-    wanted.add(key);
-    member(key, identity, "", undefined);
-  }
-  members.sort((a, b) => a.wave - b.wave || compareStrings(a.key, b.key));
-
-  // What is known of each CR: the content Git wants, its health on the content it has. A CR gone from the
-  // hub and from Git is forgotten; one still on the hub keeps its baseline, whatever Git says now.
-  let changedByCommit = false;
-  for (const m of members) {
-    crs[m.key] ??= {};
-    const entry = crs[m.key]!;
-    if (!m.frozen && m.target !== undefined && entry.target?.hash !== m.target) {
-      changedByCommit ||= entry.target !== undefined && entry.target.commit !== input.commit;
-      entry.target = { hash: m.target, commit: input.commit };
-    }
-    if (m.liveHash !== undefined && m.live !== undefined) {
-      const healthy = m.health.healthy;
-      if (entry.health?.hash !== m.liveHash || entry.health.healthy !== healthy) {
-        entry.health = { hash: m.liveHash, healthy, since: at };
-      }
-    } else delete entry.health;
-  }
-  for (const key of Object.keys(crs)) if (!wanted.has(key) && !liveByKey.has(key)) delete crs[key];
-
-  const baselineOf = (m: Member) => crs[m.key]?.baseline;
-  const inEpoch = (m: Member) => m.live !== undefined && m.liveHash !== baselineOf(m)?.hash;
-  const isPending = (m: Member) => m.target !== undefined && m.target !== m.liveHash;
-  /** Back to the content of the last completed rollout, or the same content rewritten (drift): safe now. */
-  const isSafe = (m: Member) =>
-    isWrite(m.step) && (m.target === m.liveHash || m.target === baselineOf(m)?.hash);
-  const isGated = (m: Member) => isPending(m) && !isSafe(m);
-  /**
-   * Changed since the baseline and not healthy, on the content Git wants or on one it has moved on from:
-   * what maxUnavailable counts.
-   */
-  const isUnavailable = (m: Member) => inEpoch(m) && !m.health.healthy;
-  const soaked = (m: Member) => {
-    const health = crs[m.key]?.health;
-    return (
-      health?.healthy === true &&
-      health.hash === m.liveHash &&
-      nowMs - Date.parse(health.since) >= waves[m.wave]!.soakMs
-    );
+  const open = openWaveIndex(w);
+  let state = startOrName(w, open);
+  state = phase(liftHalt(w, state));
+  state = phase(haltOnFailure(w, state));
+  const paused = input.spec.paused || input.hubPaused;
+  const released = releaseSafe(w, state, paused);
+  if (state.phase === "Halted") holdForHalt(w, state, released);
+  else if (open !== -1 && !paused) state = phase(releaseWave(w, state, open, released));
+  if (state.phase !== "Halted") state = phase(completeWaves(w, state, open));
+  const reverts = revertRequests(w, state, released.release);
+  const stillOpen = openWaveIndex(w);
+  const openWave = state.phase === "Progressing" && stillOpen !== -1 ? w.waves[stillOpen]!.name : undefined;
+  if (openWave === undefined) delete state.waveName;
+  else state.waveName = openWave;
+  const gated = steps.map((step) =>
+    !isWrite(step) || released.release.has(formatIdentity(step))
+      ? step
+      : holdStep(step, released.waiting.get(formatIdentity(step)) ?? `${rolloutName(state)} waits`),
+  );
+  return {
+    steps: gated,
+    reverts,
+    state,
+    waiting: released.waiting,
+    events,
+    ...(openWave ? { openWave } : {}),
   };
-  const waveDone = (wave: number) =>
-    members.every((m) => m.wave !== wave || (!isPending(m) && (!inEpoch(m) || soaked(m))));
+}
 
-  let state: RolloutState = stored
+/** A create or update held back: `waiting`, with why, and without the object it would have written. */
+export function holdStep(step: ApplyStep, reason: string): ApplyStep {
+  if (!isWrite(step)) return step;
+  const { object: _held, ...outcome } = step;
+  return { ...outcome, action: "waiting", reason };
+}
+
+/**
+ * The state this sync starts from: a new rollout when something changes after a completed one; a commit
+ * that changes content during one gives it its name (the rollout goes on: what is known of each CR stays).
+ */
+function startOrName(w: Weighing, open: number): RolloutState {
+  const { input, crs, at } = w;
+  const stored = input.state;
+  const state: RolloutState = stored
     ? { ...structuredClone(stored), crs }
     : { schema: 2, phase: "Complete", commit: input.commit, startedAt: at, waves: {}, crs };
-  const rollout = () => `rollout of ${state.commit.slice(0, 12)}`;
-  const paused = spec.paused || input.hubPaused;
-  let open = waves.findIndex((_, index) => !waveDone(index));
-
-  // A new rollout starts when something changes after a completed one; a commit that changes content
-  // during one gives it its name (the rollout goes on: what is known of each CR stays).
   if (state.phase === "Complete" && open !== -1) {
-    state = { ...state, phase: "Progressing", commit: input.commit, startedAt: at, waves: {} };
     for (const entry of Object.values(crs)) delete entry.released;
-  } else if (state.phase !== "Complete" && changedByCommit) {
-    state = { ...state, commit: input.commit };
+    return { ...state, phase: "Progressing", commit: input.commit, startedAt: at, waves: {} };
   }
+  if (state.phase !== "Complete" && w.changedByCommit) return { ...state, commit: input.commit };
+  return state;
+}
 
-  if (state.phase === "Halted" && spec.allAtOnce) state = lifted(state, "allAtOnce is set", events);
-  if (state.phase === "Halted" && state.halt && haltLifted(state.halt, input, members)) {
-    state = lifted(state, `Git wants another content for ${state.halt.resource}`, events);
+/** A halt is lifted by allAtOnce, or by a newer commit that wants other content for the CR that failed. */
+function liftHalt(w: Weighing, state: RolloutState): Phase {
+  if (state.phase !== "Halted") return { state, events: [] };
+  if (w.input.spec.allAtOnce) return lifted(state, "allAtOnce is set");
+  if (state.halt && haltLifted(state.halt, w.input, w.members)) {
+    return lifted(state, `Git wants another content for ${state.halt.resource}`);
   }
+  return { state, events: [] };
+}
 
-  // A CR let through that is not healthy on its change within the time limit halts the rollout.
-  if (state.phase === "Progressing" && !spec.allAtOnce) {
-    const failed = members.find((m) => {
-      const entry = crs[m.key];
-      // A change Git has moved on from (a fix pushed) no longer counts: its CR gets the new content instead.
-      return (
-        entry?.released !== undefined &&
-        entry.released.hash === m.liveHash &&
-        m.target === m.liveHash &&
-        entry.health?.healthy === false &&
-        nowMs - Date.parse(entry.health.since) > waves[m.wave]!.timeLimitMs
-      );
-    });
-    if (failed) {
-      const wave = waves[failed.wave]!;
-      const halt: Halt = {
-        wave: wave.name,
-        waveIndex: failed.wave,
-        resource: failed.key,
-        cluster: failed.cluster,
-        hash: failed.liveHash!,
-        commit: input.commit,
-        reason: failed.health.reason,
-        at,
-      };
-      state = { ...state, phase: "Halted", halt };
-      events.push({
+/** A CR let through that is not healthy on its change within the time limit halts the rollout. */
+function haltOnFailure(w: Weighing, state: RolloutState): Phase {
+  if (state.phase !== "Progressing" || w.input.spec.allAtOnce) return { state, events: [] };
+  const { crs, waves, nowMs, at } = w;
+  const failed = w.members.find((m) => {
+    const entry = crs[m.key];
+    // A change Git has moved on from (a fix pushed) no longer counts: its CR gets the new content instead.
+    return (
+      entry?.released !== undefined &&
+      entry.released.hash === m.liveHash &&
+      m.target === m.liveHash &&
+      entry.health?.healthy === false &&
+      nowMs - Date.parse(entry.health.since) > waves[m.wave]!.timeLimitMs
+    );
+  });
+  if (failed === undefined) return { state, events: [] };
+  const wave = waves[failed.wave]!;
+  const halt: Halt = {
+    wave: wave.name,
+    waveIndex: failed.wave,
+    resource: failed.key,
+    cluster: failed.cluster,
+    hash: failed.liveHash!,
+    commit: w.input.commit,
+    reason: failed.health.reason,
+    at,
+  };
+  return {
+    state: { ...state, phase: "Halted", halt },
+    events: [
+      {
         resource: failed.identity,
         type: "Warning",
         reason: "RolloutHalted",
-        message: `${rollout()} halted in wave ${wave.name}: ${failed.key} on ${failed.cluster} not healthy within ${wave.timeLimitMs / 1000}s: ${failed.health.reason}`,
-      });
-    }
-  }
-
-  const release = new Set<string>();
-  const waiting = new Map<string, string>();
-  const letThrough = (m: Member) => {
-    release.add(m.key);
-    const entry = crs[m.key]!;
-    entry.health = { hash: m.target!, healthy: false, since: at };
-    if (!isSafe(m)) entry.released = { hash: m.target!, at };
+        message: `${rolloutName(state)} halted in wave ${wave.name}: ${failed.key} on ${failed.cluster} not healthy within ${wave.timeLimitMs / 1000}s: ${failed.health.reason}`,
+      },
+    ],
   };
+}
 
-  if (paused) {
-    for (const m of members.filter(isPending)) waiting.set(m.key, `${rollout()} is paused`);
-  } else {
-    // Back to the baseline, or drift repaired: never new content, so it goes at once.
-    for (const m of members) if (isPending(m) && isSafe(m)) letThrough(m);
+/** Lets a member's content through: its health starts over on it, and new content counts as released. */
+function letThrough(w: Weighing, m: Member, released: Release): void {
+  released.release.add(m.key);
+  const entry = w.crs[m.key]!;
+  entry.health = { hash: m.target!, healthy: false, since: w.at };
+  if (!isSafe(w, m)) entry.released = { hash: m.target!, at: w.at };
+}
+
+/**
+ * What goes out whatever the waves say: back to the baseline, or drift repaired, never new content. A
+ * paused rollout holds every change instead.
+ */
+function releaseSafe(w: Weighing, state: RolloutState, paused: boolean): Release {
+  const released: Release = { release: new Set(), waiting: new Map() };
+  const rollout = rolloutName(state);
+  for (const m of w.members) {
+    if (!isPending(m)) continue;
+    if (paused) released.waiting.set(m.key, `${rollout} is paused`);
+    else if (isSafe(w, m)) letThrough(w, m, released);
   }
+  return released;
+}
 
-  if (state.phase === "Halted") {
-    const halt = state.halt!;
-    const why = `${rollout()} halted in wave ${halt.wave}: ${halt.resource} on ${halt.cluster}: ${halt.reason}; a commit that changes ${halt.resource} lifts the halt`;
-    for (const m of members) if (isGated(m)) waiting.set(m.key, why);
-  } else if (open !== -1 && !paused) {
-    const wave = waves[open]!;
-    state.waves[wave.name] ??= {};
-    const times = state.waves[wave.name]!;
-    const closed =
-      spec.allAtOnce || windowOpen(spec.windows, now) ? undefined : "outside the rollout windows";
-    if (times.opened === undefined && closed) {
-      for (const m of members) {
-        if (isGated(m) && m.wave >= open) waiting.set(m.key, waitsForWave(rollout(), waves[m.wave]!, closed));
+/** While halted every gated change waits, saying where and what lifts it. */
+function holdForHalt(w: Weighing, state: RolloutState, released: Release): void {
+  const halt = state.halt!;
+  const why = `${rolloutName(state)} halted in wave ${halt.wave}: ${halt.resource} on ${halt.cluster}: ${halt.reason}; a commit that changes ${halt.resource} lifts the halt`;
+  for (const m of w.members) if (isGated(w, m)) released.waiting.set(m.key, why);
+}
+
+/**
+ * The open wave lets its gated CRs through within maxUnavailable (in a rollout window, once it opened);
+ * later waves' changes wait for theirs.
+ */
+function releaseWave(w: Weighing, state: RolloutState, open: number, released: Release): Phase {
+  const { spec, now } = w.input;
+  const wave = w.waves[open]!;
+  const rollout = rolloutName(state);
+  state.waves[wave.name] ??= {};
+  const times = state.waves[wave.name]!;
+  const closed = spec.allAtOnce || windowOpen(spec.windows, now) ? undefined : "outside the rollout windows";
+  if (times.opened === undefined && closed) {
+    for (const m of w.members) {
+      if (isGated(w, m) && m.wave >= open) {
+        released.waiting.set(m.key, waitsForWave(rollout, w.waves[m.wave]!, closed));
       }
+    }
+    return { state, events: [] };
+  }
+  const inWave = w.members.filter((m) => m.wave === open);
+  let budget = spec.allAtOnce
+    ? Number.POSITIVE_INFINITY
+    : maxUnavailableCount(wave.maxUnavailable, inWave.length) -
+      inWave.filter((m) => isUnavailable(w, m)).length;
+  for (const m of inWave.filter((m) => isGated(w, m))) {
+    // A CR already counted takes its new content in its own place: the count does not grow.
+    const ownPlace = isUnavailable(w, m);
+    if ((ownPlace || budget > 0) && isWrite(m.step)) {
+      letThrough(w, m, released);
+      if (!ownPlace) budget--;
     } else {
-      const inWave = members.filter((m) => m.wave === open);
-      let budget = spec.allAtOnce
-        ? Number.POSITIVE_INFINITY
-        : maxUnavailableCount(wave.maxUnavailable, inWave.length) - inWave.filter(isUnavailable).length;
-      for (const m of inWave.filter(isGated)) {
-        // A CR already counted takes its new content in its own place: the count does not grow.
-        const ownPlace = isUnavailable(m);
-        if ((ownPlace || budget > 0) && isWrite(m.step)) {
-          letThrough(m);
-          if (!ownPlace) budget--;
-        } else {
-          waiting.set(
-            m.key,
-            m.frozen
-              ? `${rollout()}: its file fails validation, so its change waits`
-              : `${rollout()}: waits for its turn in wave ${wave.name} (maxUnavailable ${wave.maxUnavailable})`,
-          );
-        }
-      }
-      if (times.opened === undefined && inWave.some((m) => release.has(m.key))) {
-        times.opened = at;
-        delete times.completed;
-        events.push({
-          type: "Normal",
-          reason: "RolloutWaveOpened",
-          message: `${rollout()}: wave ${wave.name} opened (${inWave.filter(isGated).length} CR(s) to change)`,
-        });
-      }
-      for (const m of members)
-        if (isGated(m) && m.wave > open) waiting.set(m.key, waitsForWave(rollout(), waves[m.wave]!));
+      released.waiting.set(
+        m.key,
+        m.frozen
+          ? `${rollout}: its file fails validation, so its change waits`
+          : `${rollout}: waits for its turn in wave ${wave.name} (maxUnavailable ${wave.maxUnavailable})`,
+      );
     }
   }
+  const events: RolloutEvent[] = [];
+  if (times.opened === undefined && inWave.some((m) => released.release.has(m.key))) {
+    times.opened = w.at;
+    delete times.completed;
+    events.push({
+      type: "Normal",
+      reason: "RolloutWaveOpened",
+      message: `${rollout}: wave ${wave.name} opened (${inWave.filter((m) => isGated(w, m)).length} CR(s) to change)`,
+    });
+  }
+  for (const m of w.members) {
+    if (isGated(w, m) && m.wave > open) released.waiting.set(m.key, waitsForWave(rollout, w.waves[m.wave]!));
+  }
+  return { state, events };
+}
 
-  // Waves done in this rollout, for people; the rollout completes when every wave is.
-  if (state.phase !== "Halted") {
-    const doneUpTo = open === -1 ? waves.length : open;
-    for (let index = 0; index < doneUpTo; index++) {
-      const name = waves[index]!.name;
-      const times = state.waves[name];
-      const changed = members.some((m) => m.wave === index && inEpoch(m));
-      if ((times?.opened !== undefined || changed) && times?.completed === undefined) {
-        state.waves[name] = { ...times, completed: at };
-      }
-    }
-    for (let index = doneUpTo; index < waves.length; index++) {
-      const times = state.waves[waves[index]!.name];
-      if (times?.completed !== undefined) delete times.completed;
-    }
-    if (open === -1 && state.phase === "Progressing") {
-      for (const m of members) {
-        if (m.live === undefined || !m.health.healthy) continue;
-        crs[m.key]!.baseline = {
-          hash: m.liveHash ?? "",
-          commit: m.live.metadata.annotations?.[SOURCE_COMMIT_ANNOTATION] ?? "",
-        };
-      }
-      for (const entry of Object.values(crs)) delete entry.released;
-      state = { ...state, phase: "Complete" };
-      events.push({ type: "Normal", reason: "RolloutCompleted", message: `${rollout()} reached every wave` });
+/**
+ * Waves done in this rollout, for people; the rollout completes when every wave is, and each healthy CR's
+ * content (and the commit it came from) becomes its baseline.
+ */
+function completeWaves(w: Weighing, state: RolloutState, open: number): Phase {
+  const { waves, members, crs, at } = w;
+  const doneUpTo = open === -1 ? waves.length : open;
+  for (let index = 0; index < doneUpTo; index++) {
+    const name = waves[index]!.name;
+    const times = state.waves[name];
+    const changed = members.some((m) => m.wave === index && inEpoch(w, m));
+    if ((times?.opened !== undefined || changed) && times?.completed === undefined) {
+      state.waves[name] = { ...times, completed: at };
     }
   }
+  for (let index = doneUpTo; index < waves.length; index++) {
+    const times = state.waves[waves[index]!.name];
+    if (times?.completed !== undefined) delete times.completed;
+  }
+  if (open !== -1 || state.phase !== "Progressing") return { state, events: [] };
+  for (const m of members) {
+    if (m.live === undefined || !m.health.healthy) continue;
+    crs[m.key]!.baseline = {
+      hash: m.liveHash ?? "",
+      commit: m.live.metadata.annotations?.[SOURCE_COMMIT_ANNOTATION] ?? "",
+    };
+  }
+  for (const entry of Object.values(crs)) delete entry.released;
+  return {
+    state: { ...state, phase: "Complete" },
+    events: [
+      { type: "Normal", reason: "RolloutCompleted", message: `${rolloutName(state)} reached every wave` },
+    ],
+  };
+}
 
-  const reverts: RevertRequest[] =
-    state.phase === "Halted" && spec.onFailure === "HaltAndRevert"
-      ? members.flatMap((m): RevertRequest[] => {
-          const baseline = baselineOf(m);
-          if (!inEpoch(m) || baseline === undefined || crs[m.key]?.revertFailed === baseline.hash) return [];
-          release.delete(m.key);
-          return [{ resource: m.identity, cluster: m.cluster, path: m.path, to: baseline, live: m.live! }];
-        })
-      : [];
-
-  open = waves.findIndex((_, index) => !waveDone(index));
-  const openWave = state.phase === "Progressing" && open !== -1 ? waves[open]!.name : undefined;
-  if (openWave === undefined) delete state.waveName;
-  else state.waveName = openWave;
-  const gated = steps.map((step): ApplyStep => {
-    const key = formatIdentity(step);
-    if (!isWrite(step) || release.has(key)) return step;
-    const { object: _held, ...outcome } = step;
-    return { ...outcome, action: "waiting", reason: waiting.get(key) ?? `${rollout()} waits` };
+/**
+ * With HaltAndRevert, a halted rollout puts every changed CR back on its baseline (those it cannot be
+ * reverted to again aside); a reverted CR is not also let through.
+ */
+function revertRequests(w: Weighing, state: RolloutState, release: Set<string>): RevertRequest[] {
+  if (state.phase !== "Halted" || w.input.spec.onFailure !== "HaltAndRevert") return [];
+  return w.members.flatMap((m): RevertRequest[] => {
+    const baseline = w.crs[m.key]?.baseline;
+    if (!inEpoch(w, m) || baseline === undefined || w.crs[m.key]?.revertFailed === baseline.hash) return [];
+    release.delete(m.key);
+    return [{ resource: m.identity, cluster: m.cluster, path: m.path, to: baseline, live: m.live! }];
   });
-  return { steps: gated, reverts, state, waiting, events, ...(openWave ? { openWave } : {}) };
 }
 
 function waitsForWave(rollout: string, wave: PlannedWave, why?: string): string {
@@ -425,14 +365,18 @@ function haltLifted(halt: Halt, input: GateInput, members: readonly Member[]): b
   return !input.held.some((identity) => formatIdentity(identity) === halt.resource);
 }
 
-function lifted(state: RolloutState, why: string, events: RolloutEvent[]): RolloutState {
-  events.push({
-    type: "Normal",
-    reason: "RolloutHaltLifted",
-    message: `the halt in wave ${state.halt?.wave} (${state.halt?.resource}) is lifted: ${why}`,
-  });
+function lifted(state: RolloutState, why: string): Phase {
   const { halt: _halt, ...rest } = state;
-  return { ...rest, phase: "Progressing" };
+  return {
+    state: { ...rest, phase: "Progressing" },
+    events: [
+      {
+        type: "Normal",
+        reason: "RolloutHaltLifted",
+        message: `the halt in wave ${state.halt?.wave} (${state.halt?.resource}) is lifted: ${why}`,
+      },
+    ],
+  };
 }
 
 /**

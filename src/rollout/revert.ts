@@ -2,7 +2,7 @@ import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
 import { formatIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
 import { type ApplyStep, type MirrorSource, mirroredObject } from "../mirror/decide.ts";
-import type { RevertRequest } from "./gate.ts";
+import type { GateOutcome, RevertRequest, RolloutEvent } from "./gate.ts";
 
 // A revert re-derives the content it puts back from Git: the state keeps only the baseline's digest and
 // commit, so nothing a ConfigMap writer could place in the state is ever applied as it is.
@@ -56,3 +56,69 @@ export function withReverts(steps: readonly ApplyStep[], reverts: readonly Apply
   // A CR a failed file holds has no step of its own.
   return [...merged, ...byKey.values()];
 }
+
+/**
+ * The updates that put the outcome's CRs back on their baselines, each re-derived by `revertOne`, and the
+ * Events saying so; a revert that cannot be made is reported and left as it is (marked in the state when
+ * retrying will not help, so it is reported once).
+ */
+export function revertsOf(
+  outcome: GateOutcome,
+  revertOne: (request: RevertRequest) => RevertResult,
+): { steps: ApplyStep[]; events: RolloutEvent[] } {
+  const steps: ApplyStep[] = [];
+  const events: RolloutEvent[] = [];
+  for (const request of outcome.reverts) {
+    const { to, resource, cluster } = request;
+    const key = formatIdentity(resource);
+    const result = revertOne(request);
+    if ("failure" in result) {
+      if (result.lasting) outcome.state.crs[key]!.revertFailed = to.hash;
+      events.push({
+        resource,
+        type: "Warning",
+        reason: "RolloutRevertFailed",
+        message: `${key} on ${cluster} cannot go back to ${to.commit.slice(0, 12)}: ${result.failure}`,
+      });
+      continue;
+    }
+    events.push({
+      resource,
+      type: "Warning",
+      reason: "RolloutReverted",
+      message: `${outcome.state.halt ? `halted in wave ${outcome.state.halt.wave}; ` : ""}${key} on ${cluster} goes back to ${to.commit.slice(0, 12)}, the content of the last completed rollout`,
+    });
+    steps.push(result.step);
+  }
+  return { steps, events };
+}
+
+/**
+ * `revertsOf` with each baseline's commit read from Git through `modelAt` (once per commit): a commit that
+ * cannot be read fails its reverts for this sync only.
+ */
+export async function revertsFor(
+  outcome: GateOutcome,
+  modelAt: (commit: string) => Promise<FleetModel>,
+  source: Pick<MirrorSource, "repository" | "branch">,
+): Promise<{ steps: ApplyStep[]; events: RolloutEvent[] }> {
+  const models = new Map<string, FleetModel | { unreadable: string }>();
+  for (const { to } of outcome.reverts) {
+    if (models.has(to.commit)) continue;
+    models.set(to.commit, await modelAt(to.commit).catch((err: unknown) => ({ unreadable: String(err) })));
+  }
+  return revertsOf(outcome, (request) => {
+    const model = models.get(request.to.commit)!;
+    if ("unreadable" in model) return cannotRead(request, model.unreadable);
+    try {
+      return revertStep(request, model, source);
+    } catch (err) {
+      return cannotRead(request, String(err));
+    }
+  });
+}
+
+const cannotRead = (request: RevertRequest, why: string): RevertResult => ({
+  failure: `commit ${request.to.commit.slice(0, 12)} cannot be read (${why})`,
+  lasting: false,
+});

@@ -1,83 +1,18 @@
-import { randomBytes } from "node:crypto";
 import { OPERATOR_API_VERSION } from "../api/knative.ts";
-import {
-  ROLLOUT_PAUSED_ANNOTATION,
-  ROLLOUT_REFUSED_ANNOTATION,
-  ROLLOUT_WAITING_ANNOTATION,
-} from "../api/labels.ts";
+import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../api/labels.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
-import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep, MirrorSource, PruneCandidate } from "../mirror/decide.ts";
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
-import { type GateOutcome, gateApplies, gatePrunes, type RolloutEvent } from "./gate.ts";
-import { type RevertResult, revertStep, withReverts } from "./revert.ts";
-import {
-  type Halt,
-  historyOf,
-  type OpenedState,
-  openState,
-  ROLLOUT_KEY_SECRET,
-  ROLLOUT_KEY_SECRET_KEY,
-  ROLLOUT_KEY_SECRET_LAST,
-  ROLLOUT_STATE_CONFIGMAP,
-  ROLLOUT_STATE_MAC_KEY,
-  type RolloutState,
-  sealState,
-  stateBinding,
-  stateText,
-} from "./state.ts";
-
-/** What the rollout did in one sync, for the log, the status summary and the metrics. */
-export interface RolloutReport {
-  /**
-   * `Invalid`: the policy cannot be read; `Waiting`: the inventory or the state's key is not there yet;
-   * `Refused`: the stored state was not written by this knative-fleet. Every change waits in all three.
-   */
-  phase: RolloutState["phase"] | "Invalid" | "Waiting" | "Refused";
-  /** The commit the rollout started at. */
-  commit?: string;
-  wave?: string;
-  paused: boolean;
-  halt?: Halt;
-  /** How many CRs keep their last applied spec this sync. */
-  waiting: number;
-  history: ReturnType<typeof historyOf>;
-  message?: string;
-}
-
-/** What the rollout knows before a sync decides anything: read once, handed to the sync's later steps. */
-export interface OpenedRollout {
-  commit: string;
-  now: Date;
-  /** The valid policy's spec; absent when the policy cannot be read. */
-  spec?: RolloutSpec;
-  hubPaused: boolean;
-  /** Paused in the file or on the hub. */
-  paused: boolean;
-  clusters?: readonly InventoryCluster[];
-  /** Why every change waits: the policy, the inventory or the state's key cannot be read, or the state is refused. */
-  holdAll?: string;
-  refused: boolean;
-  /** The stored state, checked against its key (undefined: none yet), and its text as stored. */
-  state?: RolloutState;
-  stateText?: string;
-  /** The CRs of fleet files that failed validation: they keep their last applied content. */
-  frozen: ResourceIdentity[];
-}
-
-/** The gate's decision on one sync's steps. */
-export interface GatedSteps {
-  /** The steps to take: a held create or update is `waiting`; a revert is an update. */
-  steps: ApplyStep[];
-  outcome?: GateOutcome;
-  /** What the reverts did, recorded as Events once the sync is done. */
-  revertEvents: RolloutEvent[];
-}
+import type { GatedSteps, OpenedRollout, RolloutReport } from "./edge.ts";
+import { gateApplies, gatePrunes, holdStep } from "./gate.ts";
+import { revertsFor, withReverts } from "./revert.ts";
+import { historyOf, ROLLOUT_STATE_CONFIGMAP, stateText } from "./state.ts";
+import { SealedStateStore, stateObject } from "./state-store.ts";
 
 export interface RolloutStageOptions {
   hub: KubeClient;
@@ -109,18 +44,14 @@ export interface RolloutStageOptions {
  */
 export class RolloutStage {
   readonly #options: RolloutStageOptions;
+  readonly #store: SealedStateStore;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
-  #key: Uint8Array | undefined;
-  /** The HMAC of the last state stored, as the key Secret records it (read once per leader, then kept). */
-  #last: string | undefined;
-  /** The state text this leader last stored: a different one read back was written by someone else. */
-  #written: string | undefined;
-  /** The refused state text last reported, so a refusal is one Event, not one a sync. */
-  #refusedText: string | undefined;
 
   constructor(options: RolloutStageOptions) {
     this.#options = options;
+    const { hub, namespace, source, events, log } = options;
+    this.#store = new SealedStateStore({ hub, namespace, repository: source.repository, events, log });
   }
 
   stop(): void {
@@ -144,7 +75,7 @@ export class RolloutStage {
     const hubPaused = configMap?.metadata.annotations?.[ROLLOUT_PAUSED_ANNOTATION] === "true";
     const clusters = this.#options.inventory();
     const spec = policy?.rollout.spec;
-    const opened = spec && clusters ? await this.#open(configMap) : undefined;
+    const opened = spec && clusters ? await this.#store.open(configMap) : undefined;
     const holdAll =
       spec === undefined
         ? `the rollout policy (${failedPaths.join(", ")}) cannot be read; changes wait until it is fixed`
@@ -184,15 +115,14 @@ export class RolloutStage {
     if (opened === undefined) return { steps: [...steps], revertEvents: [] };
     const { spec, clusters, holdAll } = opened;
     if (holdAll !== undefined || spec === undefined || clusters === undefined) {
-      return { steps: steps.map((step) => waitingStep(step, holdAll ?? "")), revertEvents: [] };
+      return { steps: steps.map((step) => holdStep(step, holdAll ?? "")), revertEvents: [] };
     }
     const { commit, hubPaused, state, frozen, now } = opened;
     const outcome = gateApplies({ spec, hubPaused, commit, clusters, state, frozen, held, now }, steps, live);
-    const revertEvents: RolloutEvent[] = [];
-    const reverts = await this.#reverts(outcome, revertEvents);
+    const reverts = await revertsFor(outcome, this.#options.modelAt, this.#options.source);
     const text = stateText(outcome.state);
-    if (text !== opened.stateText) await this.#store(outcome.state, text);
-    return { steps: withReverts(outcome.steps, reverts), outcome, revertEvents };
+    if (text !== opened.stateText) await this.#store.store(outcome.state, text);
+    return { steps: withReverts(outcome.steps, reverts.steps), outcome, revertEvents: reverts.events };
   }
 
   /** The prune's candidates in reverse wave order (those that wait marked); all of them wait while held. */
@@ -259,190 +189,6 @@ export class RolloutStage {
     };
   }
 
-  /** The stored state, checked against the key; a refusal is recorded once per refused content. */
-  async #open(
-    configMap: KubeObject | undefined,
-  ): Promise<
-    | { kind: "ready"; state: RolloutState | undefined; text: string | undefined }
-    | { kind: "refused"; reason: string }
-    | { kind: "error"; reason: string }
-  > {
-    let key: Uint8Array;
-    try {
-      key = await this.#stateKey();
-    } catch (err) {
-      return { kind: "error", reason: err instanceof Error ? err.message : String(err) };
-    }
-    const data = configMap?.data as Record<string, unknown> | undefined;
-    const { namespace, source } = this.#options;
-    let opened: OpenedState = openState(data, key, stateBinding(namespace, source.repository), this.#last);
-    const text = opened.kind === "valid" ? opened.text : undefined;
-    if (opened.kind === "valid" && this.#written !== undefined && text !== this.#written) {
-      opened = {
-        kind: "refused",
-        reason: "it changed since this leader wrote it (an older state put back?)",
-      };
-    }
-    await this.#markRefused(configMap, opened.kind === "refused" ? opened.reason : undefined);
-    if (opened.kind === "refused") {
-      const seen = JSON.stringify(data ?? null);
-      if (this.#refusedText !== seen) {
-        this.#refusedText = seen;
-        this.#options.log.error(
-          { reason: opened.reason },
-          "the rollout state is refused; every change waits",
-        );
-        void this.#options.events.record(
-          this.#stateObject(),
-          "Warning",
-          "RolloutStateRefused",
-          `the rollout state is refused: ${opened.reason}; every change waits until the ConfigMap is deleted`,
-        );
-      }
-      return opened;
-    }
-    this.#refusedText = undefined;
-    if (opened.kind === "valid" && opened.mac !== this.#last) {
-      // The state stored after the last one recorded (its writer stopped before recording it), or the first
-      // since the chain began: recorded now, before anything is decided on it, so it cannot be put back later.
-      try {
-        await this.#recordLast(opened.mac);
-      } catch (err) {
-        return { kind: "error", reason: `the last state cannot be recorded (${String(err)})` };
-      }
-    }
-    // From here on this leader vouches for the state: a different text read back was written by someone else.
-    if (opened.kind === "valid") this.#written = text;
-    if (opened.kind === "none" && opened.legacy) {
-      this.#options.log.info(
-        "the rollout state was written by an older knative-fleet; the rollout starts over",
-      );
-    }
-    return { kind: "ready", state: opened.kind === "valid" ? opened.state : undefined, text };
-  }
-
-  /**
-   * Says on the state ConfigMap why it is refused (for `knative-fleet status`, which holds no key), and
-   * takes that back once the state is accepted. Written only when it changes.
-   */
-  async #markRefused(configMap: KubeObject | undefined, reason: string | undefined): Promise<void> {
-    const have = configMap?.metadata.annotations?.[ROLLOUT_REFUSED_ANNOTATION];
-    if (configMap === undefined || have === reason) return;
-    const { hub, namespace, log } = this.#options;
-    await hub
-      .mergePatch("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP, {
-        metadata: { annotations: { [ROLLOUT_REFUSED_ANNOTATION]: reason ?? null } },
-      })
-      .catch((err: unknown) => log.warn({ err: String(err) }, "cannot mark the rollout state as refused"));
-  }
-
-  /**
-   * The HMAC key from its Secret, made (32 random bytes) when there is none, read once per leader with the
-   * last state's HMAC it records.
-   */
-  async #stateKey(): Promise<Uint8Array> {
-    if (this.#key) return this.#key;
-    const { hub, namespace } = this.#options;
-    const read = async () => {
-      const secret = await hub.get("v1", "Secret", namespace, ROLLOUT_KEY_SECRET);
-      const data = secret?.data as Record<string, string> | undefined;
-      const last = data?.[ROLLOUT_KEY_SECRET_LAST];
-      this.#last = last ? Buffer.from(last, "base64").toString("utf8") : undefined;
-      const encoded = data?.[ROLLOUT_KEY_SECRET_KEY];
-      return encoded === undefined ? undefined : Buffer.from(encoded, "base64");
-    };
-    let key = await read();
-    if (key === undefined) {
-      // Not forced: a key another writer owns is a conflict, never overwritten (it would void the state).
-      await hub.apply(
-        {
-          apiVersion: "v1",
-          kind: "Secret",
-          metadata: { name: ROLLOUT_KEY_SECRET, namespace },
-          type: "Opaque",
-          data: { [ROLLOUT_KEY_SECRET_KEY]: randomBytes(32).toString("base64") },
-        },
-        { force: false },
-      );
-      key = await read();
-    }
-    if (key === undefined || key.length < 16) {
-      throw new Error(`Secret ${namespace}/${ROLLOUT_KEY_SECRET} has no key of at least 16 bytes`);
-    }
-    this.#key = key;
-    return key;
-  }
-
-  /**
-   * The updates that put CRs back on their baseline: the content is read from Git at the baseline's commit
-   * (placements expanded against today's inventory) and must hash to the baseline's digest; what cannot be
-   * re-derived is reported once and left as it is.
-   */
-  async #reverts(outcome: GateOutcome, events: RolloutEvent[]): Promise<ApplyStep[]> {
-    const models = new Map<string, Promise<FleetModel>>();
-    const steps: ApplyStep[] = [];
-    for (const request of outcome.reverts) {
-      const { to, resource, cluster } = request;
-      const key = formatIdentity(resource);
-      let result: RevertResult;
-      try {
-        if (!models.has(to.commit)) models.set(to.commit, this.#options.modelAt(to.commit));
-        result = revertStep(request, await models.get(to.commit)!, this.#options.source);
-      } catch (err) {
-        result = {
-          failure: `commit ${to.commit.slice(0, 12)} cannot be read (${String(err)})`,
-          lasting: false,
-        };
-      }
-      if ("failure" in result) {
-        if (result.lasting) outcome.state.crs[key]!.revertFailed = to.hash;
-        events.push({
-          resource,
-          type: "Warning",
-          reason: "RolloutRevertFailed",
-          message: `${key} on ${cluster} cannot go back to ${to.commit.slice(0, 12)}: ${result.failure}`,
-        });
-        continue;
-      }
-      events.push({
-        resource,
-        type: "Warning",
-        reason: "RolloutReverted",
-        message: `${outcome.state.halt ? `halted in wave ${outcome.state.halt.wave}; ` : ""}${key} on ${cluster} goes back to ${to.commit.slice(0, 12)}, the content of the last completed rollout`,
-      });
-      steps.push(result.step);
-    }
-    return steps;
-  }
-
-  /**
-   * Stores the state in place of the last one, then records it as the last in the key Secret: a leader that
-   * stops between the two leaves a state its successor still accepts (it names the last one recorded).
-   */
-  async #store(state: RolloutState, text: string): Promise<void> {
-    const { hub, namespace, source } = this.#options;
-    const key = await this.#stateKey();
-    const data = sealState(state, key, stateBinding(namespace, source.repository), this.#last ?? "");
-    this.#written = undefined; // unknown until the write is known to have landed
-    await hub.apply({
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace },
-      data,
-    });
-    this.#written = text;
-    await this.#recordLast(data[ROLLOUT_STATE_MAC_KEY]!);
-  }
-
-  /** Records in the key Secret the HMAC of the last state stored (the only write there after its key). */
-  async #recordLast(mac: string): Promise<void> {
-    const { hub, namespace } = this.#options;
-    await hub.mergePatch("v1", "Secret", namespace, ROLLOUT_KEY_SECRET, {
-      data: { [ROLLOUT_KEY_SECRET_LAST]: Buffer.from(mac, "utf8").toString("base64") },
-    });
-    this.#last = mac;
-  }
-
   /**
    * The waiting annotation on each hub CR this repository mirrors: set to why it waits, cleared when its
    * wave opens. A merge patch of that one annotation: the mirror's server-side apply does not own it.
@@ -480,17 +226,9 @@ export class RolloutStage {
   }
 
   #involved(resource: ResourceIdentity | undefined): InvolvedObject {
-    if (resource === undefined) return this.#stateObject();
+    if (resource === undefined) return stateObject(this.#options.namespace);
     const { kind, namespace, name } = resource;
     return { apiVersion: OPERATOR_API_VERSION, kind, metadata: { namespace, name } };
-  }
-
-  #stateObject(): InvolvedObject {
-    return {
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: this.#options.namespace },
-    };
   }
 
   /**
@@ -513,10 +251,4 @@ function waitingOf(steps: readonly ApplyStep[]): Map<string, string> {
       step.action === "waiting" ? [[formatIdentity(step), step.reason]] : [],
     ),
   );
-}
-
-function waitingStep(step: ApplyStep, reason: string): ApplyStep {
-  if (step.action !== "create" && step.action !== "update") return step;
-  const { object: _held, ...outcome } = step;
-  return { ...outcome, action: "waiting", reason };
 }

@@ -19,7 +19,7 @@ import {
 import type { KubeObject } from "../kube/object.ts";
 import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
 import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
-import type { RolloutReport } from "../rollout/stage.ts";
+import type { RolloutReport } from "../rollout/edge.ts";
 import type { SyncResult } from "../sync/sync.ts";
 import { markdownCell, markdownText } from "../text/markdown.ts";
 

@@ -24,7 +24,7 @@ import type { DepartureResult } from "../placement/departures.ts";
 import type { Inventory } from "../placement/inventory.ts";
 import type { ReleaseLoader } from "../render/release.ts";
 import { checkFleetSettings } from "../render/settings-check.ts";
-import type { GatedSteps, OpenedRollout, RolloutReport } from "../rollout/stage.ts";
+import type { GatedSteps, OpenedRollout, RolloutReport } from "../rollout/edge.ts";
 import { type FleetSettings, hubCrPolicy } from "./settings.ts";
 
 // One sync of a commit into the hub, as the steps it takes, in order. The service runs them for every

@@ -7,13 +7,13 @@ import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
-import { healthOf } from "../../../src/rollout/gate.ts";
 import {
   historyOf,
   peekRolloutState,
   ROLLOUT_STATE_CONFIGMAP,
   type RolloutState,
 } from "../../../src/rollout/state.ts";
+import { healthOf } from "../../../src/rollout/weigh.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
 import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";

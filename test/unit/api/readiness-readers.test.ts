@@ -5,7 +5,7 @@ import type { Condition } from "../../../src/api/knative.ts";
 import { MANAGED_BY, MANAGED_BY_LABEL, SOURCE_REPOSITORY_ANNOTATION } from "../../../src/api/labels.ts";
 import { renderStatusTable, statusRows } from "../../../src/commands/status.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { healthOf } from "../../../src/rollout/gate.ts";
+import { healthOf } from "../../../src/rollout/weigh.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 
 // The same hub CR read by the three readers people and the rollout meet: the status file committed back to

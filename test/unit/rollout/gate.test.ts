@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { formatIdentity } from "../../../src/fleet/identity.ts";
 import type { PruneCandidate } from "../../../src/mirror/decide.ts";
-import { gatePrunes, healthOf } from "../../../src/rollout/gate.ts";
+import { gatePrunes } from "../../../src/rollout/gate.ts";
 import { historyOf } from "../../../src/rollout/state.ts";
+import { healthOf } from "../../../src/rollout/weigh.ts";
 import { cluster, FakeHub, fleetModel } from "./support.ts";
 
 const CLUSTERS = ["c1", "c2", "c3", "c4"];

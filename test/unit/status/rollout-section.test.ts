@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import type { RolloutReport } from "../../../src/rollout/stage.ts";
+import type { RolloutReport } from "../../../src/rollout/edge.ts";
 import type { StatusSync } from "../../../src/status/summary.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 

@@ -1,0 +1,56 @@
+import type { ResourceIdentity } from "../fleet/identity.ts";
+import type { RolloutSpec } from "../fleet/rollout-schema.ts";
+import type { ApplyStep } from "../mirror/decide.ts";
+import type { InventoryCluster } from "../placement/inventory.ts";
+import type { GateOutcome, RolloutEvent } from "./gate.ts";
+import type { historyOf, RolloutState } from "./state.ts";
+
+// The values the sync (src/sync) hands between its steps and reports: the rollout's edge types, apart from
+// the I/O class (stage.ts) that produces them, so the sync and the status summary depend on types only.
+
+/** What the rollout did in one sync, for the log, the status summary and the metrics. */
+export interface RolloutReport {
+  /**
+   * `Invalid`: the policy cannot be read; `Waiting`: the inventory or the state's key is not there yet;
+   * `Refused`: the stored state was not written by this knative-fleet. Every change waits in all three.
+   */
+  phase: RolloutState["phase"] | "Invalid" | "Waiting" | "Refused";
+  /** The commit the rollout started at. */
+  commit?: string;
+  wave?: string;
+  paused: boolean;
+  halt?: RolloutState["halt"];
+  /** How many CRs keep their last applied spec this sync. */
+  waiting: number;
+  history: ReturnType<typeof historyOf>;
+  message?: string;
+}
+
+/** What the rollout knows before a sync decides anything: read once, handed to the sync's later steps. */
+export interface OpenedRollout {
+  commit: string;
+  now: Date;
+  /** The valid policy's spec; absent when the policy cannot be read. */
+  spec?: RolloutSpec;
+  hubPaused: boolean;
+  /** Paused in the file or on the hub. */
+  paused: boolean;
+  clusters?: readonly InventoryCluster[];
+  /** Why every change waits: the policy, the inventory or the state's key cannot be read, or the state is refused. */
+  holdAll?: string;
+  refused: boolean;
+  /** The stored state, checked against its key (undefined: none yet), and its text as stored. */
+  state?: RolloutState;
+  stateText?: string;
+  /** The CRs of fleet files that failed validation: they keep their last applied content. */
+  frozen: ResourceIdentity[];
+}
+
+/** The gate's decision on one sync's steps. */
+export interface GatedSteps {
+  /** The steps to take: a held create or update is `waiting`; a revert is an update. */
+  steps: ApplyStep[];
+  outcome?: GateOutcome;
+  /** What the reverts did, recorded as Events once the sync is done. */
+  revertEvents: RolloutEvent[];
+}

@@ -1,0 +1,196 @@
+import { randomBytes } from "node:crypto";
+import { ROLLOUT_REFUSED_ANNOTATION } from "../api/labels.ts";
+import type { KubeClient } from "../kube/client.ts";
+import type { KubeObject } from "../kube/object.ts";
+import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
+import type { Logger } from "../observability/log.ts";
+import {
+  type OpenedState,
+  openState,
+  ROLLOUT_KEY_SECRET,
+  ROLLOUT_KEY_SECRET_KEY,
+  ROLLOUT_KEY_SECRET_LAST,
+  ROLLOUT_STATE_CONFIGMAP,
+  ROLLOUT_STATE_MAC_KEY,
+  type RolloutState,
+  sealState,
+  stateBinding,
+} from "./state.ts";
+
+// The sealed rollout state's storage on the hub: the state ConfigMap, checked against the HMAC key in its
+// Secret (made when there is none) and the chain the Secret records, refused when someone else wrote it, and
+// stored write-ahead. What the state means is state.ts's; what it decides is the gate's.
+
+export interface SealedStateStoreOptions {
+  hub: KubeClient;
+  /** knative-fleet's hub namespace: the state ConfigMap's and its key Secret's. */
+  namespace: string;
+  /** The repository the state rolls out: the seal binds the state to it. */
+  repository: string;
+  events: EventRecorder;
+  log: Logger;
+}
+
+/** What the stored state is, once checked: usable (none yet, or this one), refused, or unreadable for now. */
+export type OpenedStore =
+  | { kind: "ready"; state: RolloutState | undefined; text: string | undefined }
+  | { kind: "refused"; reason: string }
+  | { kind: "error"; reason: string };
+
+/** The state ConfigMap as an Event's object. */
+export const stateObject = (namespace: string): InvolvedObject => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace },
+});
+
+export class SealedStateStore {
+  readonly #options: SealedStateStoreOptions;
+  #key: Uint8Array | undefined;
+  /** The HMAC of the last state stored, as the key Secret records it (read once per leader, then kept). */
+  #last: string | undefined;
+  /** The state text this leader last stored: a different one read back was written by someone else. */
+  #written: string | undefined;
+  /** The refused state text last reported, so a refusal is one Event, not one a sync. */
+  #refusedText: string | undefined;
+
+  constructor(options: SealedStateStoreOptions) {
+    this.#options = options;
+  }
+
+  /** The stored state in `configMap`, checked against the key; a refusal is recorded once per refused content. */
+  async open(configMap: KubeObject | undefined): Promise<OpenedStore> {
+    let key: Uint8Array;
+    try {
+      key = await this.#stateKey();
+    } catch (err) {
+      return { kind: "error", reason: err instanceof Error ? err.message : String(err) };
+    }
+    const data = configMap?.data as Record<string, unknown> | undefined;
+    const { namespace, repository } = this.#options;
+    let opened: OpenedState = openState(data, key, stateBinding(namespace, repository), this.#last);
+    const text = opened.kind === "valid" ? opened.text : undefined;
+    if (opened.kind === "valid" && this.#written !== undefined && text !== this.#written) {
+      opened = {
+        kind: "refused",
+        reason: "it changed since this leader wrote it (an older state put back?)",
+      };
+    }
+    await this.#markRefused(configMap, opened.kind === "refused" ? opened.reason : undefined);
+    if (opened.kind === "refused") {
+      this.#reportRefusal(JSON.stringify(data ?? null), opened.reason);
+      return opened;
+    }
+    this.#refusedText = undefined;
+    if (opened.kind === "valid" && opened.mac !== this.#last) {
+      // The state stored after the last one recorded (its writer stopped before recording it), or the first
+      // since the chain began: recorded now, before anything is decided on it, so it cannot be put back later.
+      try {
+        await this.#recordLast(opened.mac);
+      } catch (err) {
+        return { kind: "error", reason: `the last state cannot be recorded (${String(err)})` };
+      }
+    }
+    // From here on this leader vouches for the state: a different text read back was written by someone else.
+    if (opened.kind === "valid") this.#written = text;
+    if (opened.kind === "none" && opened.legacy) {
+      this.#options.log.info(
+        "the rollout state was written by an older knative-fleet; the rollout starts over",
+      );
+    }
+    return { kind: "ready", state: opened.kind === "valid" ? opened.state : undefined, text };
+  }
+
+  /**
+   * Stores the state in place of the last one, then records it as the last in the key Secret: a leader that
+   * stops between the two leaves a state its successor still accepts (it names the last one recorded).
+   */
+  async store(state: RolloutState, text: string): Promise<void> {
+    const { hub, namespace, repository } = this.#options;
+    const key = await this.#stateKey();
+    const data = sealState(state, key, stateBinding(namespace, repository), this.#last ?? "");
+    this.#written = undefined; // unknown until the write is known to have landed
+    await hub.apply({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace },
+      data,
+    });
+    this.#written = text;
+    await this.#recordLast(data[ROLLOUT_STATE_MAC_KEY]!);
+  }
+
+  /** A refusal is logged and recorded as an Event once per refused content. */
+  #reportRefusal(seen: string, reason: string): void {
+    if (this.#refusedText === seen) return;
+    this.#refusedText = seen;
+    this.#options.log.error({ reason }, "the rollout state is refused; every change waits");
+    void this.#options.events.record(
+      stateObject(this.#options.namespace),
+      "Warning",
+      "RolloutStateRefused",
+      `the rollout state is refused: ${reason}; every change waits until the ConfigMap is deleted`,
+    );
+  }
+
+  /**
+   * Says on the state ConfigMap why it is refused (for `knative-fleet status`, which holds no key), and
+   * takes that back once the state is accepted. Written only when it changes.
+   */
+  async #markRefused(configMap: KubeObject | undefined, reason: string | undefined): Promise<void> {
+    const have = configMap?.metadata.annotations?.[ROLLOUT_REFUSED_ANNOTATION];
+    if (configMap === undefined || have === reason) return;
+    const { hub, namespace, log } = this.#options;
+    await hub
+      .mergePatch("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP, {
+        metadata: { annotations: { [ROLLOUT_REFUSED_ANNOTATION]: reason ?? null } },
+      })
+      .catch((err: unknown) => log.warn({ err: String(err) }, "cannot mark the rollout state as refused"));
+  }
+
+  /**
+   * The HMAC key from its Secret, made (32 random bytes) when there is none, read once per leader with the
+   * last state's HMAC it records.
+   */
+  async #stateKey(): Promise<Uint8Array> {
+    if (this.#key) return this.#key;
+    const { hub, namespace } = this.#options;
+    const read = async () => {
+      const secret = await hub.get("v1", "Secret", namespace, ROLLOUT_KEY_SECRET);
+      const data = secret?.data as Record<string, string> | undefined;
+      const last = data?.[ROLLOUT_KEY_SECRET_LAST];
+      this.#last = last ? Buffer.from(last, "base64").toString("utf8") : undefined;
+      const encoded = data?.[ROLLOUT_KEY_SECRET_KEY];
+      return encoded === undefined ? undefined : Buffer.from(encoded, "base64");
+    };
+    let key = await read();
+    if (key === undefined) {
+      // Not forced: a key another writer owns is a conflict, never overwritten (it would void the state).
+      await hub.apply(
+        {
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: { name: ROLLOUT_KEY_SECRET, namespace },
+          type: "Opaque",
+          data: { [ROLLOUT_KEY_SECRET_KEY]: randomBytes(32).toString("base64") },
+        },
+        { force: false },
+      );
+      key = await read();
+    }
+    if (key === undefined || key.length < 16) {
+      throw new Error(`Secret ${namespace}/${ROLLOUT_KEY_SECRET} has no key of at least 16 bytes`);
+    }
+    this.#key = key;
+    return key;
+  }
+
+  /** Records in the key Secret the HMAC of the last state stored (the only write there after its key). */
+  async #recordLast(mac: string): Promise<void> {
+    const { hub, namespace } = this.#options;
+    await hub.mergePatch("v1", "Secret", namespace, ROLLOUT_KEY_SECRET, {
+      data: { [ROLLOUT_KEY_SECRET_LAST]: Buffer.from(mac, "utf8").toString("base64") },
+    });
+    this.#last = mac;
+  }
+}
