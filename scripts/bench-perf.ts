@@ -38,6 +38,7 @@ import { Informer } from "../src/kube/informer.ts";
 import { type ObjectRef, refKey, refOf } from "../src/kube/object.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { down, readSandbox, type Sandbox, up } from "../test/sandbox/sandbox.ts";
+import { base64, testdata } from "../test/support/access-pki.ts";
 import { builtCli, imageRuntime } from "../test/support/dockerfile.ts";
 import { writeServiceConfig } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
@@ -48,7 +49,6 @@ import { peakRssKiB, ServiceProcess, sampleValue, serviceEnv } from "../test/sup
 import { repoRoot } from "../test/support/shared.ts";
 import { prepareUpstreamHub } from "../test/support/upstream-operator.ts";
 import { waitUntil } from "../test/support/wait.ts";
-import { base64, testdata } from "../test/unit/access/support.ts";
 
 const SIDES = ["upstream", "knative-fleet"] as const;
 type Side = (typeof SIDES)[number];

@@ -20,7 +20,7 @@ import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
 import { crText } from "../test/support/fleet-files.ts";
 import { knativeReleasesDir } from "../test/support/shared.ts";
-import { createFleetRepo } from "../test/unit/plan/fleet-repo.ts";
+import { createFleetRepo } from "../test/support/fleet-repo.ts";
 
 const placementCase = process.argv[2] === "--placement";
 const args = process.argv.slice(placementCase ? 3 : 2);

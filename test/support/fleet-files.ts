@@ -2,9 +2,25 @@ import { stringify } from "yaml";
 import type { HubCrPolicy } from "../../src/admission/hub-cr.ts";
 import type { KnativeKind } from "../../src/api/knative.ts";
 import type { FleetFile } from "../../src/fleet/model.ts";
+import type { InventoryCluster } from "../../src/placement/inventory.ts";
 import { DEFAULT_FLEET_SETTINGS, type FleetSettings, hubCrPolicy } from "../../src/sync/settings.ts";
 
-// The one builder of Knative CRs for tests: as an object (a hub CR), as a fleet file's text, or as a fleet file.
+// The one builder of Knative CRs for tests: as an object (a hub CR), as a fleet file's text, or as a fleet file;
+// and of the other fleet files (rollouts, placements), the repository they come from and the clusters
+// placements and rollouts select.
+
+/** The fleet repository's URL, for tests that need one and do not care which. */
+export const TEST_REPOSITORY = "https://git.example/fleet.git";
+
+/** A cluster as the inventory sees it: a ClusterProfile (in fleet-system unless told otherwise). */
+export function cluster(
+  name: string,
+  labels: Record<string, string> = {},
+  properties: Record<string, string> = {},
+  namespace = "fleet-system",
+): InventoryCluster {
+  return { namespace, name, labels, properties: new Map(Object.entries(properties)) };
+}
 
 export interface CrOptions {
   kind?: KnativeKind;
@@ -50,6 +66,62 @@ export const crFile = (cr: CrOptions, path = `clusters/${cr.name}.yaml`): FleetF
   path,
   text: crText(cr),
 });
+
+export interface InertCrOptions {
+  kind?: KnativeKind;
+  namespace: string;
+  /** spec.version (default 1.22). */
+  version?: string;
+  annotations?: Record<string, string>;
+}
+
+/**
+ * A fleet file declaring one CR that installs nowhere: it targets a ClusterProfile of its own name in the
+ * namespace `nowhere`, which no sandbox has, so nothing is installed and one cluster runs one CR of a kind.
+ */
+export const inertCrFile = (name: string, options: InertCrOptions): FleetFile =>
+  crFile({
+    ...options,
+    name,
+    version: options.version ?? "1.22",
+    cluster: name,
+    clusterNamespace: "nowhere",
+  });
+
+/** A fleet document's name, and its namespace when it names one. */
+export interface DocumentName {
+  name: string;
+  namespace?: string;
+}
+
+const FLEET_API_VERSION = "fleet.knative.dev/v1alpha1";
+
+const fleetDocument = (kind: string, { name, namespace }: DocumentName, spec: Record<string, unknown>) =>
+  stringify({
+    apiVersion: FLEET_API_VERSION,
+    kind,
+    metadata: { name, ...(namespace !== undefined && { namespace }) },
+    spec,
+  });
+
+/** A KnativeRollout file's text with the given spec (named `default` unless told otherwise). */
+export const rolloutText = (
+  spec: Record<string, unknown>,
+  name: DocumentName = { name: "default" },
+): string => fleetDocument("KnativeRollout", name, spec);
+
+export interface PlacementOptions extends DocumentName {
+  kind?: "KnativeServingPlacement" | "KnativeEventingPlacement";
+  /** The placement's spec: clusterProfiles or clusterSelectorTerms, template, overrides. */
+  spec: Record<string, unknown>;
+}
+
+/** A KnativeServingPlacement's (or KnativeEventingPlacement's) file text. */
+export const placementText = ({
+  kind = "KnativeServingPlacement",
+  spec,
+  ...name
+}: PlacementOptions): string => fleetDocument(kind, name, spec);
 
 /**
  * The service's settings for tests of other things: CRs in any hub namespace may target ClusterProfiles in

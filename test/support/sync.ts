@@ -11,9 +11,7 @@ import {
   type SyncRollout,
   sync,
 } from "../../src/sync/sync.ts";
-import { ANY_NAMESPACE_SETTINGS } from "./fleet-files.ts";
-
-export const TEST_REPOSITORY = "https://git.example/fleet.git";
+import { ANY_NAMESPACE_SETTINGS, TEST_REPOSITORY } from "./fleet-files.ts";
 
 export interface SyncIntoOptions {
   files: readonly FleetFile[];

@@ -7,7 +7,7 @@ import {
 } from "../../../src/access/cluster-access.ts";
 import { clusterProfileResource } from "../../../src/access/clusterprofile-version.ts";
 import type { ProviderConfigState } from "../../../src/access/provider-config.ts";
-import { silentLogger } from "../../unit/access/support.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
 import {
   BORROWED_CREDENTIALS,
   deleteProfile,

@@ -4,7 +4,7 @@ import {
   type ClusterProfileChange,
   type SpokeClient,
 } from "../../../src/access/cluster-access.ts";
-import { silentLogger } from "../../unit/access/support.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
 import {
   BORROWED_CREDENTIALS,
   deleteProfile,

@@ -8,6 +8,7 @@ import { clusterProfileResource } from "../../../src/access/clusterprofile-versi
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
+import { base64, testdata } from "../../support/access-pki.ts";
 import { writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -17,10 +18,10 @@ import {
   startClusterProxy,
   startConnectProxy,
 } from "../../support/loopback-proxies.ts";
+import { scratchDir } from "../../support/scratch-dir.ts";
 import { ServiceProcess, serviceEnv } from "../../support/service-process.ts";
 import { clusterProfileCrdPath } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { base64, scratchDir, testdata } from "../../unit/access/support.ts";
 import { sandbox } from "./support.ts";
 
 // `knative-fleet run` (a real child process) against ClusterProfiles shaped the way cluster managers publish

@@ -9,7 +9,7 @@ import type { KubeClient } from "../../../src/kube/client.ts";
 import { type FixturePlugin, fixturePlugin } from "../../fixtures/plugins/index.ts";
 import { loadSandbox, type Sandbox, type SandboxCluster } from "../../sandbox/index.ts";
 import { adminClient } from "../../support/hub.ts";
-import { scratchDir } from "../../unit/access/support.ts";
+import { scratchDir } from "../../support/scratch-dir.ts";
 
 export const sandbox: Sandbox = loadSandbox();
 export const NAMESPACE = sandbox.clusterProfileNamespace;

@@ -6,7 +6,7 @@ import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { upstreamOperatorCrdsDir } from "../../support/shared.ts";
-import { readCrdSchema, sampleInstance } from "../../unit/api/openapi-schema.ts";
+import { readCrdSchema, sampleInstance } from "../../support/openapi-schema.ts";
 
 /**
  * Wire compatibility, on a real API server: a CR that sets every field the upstream Knative Operator's CRD

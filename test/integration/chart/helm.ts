@@ -5,11 +5,11 @@ import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { ensureTools, toolPath } from "../../sandbox/tools.ts";
+import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
 import { repoRoot } from "../../support/shared.ts";
 
 /** The chart under test and the real `helm` (v3, built from Go by the sandbox tools). */
 export const chartDir = join(repoRoot, "charts", "knative-fleet");
-export const REPOSITORY_URL = "https://git.example.com/platform/fleet.git";
 
 let helmPath: string | undefined;
 function helmBinary(): string {
@@ -47,7 +47,7 @@ export interface RenderOptions {
   kubeVersion?: string;
   release?: string;
   namespace?: string;
-  /** Sets fleet.repository.url to REPOSITORY_URL (the one required value); default true. */
+  /** Sets fleet.repository.url to TEST_REPOSITORY (the one required value); default true. */
   withRepository?: boolean;
 }
 
@@ -62,7 +62,7 @@ export function templateArgs(options: RenderOptions, valuesFile: string): string
     options.kubeVersion ?? "1.35.0",
     "-f",
     valuesFile,
-    ...(options.withRepository === false ? [] : ["--set", `fleet.repository.url=${REPOSITORY_URL}`]),
+    ...(options.withRepository === false ? [] : ["--set", `fleet.repository.url=${TEST_REPOSITORY}`]),
   ];
 }
 

@@ -3,16 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { type AdminEndpoint, apply, getJson, kubeRequest } from "../../sandbox/kube-http.ts";
 import { toolPath } from "../../sandbox/tools.ts";
+import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
 import { waitUntil } from "../../support/wait.ts";
-import {
-  chartDir,
-  type Deployment,
-  type KubeObject,
-  REPOSITORY_URL,
-  renderChart,
-  runHelm,
-  withValuesFile,
-} from "./helm.ts";
+import { chartDir, type Deployment, type KubeObject, renderChart, runHelm, withValuesFile } from "./helm.ts";
 
 /**
  * The rendered chart on a real kube-apiserver (the sandbox hub): every object is accepted by server-side
@@ -270,12 +263,12 @@ describe("the chart on the sandbox hub", () => {
         "-f",
         file,
         "--set",
-        `fleet.repository.url=${REPOSITORY_URL}`,
+        `fleet.repository.url=${TEST_REPOSITORY}`,
       ]),
     );
     expect(result.status, result.stderr).toBe(0);
     const notes = result.stdout.slice(result.stdout.indexOf("NOTES:"));
-    expect(notes).toContain(`reconciling ${REPOSITORY_URL}`);
+    expect(notes).toContain(`reconciling ${TEST_REPOSITORY}`);
     expect(notes).toContain(
       "knative-fleet clusters --config /etc/knative-fleet/config.yaml --clusterprofile-provider-file /etc/cluster-inventory/config.json",
     );

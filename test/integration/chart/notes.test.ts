@@ -6,8 +6,9 @@ import { parse } from "yaml";
 import { commands } from "../../../src/commands/main.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
 import { repoRoot } from "../../support/shared.ts";
-import { chartDir, REPOSITORY_URL, renderChart, runHelm, withValuesFile } from "./helm.ts";
+import { chartDir, renderChart, runHelm, withValuesFile } from "./helm.ts";
 
 // The NOTES `helm install` prints, rendered for real (helm install --dry-run=client, which asks the sandbox
 // hub for its version), and every command in them checked against the objects the same values render:
@@ -42,7 +43,7 @@ function renderNotes(values: object): string {
       "-f",
       file,
       "--set",
-      `fleet.repository.url=${REPOSITORY_URL}`,
+      `fleet.repository.url=${TEST_REPOSITORY}`,
     ]),
   );
   if (result.status !== 0) throw new Error(`helm install --dry-run failed: ${result.stderr}`);

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { nameOf } from "../../../src/kube/object.ts";
+import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import {
   type Container,
@@ -14,7 +15,6 @@ import {
   type PolicyRule,
   type RbacBinding,
   type RbacRole,
-  REPOSITORY_URL,
   renderChart,
   renderFailure,
   runHelm,
@@ -104,7 +104,7 @@ describe("helm lint", () => {
         "-f",
         file,
         "--set",
-        `fleet.repository.url=${REPOSITORY_URL}`,
+        `fleet.repository.url=${TEST_REPOSITORY}`,
       ]),
     );
     expect(result.stderr + result.stdout).toContain("1 chart(s) linted, 0 chart(s) failed");
@@ -170,7 +170,7 @@ describe("helm template: defaults + repository url", () => {
   it("renders the config file the service reads, every key explicit", () => {
     expect(configOf(objects)).toEqual({
       repository: {
-        url: REPOSITORY_URL,
+        url: TEST_REPOSITORY,
         branch: "main",
         pathGlob: "clusters/**/*.yaml",
         maxFetchBytes: 33554432,

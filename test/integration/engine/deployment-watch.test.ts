@@ -7,13 +7,13 @@ import type { KubeObject } from "../../../src/kube/object.ts";
 import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
 import { type Reconciler, startReconciler } from "../../../src/reconcile/start.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { base64, testdata } from "../../support/access-pki.ts";
 import { deleteCrs, forceDeleteCrs, KOURIER } from "../../support/handover.ts";
 import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { type LoopbackProxy, startClusterProxy } from "../../support/loopback-proxies.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { base64, testdata } from "../../unit/access/support.ts";
 
 // Readiness while an install rolls out, on real spokes: the install's Deployments are watched, so the CR is
 // re-checked when the last one is Available, long before the poll interval; the watch ends with the wait;

@@ -5,12 +5,12 @@ import type { KubeClient } from "../../../src/kube/client.ts";
 import type { ReconcileReport } from "../../../src/reconcile/controller.ts";
 import type { Reconciler } from "../../../src/reconcile/start.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { base64, testdata } from "../../support/access-pki.ts";
 import { deleteCrs, forceDeleteCrs, hubCr, KOURIER, startFleet } from "../../support/handover.ts";
 import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { type LoopbackProxy, startClusterProxy } from "../../support/loopback-proxies.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { base64, testdata } from "../../unit/access/support.ts";
 import { spokeWriteCount } from "./metrics.ts";
 
 // A spoke whose Kubernetes is older than the release needs gets nothing, on real servers: the sandbox's spokes

@@ -20,10 +20,10 @@ import { clientFromKubeConfig, loadKubeConfig } from "../../../src/kube/kubeconf
 import type { KubeObject } from "../../../src/kube/object.ts";
 import type { MirrorOptions } from "../../../src/mirror/decide.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { type InertCrOptions, inertCrFile } from "../../support/fleet-files.ts";
 import { repoRoot } from "../../support/shared.ts";
 import { syncInto } from "../../support/sync.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { crFile } from "../../unit/mirror/support.ts";
 
 // The mirror against the sandbox's real hub. No controller runs here, so the CRs get no finalizer and a
 // delete is immediate; each CR targets a ClusterProfile that does not exist, so nothing could install anyway.
@@ -74,8 +74,8 @@ async function testFleet(label: string) {
   return {
     ns,
     repository,
-    file: (name: string, options: Omit<Parameters<typeof crFile>[1], "namespace"> = {}) =>
-      crFile(name, { ...options, namespace: ns }),
+    file: (name: string, options: Omit<InertCrOptions, "namespace"> = {}) =>
+      inertCrFile(name, { ...options, namespace: ns }),
     sync: (files: readonly FleetFile[], commit: string, prune: Partial<MirrorOptions> = {}) =>
       syncThrough(hub, files, commit, { prune }),
     syncThrough,

@@ -1,5 +1,4 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { stringify } from "yaml";
 import { ClusterAccess } from "../../../src/access/cluster-access.ts";
 import { loadProviderConfig } from "../../../src/access/provider-config.ts";
 import { createTargetResolver } from "../../../src/access/target.ts";
@@ -25,7 +24,16 @@ import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts"
 import { DEFAULT_FLEET_SETTINGS, type FleetSettings } from "../../../src/sync/settings.ts";
 import { fixedPlacements, sync } from "../../../src/sync/sync.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { type CrOptions, crFile, crObject, crText } from "../../support/fleet-files.ts";
+import {
+  type CrOptions,
+  cluster,
+  crFile,
+  crObject,
+  crText,
+  placementText,
+  rolloutText,
+  TEST_REPOSITORY,
+} from "../../support/fleet-files.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -220,30 +228,25 @@ describe("plan and the apply that follows agree, object by object", () => {
 
 describe("placements: what plan says merging does to each hub CR is what the service's sync then does", () => {
   const PROFILES = sandbox.clusterProfileNamespace;
-  const REPOSITORY = "https://git.example/plan-agree.git";
   const inventory: Inventory = {
     clusters: [
-      { namespace: PROFILES, name: "c-eu", labels: { env: "prod", region: "eu" }, properties: new Map() },
-      { namespace: PROFILES, name: "c-us", labels: { env: "prod", region: "us" }, properties: new Map() },
-      { namespace: PROFILES, name: "c-dev", labels: { env: "dev", region: "ap" }, properties: new Map() },
+      cluster("c-eu", { env: "prod", region: "eu" }, {}, PROFILES),
+      cluster("c-us", { env: "prod", region: "us" }, {}, PROFILES),
+      cluster("c-dev", { env: "dev", region: "ap" }, {}, PROFILES),
     ],
     decisions: [],
   };
   const placement = (selector: string, version = "1.21") =>
-    stringify({
-      apiVersion: "fleet.knative.dev/v1alpha1",
-      kind: "KnativeServingPlacement",
-      metadata: { name: "p", namespace: PLACEMENT_NS },
+    placementText({
+      name: "p",
+      namespace: PLACEMENT_NS,
       spec: {
         clusterSelectorTerms: [{ labelSelector: { matchLabels: Object.fromEntries([selector.split("=")]) } }],
         template: { spec: { version, config: { autoscaler: { "enable-scale-to-zero": "false" } } } },
       },
     });
-  const ROLLOUT = stringify({
-    apiVersion: "fleet.knative.dev/v1alpha1",
-    kind: "KnativeRollout",
-    metadata: { name: "default" },
-    spec: { waves: [{ name: "canary", clusterProfiles: [{ namespace: PROFILES, name: "c-eu" }] }] },
+  const ROLLOUT = rolloutText({
+    waves: [{ name: "canary", clusterProfiles: [{ namespace: PROFILES, name: "c-eu" }] }],
   });
   const files = (byPath: Record<string, string>): FleetFile[] =>
     Object.entries(byPath)
@@ -255,7 +258,7 @@ describe("placements: what plan says merging does to each hub CR is what the ser
   /** The service's sync of one commit into the real hub, its placements against `inventory`. */
   const serviceSync = (commit: string, byPath: Record<string, string>) =>
     sync(
-      { source: { repository: REPOSITORY, branch: "main", commit }, files: files(byPath) },
+      { source: { repository: TEST_REPOSITORY, branch: "main", commit }, files: files(byPath) },
       { fleet: { ...SETTINGS, defaultNamespace: PLACEMENT_NS }, kodataDir: undefined },
       {
         hub: hubMirror(hub, PLACEMENT_NS),
@@ -282,7 +285,7 @@ describe("placements: what plan says merging does to each hub CR is what the ser
     const before = new Map((await hubCrs()).map((cr) => [nameOf(cr), cr]));
     const plan = await buildPlan(
       {
-        repository: REPOSITORY,
+        repository: TEST_REPOSITORY,
         base: { ref: "base", commit: "base".padEnd(40, "0"), files: files(base) },
         head: { ref: "head", commit: "head".padEnd(40, "0"), files: files(head) },
       },

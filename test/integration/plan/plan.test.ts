@@ -13,14 +13,14 @@ import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
 import { type Reconciler, startReconciler } from "../../../src/reconcile/start.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { crText } from "../../support/fleet-files.ts";
+import { crText, TEST_REPOSITORY } from "../../support/fleet-files.ts";
+import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
 import { startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import * as planCli from "../../support/plan-cli.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { syncInto } from "../../support/sync.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { createFleetRepo, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
-import * as planCli from "../../unit/plan/support.ts";
 
 // The plan against the sandbox's real hub and spokes, with the real mirror and reconciler doing what merging
 // does: the base branch is mirrored to the hub and installed, the plan runs, then head is mirrored and the
@@ -28,7 +28,6 @@ import * as planCli from "../../unit/plan/support.ts";
 
 const sandbox = loadSandbox();
 /** The service's repository as its config names it, and the config `plan` is given: they agree. */
-const REPOSITORY = "https://git.example/plan-test.git";
 const [spoke1, spoke2] = sandbox.spokes as [(typeof sandbox.spokes)[0], (typeof sandbox.spokes)[0]];
 const HUB_NAMESPACE = "plan-test";
 const SERVING = "clusters/spoke-1/knative-serving.yaml";
@@ -62,7 +61,7 @@ const configDir = mkdtempSync(join(tmpdir(), "knative-fleet-plan-config-"));
 const CONFIG = join(configDir, "config.yaml");
 writeFileSync(
   CONFIG,
-  `repository: {url: "${REPOSITORY}"}\ntenancy: {crNamespaces: [${HUB_NAMESPACE}]}\n` +
+  `repository: {url: "${TEST_REPOSITORY}"}\ntenancy: {crNamespaces: [${HUB_NAMESPACE}]}\n` +
     `allowedClusterProfileNamespaces: [${sandbox.clusterProfileNamespace}]\n`,
 );
 /** plan as the service's config says, so it admits this test's hub namespace as the service does. */
@@ -84,7 +83,7 @@ describe("knative-fleet plan against the sandbox", () => {
       files: revisions.head.files,
       namespace: HUB_NAMESPACE,
       commit: revisions.head.commit,
-      repository: REPOSITORY,
+      repository: TEST_REPOSITORY,
       branch,
     });
     expect(result.resources.every((outcome) => outcome.error === undefined)).toBe(true);

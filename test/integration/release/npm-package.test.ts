@@ -8,7 +8,7 @@ import { loadSandbox } from "../../sandbox/index.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
-import { createFleetRepo, type FleetRepo } from "../../unit/plan/fleet-repo.ts";
+import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
 
 const execFileAsync = promisify(execFile);
 

@@ -21,7 +21,7 @@ import { RolloutStage } from "../../../src/rollout/stage.ts";
 import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { LeaderElector } from "../../../src/service/leader-election.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
-import { crFile } from "../../support/fleet-files.ts";
+import { crFile, rolloutText, TEST_REPOSITORY } from "../../support/fleet-files.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { syncInto } from "../../support/sync.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -49,12 +49,10 @@ const config = parse(
     .data["config.yaml"]!,
 ) as { leaderElection: { enabled: boolean; leaseName: string; namespace: string } };
 const workDir = mkdtempSync(join(tmpdir(), "knative-fleet-rbac-"));
-const ROLLOUT_POLICY = stringify({
-  apiVersion: "fleet.knative.dev/v1alpha1",
-  kind: "KnativeRollout",
-  metadata: { name: "knative" },
-  spec: { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] },
-});
+const ROLLOUT_POLICY = rolloutText(
+  { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] },
+  { name: "knative" },
+);
 let serviceAccount: KubeClient;
 
 beforeAll(async () => {
@@ -163,7 +161,7 @@ describe("the chart's RBAC", () => {
     const stage = new RolloutStage({
       hub: serviceAccount,
       namespace: fleetNamespace,
-      source: { repository: "https://git.example/fleet.git", branch: "main" },
+      source: { repository: TEST_REPOSITORY, branch: "main" },
       inventory: () => [{ namespace: "fleet-system", name: "c1", labels: {}, properties: new Map() }],
       modelAt: (commit) => Promise.reject(new Error(`no commit ${commit}`)),
       events: new EventRecorder({ client: serviceAccount, component: "knative-fleet", log: silentLogger }),
@@ -180,7 +178,7 @@ describe("the chart's RBAC", () => {
     );
     const steps = decideApplies(
       model.resources,
-      { repository: "https://git.example/fleet.git", branch: "main", commit: "a1" },
+      { repository: TEST_REPOSITORY, branch: "main", commit: "a1" },
       [],
     );
     const gated = await stage.gate(await stage.open(model, "a1"), steps, [], []);
@@ -205,7 +203,7 @@ describe("the chart's RBAC", () => {
         name: "gone",
         namespace: fleetNamespace,
         labels: { [MANAGED_BY_LABEL]: MANAGED_BY },
-        annotations: { [SOURCE_REPOSITORY_ANNOTATION]: "https://git.example/fleet.git" },
+        annotations: { [SOURCE_REPOSITORY_ANNOTATION]: TEST_REPOSITORY },
       },
       spec: {},
     });
@@ -213,7 +211,7 @@ describe("the chart's RBAC", () => {
       files: [crFile({ name: "kept", cluster: "c1", namespace: fleetNamespace })],
       namespace: fleetNamespace,
       commit: "a2",
-      repository: "https://git.example/fleet.git",
+      repository: TEST_REPOSITORY,
       prune: { maxPruneFraction: 0 },
     });
     expect(held.prune.state).toBe("held");

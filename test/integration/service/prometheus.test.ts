@@ -9,6 +9,7 @@ import type { KubeClient } from "../../../src/kube/client.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
+import { rolloutText } from "../../support/fleet-files.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -36,16 +37,14 @@ const BAD_WORKLOADS = [{ name: "activator", nodeSelector: { "prometheus-test/no-
 
 const fleetFiles = (spokes = SPOKES): Record<string, string> =>
   Object.assign({}, ...spokes.map((s) => servingFile(s)));
-const rolloutPolicy = stringify({
-  apiVersion: "fleet.knative.dev/v1alpha1",
-  kind: "KnativeRollout",
-  metadata: { name: "knative" },
-  spec: {
+const rolloutPolicy = rolloutText(
+  {
     waves: [{ name: "canary", clusterProfiles: [{ namespace: CLUSTER_PROFILE_NAMESPACE, name: "spoke-1" }] }],
     soak: "1s",
     timeLimit: "15s",
   },
-});
+  { name: "knative" },
+);
 
 interface Alert {
   labels: Record<string, string>;

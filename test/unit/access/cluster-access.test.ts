@@ -4,7 +4,8 @@ import { stringify } from "yaml";
 import { ClusterAccess } from "../../../src/access/cluster-access.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { clientFromKubeConfig, KubeConfig } from "../../../src/kube/kubeconfig.ts";
-import { provider, providerConfig, silentLogger } from "./support.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { provider, providerConfig } from "./support.ts";
 
 // The paths that decide before the hub is asked, or without its answer; the rest runs against the sandbox in
 // test/integration/access. The hub here is a loopback port nothing listens on.

@@ -3,8 +3,9 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ExecAuthenticator } from "../../../src/access/exec-authenticator.ts";
 import type { EnvVar } from "../../../src/access/provider-config.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
 import { fixturePlugin } from "../../fixtures/plugins/index.ts";
-import { scratchDir, silentLogger } from "./support.ts";
+import { scratchDir } from "./support.ts";
 
 const scratch = scratchDir();
 

@@ -3,8 +3,9 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { AccessError } from "../../../src/access/errors.ts";
 import { type ExecPlugin, runExecPlugin } from "../../../src/access/exec-plugin.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
 import { fixturePlugin } from "../../fixtures/plugins/index.ts";
-import { capturingLogger, scratchDir, silentLogger, testdataPath } from "./support.ts";
+import { capturingLogger, scratchDir, testdataPath } from "./support.ts";
 
 const scratch = scratchDir();
 

@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { AccessError } from "../../../src/access/errors.ts";
 import { type ExecPlugin, runExecPlugin } from "../../../src/access/exec-plugin.ts";
-import { scratchDir, silentLogger } from "./support.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { scratchDir } from "./support.ts";
 
 // Issue #43: the copies of the plugin's kubeconfig that point it at a credentials namespace (they name the
 // hub user's key files, or hold its keys) piled up in TMPDIR, and a plugin's error did not say which

@@ -11,21 +11,14 @@ import type { EnvVar } from "../../../src/access/provider-config.ts";
 import { SpokeConnection } from "../../../src/access/spoke-connection.ts";
 import { spokeEndpoint } from "../../../src/access/spoke-endpoint.ts";
 import type { ClusterConnection } from "../../../src/api/clusterprofile.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
 import { fixturePlugin } from "../../fixtures/plugins/index.ts";
 import {
   startBadPortForwarder,
   startClusterProxy,
   startConnectProxy,
 } from "../../support/loopback-proxies.ts";
-import {
-  base64,
-  clusterProfile,
-  provider,
-  providerConfig,
-  scratchDir,
-  silentLogger,
-  testdata,
-} from "./support.ts";
+import { base64, clusterProfile, provider, providerConfig, scratchDir, testdata } from "./support.ts";
 
 const scratch = scratchDir();
 

@@ -1,42 +1,12 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Writable } from "node:stream";
 import { type Logger, pino } from "pino";
-import { afterAll } from "vitest";
 import type { AccessProviderConfig, ProviderConfig } from "../../../src/access/provider-config.ts";
 import type { ClusterProfile } from "../../../src/api/clusterprofile.ts";
-import { clientExtensions, createCa, serverExtensions, signedCert } from "../../sandbox/pki.ts";
+import { base64, testdata } from "../../support/access-pki.ts";
 
-// Test PKI, made with openssl once per test file (no key material is kept in the repository): a CA with a
-// serving certificate (127.0.0.1, localhost, spoke.fixture.invalid) and a client certificate it signed,
-// plus an unrelated CA (other-ca.crt).
-const testdataDir = mkdtempSync(join(tmpdir(), "knative-fleet-access-pki-"));
-createCa(testdataDir, "fixture-ca");
-signedCert(
-  testdataDir,
-  "server",
-  "/CN=spoke.fixture.invalid",
-  serverExtensions(["DNS:localhost", "IP:127.0.0.1", "DNS:spoke.fixture.invalid"]),
-);
-signedCert(testdataDir, "client", "/CN=fixture-client", clientExtensions);
-mkdirSync(join(testdataDir, "other"));
-createCa(join(testdataDir, "other"), "unrelated-ca");
-copyFileSync(join(testdataDir, "other", "ca.crt"), join(testdataDir, "other-ca.crt"));
-process.on("exit", () => rmSync(testdataDir, { recursive: true, force: true }));
-
-export const testdataPath = (name: string): string => join(testdataDir, name);
-export const testdata = (name: string): string => readFileSync(testdataPath(name), "utf8");
-export const base64 = (text: string): string => Buffer.from(text, "utf8").toString("base64");
-
-export const silentLogger: Logger = pino({ level: "silent" });
-
-/** A temporary directory removed once the calling test file is done; call it at the file's top level. */
-export function scratchDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "knative-fleet-access-"));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+// The access tests' fixtures: the test PKI (test/support/access-pki.ts), providers, ClusterProfiles.
+export { base64, testdata, testdataPath } from "../../support/access-pki.ts";
+export { scratchDir } from "../../support/scratch-dir.ts";
 
 /** A logger that keeps every line it writes, parsed, for tests that check what reaches the log. */
 export function capturingLogger(): {

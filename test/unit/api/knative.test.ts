@@ -14,7 +14,7 @@ import {
   OPERATOR_VERSION,
 } from "../../../src/api/knative.ts";
 import { upstreamOperatorCrdsDir } from "../../support/shared.ts";
-import { readCrdSchema, sampleInstance } from "./openapi-schema.ts";
+import { readCrdSchema, sampleInstance } from "../../support/openapi-schema.ts";
 
 const SPEC_SCHEMAS = { KnativeServing: KnativeServingSpecSchema, KnativeEventing: KnativeEventingSpecSchema };
 

@@ -13,7 +13,8 @@ import type { KubeObject } from "../../../src/kube/object.ts";
 import { decideApplies, decidePrune } from "../../../src/mirror/decide.ts";
 import { expandForSync } from "../../../src/placement/combine.ts";
 import { readFleetTree } from "../../../src/source/tree.ts";
-import { crFile, mirrorInput, REPOSITORY, sourceAt } from "../mirror/support.ts";
+import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
+import { crFile, mirrorInput, sourceAt } from "../mirror/support.ts";
 
 const NS = "fleet";
 const OPTIONS = { defaultNamespace: NS };
@@ -188,7 +189,7 @@ spec:
       expect(sync.model.rollout).toEqual({ failedPaths: ["clusters/policy.yaml", "clusters/rollout.yaml"] });
       const departures = sync.departures({
         live: hub,
-        repository: REPOSITORY,
+        repository: TEST_REPOSITORY,
         now: 0,
         gracePeriodMs: 60_000,
         previous: new Map(),

@@ -19,8 +19,9 @@ import { expandForSync } from "../../../src/placement/combine.ts";
 import type { Inventory } from "../../../src/placement/inventory.ts";
 import { matchesTerm } from "../../../src/placement/select.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
+import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
 import { seededRandom } from "../../support/seeded-random.ts";
-import { mirrorInput, REPOSITORY, sourceAt } from "../mirror/support.ts";
+import { mirrorInput, sourceAt } from "../mirror/support.ts";
 import {
   aliasTexts,
   byteFlips,
@@ -758,7 +759,7 @@ describe("mutation corpus of placements and rollout policies", () => {
         tally.checkModel(index, testCase, sync.model);
         const departures = sync.departures({
           live: hub,
-          repository: REPOSITORY,
+          repository: TEST_REPOSITORY,
           now: 1_000_000,
           gracePeriodMs: 300_000,
           previous: new Map(),

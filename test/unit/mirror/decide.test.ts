@@ -18,8 +18,13 @@ import {
   type MirrorInput,
   pruneToken,
 } from "../../../src/mirror/decide.ts";
-import { type CrOptions, crText, crFile as sharedCrFile } from "../../support/fleet-files.ts";
-import { crFile, mirrorInput, REPOSITORY } from "./support.ts";
+import {
+  type CrOptions,
+  crText,
+  crFile as sharedCrFile,
+  TEST_REPOSITORY,
+} from "../../support/fleet-files.ts";
+import { crFile, mirrorInput } from "./support.ts";
 
 const NS = "fleet";
 const COMMIT_1 = "1".repeat(40);
@@ -107,7 +112,7 @@ describe("decideApplies", () => {
     const { metadata } = (step as ApplyStep & { object: KubeObject }).object;
     expect(metadata.labels).toEqual({ "app.kubernetes.io/managed-by": "knative-fleet" });
     expect(metadata.annotations).toMatchObject({
-      [SOURCE_REPOSITORY_ANNOTATION]: REPOSITORY,
+      [SOURCE_REPOSITORY_ANNOTATION]: TEST_REPOSITORY,
       [SOURCE_PATH_ANNOTATION]: "clusters/alpha.yaml",
       [SOURCE_COMMIT_ANNOTATION]: COMMIT_1,
     });
@@ -300,7 +305,7 @@ describe("decideApplies: a repository owns its CRs", () => {
         action: "conflict",
         reason:
           `the hub CR was mirrored from repository ${OTHER} (fleet.knative.dev/source-repository); to hand it ` +
-          `over to this one, annotate the hub CR fleet.knative.dev/adopt=${REPOSITORY}`,
+          `over to this one, annotate the hub CR fleet.knative.dev/adopt=${TEST_REPOSITORY}`,
       },
     ]);
     expect(hubAfter(steps, live)).toEqual(live);
@@ -312,14 +317,14 @@ describe("decideApplies: a repository owns its CRs", () => {
   });
 
   it("the adoption marker hands it over: updated, and from then on this repository's", () => {
-    const live = fromOther(["alpha"], { [ADOPT_ANNOTATION]: REPOSITORY });
+    const live = fromOther(["alpha"], { [ADOPT_ANNOTATION]: TEST_REPOSITORY });
     const steps = sync(
       mirrorInput([crFile("alpha", { namespace: NS, version: "1.23" })], NS, COMMIT_2),
       live,
     );
     expect(actions(steps)).toEqual([["alpha", "update"]]);
     const after = hubAfter(steps, live)[0]!;
-    expect(after.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION]).toBe(REPOSITORY);
+    expect(after.metadata.annotations?.[SOURCE_REPOSITORY_ANNOTATION]).toBe(TEST_REPOSITORY);
     // A marker naming a third repository hands nothing to this one.
     const elsewhere = fromOther(["alpha"], { [ADOPT_ANNOTATION]: "https://git.example/c.git" });
     expect(actions(sync(mirrorInput([crFile("alpha", { namespace: NS })], NS, COMMIT_2), elsewhere))).toEqual(

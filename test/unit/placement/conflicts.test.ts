@@ -10,15 +10,13 @@ import { PlacementStage } from "../../../src/placement/stage.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 import { runCli } from "../../support/cli.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
-import { crObject } from "../../support/fleet-files.ts";
+import { crObject, TEST_REPOSITORY } from "../../support/fleet-files.ts";
 import { syncInto } from "../../support/sync.ts";
 import { NS, PROFILES, placementFile, servingFile } from "./support.ts";
 
 // Conflicts between placements (and with per-cluster files) are reported the way the fleet model reports
 // its own: grouped and capped, so N placements on one cluster make a few short lines, not N² text, in
 // validate, the status files and the model; and a conflict is no departure.
-
-const REPOSITORY = "https://git.example/fleet.git";
 
 /** The service's sync of one commit (src/sync): placements expanded, mirrored, the status. */
 function hubWithPlacements() {
@@ -39,7 +37,7 @@ function hubWithPlacements() {
       files,
       namespace: NS,
       commit,
-      repository: REPOSITORY,
+      repository: TEST_REPOSITORY,
       placements: stage,
     });
     const status = renderStatusSummary({ resources: kube.objects(), sync: result });

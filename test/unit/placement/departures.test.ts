@@ -3,8 +3,8 @@ import { SOURCE_PATH_ANNOTATION, SOURCE_REPOSITORY_ANNOTATION } from "../../../s
 import { formatIdentity } from "../../../src/fleet/identity.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { type DepartureInput, decideDepartures } from "../../../src/placement/departures.ts";
+import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
 
-const REPO = "https://git.example/fleet";
 const PLACEMENT = formatIdentity({
   kind: "KnativeServingPlacement",
   namespace: "knative-fleet",
@@ -29,7 +29,7 @@ const cr = (
           }
         : {},
     annotations: {
-      [SOURCE_REPOSITORY_ANNOTATION]: extra.repo ?? REPO,
+      [SOURCE_REPOSITORY_ANNOTATION]: extra.repo ?? TEST_REPOSITORY,
       [SOURCE_PATH_ANNOTATION]: "clusters/serving.yaml",
       "fleet.knative.dev/source-cluster": `fleet-system/${name}`,
     },
@@ -39,7 +39,7 @@ const cr = (
 
 const input = (overrides: Partial<DepartureInput>): DepartureInput => ({
   live: [cr("serving-a"), cr("serving-b")],
-  repository: REPO,
+  repository: TEST_REPOSITORY,
   desired: new Set(["KnativeServing knative-fleet/serving-a"]),
   placements: new Set([PLACEMENT]),
   pendingPlacements: new Set(),

@@ -1,18 +1,10 @@
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
 import type { Inventory, InventoryCluster, InventoryDecision } from "../../../src/placement/inventory.ts";
 
+export { cluster } from "../../support/fleet-files.ts";
+
 export const NS = "knative-fleet";
 export const PROFILES = "fleet-system";
-
-/** A cluster as the inventory sees it. */
-export function cluster(
-  name: string,
-  labels: Record<string, string> = {},
-  properties: Record<string, string> = {},
-  namespace = PROFILES,
-): InventoryCluster {
-  return { namespace, name, labels, properties: new Map(Object.entries(properties)) };
-}
 
 export function inventory(
   clusters: InventoryCluster[] | undefined,

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { stringify } from "yaml";
 import { PLAN_MARKER, renderMarkdown } from "../../../src/plan/markdown.ts";
-import { crText } from "../../support/fleet-files.ts";
+import { crText, placementText, rolloutText } from "../../support/fleet-files.ts";
 import { planOfFiles, snapshotInventory } from "./support.ts";
 
 // A pull request controls file names, YAML keys and values, and the refs' names; the hub's inventory the
@@ -74,22 +73,15 @@ const OUR_TAGS = /<\/?(details|summary|b|br)>/g;
 describe("hostile names in every section of the plan", { timeout: 60_000 }, () => {
   it("stay text: no HTML, link, image, heading, line or table cell of their own", async () => {
     const dir = (i: number) => `clusters/${hostile(i)}`;
-    const placement = stringify({
-      apiVersion: "fleet.knative.dev/v1alpha1",
-      kind: "KnativeServingPlacement",
-      metadata: { name: "p" },
+    const placement = placementText({
+      name: "p",
       spec: {
         clusterProfiles: [{ namespace: "fleet-system", name: "c-2" }],
         template: { spec: { version: "1.21", config: { network: { "x``y": "```\n## z" } } } },
       },
     });
     const rollout = (wave: string) =>
-      stringify({
-        apiVersion: "fleet.knative.dev/v1alpha1",
-        kind: "KnativeRollout",
-        metadata: { name: "default" },
-        spec: { waves: [{ name: wave, clusterProfiles: [{ namespace: "fleet-system", name: "c-1" }] }] },
-      });
+      rolloutText({ waves: [{ name: wave, clusterProfiles: [{ namespace: "fleet-system", name: "c-1" }] }] });
     // Paths that reach prose (findings), with every attack in them.
     const rolloutPath = `clusters/${ATTACKS.join(" ")}/rollout.yaml`;
     const refusedPath = `clusters/${[...ATTACKS].reverse().join(" ")}/refused.yaml`;

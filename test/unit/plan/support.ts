@@ -8,34 +8,16 @@ import type { FleetPlan } from "../../../src/plan/report.ts";
 import type { Revision } from "../../../src/plan/revisions.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
 import { DEFAULT_FLEET_SETTINGS } from "../../../src/sync/settings.ts";
-import { type CliRun, runCli } from "../../support/cli.ts";
+import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
-import { createFleetRepo, type FleetRepo } from "./fleet-repo.ts";
+
+export { planJson, resourceOf, runPlan } from "../../support/plan-cli.ts";
 
 /** A fleet repository for one test, removed when the test ends. */
 export async function fleetRepo(): Promise<FleetRepo> {
   const repo = await createFleetRepo();
   onTestFinished(() => rm(repo.dir, { recursive: true, force: true }));
   return repo;
-}
-
-/** Runs `knative-fleet plan` in-process against the real releases of ../shared. */
-export const runPlan = (...argv: string[]): Promise<CliRun> =>
-  runCli("plan", "--kodata", knativeReleasesDir(), ...argv);
-
-/** `runPlan` with `-o json`, parsed. */
-export async function planJson(
-  ...argv: string[]
-): Promise<{ code: number; plan: FleetPlan; stderr: string }> {
-  const { code, stdout, stderr } = await runPlan("-o", "json", ...argv);
-  return { code, plan: JSON.parse(stdout) as FleetPlan, stderr };
-}
-
-/** The plan of one CR, by name. */
-export function resourceOf(plan: FleetPlan, name: string) {
-  const found = plan.clusters.flatMap((cluster) => cluster.resources).find((r) => r.name === name);
-  if (!found) throw new Error(`no CR ${name} in the plan`);
-  return found;
 }
 
 const releases = new ReleaseLoader(createKodataSource({ dir: knativeReleasesDir() }));

@@ -1,4 +1,3 @@
-import { stringify } from "yaml";
 import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/identity.ts";
 import type { FleetFile } from "../../../src/fleet/model.ts";
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
@@ -8,25 +7,10 @@ import type { InventoryCluster } from "../../../src/placement/inventory.ts";
 import { type GateInput, type GateOutcome, gateApplies } from "../../../src/rollout/gate.ts";
 import { revertStep, withReverts } from "../../../src/rollout/revert.ts";
 import { type RolloutState, RolloutStateSchema } from "../../../src/rollout/state.ts";
-import { crFile } from "../../support/fleet-files.ts";
+import { cluster, crFile, TEST_REPOSITORY as REPOSITORY, rolloutText } from "../../support/fleet-files.ts";
 
-export const REPOSITORY = "https://git.example/platform/fleet.git";
-
-/** A KnativeRollout file's text with the given spec. */
-export const rolloutText = (spec: Record<string, unknown>): string =>
-  stringify({
-    apiVersion: "fleet.knative.dev/v1alpha1",
-    kind: "KnativeRollout",
-    metadata: { name: "default" },
-    spec,
-  });
-
-export const cluster = (name: string, labels: Record<string, string> = {}): InventoryCluster => ({
-  namespace: "fleet-system",
-  name,
-  labels,
-  properties: new Map(),
-});
+// The shared fleet fixtures (test/support/fleet-files.ts) these tests build on.
+export { cluster, REPOSITORY, rolloutText };
 
 /**
  * The fleet of the tests: one KnativeServing per cluster, `<cluster>-serving`, all at `version`; a cluster

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
-import type { SchemaNode } from "../../../src/api/crd.ts";
+import type { SchemaNode } from "../../src/api/crd.ts";
 
 // Helpers over CRD openAPIV3Schema trees, shared by the API tests that hold our schemas against the upstream
 // CRDs in ../shared.
