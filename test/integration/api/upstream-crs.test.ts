@@ -5,8 +5,8 @@ import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
-import { upstreamOperatorCrdsDir } from "../../support/shared.ts";
 import { readCrdSchema, sampleInstance } from "../../support/openapi-schema.ts";
+import { upstreamOperatorCrdsDir } from "../../support/shared.ts";
 
 /**
  * Wire compatibility, on a real API server: a CR that sets every field the upstream Knative Operator's CRD

@@ -6,9 +6,9 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { crText } from "../../support/fleet-files.ts";
+import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
-import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
 
 const execFileAsync = promisify(execFile);
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { accessProvidersOf, ClusterProfileSchema } from "../../../src/api/clusterprofile.ts";
-import { clusterProfileCrdPath } from "../../support/shared.ts";
 import { readCrdSchema, sampleInstance } from "../../support/openapi-schema.ts";
+import { clusterProfileCrdPath } from "../../support/shared.ts";
 
 const profileYaml = `
 apiVersion: multicluster.x-k8s.io/v1alpha1

@@ -11,8 +11,8 @@ import {
   toStructuralSchema,
 } from "../../../src/api/crd.ts";
 import { KNATIVE_KINDS, type KnativeKind, OPERATOR_VERSION } from "../../../src/api/knative.ts";
-import { repoRoot, upstreamOperatorCrdsDir } from "../../support/shared.ts";
 import { compatibilityProblems, readCrd, readCrdSchema, schemaNodes } from "../../support/openapi-schema.ts";
+import { repoRoot, upstreamOperatorCrdsDir } from "../../support/shared.ts";
 
 const generatedSchema = (kind: KnativeKind): SchemaNode =>
   knativeCrd(kind).spec.versions[0]!.schema.openAPIV3Schema;

@@ -13,8 +13,8 @@ import {
   KnativeStatusSchema,
   OPERATOR_VERSION,
 } from "../../../src/api/knative.ts";
-import { upstreamOperatorCrdsDir } from "../../support/shared.ts";
 import { readCrdSchema, sampleInstance } from "../../support/openapi-schema.ts";
+import { upstreamOperatorCrdsDir } from "../../support/shared.ts";
 
 const SPEC_SCHEMAS = { KnativeServing: KnativeServingSpecSchema, KnativeEventing: KnativeEventingSpecSchema };
 

@@ -8,9 +8,9 @@ import { EXIT_CHANGES, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "../../../src/c
 import { commands } from "../../../src/commands/main.ts";
 import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
+import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
-import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
 
 // docs/cli.md's table of exit codes, and every command run into each case it can meet without a server.
 // The exit 1 of `status` (a CR not Ready) and `clusters` (a spoke unreachable) need a hub: they are checked

@@ -7,8 +7,8 @@ import { basename, dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { PLAN_MARKER } from "../../../src/plan/index.ts";
-import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
 import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
+import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
 
 // The CI examples users copy (fleet-example/.github/workflows/plan.yml, fleet-example/.gitlab-ci.yml), run
 // as the CI would run them: their knative-fleet steps' scripts, taken from the YAML with the CI's variables

@@ -12,8 +12,8 @@ import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts"
 import { DEFAULT_FLEET_SETTINGS } from "../../../src/sync/settings.ts";
 import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
-import { knativeReleasesDir } from "../../support/shared.ts";
 import type { FleetRepo } from "../../support/fleet-repo.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
 import { fleetRepo, planJson, resourceOf, runPlan } from "./support.ts";
 
 // Offline plans of real Git repositories with branches, rendered from the real releases of ../shared.
