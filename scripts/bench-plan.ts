@@ -7,7 +7,6 @@
 // Usage: node scripts/bench-plan.ts [clusters=20] [runs=5]
 //        node scripts/bench-plan.ts --placement [clusters=100] [runs=3]
 import { rm } from "node:fs/promises";
-import { stringify } from "yaml";
 import { ClusterAccess } from "../src/access/cluster-access.ts";
 import { loadProviderConfig } from "../src/access/provider-config.ts";
 import { createTargetResolver } from "../src/access/target.ts";
@@ -18,9 +17,9 @@ import { createKodataSource, ReleaseLoader } from "../src/render/index.ts";
 import { DEFAULT_FLEET_SETTINGS } from "../src/sync/settings.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
-import { crText } from "../test/support/fleet-files.ts";
-import { knativeReleasesDir } from "../test/support/shared.ts";
+import { crText, placementText } from "../test/support/fleet-files.ts";
 import { createFleetRepo } from "../test/support/fleet-repo.ts";
+import { knativeReleasesDir } from "../test/support/shared.ts";
 
 const placementCase = process.argv[2] === "--placement";
 const args = process.argv.slice(placementCase ? 3 : 2);
@@ -56,10 +55,8 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 async function placementFleet() {
   const repo = await createFleetRepo();
   const placement = (version: string) =>
-    stringify({
-      apiVersion: "fleet.knative.dev/v1alpha1",
-      kind: "KnativeServingPlacement",
-      metadata: { name: "serving" },
+    placementText({
+      name: "serving",
       spec: {
         clusterSelectorTerms: [{ labelSelector: { matchLabels: { env: "prod" } } }],
         template: { spec: { version, ingress: { kourier: { enabled: true } } } },

@@ -21,7 +21,6 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
-import { dropHubCrs, FLEET_NAMESPACE, isReady, servingFile } from "../test/integration/scale/support.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox, type Sandbox } from "../test/sandbox/sandbox.ts";
 import { imageRuntime } from "../test/support/dockerfile.ts";
@@ -29,6 +28,7 @@ import { startFleetProcess } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
 import type { ServiceProcess } from "../test/support/service-process.ts";
+import { dropHubCrs, FLEET_NAMESPACE, isReady, servingFile } from "../test/support/serving-fleet.ts";
 import { repoRoot } from "../test/support/shared.ts";
 import { cleanSpokes } from "../test/support/spokes.ts";
 

@@ -3,10 +3,10 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import type { KubeObject } from "../../../src/kube/object.ts";
-import { ensureTools, toolPath } from "../../sandbox/tools.ts";
-import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
-import { repoRoot } from "../../support/shared.ts";
+import type { KubeObject } from "../../src/kube/object.ts";
+import { ensureTools, toolPath } from "../sandbox/tools.ts";
+import { TEST_REPOSITORY } from "./fleet-files.ts";
+import { repoRoot } from "./shared.ts";
 
 /** The chart under test and the real `helm` (v3, built from Go by the sandbox tools). */
 export const chartDir = join(repoRoot, "charts", "knative-fleet");

@@ -1,8 +1,11 @@
-import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import type { KubeClient } from "../../../src/kube/client.ts";
-import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
-import { crText } from "../../support/fleet-files.ts";
-import { waitUntil } from "../../support/wait.ts";
+import { OPERATOR_API_VERSION } from "../../src/api/knative.ts";
+import type { KubeClient } from "../../src/kube/client.ts";
+import { type KubeObject, nameOf } from "../../src/kube/object.ts";
+import { crText } from "./fleet-files.ts";
+import { waitUntil } from "./wait.ts";
+
+// The sandbox fleet of the scale and service tests and bench-scale: a Serving with Kourier per spoke, in
+// knative-fleet, and how to read and drop its hub CRs.
 
 export const FLEET_NAMESPACE = "knative-fleet";
 

@@ -4,8 +4,15 @@ import { loadSandbox } from "../../sandbox/index.ts";
 import { type AdminEndpoint, apply, getJson, kubeRequest } from "../../sandbox/kube-http.ts";
 import { toolPath } from "../../sandbox/tools.ts";
 import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
+import {
+  chartDir,
+  type Deployment,
+  type KubeObject,
+  renderChart,
+  runHelm,
+  withValuesFile,
+} from "../../support/helm.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { chartDir, type Deployment, type KubeObject, renderChart, runHelm, withValuesFile } from "./helm.ts";
 
 /**
  * The rendered chart on a real kube-apiserver (the sandbox hub): every object is accepted by server-side

@@ -2,7 +2,6 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { repoRoot } from "../../support/shared.ts";
 import {
   chartDir,
   type KubeObject,
@@ -11,7 +10,8 @@ import {
   plainRulesFile,
   renderChart,
   renderFailure,
-} from "./helm.ts";
+} from "../../support/helm.ts";
+import { repoRoot } from "../../support/shared.ts";
 
 // The chart's monitoring objects, rendered by the real helm: the alert rules come from one template as a
 // PrometheusRule, a ConfigMap and docs/monitoring/knative-fleet.rules.yaml alike; thresholds are values; the

@@ -7,8 +7,8 @@ import { commands } from "../../../src/commands/main.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
+import { chartDir, renderChart, runHelm, withValuesFile } from "../../support/helm.ts";
 import { repoRoot } from "../../support/shared.ts";
-import { chartDir, renderChart, runHelm, withValuesFile } from "./helm.ts";
 
 // The NOTES `helm install` prints, rendered for real (helm install --dry-run=client, which asks the sandbox
 // hub for its version), and every command in them checked against the objects the same values render:

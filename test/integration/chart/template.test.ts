@@ -4,7 +4,6 @@ import { describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { nameOf } from "../../../src/kube/object.ts";
 import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
-import { knativeReleasesDir } from "../../support/shared.ts";
 import {
   type Container,
   chartDir,
@@ -19,7 +18,8 @@ import {
   renderFailure,
   runHelm,
   withValuesFile,
-} from "./helm.ts";
+} from "../../support/helm.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
 
 /** The one Secret the reconciler may read in its own namespace: the rollout state's HMAC key, by name. */
 const ROLLOUT_KEY_RULE = {

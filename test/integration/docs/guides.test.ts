@@ -20,9 +20,9 @@ import { silentLogger } from "../../../src/observability/log.ts";
 import { ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { ensureTools, toolPath } from "../../sandbox/tools.ts";
+import { renderChart } from "../../support/helm.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { repoRoot } from "../../support/shared.ts";
-import { renderChart } from "../chart/helm.ts";
 
 const execFileAsync = promisify(execFile);
 

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type Container, type Deployment, type KubeObject, only } from "../chart/helm.ts";
+import { type Container, type Deployment, type KubeObject, only } from "../../support/helm.ts";
 
 /** A change made to the rendered pod so that it runs on this machine: which text, from what, to what. */
 export interface Rewrite {

@@ -9,11 +9,11 @@ import type { KubeObject } from "../../../src/kube/object.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { freePort } from "../../sandbox/processes.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
+import { only, type KubeObject as RenderedObject, renderChart } from "../../support/helm.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { ServiceProcess } from "../../support/service-process.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { only, type KubeObject as RenderedObject, renderChart } from "../chart/helm.ts";
 import { type LocalPod, layOutPod } from "./chart-pod.ts";
 
 // `helm install` on the hub, short of the container runtime: the chart is rendered by the real helm, and

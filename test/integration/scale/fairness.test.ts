@@ -8,9 +8,15 @@ import { crText } from "../../support/fleet-files.ts";
 import { startServiceOnSandbox, writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import {
+  conditionsOf,
+  dropHubCrs,
+  isReady,
+  FLEET_NAMESPACE as NS,
+  servingFile,
+} from "../../support/serving-fleet.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { conditionsOf, dropHubCrs, isReady, FLEET_NAMESPACE as NS, servingFile } from "./support.ts";
 
 // Per-spoke fairness: two workers, one per spoke at most. spoke-3 carries two CRs (Serving and Eventing),
 // so without the per-spoke bound a frozen spoke-3 would hold both workers for a whole request timeout

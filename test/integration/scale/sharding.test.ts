@@ -14,9 +14,9 @@ import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { freezableHubPath, type startFreezableForwarder } from "../../support/loopback-proxies.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
+import { dropHubCrs, isReady, servingFile } from "../../support/serving-fleet.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { dropHubCrs, isReady, servingFile } from "./support.ts";
 
 // Sharding over three real `knative-fleet run` processes and six spokes, with the production timings
 // (15 s member lease, 10 s renew deadline, 2 s retry period): each CR is reconciled by exactly one

@@ -22,10 +22,10 @@ import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollou
 import { LeaderElector } from "../../../src/service/leader-election.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { crFile, rolloutText, TEST_REPOSITORY } from "../../support/fleet-files.ts";
+import { type KubeObject, only, renderChart } from "../../support/helm.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { syncInto } from "../../support/sync.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { type KubeObject, only, renderChart } from "../chart/helm.ts";
 
 // The leader elector and the event recorder as the chart's ServiceAccount, with exactly the RBAC the chart
 // renders for two replicas: the Lease (create; get and update by name) and Events (create and patch, no

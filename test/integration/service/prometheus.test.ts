@@ -12,12 +12,12 @@ import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
 import { rolloutText } from "../../support/fleet-files.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
+import { chartDir, renderChart } from "../../support/helm.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
+import { dropHubCrs, isReady, servingFile } from "../../support/serving-fleet.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { chartDir, renderChart } from "../chart/helm.ts";
-import { dropHubCrs, isReady, servingFile } from "../scale/support.ts";
 
 // A real Prometheus server (Debian's package; on loopback) scrapes a live knative-fleet every second and
 // evaluates the chart's alert rules, rendered by helm with every `for:` shortened through the values (the

@@ -1,12 +1,81 @@
+import { existsSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
-import { matchesOutside } from "./support.ts";
+import { files, matchesOutside, ROOT, textOf, withoutComments } from "./support.ts";
 
-// Tidiness that drifts back unless checked: one lookup of the release manifests.
+// Tidiness that drifts back unless checked: one lookup of the release manifests; scripts and integration
+// tests that build on the shared test support, never on a unit test's helpers.
+
+/** What a .ts file imports (imports, re-exports, literal dynamic imports), as paths from the repository root. */
+const importsOf = (file: string): string[] =>
+  [...withoutComments(textOf(file)).matchAll(/\bfrom "(\.[^"]+)"|\bimport\(\s*"(\.[^"]+)"/g)].map((m) =>
+    relative(ROOT, join(dirname(file), m[1] ?? m[2]!)),
+  );
+
+/** Each import of a file under `dir` outside the folders `allowed` gives for it, as `file -> import`. */
+function importsOutside(dir: string, allowed: (file: string) => readonly string[]): string[] {
+  return files(join(ROOT, dir)).flatMap((file) => {
+    const from = relative(ROOT, file);
+    return importsOf(file)
+      .filter((target) => !allowed(from).some((folder) => target.startsWith(folder)))
+      .map((target) => `${from} -> ${target}`);
+  });
+}
+
+/** The files `roots` import, and what those import, and so on. */
+function reachedFrom(roots: readonly string[]): Set<string> {
+  const reached = new Set<string>();
+  const visit = (file: string): void => {
+    const path = relative(ROOT, file);
+    if (reached.has(path) || !existsSync(file)) return;
+    reached.add(path);
+    for (const target of importsOf(file)) visit(join(ROOT, target));
+  };
+  for (const root of roots) visit(root);
+  return reached;
+}
+
+const TEST_HELPERS_OF_ONE_KIND = ["test/unit/", "test/integration/"];
 
 describe("one --kodata lookup", () => {
   it("reads KO_DATA_PATH in commands/kodata.ts alone (findKodata)", () => {
     // `env.KO_DATA_PATH`, `env["KO_DATA_PATH"]`, `{ KO_DATA_PATH } = process.env`: help text may name it.
     const read = /\.KO_DATA_PATH\b|\[\s*["'`]KO_DATA_PATH["'`]\s*\]|\{[^}]*\bKO_DATA_PATH\b[^}]*\}\s*=/g;
     expect(matchesOutside(read, ["commands/kodata.ts"])).toEqual([]);
+  });
+});
+
+describe("scripts and integration tests build on the shared test support", () => {
+  // A script runs outside vitest: a unit test's helper may register a hook or make fixtures on import.
+  const SCRIPTS_MAY_IMPORT = ["src/", "test/support/", "test/sandbox/", "scripts/"];
+  // Scripts that run a suite living with the tests: the mutation run's safety core, the soak's driver.
+  const SCRIPT_SUITES: Record<string, readonly string[]> = {
+    "scripts/mutation.ts": ["test/mutation/"],
+    "scripts/soak.ts": ["test/soak/"],
+    "scripts/soak-upgrade.ts": ["test/soak/"],
+  };
+
+  it("scripts/ import only src/, test/support/ and test/sandbox/ (and the suite a script runs)", () => {
+    const outside = importsOutside("scripts", (file) => [
+      ...SCRIPTS_MAY_IMPORT,
+      ...(SCRIPT_SUITES[file] ?? []),
+    ]);
+    expect(outside).toEqual([]);
+  });
+
+  it("nothing a script imports, however indirectly, is a unit or integration test's helper", () => {
+    const reached = [...reachedFrom(files(join(ROOT, "scripts")))];
+    expect(
+      reached.filter((path) => TEST_HELPERS_OF_ONE_KIND.some((folder) => path.startsWith(folder))),
+    ).toEqual([]);
+  });
+
+  it("no integration test imports test/unit/", () => {
+    const intoUnit = files(join(ROOT, "test/integration")).flatMap((file) =>
+      importsOf(file)
+        .filter((target) => target.startsWith("test/unit/"))
+        .map((target) => `${relative(ROOT, file)} -> ${target}`),
+    );
+    expect(intoUnit).toEqual([]);
   });
 });
