@@ -61,7 +61,7 @@ export type ResolveResult =
  * its health, or its deletion. A status-only change, such as a heartbeat, is not reported.
  */
 export type ClusterProfileChange = "added" | "connection" | "health" | "deleted";
-export type ClusterProfileListener = (ref: ClusterRef, change: ClusterProfileChange) => void;
+type ClusterProfileListener = (ref: ClusterRef, change: ClusterProfileChange) => void;
 
 const DEFAULT_PLUGIN_TIMEOUT_MS = 10_000;
 const DEFAULT_REFRESH_BEFORE_EXPIRY_MS = 60_000;

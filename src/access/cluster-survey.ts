@@ -30,7 +30,7 @@ export interface ClusterReport {
   message: string | undefined;
 }
 
-export interface SurveyOptions {
+interface SurveyOptions {
   hub: KubeClient;
   providers: ProviderConfigState;
   /** Only ClusterProfiles in this namespace (-n). */

@@ -5,9 +5,7 @@ import type { KubeObject } from "../kube/object.ts";
 import type { ClusterProfileResource } from "./clusterprofile-version.ts";
 import { causeText } from "./errors.ts";
 
-export type ClusterProfileEvent =
-  | { type: "upsert"; object: KubeObject }
-  | { type: "delete"; object: KubeObject };
+type ClusterProfileEvent = { type: "upsert"; object: KubeObject } | { type: "delete"; object: KubeObject };
 
 interface WatchedScope {
   informer: Informer;

@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { ExecClusterInfo, PluginCredential } from "./exec-credential.ts";
 import { type ExecPlugin, runExecPlugin } from "./exec-plugin.ts";
 
-export interface ExecAuthenticatorOptions {
+interface ExecAuthenticatorOptions {
   /** How long one plugin run may take before it is killed. */
   pluginTimeoutMs: number;
   /** Credentials are renewed this long before they expire, so none expires while a request is in flight. */

@@ -27,7 +27,7 @@ export interface ExecPlugin {
   credentialsNamespace?: string;
 }
 
-export interface ExecPluginRunOptions {
+interface ExecPluginRunOptions {
   /** The plugin is killed (with any processes it started) after this long. */
   timeoutMs: number;
   logger: Logger;

@@ -120,7 +120,7 @@ const UNTRUSTED_CERTIFICATE = new Set([
  * Says in words what went wrong talking to a spoke, and which ClusterProfile field to check: a TLS trust
  * failure, a name mismatch, a refused or timed-out connection. Errors it does not recognise keep their message.
  */
-export function describeSpokeError(err: unknown, endpoint: SpokeEndpoint): string {
+function describeSpokeError(err: unknown, endpoint: SpokeEndpoint): string {
   const field = connectionField(endpoint.profile, endpoint.providerName);
   const server = endpoint.server;
   const cause = rootCause(err);

@@ -36,7 +36,7 @@ export interface SpokeEndpoint {
 }
 
 /** What the operator allows: the policy, and the namespaces ClusterProfiles are read from (undefined: all). */
-export interface EndpointAccess {
+interface EndpointAccess {
   policy: AccessPolicy;
   namespaces: readonly string[] | undefined;
 }
@@ -45,7 +45,7 @@ export interface EndpointAccess {
 export const connectionField = (ref: ClusterRef, providerName: string): string =>
   `ClusterProfile ${clusterKey(ref)} status.accessProviders[${providerName}].cluster`;
 
-export type ProfileHealth = { healthy: true } | { healthy: false; message: string };
+type ProfileHealth = { healthy: true } | { healthy: false; message: string };
 
 /** Whether the cluster manager reports the control plane healthy (ControlPlaneHealthy=True). */
 export function profileHealth(profile: ClusterProfile): ProfileHealth {

@@ -25,7 +25,7 @@ export interface HubCrPolicy {
 }
 
 /** The parts of a CR the admission reads: a fleet file's CR and a hub CR both have them. */
-export interface AdmittedCr {
+interface AdmittedCr {
   metadata: { namespace: string; annotations?: Readonly<Record<string, string>> };
   spec: {
     version?: string;
@@ -45,7 +45,7 @@ const NAMESPACE_FIX = (namespace: string) =>
   "tenancy.crNamespaces in the service's config (the chart's value tenancy.crNamespaces)";
 
 /** Why a CR is refused: the field to fix, and what is wrong with it. */
-export interface Refusal {
+interface Refusal {
   field: string;
   message: string;
 }

@@ -15,7 +15,7 @@ export const TenancySchema = z.strictObject({
   /** Also reconcile CRs the mirror did not create (made by hand or by another tool). */
   reconcileHandMadeCRs: z.boolean().default(false),
 });
-export type Tenancy = z.infer<typeof TenancySchema>;
+type Tenancy = z.infer<typeof TenancySchema>;
 
 /** Where ClusterProfiles are read from unless the operator names other namespaces (the sandbox's too). */
 export const DEFAULT_CLUSTER_PROFILE_NAMESPACE = "fleet-system";

@@ -18,7 +18,7 @@ export type ClusterProfileVersion = (typeof CLUSTER_PROFILE_VERSIONS)[number];
 export const CONTROL_PLANE_HEALTHY = "ControlPlaneHealthy";
 
 /** A clientcmd Cluster (kubeconfig `clusters[].cluster`), as the Cluster Inventory API embeds it. */
-export const ClusterConnectionSchema = z.looseObject({
+const ClusterConnectionSchema = z.looseObject({
   server: z.string(),
   "certificate-authority": z.string().optional(),
   "certificate-authority-data": z.string().optional().describe("Base64 of the PEM CA certificates."),
@@ -32,7 +32,7 @@ export const ClusterConnectionSchema = z.looseObject({
     .describe("Provider-specific data for the credential plugin, such as the cluster name it knows."),
 });
 
-export const AccessProviderSchema = z.looseObject({
+const AccessProviderSchema = z.looseObject({
   name: z.string().describe("The access provider, matched against the provider configuration by name."),
   cluster: ClusterConnectionSchema.optional(),
 });

@@ -45,7 +45,7 @@ export const READY_DEPENDENCIES = [
 ] as const;
 
 /** A condition's desired state; setCondition supplies lastTransitionTime. */
-export type ConditionUpdate = Omit<Condition, "lastTransitionTime">;
+type ConditionUpdate = Omit<Condition, "lastTransitionTime">;
 
 export function findCondition(
   conditions: readonly Condition[] | undefined,
@@ -240,7 +240,7 @@ const INSTALL_ORDER = [
  */
 export type ReadinessPhase = "Current" | "InProgress" | "Failed" | "Terminating";
 
-export interface Readiness {
+interface Readiness {
   /** The verdict: the status file, `knative-fleet status`, the rollout gate and the metrics all show this. */
   phase: ReadinessPhase;
   /** Why it is not Current, as one word: Deleting, Reconciling, or the blocking condition's reason. */
@@ -258,7 +258,7 @@ export interface Readiness {
 }
 
 /** What the readiness of a hub CR is read from: its generation, deletion and status. */
-export interface ReadinessSource {
+interface ReadinessSource {
   metadata: { generation?: unknown; deletionTimestamp?: unknown; [field: string]: unknown };
   status?: { observedGeneration?: number; conditions?: Condition[] };
 }

@@ -20,7 +20,7 @@ export const CRD_DIRECTORY = "charts/knative-fleet/crds";
 /** A node of an openAPIV3Schema (apiextensions.k8s.io/v1 JSONSchemaProps). */
 export type SchemaNode = { [keyword: string]: unknown };
 
-export interface GeneratedFile {
+interface GeneratedFile {
   fileName: string;
   content: string;
 }

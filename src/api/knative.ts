@@ -31,7 +31,7 @@ const IMAGE_TEMPLATE_HELP =
   // biome-ignore lint/suspicious/noTemplateCurlyInString: ${NAME} is the operator's placeholder, written literally.
   "Template for every Knative image, e.g. registry.example.com/knative/${NAME}:v1.22 (${NAME}: container or Image name).";
 
-export const RegistrySchema = z
+const RegistrySchema = z
   .strictObject({
     default: z.string().optional().describe(IMAGE_TEMPLATE_HELP),
     override: StringMapSchema.optional().describe("Full image reference per container or Image name."),
@@ -65,7 +65,7 @@ const ProbesRequirementsOverrideSchema = z.strictObject({
   terminationGracePeriodSeconds: z.int().optional(),
 });
 
-export const WorkloadOverrideSchema = z
+const WorkloadOverrideSchema = z
   .strictObject({
     name: z.string().describe("The Deployment or StatefulSet to override."),
     labels: StringMapSchema.optional(),
@@ -158,7 +158,7 @@ const commonSpecShape = {
   clusterProfileRef: ClusterProfileRefSchema.optional(),
 };
 
-export const CommonSpecSchema = z.strictObject(commonSpecShape);
+const CommonSpecSchema = z.strictObject(commonSpecShape);
 
 // The same rules as the upstream CRD: a CR never moves between clusters, because nothing would uninstall
 // Knative from the cluster it leaves. The API server enforces them; fleet-file parsing cannot (no old object).
@@ -292,7 +292,7 @@ export const KnativeEventingSpecSchema = CommonSpecSchema.extend({
   .describe("The desired state of Knative Eventing.");
 
 /** A knative.dev/pkg apis.Condition. */
-export const ConditionSchema = z.strictObject({
+const ConditionSchema = z.strictObject({
   type: z.string(),
   status: z.enum(["True", "False", "Unknown"]),
   severity: z.string().optional().describe("Empty for errors, Warning or Info."),

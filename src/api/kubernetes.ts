@@ -18,7 +18,7 @@ const QUANTITY_PATTERN =
 const quantityPattern = new RegExp(QUANTITY_PATTERN);
 
 /** resource.Quantity: an integer or a string such as `100m`, `1.5` or `512Mi`. */
-export const QuantitySchema = IntOrStringSchema.refine(
+const QuantitySchema = IntOrStringSchema.refine(
   (value) => typeof value === "number" || quantityPattern.test(value),
   { error: "expected a Kubernetes quantity such as 100m, 0.5, 512Mi or 2Gi" },
 ).meta({ pattern: QUANTITY_PATTERN });
@@ -153,11 +153,6 @@ export const ObjectMetaSchema = z.looseObject({
   generation: z.int().optional(),
 });
 
-export type Quantity = z.infer<typeof QuantitySchema>;
-export type IntOrString = z.infer<typeof IntOrStringSchema>;
 export type LabelSelector = z.infer<typeof LabelSelectorSchema>;
-export type Affinity = z.infer<typeof AffinitySchema>;
-export type Toleration = z.infer<typeof TolerationSchema>;
-export type TopologySpreadConstraint = z.infer<typeof TopologySpreadConstraintSchema>;
 export type EnvVar = z.infer<typeof EnvVarSchema>;
 export type ObjectMeta = z.infer<typeof ObjectMetaSchema>;

@@ -57,7 +57,7 @@ export interface ApplySet {
   onPhase?(phase: ApplyPhase, startedAt: number, ms: number): void;
 }
 
-export type ApplyPhase =
+type ApplyPhase =
   | "read"
   | "setup"
   | "crds"
@@ -96,7 +96,7 @@ export interface ApplyPlan {
 }
 
 /** The server's answer to a dry-run update: the object as it would be stored, or why it was refused. */
-export type DryRunAnswer = { after: KubeObject } | { refused: string };
+type DryRunAnswer = { after: KubeObject } | { refused: string };
 
 export interface ApplyResult {
   mode: ApplyMode;

@@ -13,7 +13,7 @@ const CRD_KIND = "CustomResourceDefinition";
 const POLL_MS = 200;
 
 /** What the wait needs of a list-then-watch cache. */
-export type CrdCache = Pick<Informer, "on" | "start" | "stop" | "hasSynced" | "list">;
+type CrdCache = Pick<Informer, "on" | "start" | "stop" | "hasSynced" | "list">;
 
 /** Opens the cache of the CRDs `selection` picks; `onError` is told when its list or watch fails. */
 export type OpenCrdCache = (
@@ -22,10 +22,10 @@ export type OpenCrdCache = (
   onError: (err: unknown) => void,
 ) => CrdCache;
 
-export const openCrdInformer: OpenCrdCache = (client, selection, onError) =>
+const openCrdInformer: OpenCrdCache = (client, selection, onError) =>
   new Informer(client, CRD_API_VERSION, CRD_KIND, onError, undefined, selection);
 
-export interface EstablishedWaitOptions {
+interface EstablishedWaitOptions {
   timeoutMs: number;
   /** Labels every CRD of the pass carries (the apply set's): the watch selects by them. */
   labels: Record<string, string>;

@@ -10,10 +10,10 @@ import { KubeApiError } from "../kube/rest.ts";
  * template, or a release that changes a Job without renaming it). Only Jobs: for any other kind an
  * immutable-field error is a real problem and is reported as it is.
  */
-export const isReplaceable = (object: Pick<KubeObject, "apiVersion" | "kind">): boolean =>
+const isReplaceable = (object: Pick<KubeObject, "apiVersion" | "kind">): boolean =>
   object.kind === "Job" && groupOf(object.apiVersion) === "batch";
 
-export const isImmutableFieldError = (err: unknown): boolean =>
+const isImmutableFieldError = (err: unknown): boolean =>
   err instanceof KubeApiError && err.status === 422 && /field is immutable/.test(err.message);
 
 /** How long a deleted Job may take to go before the create is tried anyway (and fails, to be retried). */

@@ -34,7 +34,7 @@ const escapeData = (text: string) =>
 const escapeProperty = (text: string) => escapeData(text).replaceAll(":", "%3A").replaceAll(",", "%2C");
 
 /** One issue of a GitLab Code Quality report (`artifacts:reports:codequality`). */
-export interface CodeQualityIssue {
+interface CodeQualityIssue {
   description: string;
   check_name: string;
   /** Stable across pushes that only move the line: the file, field and message. */

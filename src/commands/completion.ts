@@ -4,7 +4,7 @@ import { type Command, UsageError } from "./command.ts";
 // definitions, so it never lists a flag a command does not take. Commands, flags, and the -o/--output
 // formats complete; other flag values and positional arguments complete as file names.
 
-export const SHELLS = ["bash", "zsh", "fish"] as const;
+const SHELLS = ["bash", "zsh", "fish"] as const;
 type Shell = (typeof SHELLS)[number];
 
 interface Flag {

@@ -43,7 +43,7 @@ export interface KodataLocation {
 }
 
 /** The cache `fetch-kodata.sh` fills for CLI users: $XDG_CACHE_HOME/knative-fleet/kodata. */
-export function kodataCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+function kodataCacheDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(env.XDG_CACHE_HOME || join(homedir(), ".cache"), "knative-fleet", "kodata");
 }
 
@@ -90,7 +90,7 @@ export function missingKodataMessage(env: NodeJS.ProcessEnv = process.env): stri
 }
 
 /** Raised by a source without release manifests when something has to be rendered. */
-export class MissingKodataError extends Error {
+class MissingKodataError extends Error {
   override name = "MissingKodataError";
 }
 
@@ -129,7 +129,7 @@ export function kodataSource(
 }
 
 /** The releases a kodata directory holds: what `knative-fleet version` prints, and its -o json. */
-export interface KodataReleases {
+interface KodataReleases {
   /** Each component's versions, newest first. */
   releases: Record<Component, readonly string[]>;
   /** The ingresses each Serving minor has, oldest minor first. */

@@ -280,7 +280,7 @@ export interface StatusRow extends ResourceIdentity {
   deleting?: Deletion;
 }
 
-export interface Deletion {
+interface Deletion {
   /** The finalizers still pending: the cleanup of the target cluster has not finished. */
   finalizers: string[];
   /**

@@ -101,7 +101,7 @@ function placementField(declared: DeclaredPlacement, field: FieldPath): FieldPat
 }
 
 /** `spec.manifests[0].URL` -> `["spec", "manifests", 0, "URL"]`; an annotation's name is one key. */
-export function parseFieldPath(field: string): FieldPath {
+function parseFieldPath(field: string): FieldPath {
   const annotations = "metadata.annotations.";
   if (field.startsWith(annotations)) return ["metadata", "annotations", field.slice(annotations.length)];
   return field

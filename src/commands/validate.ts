@@ -27,7 +27,7 @@ const VALIDATE_FORMATS = ["text", "json", "github", "gitlab"] as const;
 type ValidateFormat = (typeof VALIDATE_FORMATS)[number];
 
 /** The -o json report's shape; a consumer checks schemaVersion before reading the rest. */
-export const VALIDATE_SCHEMA_VERSION = 1;
+const VALIDATE_SCHEMA_VERSION = 1;
 
 export interface ValidateReport {
   schemaVersion: typeof VALIDATE_SCHEMA_VERSION;

@@ -15,7 +15,7 @@ const VERSION_FORMATS = ["text", "json"] as const;
 /** package.json beside src/ or dist/: the repository's or the installed package's. */
 const PACKAGE_JSON = new URL("../../package.json", import.meta.url);
 
-export async function packageVersion(): Promise<string> {
+async function packageVersion(): Promise<string> {
   const { version } = JSON.parse(await readFile(PACKAGE_JSON, "utf8")) as { version: string };
   return version;
 }

@@ -7,11 +7,7 @@ import { ROLLOUT_KIND } from "./rollout-schema.ts";
 // one by a typo in its kind, its encoding or its syntax, or it would let every change out at once.
 
 /** Every kind a fleet file may hold. */
-export const FLEET_KINDS: readonly string[] = [
-  ...KNATIVE_KINDS,
-  ...Object.keys(PLACEMENT_KINDS),
-  ROLLOUT_KIND,
-];
+const FLEET_KINDS: readonly string[] = [...KNATIVE_KINDS, ...Object.keys(PLACEMENT_KINDS), ROLLOUT_KIND];
 
 const FLEET_GROUP = PLACEMENT_API_VERSION.split("/")[0]!;
 

@@ -63,7 +63,7 @@ const QUALIFIED_NAME = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$/;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
 /** Why `key` is no label or annotation key the API server accepts; undefined when it is one. */
-export function labelKeyProblem(key: string): string | undefined {
+function labelKeyProblem(key: string): string | undefined {
   const slash = key.lastIndexOf("/");
   const prefix = slash === -1 ? undefined : key.slice(0, slash);
   const name = slash === -1 ? key : key.slice(slash + 1);
@@ -95,7 +95,7 @@ const LabelsSchema = z.record(LabelKeySchema, LabelValueSchema);
  * The API server's limit on all of an object's annotations (keys and values), less room for the ones the
  * mirror adds (source repository, path, commit, hash, cluster).
  */
-export const MAX_ANNOTATIONS_BYTES = 256 * 1024 - 8 * 1024;
+const MAX_ANNOTATIONS_BYTES = 256 * 1024 - 8 * 1024;
 
 const FleetAnnotationsSchema = z.record(LabelKeySchema, z.string()).superRefine((annotations, ctx) => {
   const prune = annotations[PRUNE_ANNOTATION];

@@ -1,7 +1,7 @@
 import type { SourcePosition } from "./diagnostic.ts";
 
 /** Why a fleet path could not be read as a YAML file: it becomes that file's one diagnostic. */
-export interface FileProblem extends SourcePosition {
+interface FileProblem extends SourcePosition {
   message: string;
   /**
    * The start of the bytes decoded leniently (any encoding read as ASCII, CR as a line end), only to tell
@@ -100,7 +100,7 @@ function lenientText(bytes: Uint8Array): string {
 }
 
 /** More documents than any fleet file needs; the parser's time grows with them. */
-export const MAX_DOCUMENTS = 1000;
+const MAX_DOCUMENTS = 1000;
 /** As deep as the YAML reader accepts (yaml-source.ts): deeper flow collections cost the parser seconds. */
 const MAX_FLOW_DEPTH = 64;
 

@@ -23,7 +23,7 @@ export interface DesiredResource {
  * `failed`: the file has at least one error and contributes no CR. The CRs it held must keep their last
  * good state and must never be pruned: a typo must not uninstall Knative from a cluster.
  */
-export type FileStatus = "valid" | "failed";
+type FileStatus = "valid" | "failed";
 
 export interface FileResult {
   path: string;

@@ -32,7 +32,7 @@ export interface Declaration {
   cluster?: { label: string; position: SourcePosition; field: string };
 }
 
-export interface ParsedDocument {
+interface ParsedDocument {
   /** 0-based position among the file's documents. */
   index: number;
   position: SourcePosition;

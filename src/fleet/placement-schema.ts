@@ -28,7 +28,7 @@ export const MAX_TERMS = 32;
 export const MAX_EXPRESSIONS = 64;
 export const MAX_VALUES = 256;
 export const MAX_LISTED_CLUSTERS = 1000;
-export const MAX_OVERRIDES = 100;
+const MAX_OVERRIDES = 100;
 
 const SET_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist"] as const;
 /** Numeric comparisons for properties such as a node count; the value must be a decimal number. */
@@ -88,7 +88,7 @@ const PropertyRequirementSchema = z
   })
   .superRefine(checkValuesForOperator);
 
-export const PropertySelectorSchema = z
+const PropertySelectorSchema = z
   .strictObject({
     matchExpressions: z.array(PropertyRequirementSchema).min(1).max(MAX_EXPRESSIONS),
   })
@@ -167,7 +167,6 @@ export type PlacementDocument = z.infer<typeof PlacementDocumentSchema>;
 export type ClusterSelectorTerm = z.infer<typeof ClusterSelectorTermSchema>;
 export type LabelSelector = z.infer<typeof LabelSelectorSchema>;
 export type PropertySelector = z.infer<typeof PropertySelectorSchema>;
-export type PlacementOverride = NonNullable<PlacementDocument["spec"]["overrides"]>[number];
 
 /** The spec schema a placement's CRs are validated with once the overrides are merged in. */
 export const TEMPLATE_SPEC_SCHEMAS = {

@@ -12,10 +12,10 @@ import { ClusterSelectorTermSchema, MAX_LISTED_CLUSTERS, MAX_TERMS } from "./pla
 export const ROLLOUT_API_VERSION = "fleet.knative.dev/v1alpha1";
 export const ROLLOUT_KIND = "KnativeRollout";
 
-export const MAX_WAVES = 20;
-export const MAX_WINDOWS = 32;
+const MAX_WAVES = 20;
+const MAX_WINDOWS = 32;
 
-export const DurationSchema = z
+const DurationSchema = z
   .string()
   .refine((text) => durationMs(text) !== undefined, {
     error: "must be a duration such as 30s, 10m or 1h30m",
@@ -24,7 +24,7 @@ export const DurationSchema = z
 
 /** A count of clusters (at least 1) or a percentage of the wave ("25%", rounded down, at least 1). */
 const MAX_UNAVAILABLE_ERROR = "must be a count of clusters (1 or more) or a percentage from 1% to 100%";
-export const MaxUnavailableSchema = z.union(
+const MaxUnavailableSchema = z.union(
   [
     z.number().int().min(1, { error: MAX_UNAVAILABLE_ERROR }),
     z.string().regex(/^([1-9][0-9]?|100)%$/, { error: MAX_UNAVAILABLE_ERROR }),
@@ -38,7 +38,7 @@ export type Weekday = (typeof WEEKDAYS)[number];
 
 const TIME_OF_DAY = /^([01][0-9]|2[0-3]):[0-5][0-9]$/;
 
-export function isTimeZone(zone: string): boolean {
+function isTimeZone(zone: string): boolean {
   try {
     new Intl.DateTimeFormat("en-US", { timeZone: zone });
     return true;
@@ -90,7 +90,7 @@ const WaveSchema = z
   });
 export type RolloutWave = z.infer<typeof WaveSchema>;
 
-export const ON_FAILURE = ["Halt", "HaltAndRevert"] as const;
+const ON_FAILURE = ["Halt", "HaltAndRevert"] as const;
 
 export const RolloutDocumentSchema = z.strictObject({
   apiVersion: z.literal(ROLLOUT_API_VERSION),

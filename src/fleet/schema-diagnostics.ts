@@ -3,7 +3,7 @@ import { type Diagnostic, type FieldPath, formatFieldPath, lowercaseFirst } from
 import { editDistance } from "./document-kind.ts";
 import { type FieldAnchor, locateField, plainScalarSourceAt, type SourceDocument } from "./yaml-source.ts";
 
-export type SchemaResult<T> = { success: true; data: T } | { success: false; diagnostics: Diagnostic[] };
+type SchemaResult<T> = { success: true; data: T } | { success: false; diagnostics: Diagnostic[] };
 
 /**
  * Validates `value` (the document's value, possibly defaulted) against `schema` and turns every zod
@@ -47,7 +47,7 @@ const MAX_LOCATED_ISSUES = 50;
 
 const PROTO_KEY = "__proto__";
 
-export type PlainParseResult<T> = { success: true; data: T } | { success: false; issues: z.core.$ZodIssue[] };
+type PlainParseResult<T> = { success: true; data: T } | { success: false; issues: z.core.$ZodIssue[] };
 
 /**
  * zod's safeParse, with `__proto__` a key like any other. zod leaves a `__proto__` key out of a record's
@@ -112,7 +112,7 @@ function renameKeys(value: unknown, from: string, to: string): unknown {
 }
 
 /** One problem a zod issue reports: the field, whether to point at its key or its value, and the text. */
-export interface SchemaProblem {
+interface SchemaProblem {
   field: FieldPath;
   anchor: FieldAnchor;
   message: string;

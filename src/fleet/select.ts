@@ -68,11 +68,6 @@ export const mayHoldLeftOut = (filter: FleetFileFilter, name: string, path: stri
 export const isYamlLeftOut = (filter: FleetFileFilter, path: string): boolean =>
   YAML_FILE.test(path) && !filter.matches(path);
 
-/** Whether the file at `path` (relative to the repository root) holds desired state. */
-export function isFleetFile(path: string, selection: FileSelection): boolean {
-  return createFileFilter(selection).matches(path);
-}
-
 /** `./clusters\a.yaml` -> `clusters/a.yaml`: the one spelling the glob and the diagnostics use. */
 export function normalizeRepoPath(path: string): string {
   return path.replaceAll("\\", "/").replace(/^(\.\/)+/, "");
@@ -82,7 +77,7 @@ export function normalizeRepoPath(path: string): string {
 export type EntryKind = "file" | "folder" | "symlink" | "submodule" | "special";
 
 /** What a walk does with an entry: read it as a fleet file, look inside it, and/or report it. */
-export interface EntryAction {
+interface EntryAction {
   read: boolean;
   descend: boolean;
   /** Set when the path is where a fleet file would be but is none: an error, never a silent skip. */

@@ -35,7 +35,7 @@ export interface SourceDocument {
   lineCounter: LineCounter;
 }
 
-export interface ParsedYamlFile {
+interface ParsedYamlFile {
   documents: SourceDocument[];
   /** YAML syntax errors, duplicate keys included. */
   diagnostics: Diagnostic[];
@@ -72,7 +72,7 @@ const binaryAsString: ScalarTag = {
 };
 
 /** One document of a YAML stream: its problems, and the document itself unless it is empty. */
-export interface ParsedYamlDocument {
+interface ParsedYamlDocument {
   document?: SourceDocument;
   diagnostics: Diagnostic[];
 }
@@ -254,7 +254,7 @@ function duplicateKeyDiagnostics(path: string, ast: Document.Parsed, lineCounter
 }
 
 /** Deeper than any Knative CR nests; beyond it a document is an attack on the parser, not a config. */
-export const MAX_NESTING_DEPTH = 64;
+const MAX_NESTING_DEPTH = 64;
 
 /** The document's plain value; for a broken document, what the parser recovered, if anything. */
 function decode(ast: Document.Parsed): { value: unknown; error?: string } {

@@ -6,7 +6,7 @@ import type { KubeObject } from "../kube/object.ts";
 import { deploymentNamespaces, unavailableDeployments } from "./health.ts";
 
 /** What a rollout watch needs of a list-then-watch cache (kube/informer.ts's Informer). */
-export interface DeploymentCache {
+interface DeploymentCache {
   on(handler: InformerHandler): void;
   start(): void;
   stop(): void;
@@ -15,16 +15,16 @@ export interface DeploymentCache {
 }
 
 /** Opens the cache of Deployments in one namespace of a cluster; `onError` is told when its list or watch fails. */
-export type OpenDeploymentCache = (
+type OpenDeploymentCache = (
   client: KubeClient,
   namespace: string,
   onError: (err: unknown) => void,
 ) => DeploymentCache;
 
-export const openDeploymentInformer: OpenDeploymentCache = (client, namespace, onError) =>
+const openDeploymentInformer: OpenDeploymentCache = (client, namespace, onError) =>
   new Informer(client, "apps/v1", "Deployment", onError, namespace);
 
-export interface DeploymentWatchOptions {
+interface DeploymentWatchOptions {
   /** Re-checks a CR now: its last Deployment became Available, or a watch it relied on failed. */
   wake(resource: KnativeResource): void;
   /** After a watch of a cluster's namespace failed, that namespace is polled for this long before watching again. */

@@ -28,13 +28,13 @@ export function installNamespace(resource: KnativeResource): string {
 }
 
 /** Whether the CR installs on the hub itself (no clusterProfileRef) rather than on a spoke. */
-export const installsOnHub = (resource: KnativeResource): boolean => !resource.spec.clusterProfileRef;
+const installsOnHub = (resource: KnativeResource): boolean => !resource.spec.clusterProfileRef;
 
 export const sameClusterProfile = (a: ClusterRef | undefined, b: ClusterRef | undefined): boolean =>
   (a === undefined && b === undefined) ||
   (a !== undefined && b !== undefined && a.name === b.name && a.namespace === b.namespace);
 
-export interface Owner {
+interface Owner {
   /** The CR's kind, e.g. KnativeServing. */
   kind: string;
   /** The CR's name. */

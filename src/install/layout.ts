@@ -13,7 +13,7 @@ import { anchorName, installNamespace, ownerOf } from "./identity.ts";
  * without a window where Knative (or its ingress) is down. Adopted, nothing is recreated: the same objects
  * are applied over where they are, and the cluster keeps one install.
  */
-export interface InstallLocation {
+interface InstallLocation {
   namespace: string;
   /** The install found in the older upstream layout (the hub CR's namespace) and adopted there. */
   adopted: boolean;

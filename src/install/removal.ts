@@ -12,7 +12,7 @@ import {
   sameClusterProfile,
 } from "./identity.ts";
 
-export interface Removal {
+interface Removal {
   /** Deleted by name: the cluster-scoped objects (no owner reference can reach them) and the anchor. */
   deletedByName: ObjectRef[];
   /** Deleted by the cluster's garbage collector once the anchor goes: the install namespace's objects. */

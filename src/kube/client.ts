@@ -2,7 +2,7 @@ import { groupOf, type KubeObject } from "./object.ts";
 import { isNotFound, KubeApiError, type RestClient } from "./rest.ts";
 
 /** Where a kind lives on the API server: its plural resource name and whether it is namespaced. */
-export interface ResourceInfo {
+interface ResourceInfo {
   resource: string;
   namespaced: boolean;
 }
@@ -11,7 +11,7 @@ interface ApiResourceList {
   resources: { name: string; kind: string; namespaced: boolean }[];
 }
 
-export interface ListResult {
+interface ListResult {
   items: KubeObject[];
   resourceVersion: string;
 }

@@ -17,7 +17,7 @@ const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 /** A token file (projected ServiceAccount tokens rotate) is read again after this long, as client-go does. */
 const TOKEN_FILE_TTL_MS = 60_000;
 
-export interface KubeConfigCluster {
+interface KubeConfigCluster {
   name: string;
   server: string;
   caData?: string;
@@ -27,7 +27,7 @@ export interface KubeConfigCluster {
   proxyUrl?: string;
 }
 
-export interface KubeConfigUser {
+interface KubeConfigUser {
   name: string;
   token?: string;
   tokenFile?: string;
@@ -41,7 +41,7 @@ export interface KubeConfigUser {
   delegated?: boolean;
 }
 
-export interface KubeConfigContext {
+interface KubeConfigContext {
   name: string;
   cluster: string;
   user: string;

@@ -239,7 +239,7 @@ export class RestClient {
 }
 
 /** Splits a server URL into the origin undici connects to and the path prefix every request path gets. */
-export function splitServer(server: string): { origin: string; pathPrefix: string } {
+function splitServer(server: string): { origin: string; pathPrefix: string } {
   const url = new URL(server);
   return { origin: url.origin, pathPrefix: url.pathname.replace(/\/+$/, "") };
 }

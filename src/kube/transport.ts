@@ -6,7 +6,7 @@ import type { RestTransport } from "./rest.ts";
  * The connection fields of a kubeconfig Cluster (clientcmd's `clusters[].cluster`), as a ClusterProfile's
  * access provider or the hub's kubeconfig gives them.
  */
-export interface ServerConnection {
+interface ServerConnection {
   /** Base URL, with any path prefix (OCM cluster-proxy: https://proxy:9092/<cluster>) and any port. */
   server: string;
   /** Base64 of the PEM CA bundle that signs the server's certificate; system roots when unset. */
@@ -26,7 +26,7 @@ export interface RequestCredential {
   rejected?(): void;
 }
 
-export interface KubeTransportOptions {
+interface KubeTransportOptions {
   /** The credential for the next request (cached by whoever supplies it). */
   credential(): Promise<RequestCredential>;
   /** Throws when no request may start any more (the client was closed or replaced). */

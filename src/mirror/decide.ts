@@ -59,14 +59,7 @@ export interface MirrorInput {
  * the hub CR is being deleted and is created again by the first sync after its finalizer is done;
  * `refused`: the admission (src/admission) or the hub refused it.
  */
-export type MirrorAction =
-  | "create"
-  | "update"
-  | "unchanged"
-  | "conflict"
-  | "terminating"
-  | "refused"
-  | "waiting";
+type MirrorAction = "create" | "update" | "unchanged" | "conflict" | "terminating" | "refused" | "waiting";
 
 export interface ResourceOutcome extends ResourceIdentity {
   /** The fleet file that declares the CR. */
@@ -99,12 +92,7 @@ export interface PruneCandidate extends ResourceIdentity {
 }
 
 /** Why candidates were kept: the prune safeguards, in the order they are checked. */
-export type PruneReason =
-  | "disabled"
-  | "invalid-files"
-  | "empty-desired-set"
-  | "apply-failed"
-  | "over-max-fraction";
+type PruneReason = "disabled" | "invalid-files" | "empty-desired-set" | "apply-failed" | "over-max-fraction";
 
 export interface PruneReport {
   /** `none`: nothing to prune; `pruned`: the candidates were deleted; `skipped`, `held`: they were kept. */

@@ -10,7 +10,7 @@ import { HELD_PRUNE_KEY, heldPruneRecord, type PruneReport } from "./decide.ts";
 // decisions, no request (a dry-run is an option of the same applier, as in cli-utils).
 
 /** What a sync reads from the hub before it decides anything. */
-export interface HubRead {
+interface HubRead {
   /** The KnativeServing and KnativeEventing CRs in every namespace, mirrored or not. */
   live: KubeObject[];
   /** The prune-confirmation ConfigMap, where a person confirms a held prune. */

@@ -30,7 +30,7 @@ export interface CoreEvent {
   reportingInstance: string;
 }
 
-export interface EventRecorderOptions {
+interface EventRecorderOptions {
   client: KubeClient;
   /** source.component and reportingComponent, e.g. "knative-fleet". */
   component: string;

@@ -52,7 +52,7 @@ export interface FleetMetrics {
   shardsObserved(r: { members: number; clusters: number }): void;
 }
 
-export type PruneOutcome = "pruned" | "held" | "skipped" | "none";
+type PruneOutcome = "pruned" | "held" | "skipped" | "none";
 export type StatusCommitOutcome = "pushed" | "unchanged" | "failed";
 export type SyncTrigger = "git" | "inventory" | "rollout";
 

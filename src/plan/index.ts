@@ -6,14 +6,5 @@ export type { FieldChange } from "./diff.ts";
 export { InventoryError, type PlanInventory, readPlanInventory } from "./inventory.ts";
 export { PLAN_MARKER, renderMarkdown } from "./markdown.ts";
 export { buildPlan, type PlanOptions } from "./plan.ts";
-export type {
-  ClusterPlan,
-  Finding,
-  FindingCode,
-  FleetPlan,
-  ObjectChange,
-  PlanSource,
-  RemovalReport,
-  ResourcePlan,
-} from "./report.ts";
+export type { ClusterPlan, Finding, FleetPlan, ObjectChange, PlanSource, ResourcePlan } from "./report.ts";
 export { type Revision, RevisionError, type Revisions, readRevisions } from "./revisions.ts";

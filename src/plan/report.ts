@@ -13,7 +13,7 @@ import type { FieldChange } from "./diff.ts";
 /** `live`: read from the cluster, changes from a server-side dry run; `offline`: rendered base vs head. */
 export type PlanSource = "live" | "offline";
 
-export type FindingCode =
+type FindingCode =
   /** head asks for a version the release manifests do not have */
   | "version-unknown"
   /** more than one minor from the installed version: the hub controller refuses it */
@@ -68,14 +68,14 @@ export interface ObjectChange extends ObjectRef {
   refused?: string;
 }
 
-export interface ObjectChanges {
+interface ObjectChanges {
   created: ObjectRef[];
   changed: ObjectChange[];
   deleted: ObjectRef[];
 }
 
 /** What happens to a CR whose file is removed, or whose cluster leaves its placement. */
-export interface RemovalReport extends RemovalDecision {
+interface RemovalReport extends RemovalDecision {
   /** Another CR of the kind installs on the same cluster: FinalizeRemoteCluster leaves the cluster alone. */
   sharedWith?: string;
   /** What stays on the cluster: CRDs, the install namespace, objects outside it. */

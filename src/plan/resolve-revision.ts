@@ -2,7 +2,7 @@ import type * as fs from "node:fs";
 import git from "isomorphic-git";
 
 /** Where a revision is looked up: a repository's object store. */
-export interface RevisionStore {
+interface RevisionStore {
   fs: typeof fs;
   gitdir: string;
   cache: object;

@@ -19,7 +19,7 @@ import { deepFreeze, isManifest, type Manifest, parseManifestFiles } from "./man
 export const COMPILED_DIR = ".compiled";
 
 /** The digest of a release folder's files: their names (not where the folder is) and their text. */
-export function releaseDigest(files: readonly ManifestFile[]): string {
+function releaseDigest(files: readonly ManifestFile[]): string {
   const hash = createHash("sha256");
   for (const file of files) hash.update(basename(file.origin)).update("\0").update(file.text).update("\0");
   return hash.digest("hex");

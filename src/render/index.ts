@@ -14,7 +14,6 @@ export {
   ReleaseLoader,
   SECURITY_GUARD_VERSIONS,
   selectedAddOns,
-  selectedIngresses,
 } from "./release.ts";
 export { render } from "./render.ts";
 export {
@@ -25,14 +24,6 @@ export {
   createKodataSource,
   INGRESSES,
   type IngressName,
-  type KodataSourceOptions,
   type ManifestSource,
 } from "./source.ts";
-export {
-  checkVersionMigration,
-  type MigrationEligibility,
-  minorOf,
-  newestFirst,
-  resolveVersion,
-  VersionError,
-} from "./version.ts";
+export { checkVersionMigration, minorOf, newestFirst, resolveVersion, VersionError } from "./version.ts";

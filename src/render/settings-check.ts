@@ -529,7 +529,7 @@ export function exampleKeys(example: string): string[] {
  * field (or the last override patch that writes it). `document` is the parsed document `desired` came from
  * (the file's first line when it is not at hand).
  */
-export function settingsDiagnostic(
+function settingsDiagnostic(
   desired: DesiredResource,
   finding: SettingsFinding,
   document: Pick<SourceDocument, "ast" | "lineCounter" | "value"> | undefined,

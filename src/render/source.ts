@@ -13,7 +13,7 @@ export type Component = (typeof COMPONENTS)[number];
 /** In the order upstream loads them when several are enabled. */
 export const INGRESSES = ["istio", "contour", "kourier", "gateway-api"] as const;
 export type IngressName = (typeof INGRESSES)[number];
-export type EventSourceName = (typeof EVENT_SOURCES)[number];
+type EventSourceName = (typeof EVENT_SOURCES)[number];
 
 /**
  * What a CR installs beside its release from the kodata, as upstream keeps it: an event source of an
@@ -25,7 +25,7 @@ export type AddOn =
   | { kind: "security-guard"; version: string };
 
 /** The folder of an add-on, relative to the kodata root. */
-export function addOnFolder(addOn: AddOn): string {
+function addOnFolder(addOn: AddOn): string {
   return addOn.kind === "eventing-source"
     ? join("eventing-source", addOn.minor, addOn.source)
     : join("security-guard", addOn.version);
@@ -61,7 +61,7 @@ export interface ManifestSource {
   addOnLocation(addOn: AddOn): string;
 }
 
-export interface KodataSourceOptions extends LocationLoaderOptions {
+interface KodataSourceOptions extends LocationLoaderOptions {
   /** The root of the upstream operator's kodata layout: `<component>/<version>/`, `ingress/<minor>/<name>/`. */
   dir: string;
 }

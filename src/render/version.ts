@@ -84,7 +84,7 @@ export function resolveVersion(
 }
 
 /** The VersionMigrationEligible condition, as upstream sets it. */
-export type MigrationEligibility =
+type MigrationEligibility =
   | { type: typeof ConditionType.VersionMigrationEligible; status: "True" }
   | {
       type: typeof ConditionType.VersionMigrationEligible;

@@ -26,7 +26,7 @@ export interface Snapshot {
   digest: string;
 }
 
-export interface CommitAuthor {
+interface CommitAuthor {
   name: string;
   email: string;
 }
@@ -50,7 +50,7 @@ export interface CommitAndPushRequest {
   branch?: string;
 }
 
-export interface CommitAndPushResult {
+interface CommitAndPushResult {
   /** False when the changes left the tree as it was: nothing was committed. */
   pushed: boolean;
   /** The new commit, or the unchanged head. */

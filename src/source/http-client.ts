@@ -11,7 +11,7 @@ import { pipeline } from "node:stream/promises";
 import type { GitHttpRequest, GitHttpResponse, HttpClient } from "isomorphic-git";
 import { advertisedCapabilities, withBlobLimit } from "./upload-pack.ts";
 
-export interface HttpClientOptions {
+interface HttpClientOptions {
   /** PEM bundle that replaces the system CAs for https URLs. */
   ca?: string;
   /** Aborts every request of one git operation: its deadline. */

@@ -3,23 +3,19 @@ export { deflateWithoutWebStreams } from "./deflate.ts";
 export { type GitErrorKind, type GitOperation, GitSourceError } from "./errors.ts";
 export {
   type CommitAndPushRequest,
-  type CommitAndPushResult,
-  type CommitAuthor,
   type CommitBase,
   GitSource,
   type GitSourceOptions,
   type Snapshot,
 } from "./git-source.ts";
-export { Poller, type PollerOptions, type PollOutcome } from "./poller.ts";
+export { Poller, type PollerOptions } from "./poller.ts";
 export { type BackoffPolicy, defaultBackoff } from "./retry.ts";
 export {
   DEFAULT_MAX_FETCH_BYTES,
   type GitAuth,
   type GitSourceSpec,
-  gitAuthSchema,
   gitSourceSpecSchema,
   type SecretRef,
-  secretRefSchema,
 } from "./spec.ts";
 export { readFleetTree, yamlLeftOutOfTree } from "./tree.ts";
 export type { FileChanges } from "./tree-edit.ts";

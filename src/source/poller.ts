@@ -25,7 +25,7 @@ export interface PollerOptions {
 }
 
 /** What one poll did. */
-export type PollOutcome = "head-unchanged" | "content-unchanged" | "emitted" | "failed";
+type PollOutcome = "head-unchanged" | "content-unchanged" | "emitted" | "failed";
 
 /**
  * Polls the source on a cron schedule. A poll first asks the server for the branch head (ls-refs, no

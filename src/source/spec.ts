@@ -5,7 +5,7 @@ import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
 /** A shallow fleet checkout is kilobytes; this leaves room for documentation and tooling beside it. */
 export const DEFAULT_MAX_FETCH_BYTES = 32 * 1024 * 1024;
 
-export const secretRefSchema = z.union([
+const secretRefSchema = z.union([
   z.strictObject({ file: z.string().min(1) }),
   z.strictObject({ env: z.string().min(1) }),
 ]);
@@ -14,7 +14,7 @@ export const secretRefSchema = z.union([
  * Git credentials. For GitHub and GitLab tokens use `basic` with the token as the password
  * (any username for GitHub, `oauth2` for GitLab); `bearer` sends `Authorization: Bearer <token>`.
  */
-export const gitAuthSchema = z.discriminatedUnion("type", [
+const gitAuthSchema = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("basic"), username: z.string().min(1), password: secretRefSchema }),
   z.strictObject({ type: z.literal("bearer"), token: secretRefSchema }),
 ]);

@@ -5,7 +5,7 @@ import type { EntryKind, FileSelection } from "../fleet/select.ts";
 import { type ListFolder, walkFleet, walkLeftOut } from "../fleet/walk.ts";
 
 /** An isomorphic-git object store. */
-export interface ObjectStoreRef {
+interface ObjectStoreRef {
   fs: typeof fs;
   gitdir: string;
   cache: object;

@@ -5,7 +5,7 @@ import type { FleetFileFilter } from "../fleet/select.ts";
 import { readSecret } from "./secrets.ts";
 import type { SecretRef } from "./spec.ts";
 
-export type WebhookProvider = "github" | "gitlab";
+type WebhookProvider = "github" | "gitlab";
 
 export interface PushEvent {
   provider: WebhookProvider;
@@ -95,7 +95,7 @@ const pushPayloadSchema = z.object({
 
 export type PushPayload = z.infer<typeof pushPayloadSchema>;
 
-export type PushDecision = { sync: true } | { sync: false; reason: string };
+type PushDecision = { sync: true } | { sync: false; reason: string };
 
 const githubMaxListedCommits = 2048;
 

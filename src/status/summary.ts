@@ -28,8 +28,8 @@ import { markdownCell, markdownText } from "../text/markdown.ts";
 // state, byte for byte: no timestamps, no head commit, no record of what one sync did (a prune just done,
 // a CR just created). Otherwise every sync, and every status commit itself, would make a new status commit.
 
-export const STATUS_README = "README.md";
-export const STATUS_DATA = "fleet.yaml";
+const STATUS_README = "README.md";
+const STATUS_DATA = "fleet.yaml";
 
 /**
  * The first line of each status file. A file at a status file's path that does not start with it is not
@@ -46,7 +46,7 @@ export interface StatusFile {
   content: string;
 }
 
-export interface StatusSummaryInput {
+interface StatusSummaryInput {
   /** The KnativeServing and KnativeEventing CRs on the hub; hand-made ones (not mirrored) are left out. */
   resources: readonly KubeObject[];
   /** The sync that ran against those CRs (what each placement selected, when the fleet has placements). */

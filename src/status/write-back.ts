@@ -45,11 +45,11 @@ export function statusPathProblem(path: string, pathGlob: string): string | unde
 }
 
 /** A status file's path holds a file the write-back did not write: it is left alone, and so is the commit. */
-export class StatusPathTakenError extends Error {
+class StatusPathTakenError extends Error {
   override name = "StatusPathTakenError";
 }
 
-export interface StatusWriterOptions {
+interface StatusWriterOptions {
   source: GitSource;
   hub: KubeClient;
   /** Folder in the repository, e.g. `status/`. */

@@ -16,7 +16,7 @@ const CONFIG_PREFIX = "config-";
  * spec.config entries for the ConfigMap `name`: keyed by the full name or, upstream's shorthand, without the
  * `config-` prefix (`network` for config-network). The full name wins when both are given.
  */
-export function configEntriesFor(config: ConfigMapData | undefined, name: string): StringMap | undefined {
+function configEntriesFor(config: ConfigMapData | undefined, name: string): StringMap | undefined {
   return (
     lookup(config, name) ??
     (name.startsWith(CONFIG_PREFIX) ? lookup(config, name.slice(CONFIG_PREFIX.length)) : undefined)

@@ -3,9 +3,13 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { readFleetDir } from "../../../src/fleet/read-dir.ts";
-import { DEFAULT_FILE_SELECTION, isFleetFile } from "../../../src/fleet/select.ts";
+import { createFileFilter, DEFAULT_FILE_SELECTION, type FileSelection } from "../../../src/fleet/select.ts";
 
-describe("isFleetFile", () => {
+/** Whether the file at `path` holds desired state under `selection`: the filter's `matches`. */
+const isFleetFile = (path: string, selection: FileSelection): boolean =>
+  createFileFilter(selection).matches(path);
+
+describe("the file filter's matches", () => {
   it("takes .yaml and .yml files below clusters/ by default", () => {
     const selected = [
       "clusters/spoke-1/knative-serving.yaml",
