@@ -2,13 +2,14 @@ import { access, stat } from "node:fs/promises";
 import { dirname, relative, resolve, sep } from "node:path";
 import { type Diagnostic, formatDiagnostic, isError } from "../fleet/diagnostic.ts";
 import { formatIdentity } from "../fleet/identity.ts";
-import { boundedDiagnostics } from "../fleet/model.ts";
+import { boundedDiagnostics, type FleetFile, type FleetModel } from "../fleet/model.ts";
 import { readFleetDir, yamlFilesLeftOut } from "../fleet/read-dir.ts";
 import { DEFAULT_FILE_SELECTION } from "../fleet/select.ts";
+import type { PlacementSync } from "../placement/combine.ts";
 import type { Inventory } from "../placement/inventory.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { checkFleetSettings, checkPlacementSettings } from "../render/settings-check.ts";
-import { hubCrPolicy } from "../sync/settings.ts";
+import { type FleetSettings, hubCrPolicy } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
 import { commandSettings } from "./access-settings.ts";
 import { githubAnnotations, githubNotice, gitlabCodeQuality } from "./annotations.ts";
@@ -117,32 +118,10 @@ ${KODATA_FLAG_HELP}
       ...model.diagnostics,
       ...admissionDiagnostics(model.resources, hubCrPolicy(settings, kodata?.dir), locator),
     ];
-    if (kodata === undefined) {
-      skipped.push({
-        check: "versions",
-        message:
-          "no release manifests found (--kodata, $KO_DATA_PATH, the fetched cache): spec.version and the settings a release knows are not checked",
-      });
-    } else {
-      const source = createKodataSource({ dir: kodata.dir, policy: settings.locations });
-      found.push(...(await versionDiagnostics(model.resources, model.placements, source, locator)));
-      // What a release knows a CR may set (ConfigMaps and keys, workload names, ingresses), as plan and the
-      // sync check it; offline no CR runs a version yet, so the upgrade warnings are plan's alone.
-      const releases = new ReleaseLoader(source);
-      found.push(...(await checkFleetSettings(model.resources, files, releases)));
-      // A placement not expanded (no inventory) makes no CR: its template and each override are checked.
-      const unexpanded = model.placements.filter(({ path, placement }) =>
-        selections.some(
-          (s) =>
-            s.pending !== undefined &&
-            s.path === path &&
-            s.namespace === placement.metadata.namespace &&
-            s.name === placement.metadata.name,
-        ),
-      );
-      found.push(...(await checkPlacementSettings(unexpanded, releases)));
-    }
-    const reported = (path: string) => target.files === undefined || target.files.has(path);
+    found.push(
+      ...(await releaseDiagnostics(kodata?.dir, settings, model, files, selections, locator, skipped)),
+    );
+    const reported = (path: string) => isReported(target, path);
     for (const selection of selections) {
       if (selection.pending === undefined || !reported(selection.path)) continue;
       skipped.push({
@@ -153,45 +132,14 @@ ${KODATA_FLAG_HELP}
       });
     }
 
-    // A placement's CRs share its fields, so their findings repeat: each is counted and shown once.
-    const all = [
-      ...new Map(
-        found
-          .filter((diagnostic) => reported(diagnostic.path))
-          .map((d) => [JSON.stringify([d.path, d.line, d.column, d.field, d.message, d.severity]), d]),
-      ).values(),
-    ];
-    // No file at all is more often a wrong <dir> or glob than an empty fleet: the service would prune it all.
-    const noFiles = target.files === undefined && files.length === 0;
-    const shown = boundedDiagnostics(all);
-    const errors = all.filter(isError).length + (target.files === undefined ? model.omittedDiagnostics : 0);
-    const warnings = all.length - all.filter(isError).length;
-    const report: ValidateReport = {
-      schemaVersion: VALIDATE_SCHEMA_VERSION,
-      root: target.root,
-      files: files.filter((file) => reported(file.path)).length,
-      resources: model.resources.filter((resource) => reported(resource.path)).length,
-      placements: model.placements.filter((placement) => reported(placement.path)).length,
-      errors: errors + (noFiles ? 1 : 0),
-      warnings,
-      diagnostics: shown.map(({ path, line, column, field, message, severity }) => ({
-        file: path,
-        line,
-        column,
-        field,
-        message,
-        severity: severity ?? "error",
-      })),
-      omitted: errors + warnings - shown.length,
-      skipped,
-    };
-
+    const { report, shown } = validateReport(target, files, model, found, skipped);
     ctx.stdout.write(render(format, report, shown));
     const say = (line: string) => ctx.stderr.write(`knative-fleet validate: ${line}\n`);
     if (format === "gitlab" || format === "json") say(summary(report));
     for (const check of skipped)
       say(`skipped: ${check.file ? `${check.file}:${check.line}: ` : ""}${check.message}`);
-    if (noFiles) say(`no file below ${target.root} matches ${selection.pathGlob}`);
+    if (target.files === undefined && files.length === 0)
+      say(`no file below ${target.root} matches ${selection.pathGlob}`);
     const leftOut = (await yamlFilesLeftOut(target.root, selection)).filter(reported);
     if (leftOut.length > 0) {
       const listed = leftOut.slice(0, MAX_LISTED);
@@ -203,6 +151,92 @@ ${KODATA_FLAG_HELP}
     return report.errors > 0 ? EXIT_FINDINGS : EXIT_OK;
   },
 };
+
+/**
+ * The checks that need the release manifests: spec.version, and what a release knows a CR may set
+ * (ConfigMaps and keys, workload names, ingresses), as plan and the sync check it; offline no CR runs a
+ * version yet, so the upgrade warnings are plan's alone. Without manifests they are skipped, and say so.
+ */
+async function releaseDiagnostics(
+  kodataDir: string | undefined,
+  settings: FleetSettings,
+  model: FleetModel,
+  files: readonly FleetFile[],
+  selections: PlacementSync["selections"],
+  locator: FieldLocator,
+  skipped: SkippedCheck[],
+): Promise<Diagnostic[]> {
+  if (kodataDir === undefined) {
+    skipped.push({
+      check: "versions",
+      message:
+        "no release manifests found (--kodata, $KO_DATA_PATH, the fetched cache): spec.version and the settings a release knows are not checked",
+    });
+    return [];
+  }
+  const source = createKodataSource({ dir: kodataDir, policy: settings.locations });
+  const releases = new ReleaseLoader(source);
+  // A placement not expanded (no inventory) makes no CR: its template and each override are checked.
+  const unexpanded = model.placements.filter(({ path, placement }) =>
+    selections.some(
+      (s) =>
+        s.pending !== undefined &&
+        s.path === path &&
+        s.namespace === placement.metadata.namespace &&
+        s.name === placement.metadata.name,
+    ),
+  );
+  return [
+    ...(await versionDiagnostics(model.resources, model.placements, source, locator)),
+    ...(await checkFleetSettings(model.resources, files, releases)),
+    ...(await checkPlacementSettings(unexpanded, releases)),
+  ];
+}
+
+/** The report of the files `target` names: each finding counted and shown once, within the bounds. */
+function validateReport(
+  target: ValidateTarget,
+  files: readonly FleetFile[],
+  model: FleetModel,
+  found: readonly Diagnostic[],
+  skipped: SkippedCheck[],
+): { report: ValidateReport; shown: Diagnostic[] } {
+  const reported = (path: string) => isReported(target, path);
+  // A placement's CRs share its fields, so their findings repeat: each is counted and shown once.
+  const all = [
+    ...new Map(
+      found
+        .filter((diagnostic) => reported(diagnostic.path))
+        .map((d) => [JSON.stringify([d.path, d.line, d.column, d.field, d.message, d.severity]), d]),
+    ).values(),
+  ];
+  // No file at all is more often a wrong <dir> or glob than an empty fleet: the service would prune it all.
+  const noFiles = target.files === undefined && files.length === 0;
+  const shown = boundedDiagnostics(all);
+  const errors = all.filter(isError).length + (target.files === undefined ? model.omittedDiagnostics : 0);
+  const warnings = all.length - all.filter(isError).length;
+  const report: ValidateReport = {
+    schemaVersion: VALIDATE_SCHEMA_VERSION,
+    root: target.root,
+    files: files.filter((file) => reported(file.path)).length,
+    resources: model.resources.filter((resource) => reported(resource.path)).length,
+    placements: model.placements.filter((placement) => reported(placement.path)).length,
+    errors: errors + (noFiles ? 1 : 0),
+    warnings,
+    diagnostics: shown.map(({ path, line, column, field, message, severity }) => ({
+      file: path,
+      line,
+      column,
+      field,
+      message,
+      severity: severity ?? "error",
+    })),
+    omitted: errors + warnings - shown.length,
+    skipped,
+  };
+
+  return { report, shown };
+}
 
 /** YAML files left out by the glob, named on the line that says so. */
 const MAX_LISTED = 10;
@@ -247,6 +281,9 @@ interface ValidateTarget {
   root: string;
   files?: Set<string>;
 }
+
+const isReported = (target: ValidateTarget, path: string): boolean =>
+  target.files === undefined || target.files.has(path);
 
 async function validateTarget(positionals: readonly string[]): Promise<ValidateTarget> {
   if (positionals.length === 0) throw new UsageError("missing <dir> or <file>...");

@@ -1,13 +1,18 @@
 import { isManagedByFleet, SOURCE_COMMIT_ANNOTATION } from "../api/labels.ts";
-import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import {
+  clusterKey,
+  formatIdentity,
+  identityOf,
+  type ResourceIdentity,
+  targetOf,
+} from "../fleet/identity.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep, PruneCandidate } from "../mirror/decide.ts";
-import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
+import type { InventoryCluster } from "../placement/inventory.ts";
 import type { Content, Halt, RolloutState } from "./state.ts";
 import { maxUnavailableCount, type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
 import {
-  clusterRefOf,
   type GateInput,
   inEpoch,
   isGated,
@@ -393,7 +398,7 @@ export function gatePrunes(
   if (spec.allAtOnce && !paused) return [...candidates];
   const inventory = new Map(clusters.map((cluster) => [clusterKey(cluster), cluster]));
   const liveByKey = new Map(live.map((object) => [formatIdentity(identityOf(object)), object]));
-  const waveOf = (key: string) => waveIndexOf(spec, clusterRefOf(liveByKey.get(key)), inventory);
+  const waveOf = (key: string) => waveIndexOf(spec, targetOf(liveByKey.get(key)), inventory);
   const waves = plannedWaves(spec);
   const candidateKeys = candidates.map((candidate) => formatIdentity(candidate));
   const terminating = live

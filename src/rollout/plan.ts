@@ -1,9 +1,9 @@
-import { clusterLabel } from "../access/target.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { formatDuration } from "../fleet/duration.ts";
+import { type ClusterRef, clusterKey, clusterLabel } from "../fleet/identity.ts";
 import type { FleetRolloutPolicy } from "../fleet/model.ts";
-import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
-import { type ClusterRef, plannedWaves, waveIndexOf } from "./waves.ts";
+import type { InventoryCluster } from "../placement/inventory.ts";
+import { plannedWaves, waveIndexOf } from "./waves.ts";
 
 // `plan`'s view of the rollout: the waves a merge goes through, every CR it changes in its wave.
 

@@ -1,11 +1,12 @@
 import { durationMs } from "../fleet/duration.ts";
+import { type ClusterRef, clusterKey } from "../fleet/identity.ts";
 import {
   type MaxUnavailable,
   REMAINING_WAVE,
   type RolloutSpec,
   type RolloutWave,
 } from "../fleet/rollout-schema.ts";
-import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
+import type { InventoryCluster } from "../placement/inventory.ts";
 import { matchesTerm } from "../placement/select.ts";
 
 /** One wave as the gate runs it: the policy's defaults filled in, durations in milliseconds. */
@@ -26,9 +27,6 @@ export function plannedWaves(spec: RolloutSpec): PlannedWave[] {
   });
   return [...spec.waves.map(planned), planned({ name: REMAINING_WAVE })];
 }
-
-/** A CR's cluster: its spec.clusterProfileRef; undefined for a CR that installs on the hub itself. */
-export type ClusterRef = { namespace: string; name: string };
 
 /**
  * The index of the first wave that selects the cluster (by name, or by a term over its ClusterProfile's

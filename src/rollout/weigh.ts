@@ -1,16 +1,23 @@
-import { clusterLabel } from "../access/target.ts";
 import { readinessOf } from "../api/conditions.ts";
 import type { KnativeStatus } from "../api/knative.ts";
 import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
 import { desiredHash } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
-import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import {
+  type ClusterRef,
+  clusterKey,
+  clusterLabel,
+  formatIdentity,
+  identityOf,
+  type ResourceIdentity,
+  targetOf,
+} from "../fleet/identity.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep } from "../mirror/decide.ts";
-import { clusterKey, type InventoryCluster } from "../placement/inventory.ts";
+import type { InventoryCluster } from "../placement/inventory.ts";
 import type { CrState, RolloutState } from "./state.ts";
-import { type ClusterRef, type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
+import { type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
 
 // The gate's first step, pure: which CRs it weighs (its members), what is known of each (the content Git
 // wants, its health on the content it has), and the questions the phases ask of a member (pending, safe,
@@ -74,11 +81,6 @@ export function healthOf(cr: KubeObject): { healthy: boolean; reason: string } {
 export const hashOf = (object: KubeObject | undefined): string | undefined =>
   object?.metadata.annotations?.[DESIRED_HASH_ANNOTATION];
 
-export const clusterRefOf = (object: KubeObject | undefined): ClusterRef | undefined => {
-  const ref = (object?.spec as { clusterProfileRef?: ClusterRef } | undefined)?.clusterProfileRef;
-  return ref && typeof ref.name === "string" ? { namespace: ref.namespace ?? "", name: ref.name } : undefined;
-};
-
 export const isWrite = (step: ApplyStep | undefined): step is ApplyStep & { object: KubeObject } =>
   step?.action === "create" || step?.action === "update";
 
@@ -102,7 +104,7 @@ export function weigh(input: GateInput, steps: readonly ApplyStep[], live: reado
   const member = (key: string, identity: ResourceIdentity, path: string, step: ApplyStep | undefined) => {
     const current = liveByKey.get(key);
     const frozen = step === undefined || step.action === "refused";
-    const ref = clusterRefOf(isWrite(step) ? step.object : current) ?? crs[key]?.cluster;
+    const ref = targetOf(isWrite(step) ? step.object : current) ?? crs[key]?.cluster;
     const target = frozen
       ? (crs[key]?.target?.hash ?? hashOf(current))
       : isWrite(step)
