@@ -8,6 +8,7 @@
 //        --incremental      reuse the last run's results for unchanged files and tests (a local rerun)
 //        --min-score N      exit 1 when a module's score is below N (CI)
 //        --model-runs N     the rollout model's runs per mutant (default 300; CI runs 5,000)
+//        --list             print what would be mutated (files, or file:lines with --since) and stop
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join, matchesGlob, resolve } from "node:path";
@@ -25,6 +26,7 @@ const { values } = parseArgs({
     incremental: { type: "boolean", default: false },
     "min-score": { type: "string" },
     "model-runs": { type: "string", default: "300" },
+    list: { type: "boolean", default: false },
   },
 });
 
@@ -44,11 +46,28 @@ function filesToMutate(): string[] {
     return files;
   }
   if (values.since !== undefined) {
-    // Committed and uncommitted changes since REV, deleted files left out.
+    // Committed and uncommitted changes since REV, deleted files left out; only the changed lines, so a
+    // small change costs a few mutants, not its whole file's.
     const changed = git("diff", "--name-only", "--diff-filter=d", values.since, "--").split("\n");
-    return changed.filter((file) => file.endsWith(".ts") && inCore(file)).sort();
+    return changed
+      .filter((file) => file.endsWith(".ts") && inCore(file))
+      .sort()
+      .flatMap((file) => changedRanges(values.since!, file).map((range) => `${file}:${range}`));
   }
   return SAFETY_CORE;
+}
+
+/** The line ranges (`start-end`, in the file as it is now) a diff since REV adds or changes. */
+function changedRanges(since: string, file: string): string[] {
+  const hunks = git("diff", "-U0", "--diff-filter=d", since, "--", file).matchAll(
+    /^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@/gm,
+  );
+  return [...hunks].flatMap((hunk) => {
+    const start = Number(hunk[1]);
+    const count = hunk[2] === undefined ? 1 : Number(hunk[2]);
+    // A hunk that only removes lines changes no line left to mutate.
+    return count === 0 ? [] : [`${start}-${start + count - 1}`];
+  });
 }
 
 const mutate = filesToMutate();
@@ -57,6 +76,7 @@ if (mutate.length === 0) {
   process.exit(0);
 }
 console.log(`mutation: ${mutate.join(", ")}`);
+if (values.list) process.exit(0);
 
 const shared = resolve(root, "..", "shared");
 const started = performance.now();
