@@ -205,28 +205,8 @@ async function handleWebhook(req: IncomingMessage, res: ServerResponse, state: H
   // GitLab's token is a header: a wrong one is refused before a byte of the body is read.
   if (provider === "gitlab" && !verifyGitLabToken(credential, secret))
     return refuse(req, res, 403, "bad token");
-  const source = sourceAddress(req);
-  const fromSource = state.readingBySource.get(source) ?? 0;
-  if (fromSource >= state.maxBodiesPerSource) {
-    res.setHeader("retry-after", "1");
-    return refuse(req, res, 429, "too many webhook deliveries at once from this address");
-  }
-  if (state.readingBodies >= state.maxConcurrentBodies) {
-    res.setHeader("retry-after", "1");
-    return refuse(req, res, 503, "too many webhook deliveries at once");
-  }
-
-  state.readingBodies++;
-  state.readingBySource.set(source, fromSource + 1);
-  let body: Buffer | "too-large" | "too-slow";
-  try {
-    body = await readBody(req, state.maxBodyBytes, state.bodyTimeoutMs);
-  } finally {
-    state.readingBodies--;
-    const left = (state.readingBySource.get(source) ?? 1) - 1;
-    if (left > 0) state.readingBySource.set(source, left);
-    else state.readingBySource.delete(source);
-  }
+  const body = await readBodyInSlot(req, res, state);
+  if (body === "refused") return;
   if (body === "too-large") return refuse(req, res, 413, `payload over ${state.maxBodyBytes} bytes`);
   if (body === "too-slow")
     return refuse(req, res, 408, `payload not received within ${state.bodyTimeoutMs} ms`);
@@ -253,6 +233,39 @@ async function handleWebhook(req: IncomingMessage, res: ServerResponse, state: H
   if (standby !== undefined) return respond(res, 202, { sync: "left to the leader", reason: standby });
   options.onPush({ provider, ref: payload.data.ref, after: payload.data.after });
   respond(res, 202, { sync: "triggered" });
+}
+
+/**
+ * The body, read in one of the bounded slots (per sender address and in all), or "refused" when none is
+ * free (already answered): a slow sender holds its own slots, never everyone's.
+ */
+async function readBodyInSlot(
+  req: IncomingMessage,
+  res: ServerResponse,
+  state: HandlerState,
+): Promise<Buffer | "too-large" | "too-slow" | "refused"> {
+  const source = sourceAddress(req);
+  const fromSource = state.readingBySource.get(source) ?? 0;
+  if (fromSource >= state.maxBodiesPerSource) {
+    res.setHeader("retry-after", "1");
+    refuse(req, res, 429, "too many webhook deliveries at once from this address");
+    return "refused";
+  }
+  if (state.readingBodies >= state.maxConcurrentBodies) {
+    res.setHeader("retry-after", "1");
+    refuse(req, res, 503, "too many webhook deliveries at once");
+    return "refused";
+  }
+  state.readingBodies++;
+  state.readingBySource.set(source, fromSource + 1);
+  try {
+    return await readBody(req, state.maxBodyBytes, state.bodyTimeoutMs);
+  } finally {
+    state.readingBodies--;
+    const left = (state.readingBySource.get(source) ?? 1) - 1;
+    if (left > 0) state.readingBySource.set(source, left);
+    else state.readingBySource.delete(source);
+  }
 }
 
 /**

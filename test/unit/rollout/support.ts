@@ -4,9 +4,10 @@ import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { type ApplyStep, decideApplies } from "../../../src/mirror/decide.ts";
 import type { InventoryCluster } from "../../../src/placement/inventory.ts";
-import { type GateInput, type GateOutcome, gateApplies } from "../../../src/rollout/gate.ts";
-import { revertStep, withReverts } from "../../../src/rollout/revert.ts";
+import { type GateOutcome, gateApplies } from "../../../src/rollout/gate.ts";
+import { revertStep, revertsOf, withReverts } from "../../../src/rollout/revert.ts";
 import { type RolloutState, RolloutStateSchema } from "../../../src/rollout/state.ts";
+import type { GateInput } from "../../../src/rollout/weigh.ts";
 import { cluster, crFile, TEST_REPOSITORY as REPOSITORY, rolloutText } from "../../support/fleet-files.ts";
 
 // The shared fleet fixtures (test/support/fleet-files.ts) these tests build on.
@@ -78,12 +79,9 @@ export class FakeHub {
       now,
     };
     const outcome = gateApplies(input, steps, this.live());
-    const reverts = outcome.reverts.flatMap((request) => {
-      const result = revertStep(request, this.commits.get(request.to.commit) ?? model, source);
-      if ("step" in result) return [result.step];
-      if (result.lasting) outcome.state.crs[formatIdentity(request.resource)]!.revertFailed = request.to.hash;
-      return [];
-    });
+    const reverts = revertsOf(outcome, (request) =>
+      revertStep(request, this.commits.get(request.to.commit) ?? model, source),
+    ).steps;
     for (const step of withReverts(outcome.steps, reverts))
       if (step.action === "create" || step.action === "update") this.write(step);
     // What a new leader would read back: the stored JSON.
