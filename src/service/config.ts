@@ -204,6 +204,42 @@ export function parseDuration(text: string): number {
   return ms;
 }
 
+/** The status write-back of the config (`status`), when it has one: where, by whom and how often it commits. */
+export function statusWriteBack(config: ServiceConfig): StatusWriteBack | undefined {
+  const { status } = config;
+  if (!status) return undefined;
+  return {
+    path: status.path,
+    branch: status.branch ?? config.repository.branch,
+    author: { name: status.authorName, email: status.authorEmail },
+    intervalMs: parseDuration(status.interval),
+  };
+}
+
+/** The StatusWriter's settings a config file holds. */
+interface StatusWriteBack {
+  /** Folder in the repository, e.g. `status/`. */
+  path: string;
+  /** The fleet branch, or a separate one. */
+  branch: string;
+  author: { name: string; email: string };
+  intervalMs: number;
+}
+
+/** The shard membership's Lease timings of the config (`sharding`), in milliseconds. */
+export function shardTimings(config: ServiceConfig): {
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+} {
+  const { sharding } = config;
+  return {
+    leaseDurationMs: parseDuration(sharding.leaseDuration),
+    renewDeadlineMs: parseDuration(sharding.renewDeadline),
+    retryPeriodMs: parseDuration(sharding.retryPeriod),
+  };
+}
+
 /** The Git source of the config: credentials from the mounted directory, read again on every use. */
 export function gitSourceSpec(config: ServiceConfig): GitSourceSpec {
   const { repository } = config;

@@ -3,7 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { ConfigError, loadServiceConfig } from "../../../src/service/config.ts";
+import {
+  ConfigError,
+  loadServiceConfig,
+  shardTimings,
+  statusWriteBack,
+} from "../../../src/service/config.ts";
 
 const configFile = (config: object): string => {
   const path = join(mkdtempSync(join(tmpdir(), "knative-fleet-config-")), "config.yaml");
@@ -65,5 +70,61 @@ describe("the service's config file", () => {
     for (const path of ["status/", "clusters/status/", "docs/fleet-status"]) {
       expect(loadServiceConfig(configFile({ repository, status: { path } })).status?.path).toBe(path);
     }
+  });
+});
+
+describe("the config's status write-back and timings", () => {
+  it("has no status write-back without a status section", () => {
+    expect(statusWriteBack(loadServiceConfig(configFile({ repository })))).toBeUndefined();
+  });
+
+  it("writes the status to the fleet branch by default, at most once per interval", () => {
+    const config = loadServiceConfig(
+      configFile({ repository: { ...repository, branch: "fleet" }, status: {} }),
+    );
+    expect(statusWriteBack(config)).toEqual({
+      path: "status/",
+      branch: "fleet",
+      author: { name: "knative-fleet", email: "knative-fleet@noreply.invalid" },
+      intervalMs: 30_000,
+    });
+  });
+
+  it("writes the status to its own branch, by its own author, when told to", () => {
+    const status = {
+      path: "state/",
+      branch: "status",
+      authorName: "bot",
+      authorEmail: "bot@x",
+      interval: "1m",
+    };
+    expect(statusWriteBack(loadServiceConfig(configFile({ repository, status })))).toEqual({
+      path: "state/",
+      branch: "status",
+      author: { name: "bot", email: "bot@x" },
+      intervalMs: 60_000,
+    });
+  });
+
+  it("refuses a status interval that is no duration", () => {
+    const config = loadServiceConfig(configFile({ repository, status: { interval: "soon" } }));
+    expect(() => statusWriteBack(config)).toThrow(ConfigError);
+  });
+
+  it("reads the shard Lease timings in milliseconds", () => {
+    expect(shardTimings(loadServiceConfig(configFile({ repository })))).toEqual({
+      leaseDurationMs: 15_000,
+      renewDeadlineMs: 10_000,
+      retryPeriodMs: 2_000,
+    });
+    const sharding = { enabled: true, leaseDuration: "30s", renewDeadline: "20s", retryPeriod: "500ms" };
+    expect(shardTimings(loadServiceConfig(configFile({ repository, sharding })))).toEqual({
+      leaseDurationMs: 30_000,
+      renewDeadlineMs: 20_000,
+      retryPeriodMs: 500,
+    });
+    expect(() =>
+      shardTimings(loadServiceConfig(configFile({ repository, sharding: { leaseDuration: "long" } }))),
+    ).toThrow('"long" is not a duration');
   });
 });
