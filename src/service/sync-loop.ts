@@ -1,0 +1,83 @@
+import type { FleetFile } from "../fleet/model.ts";
+import type { SyncTrigger } from "../observability/metrics.ts";
+import type { Snapshot } from "../source/index.ts";
+import { type SyncEdges, type SyncResult, type SyncSettings, sync } from "../sync/sync.ts";
+import { reportSync, type SyncSinks } from "./reports.ts";
+
+/** What the leader's sync loop is given: the sync's settings and edges, and where a sync goes. */
+export interface SyncLoopOptions {
+  settings: SyncSettings;
+  /** The fleet repository and branch the commits are of. */
+  source: { repository: string; branch: string };
+  /** Whether this replica leads: a sync queued before leadership ended does nothing. */
+  isLeading(): boolean;
+  /** The sync's edges as they are when a sync runs (the leader's stages). */
+  edges(): SyncEdges;
+  /** Where each sync is reported (src/service/reports.ts). */
+  report: SyncSinks;
+  /** A sync's result, for the status write-back. */
+  onSynced(result: SyncResult): void;
+  /** The sync itself (src/sync); a test gives a fake. */
+  sync?: typeof sync;
+}
+
+/**
+ * The leader's syncs, one at a time: a Git change and an inventory change never mirror concurrently. A
+ * new commit is remembered, so an inventory or rollout change syncs the last commit's files again.
+ */
+export class SyncLoop {
+  private readonly options: SyncLoopOptions;
+  /** The last commit's files, synced again when the inventory changes what placements select. */
+  private lastCommit: { files: readonly FleetFile[]; commit: string } | undefined;
+  private syncs: Promise<void> = Promise.resolve();
+
+  constructor(options: SyncLoopOptions) {
+    this.options = options;
+  }
+
+  /** A commit of the fleet repository (the poller's): synced after the syncs before it. */
+  snapshot(snapshot: Snapshot): Promise<void> {
+    return this.serialized(() => this.syncSnapshot(snapshot));
+  }
+
+  /** The last commit synced again (its placements against the inventory as it is now), if there is one. */
+  again(trigger: Exclude<SyncTrigger, "git">): void {
+    const last = this.lastCommit;
+    if (last) void this.serialized(() => this.syncCommit(last.files, last.commit, trigger));
+  }
+
+  /** Settles when the syncs queued so far have ended, whether or not they failed. */
+  idle(): Promise<void> {
+    return this.syncs;
+  }
+
+  /** Leadership ended: no commit to sync again until the next one. */
+  forget(): void {
+    this.lastCommit = undefined;
+  }
+
+  private serialized(run: () => Promise<void>): Promise<void> {
+    const next = this.syncs.then(run);
+    this.syncs = next.catch(() => {});
+    return next;
+  }
+
+  /** One commit of the fleet repository into the hub. */
+  private async syncSnapshot(snapshot: Snapshot): Promise<void> {
+    this.lastCommit = { files: snapshot.files, commit: snapshot.commit };
+    await this.syncCommit(snapshot.files, snapshot.commit, "git");
+  }
+
+  /** Syncs a commit's files, its placements expanded against the inventory as it is now (src/sync). */
+  private async syncCommit(files: readonly FleetFile[], commit: string, trigger: SyncTrigger): Promise<void> {
+    const { options } = this;
+    if (!options.isLeading()) return;
+    const started = performance.now();
+    const edges = options.edges();
+    const source = { ...options.source, commit };
+    const result = await (options.sync ?? sync)({ source, files }, options.settings, edges);
+    const run = { commit, trigger, durationMs: performance.now() - started };
+    reportSync(result, run, options.report);
+    options.onSynced(result);
+  }
+}

@@ -1,0 +1,224 @@
+import { describe, expect, it } from "vitest";
+import type { FleetFile } from "../../../src/fleet/model.ts";
+import { SyncLoop, type SyncLoopOptions } from "../../../src/service/sync-loop.ts";
+import type { Snapshot } from "../../../src/source/index.ts";
+import { DEFAULT_FLEET_SETTINGS } from "../../../src/sync/settings.ts";
+import type { SyncEdges, SyncResult } from "../../../src/sync/sync.ts";
+
+// The leader's syncs one at a time, with a fake sync that waits until a test lets it end: no FleetService,
+// no hub, no Git.
+
+const snapshot = (commit: string): Snapshot => ({
+  commit,
+  files: [{ path: `clusters/${commit}.yaml`, text: "" } satisfies FleetFile],
+  digest: commit,
+});
+
+const result = (commit: string) =>
+  ({
+    resources: [{ action: "created" }],
+    prune: { state: "none", candidates: [], retained: [] },
+    failedFiles: [],
+    source: { commit },
+  }) as unknown as SyncResult;
+
+/** A sync started: its commit and files, and the hands that end it. */
+interface Started {
+  commit: string;
+  files: readonly FleetFile[];
+  edges: SyncEdges;
+  finish(): void;
+  fail(err: Error): void;
+}
+
+function loop(over: Partial<SyncLoopOptions> = {}) {
+  let leading = true;
+  const started: Started[] = [];
+  const noted: unknown[][] = [];
+  const edges = { placements: { inventory: () => ({}) } } as unknown as SyncEdges;
+  const options: SyncLoopOptions = {
+    settings: { fleet: DEFAULT_FLEET_SETTINGS, kodataDir: "/kodata" },
+    source: { repository: "https://git.example/fleet.git", branch: "main" },
+    isLeading: () => leading,
+    edges: () => edges,
+    report: {
+      metrics: {
+        syncFinished: ({ trigger }) => noted.push(["syncFinished", trigger]),
+        rolloutObserved: () => noted.push(["rolloutObserved"]),
+        pruned: (r) => noted.push(["pruned", r.outcome]),
+      },
+      log: {
+        info: (...args: unknown[]) => {
+          noted.push(["log", ...args]);
+        },
+      },
+    },
+    onSynced: (r) => noted.push(["synced", r.source.commit]),
+    sync: ({ source, files }, settings, given) => {
+      expect(settings).toBe(options.settings);
+      expect(source).toEqual({
+        repository: "https://git.example/fleet.git",
+        branch: "main",
+        commit: source.commit,
+      });
+      return new Promise<SyncResult>((resolve, reject) =>
+        started.push({
+          commit: source.commit,
+          files,
+          edges: given,
+          finish: () => resolve(result(source.commit)),
+          fail: reject,
+        }),
+      );
+    },
+    ...over,
+  };
+  return {
+    syncs: new SyncLoop(options),
+    started,
+    noted,
+    edges,
+    stopLeading: () => {
+      leading = false;
+    },
+  };
+}
+
+/** Lets the queued promise callbacks run. */
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+const triggers = (noted: unknown[][]) => noted.filter(([what]) => what === "syncFinished").map(([, t]) => t);
+
+describe("SyncLoop", () => {
+  it("syncs a commit with the edges as they are, reports it, then hands its result to the status", async () => {
+    const { syncs, started, noted, edges } = loop();
+    const done = syncs.snapshot(snapshot("c1"));
+    await settle();
+    expect(started.map((s) => s.commit)).toEqual(["c1"]);
+    expect(started[0]!.files).toEqual(snapshot("c1").files);
+    expect(started[0]!.edges).toBe(edges);
+    started[0]!.finish();
+    await done;
+    expect(noted).toEqual([
+      ["syncFinished", "git"],
+      ["pruned", "none"],
+      [
+        "log",
+        { commit: "c1", trigger: "git", created: 1, invalidFiles: 0, prune: "none" },
+        "fleet synced into the hub",
+      ],
+      ["synced", "c1"],
+    ]);
+  });
+
+  it("runs one sync at a time, in the order they came", async () => {
+    const { syncs, started } = loop();
+    const first = syncs.snapshot(snapshot("c1"));
+    const second = syncs.snapshot(snapshot("c2"));
+    await settle();
+    expect(started.map((s) => s.commit)).toEqual(["c1"]);
+    started[0]!.finish();
+    await first;
+    await settle();
+    expect(started.map((s) => s.commit)).toEqual(["c1", "c2"]);
+    started[1]!.finish();
+    await second;
+  });
+
+  it("syncs nothing again before the first commit", async () => {
+    const { syncs, started } = loop();
+    syncs.again("inventory");
+    syncs.again("rollout");
+    await syncs.idle();
+    await settle();
+    expect(started).toEqual([]);
+  });
+
+  it("syncs the last commit again on an inventory or rollout change, with that trigger", async () => {
+    const { syncs, started, noted } = loop();
+    const first = syncs.snapshot(snapshot("c1"));
+    await settle();
+    started[0]!.finish();
+    await first;
+    syncs.again("inventory");
+    syncs.again("rollout");
+    await settle();
+    started[1]!.finish();
+    await settle();
+    started[2]!.finish();
+    await syncs.idle();
+    expect(started.map((s) => s.commit)).toEqual(["c1", "c1", "c1"]);
+    expect(started[1]!.files).toEqual(snapshot("c1").files);
+    expect(triggers(noted)).toEqual(["git", "inventory", "rollout"]);
+  });
+
+  it("takes the last commit when the change comes: a commit queued behind it is synced after", async () => {
+    const { syncs, started, noted } = loop();
+    void syncs.snapshot(snapshot("c1"));
+    void syncs.snapshot(snapshot("c2"));
+    await settle();
+    // c1 is syncing, c2 waits: the inventory changes now, so c1 is the last commit to sync again.
+    syncs.again("inventory");
+    for (let i = 0; i < 3; i++) {
+      started[i]!.finish();
+      await settle();
+    }
+    await syncs.idle();
+    expect(started.map((s) => s.commit)).toEqual(["c1", "c2", "c1"]);
+    expect(triggers(noted)).toEqual(["git", "git", "inventory"]);
+  });
+
+  it("a sync that fails rejects its own promise alone: the next one runs, idle() settles", async () => {
+    const { syncs, started, noted } = loop();
+    const first = syncs.snapshot(snapshot("c1"));
+    const second = syncs.snapshot(snapshot("c2"));
+    await settle();
+    started[0]!.fail(new Error("the hub refused the apply"));
+    await expect(first).rejects.toThrow("the hub refused the apply");
+    await settle();
+    started[1]!.finish();
+    await second;
+    await syncs.idle();
+    expect(triggers(noted)).toEqual(["git"]);
+    expect(noted.filter(([what]) => what === "synced")).toEqual([["synced", "c2"]]);
+  });
+
+  it("once leadership ended, a queued sync does nothing, yet its commit is remembered", async () => {
+    const { syncs, started, noted, stopLeading } = loop();
+    stopLeading();
+    await syncs.snapshot(snapshot("c1"));
+    expect(started).toEqual([]);
+    expect(noted).toEqual([]);
+    // Remembered: had leadership come back, the inventory would sync c1 again (this replica does not lead).
+    syncs.again("inventory");
+    await syncs.idle();
+    expect(started).toEqual([]);
+  });
+
+  it("idle() waits for the syncs queued so far", async () => {
+    const { syncs, started } = loop();
+    void syncs.snapshot(snapshot("c1"));
+    let idle = false;
+    void syncs.idle().then(() => {
+      idle = true;
+    });
+    await settle();
+    expect(idle).toBe(false);
+    started[0]!.finish();
+    await settle();
+    expect(idle).toBe(true);
+  });
+
+  it("forgets the last commit when leadership ends: nothing to sync again until the next commit", async () => {
+    const { syncs, started } = loop();
+    const first = syncs.snapshot(snapshot("c1"));
+    await settle();
+    started[0]!.finish();
+    await first;
+    syncs.forget();
+    syncs.again("rollout");
+    await syncs.idle();
+    await settle();
+    expect(started.map((s) => s.commit)).toEqual(["c1"]);
+  });
+});
