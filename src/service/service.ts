@@ -1,10 +1,8 @@
 import { mkdirSync } from "node:fs";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { crAdmission } from "../admission/tenancy.ts";
-import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../api/knative.ts";
-import type { FleetFile } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { Informer } from "../kube/informer.ts";
+import type { Informer } from "../kube/informer.ts";
 import { clientFromKubeConfig, type KubeConfig } from "../kube/kubeconfig.ts";
 import { hubMirror } from "../mirror/mirror.ts";
 import { EventRecorder } from "../observability/events.ts";
@@ -14,16 +12,26 @@ import { PlacementStage } from "../placement/stage.ts";
 import { effectivePollInterval, type Reconciler, startReconciler } from "../reconcile/start.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { RolloutStage } from "../rollout/stage.ts";
-import { checkWebhookSecret, GitSource, Poller, type Snapshot } from "../source/index.ts";
+import { checkWebhookSecret, GitSource, Poller } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
 import type { FleetSettings } from "../sync/settings.ts";
-import { expandedModel, type SyncEdges, type SyncSettings, sync } from "../sync/sync.ts";
-import { ConfigError, fleetSettings, gitSourceSpec, parseDuration, type ServiceConfig } from "./config.ts";
+import { expandedModel } from "../sync/sync.ts";
+import {
+  ConfigError,
+  fleetSettings,
+  gitSourceSpec,
+  parseDuration,
+  type ServiceConfig,
+  shardTimings,
+  statusWriteBack,
+} from "./config.ts";
 import { type RunningHttpServer, startHttpServer } from "./http-server.ts";
+import { checkHubAnswers, watchHubCrs } from "./hub.ts";
 import { LeaderElector } from "./leader-election.ts";
 import { listenForPushes } from "./push-listener.ts";
-import { reportPollFailure, reportReconcile, reportSync } from "./reports.ts";
+import { reportPollFailure, reportReconcile } from "./reports.ts";
 import { podVoucher, ShardMembership } from "./sharding.ts";
+import { SyncLoop } from "./sync-loop.ts";
 
 export interface ServiceOptions {
   config: ServiceConfig;
@@ -68,10 +76,8 @@ export class FleetService {
   private rollout: RolloutStage | undefined;
   /** External mode: the hub CRs, watched so the status file follows the conditions upstream writes. */
   private hubCrWatches: Informer[] = [];
-  /** The last commit's files, synced again when the inventory changes what placements select. */
-  private lastCommit: { files: readonly FleetFile[]; commit: string } | undefined;
-  /** Syncs run one at a time: a Git change and an inventory change never mirror concurrently. */
-  private syncs: Promise<void> = Promise.resolve();
+  /** The leader's syncs, one at a time, for the service's lifetime (built once the settings are read). */
+  private syncs!: SyncLoop;
   private leading = false;
   private started = false;
 
@@ -102,13 +108,22 @@ export class FleetService {
     const hub = clientFromKubeConfig(this.options.hub);
     this.hubClient = hub;
     this.events = new EventRecorder({ client: hub, component: "knative-fleet", log: this.options.log });
-    // Fail fast when the hub is unreachable, naming it: the bare transport error names only an address.
-    await hub.rest.request({ method: "GET", path: "/version" }).catch((err: unknown) => {
-      const server = this.options.hub.getCurrentCluster()?.server;
-      throw new Error(`the hub API server ${server} did not answer GET /version: ${err}`, { cause: err });
-    });
+    await checkHubAnswers(hub, this.options.hub);
     mkdirSync(config.cacheDir, { recursive: true });
     this.settings = fleetSettings(config);
+    this.syncs = new SyncLoop({
+      settings: { fleet: this.settings, kodataDir: this.options.kodataDir },
+      source: { repository: config.repository.url, branch: config.repository.branch },
+      isLeading: () => this.leading,
+      edges: () => ({
+        hub: hubMirror(this.hubClient!, this.settings.defaultNamespace),
+        placements: this.placements!,
+        rollout: this.rollout!,
+        releases: this.releases(),
+      }),
+      report: { metrics: this.metrics, log: this.log },
+      onSynced: (result) => this.statusWriter?.synced(result),
+    });
     this.source = new GitSource(gitSourceSpec(config), { cacheDir: config.cacheDir });
     const http = await startHttpServer({
       port: config.metricsPort,
@@ -178,14 +193,12 @@ export class FleetService {
     this.metrics.setLeader(true);
     const hub = this.hubClient!;
     const source = this.source!;
-    if (config.status) {
+    const writeBack = statusWriteBack(config);
+    if (writeBack) {
       this.statusWriter = new StatusWriter({
         source,
         hub,
-        path: config.status.path,
-        branch: config.status.branch ?? config.repository.branch,
-        author: { name: config.status.authorName, email: config.status.authorEmail },
-        intervalMs: parseDuration(config.status.interval),
+        ...writeBack,
         log: log.child({ component: "status" }),
         onCommitted: (outcome) => this.metrics.statusCommitFinished({ outcome }),
       });
@@ -193,13 +206,7 @@ export class FleetService {
     // In external mode the upstream operator reconciles the hub CRs: no controller here, only what it writes.
     const external = this.settings.reconciler === "external";
     if (!this.membership && !external) this.reconciler = await this.startReconcile();
-    if (external) {
-      this.hubCrWatches = KNATIVE_KINDS.map((kind) => new Informer(hub, OPERATOR_API_VERSION, kind));
-      for (const watch of this.hubCrWatches) {
-        watch.on(() => this.statusWriter?.request());
-        watch.start();
-      }
-    }
+    if (external) this.hubCrWatches = watchHubCrs(hub, () => this.statusWriter?.request());
     const profiles = await clusterProfileResource(hub);
     this.placements = new PlacementStage({
       hub,
@@ -207,10 +214,7 @@ export class FleetService {
       clusterProfileApiVersion: `${profiles.group}/${profiles.version}`,
       departureGracePeriodMs: this.settings.departureGracePeriodMs,
       log: log.child({ component: "placement" }),
-      onChange: () => {
-        const last = this.lastCommit;
-        if (last) void this.serialized(() => this.syncCommit(last.files, last.commit, "inventory"));
-      },
+      onChange: () => this.syncs.again("inventory"),
     });
     this.placements.start();
     const placements = this.placements;
@@ -226,15 +230,12 @@ export class FleetService {
       events: this.events!,
       log: log.child({ component: "rollout" }),
       checkIntervalMs: parseDuration(config.rollout.checkInterval),
-      onDue: () => {
-        const last = this.lastCommit;
-        if (last) void this.serialized(() => this.syncCommit(last.files, last.commit, "rollout"));
-      },
+      onDue: () => this.syncs.again("rollout"),
     });
     this.poller = new Poller({
       source,
       schedule: config.pollSchedule,
-      onSnapshot: (snapshot) => this.serialized(() => this.syncSnapshot(snapshot)),
+      onSnapshot: (snapshot) => this.syncs.snapshot(snapshot),
       onFetched: (fetch) => this.metrics.gitFetchFinished(fetch),
       onPolled: (outcome) => this.metrics.pollFinished({ failed: outcome === "failed" }),
       onError: (err) => reportPollFailure(err, { log }),
@@ -289,7 +290,6 @@ export class FleetService {
   /** Joins the shard membership; the reconciler reconciles only this replica's share of the clusters. */
   private async startSharded(): Promise<void> {
     const { config, log } = this.options;
-    const sharding = config.sharding;
     if (!config.leaderElection.enabled)
       throw new ConfigError("sharding.enabled needs leaderElection.enabled: the Git side runs on one leader");
     if (this.settings.reconciler === "external")
@@ -308,9 +308,7 @@ export class FleetService {
       namespace: config.leaderElection.namespace,
       group: config.leaderElection.leaseName,
       identity: this.options.identity,
-      leaseDurationMs: parseDuration(sharding.leaseDuration),
-      renewDeadlineMs: parseDuration(sharding.renewDeadline),
-      retryPeriodMs: parseDuration(sharding.retryPeriod),
+      ...shardTimings(config),
       log: log.child({ component: "sharding" }),
       onNarrowed: () => {
         this.reconciler?.releaseUnowned();
@@ -349,46 +347,11 @@ export class FleetService {
     this.metrics.shardsObserved({ members: membership.members.length, clusters: clusters.length });
   }
 
-  private serialized(run: () => Promise<void>): Promise<void> {
-    const next = this.syncs.then(run);
-    this.syncs = next.catch(() => {});
-    return next;
-  }
-
   private releases(): ReleaseLoader {
     this.releasesLoader ??= new ReleaseLoader(
       createKodataSource({ dir: this.options.kodataDir, policy: this.settings.locations }),
     );
     return this.releasesLoader;
-  }
-
-  /** One commit of the fleet repository into the hub. */
-  private async syncSnapshot(snapshot: Snapshot): Promise<void> {
-    this.lastCommit = { files: snapshot.files, commit: snapshot.commit };
-    await this.syncCommit(snapshot.files, snapshot.commit, "git");
-  }
-
-  /** Syncs a commit's files, its placements expanded against the inventory as it is now (src/sync). */
-  private async syncCommit(
-    files: readonly FleetFile[],
-    commit: string,
-    trigger: "git" | "inventory" | "rollout",
-  ): Promise<void> {
-    if (!this.leading) return;
-    const { config, log } = this.options;
-    const started = performance.now();
-    const settings: SyncSettings = { fleet: this.settings, kodataDir: this.options.kodataDir };
-    const edges: SyncEdges = {
-      hub: hubMirror(this.hubClient!, settings.fleet.defaultNamespace),
-      placements: this.placements!,
-      rollout: this.rollout!,
-      releases: this.releases(),
-    };
-    const source = { repository: config.repository.url, branch: config.repository.branch, commit };
-    const result = await sync({ source, files }, settings, edges);
-    const run = { commit, trigger, durationMs: performance.now() - started };
-    reportSync(result, run, { metrics: this.metrics, log });
-    this.statusWriter?.synced(result);
   }
 
   private async stopLeading(): Promise<void> {
@@ -399,7 +362,7 @@ export class FleetService {
     this.rollout?.stop();
     for (const watch of this.hubCrWatches) watch.stop();
     this.hubCrWatches = [];
-    await this.syncs;
+    await this.syncs.idle();
     if (!this.membership) {
       await this.reconciler?.stop();
       this.reconciler = undefined;
@@ -408,7 +371,7 @@ export class FleetService {
     this.poller = undefined;
     this.placements = undefined;
     this.rollout = undefined;
-    this.lastCommit = undefined;
+    this.syncs.forget();
     this.statusWriter = undefined;
     // Last: a poll, sync or status commit still in flight above reports as the leader it was.
     this.metrics.setLeader(false);

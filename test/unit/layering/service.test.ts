@@ -4,12 +4,15 @@ import { matchesOutside, SRC, textOf, withoutComments } from "./support.ts";
 
 // The service reads its settings once: one fleetSettings(config), held in a field and handed on in slices,
 // so run, plan and validate cannot drift apart on a fact the service reads raw. The Lease it elects a leader
-// and shards by is written in one module, src/service/lease.ts: its API version and its time format.
+// and shards by is written in one module, src/service/lease.ts: its API version and its time format. The
+// service only composes: under 400 lines, its loops (the sync loop, the reports, the Lease) in modules of
+// their own.
 
 const SERVICE = join(SRC, "service/service.ts");
 const LEASE = "service/lease.ts";
 
 const serviceCode = (): string => withoutComments(textOf(SERVICE));
+const MAX_SERVICE_LINES = 400;
 
 describe("the service reads its settings once", () => {
   it("calls fleetSettings( once in service.ts", () => {
@@ -21,6 +24,18 @@ describe("the service reads its settings once", () => {
       /\bconfig\.(?:defaultNamespace|allowedClusterProfileNamespaces|hubInstall|placements)\b/g,
     );
     expect(raw ?? []).toEqual([]);
+  });
+});
+
+describe("the service only composes", () => {
+  it(`service.ts is under ${MAX_SERVICE_LINES} lines`, () => {
+    const lines = textOf(SERVICE).split("\n").length - (textOf(SERVICE).endsWith("\n") ? 1 : 0);
+    expect(lines).toBeLessThan(MAX_SERVICE_LINES);
+  });
+
+  it("leaves the one-at-a-time sync loop to sync-loop.ts", () => {
+    expect(serviceCode()).not.toMatch(/\bsync\(|\.then\(/);
+    expect(serviceCode()).toMatch(/new SyncLoop\(/);
   });
 });
 
