@@ -3,7 +3,14 @@ import { clusterKey, formatIdentity } from "../fleet/identity.ts";
 import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
 import { NEEDS_HUB, type PlacementPlan } from "../placement/plan.ts";
 import type { RolloutPlan } from "../rollout/plan.ts";
-import { markdownCell, markdownCode, markdownCodeBlock, markdownText } from "../text/markdown.ts";
+import { shortCommit } from "../text/commit.ts";
+import {
+  markdownCell,
+  markdownCode,
+  markdownCodeBlock,
+  markdownTable,
+  markdownText,
+} from "../text/markdown.ts";
 import type { FieldChange } from "./diff.ts";
 import type { ClusterPlan, Finding, FleetPlan, ObjectChange, PlanSource, ResourcePlan } from "./report.ts";
 
@@ -94,8 +101,8 @@ function cutToLength(text: string, maxLength: number): string {
 function header(plan: FleetPlan): string {
   const revision = ({ ref, commit }: FleetPlan["base"]) =>
     commit.startsWith(ref)
-      ? markdownCode(commit.slice(0, 7))
-      : `${markdownCode(ref)} (${markdownText(commit.slice(0, 7))})`;
+      ? markdownCode(shortCommit(commit))
+      : `${markdownCode(ref)} (${markdownText(shortCommit(commit))})`;
   const files = plan.files.map(({ path, change }) => `${change} ${markdownCode(path)}`).join(", ");
   return [
     `Merging ${revision(plan.head)} into ${revision(plan.base)} of ${markdownCode(plan.repository)}.`,
@@ -118,9 +125,14 @@ function verdict(plan: FleetPlan): string {
 function summaryTable(resources: readonly ResourcePlan[]): string {
   const rows = resources.map((r) => {
     const { created, changed, deleted } = r.objects;
-    return `| ${markdownCell(r.cluster)} | ${markdownCell(formatIdentity(r))} | ${actionText(r)} | +${created.length} ~${changed.length} -${deleted.length} |`;
+    return [
+      markdownCell(r.cluster),
+      markdownCell(formatIdentity(r)),
+      actionText(r),
+      `+${created.length} ~${changed.length} -${deleted.length}`,
+    ];
   });
-  return ["| Cluster | CR | Action | Objects +/~/- |", "| --- | --- | --- | --- |", ...rows].join("\n");
+  return markdownTable(["Cluster", "CR", "Action", "Objects +/~/-"], rows);
 }
 
 function actionText(resource: ResourcePlan): string {
@@ -450,19 +462,22 @@ function rolloutSection(plan: RolloutPlan): string {
     );
   }
   const rows = plan.waves.flatMap((wave) => {
-    const cells = (resource: string, cluster: string, change: string) =>
-      `| ${markdownCell(wave.name)} | ${resource} | ${cluster} | ${change} | ${markdownCell(wave.maxUnavailable)} | ${markdownCell(wave.soak)} | ${markdownCell(wave.timeLimit)} |`;
+    const cells = (resource: string, cluster: string, change: string) => [
+      markdownCell(wave.name),
+      resource,
+      cluster,
+      change,
+      markdownCell(wave.maxUnavailable),
+      markdownCell(wave.soak),
+      markdownCell(wave.timeLimit),
+    ];
     if (wave.resources.length === 0) return [cells("(none)", "", "")];
     return wave.resources.map((row) =>
       cells(markdownCode(row.resource, { inTable: true }), markdownCell(row.cluster), row.change),
     );
   });
   lines.push(
-    [
-      "| wave | CR | cluster | change | maxUnavailable | soak | time limit |",
-      "| --- | --- | --- | --- | --- | --- | --- |",
-      ...rows,
-    ].join("\n"),
+    markdownTable(["wave", "CR", "cluster", "change", "maxUnavailable", "soak", "time limit"], rows),
   );
   const deletions = [...plan.waves]
     .reverse()

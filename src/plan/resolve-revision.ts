@@ -1,5 +1,6 @@
 import type * as fs from "node:fs";
 import git from "isomorphic-git";
+import { commitInMessage } from "../text/commit.ts";
 
 /** Where a revision is looked up: a repository's object store. */
 interface RevisionStore {
@@ -31,8 +32,8 @@ export async function resolveRevision(store: RevisionStore, revision: string): P
       if (parent === undefined) {
         throw new UnknownRevisionError(
           object.parent.length === 0
-            ? `${revision}: commit ${commit.slice(0, 12)} has no parent (in a shallow clone, fetch more history, e.g. fetch-depth: 0)`
-            : `${revision}: commit ${commit.slice(0, 12)} has only ${object.parent.length} parent(s)`,
+            ? `${revision}: commit ${commitInMessage(commit)} has no parent (in a shallow clone, fetch more history, e.g. fetch-depth: 0)`
+            : `${revision}: commit ${commitInMessage(commit)} has only ${object.parent.length} parent(s)`,
         );
       }
       commit = await peelToCommit(store, parent, revision);
@@ -103,7 +104,7 @@ async function peelToCommit(store: RevisionStore, oid: string, revision: string)
     return (await git.readCommit({ ...store, oid })).oid;
   } catch {
     throw new UnknownRevisionError(
-      `${revision}: object ${oid.slice(0, 12)} is not a commit in ${store.gitdir}, or is missing (a shallow clone?)`,
+      `${revision}: object ${commitInMessage(oid)} is not a commit in ${store.gitdir}, or is missing (a shallow clone?)`,
     );
   }
 }

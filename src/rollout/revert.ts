@@ -2,6 +2,7 @@ import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
 import { formatIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
 import { type ApplyStep, type MirrorSource, mirroredObject } from "../mirror/decide.ts";
+import { commitInMessage } from "../text/commit.ts";
 import type { GateOutcome, RevertRequest, RolloutEvent } from "./gate.ts";
 
 // A revert re-derives the content it puts back from Git: the state keeps only the baseline's digest and
@@ -21,7 +22,7 @@ export function revertStep(
 ): RevertResult {
   const { to, resource, cluster } = request;
   const key = formatIdentity(resource);
-  const commit = to.commit.slice(0, 12);
+  const commit = commitInMessage(to.commit);
   const desired = model.resources.find(
     ({ resource: { kind, metadata } }) =>
       formatIdentity({ kind, namespace: metadata.namespace, name: metadata.name }) === key,
@@ -78,7 +79,7 @@ export function revertsOf(
         resource,
         type: "Warning",
         reason: "RolloutRevertFailed",
-        message: `${key} on ${cluster} cannot go back to ${to.commit.slice(0, 12)}: ${result.failure}`,
+        message: `${key} on ${cluster} cannot go back to ${commitInMessage(to.commit)}: ${result.failure}`,
       });
       continue;
     }
@@ -86,7 +87,7 @@ export function revertsOf(
       resource,
       type: "Warning",
       reason: "RolloutReverted",
-      message: `${outcome.state.halt ? `halted in wave ${outcome.state.halt.wave}; ` : ""}${key} on ${cluster} goes back to ${to.commit.slice(0, 12)}, the content of the last completed rollout`,
+      message: `${outcome.state.halt ? `halted in wave ${outcome.state.halt.wave}; ` : ""}${key} on ${cluster} goes back to ${commitInMessage(to.commit)}, the content of the last completed rollout`,
     });
     steps.push(result.step);
   }
@@ -119,6 +120,6 @@ export async function revertsFor(
 }
 
 const cannotRead = (request: RevertRequest, why: string): RevertResult => ({
-  failure: `commit ${request.to.commit.slice(0, 12)} cannot be read (${why})`,
+  failure: `commit ${commitInMessage(request.to.commit)} cannot be read (${why})`,
   lasting: false,
 });

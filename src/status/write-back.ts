@@ -6,6 +6,7 @@ import type { Logger } from "../observability/log.ts";
 import type { StatusCommitOutcome } from "../observability/metrics.ts";
 import { redactSecrets } from "../observability/redact.ts";
 import type { CommitBase, GitSource } from "../source/index.ts";
+import { commitInMessage } from "../text/commit.ts";
 import { renderStatusSummary, STATUS_FILE_HEADS, type StatusFile, type StatusSync } from "./summary.ts";
 
 /**
@@ -146,7 +147,7 @@ export class StatusWriter {
       const files = renderStatusSummary({ resources: await listHubResources(hub), sync });
       const result = await source.commitAndPush({
         files: (base) => this.changesOn(base, files),
-        message: `status: fleet summary for ${sync.source.commit.slice(0, 12)}`,
+        message: `status: fleet summary for ${commitInMessage(sync.source.commit)}`,
         author,
         branch,
       });

@@ -46,3 +46,12 @@ export function markdownCodeBlock(language: string, lines: readonly string[]): s
 function escapeHtml(text: string): string {
   return text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
 }
+
+/**
+ * A table: the header, the `---` line, a line per row. Each cell is Markdown as given: a value from outside
+ * goes through markdownCell (or markdownCode with `inTable`) first; the header is the caller's own text.
+ */
+export function markdownTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const line = (cells: readonly string[]) => `| ${cells.join(" | ")} |`;
+  return [line(header), line(header.map(() => "---")), ...rows.map(line)].join("\n");
+}

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { buildFleetModel } from "../../../src/fleet/model.ts";
-import { markdownCell, markdownCode, markdownText } from "../../../src/text/markdown.ts";
+import { commitInMessage, shortCommit } from "../../../src/text/commit.ts";
+import { markdownCell, markdownCode, markdownTable, markdownText } from "../../../src/text/markdown.ts";
 
 // What a hostile value may try in a PR comment or the status README, and what it must render as.
 const HOSTILE = [
@@ -38,6 +39,28 @@ describe("Markdown escaping", () => {
     expect(markdownCode("`x`")).toBe("`` `x` ``");
     expect(markdownCode("a\nb")).toBe("`a\\nb`");
     expect(markdownCode("a|b", { inTable: true })).toBe("`a\\|b`");
+  });
+
+  it("writes a table of Markdown cells under its header", () => {
+    expect(
+      markdownTable(
+        ["CR", "Why"],
+        [
+          [markdownCell("a|b"), "`x`"],
+          ["c", ""],
+        ],
+      ),
+    ).toBe("| CR | Why |\n| --- | --- |\n| a\\|b | `x` |\n| c |  |");
+    expect(markdownTable(["CR"], [])).toBe("| CR |\n| --- |");
+  });
+});
+
+describe("a commit cut short", () => {
+  const sha = "0123456789abcdef0123456789abcdef01234567";
+  it("is 7 characters in a table or a heading, 12 in a sentence", () => {
+    expect(shortCommit(sha)).toBe("0123456");
+    expect(commitInMessage(sha)).toBe("0123456789ab");
+    expect(shortCommit("abc")).toBe("abc");
   });
 });
 
