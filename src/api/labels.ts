@@ -104,6 +104,11 @@ export const ROLLOUT_WAITING_ANNOTATION = `${FLEET}rollout-waiting`;
 export const ROLLOUT_PAUSED_ANNOTATION = `${FLEET}rollout-paused`;
 /** On the rollout state ConfigMap, set by knative-fleet: why it refuses the state (not written by it). */
 export const ROLLOUT_REFUSED_ANNOTATION = `${FLEET}rollout-refused`;
+/**
+ * On the rollout state ConfigMap, set by a person: start the rollout state over although it is refused or
+ * missing; the value says why (logged and recorded as an Event), and knative-fleet removes it once acted on.
+ */
+export const ROLLOUT_START_OVER_ANNOTATION = `${FLEET}rollout-start-over`;
 
 // --- Sharding (src/service/sharding.ts): on the member Leases ---
 

@@ -39,6 +39,8 @@ export interface OpenedRollout {
   /** Why every change waits: the policy, the inventory or the state's key cannot be read, or the state is refused. */
   holdAll?: string;
   refused: boolean;
+  /** A person chose to start the state over (it was refused or missing): the gate re-derives baselines. */
+  startedOver: boolean;
   /** The stored state, checked against its key (undefined: none yet), and its text as stored. */
   state?: RolloutState;
   stateText?: string;

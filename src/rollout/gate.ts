@@ -110,6 +110,7 @@ export function gateApplies(
   live: readonly KubeObject[],
 ): GateOutcome {
   const w = weigh(input, steps, live);
+  if (input.startedOver && input.state === undefined) seedBaselines(w);
   const events: RolloutEvent[] = [];
   const phase = (next: Phase): RolloutState => {
     events.push(...next.events);
@@ -149,6 +150,21 @@ export function holdStep(step: ApplyStep, reason: string): ApplyStep {
   if (!isWrite(step)) return step;
   const { object: _held, ...outcome } = step;
   return { ...outcome, action: "waiting", reason };
+}
+
+/**
+ * After a start-over: each CR healthy on the content it has takes it as its baseline, with the commit the
+ * hub CR names. Safe as a revert target: a revert re-derives the content from Git at that commit and
+ * applies it only if it hashes the same.
+ */
+function seedBaselines(w: Weighing): void {
+  for (const m of w.members) {
+    if (m.live === undefined || m.liveHash === undefined || !m.health.healthy) continue;
+    w.crs[m.key]!.baseline = {
+      hash: m.liveHash,
+      commit: m.live.metadata.annotations?.[SOURCE_COMMIT_ANNOTATION] ?? "",
+    };
+  }
 }
 
 /**

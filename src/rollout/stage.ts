@@ -1,5 +1,9 @@
 import { OPERATOR_API_VERSION } from "../api/knative.ts";
-import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../api/labels.ts";
+import {
+  ROLLOUT_PAUSED_ANNOTATION,
+  ROLLOUT_START_OVER_ANNOTATION,
+  ROLLOUT_WAITING_ANNOTATION,
+} from "../api/labels.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -84,7 +88,7 @@ export class RolloutStage {
           : opened?.kind === "error"
             ? `the rollout state's key cannot be read (${opened.reason}); changes wait for it`
             : opened?.kind === "refused"
-              ? `the rollout state ConfigMap ${namespace}/${ROLLOUT_STATE_CONFIGMAP} is refused: ${opened.reason}. Every change waits; delete the ConfigMap to start the rollout state over`
+              ? `the rollout state ConfigMap ${namespace}/${ROLLOUT_STATE_CONFIGMAP} is refused: ${opened.reason}. Every change waits; annotate it ${ROLLOUT_START_OVER_ANNOTATION}=<why> (create it first if it is missing) to start the rollout state over`
               : undefined;
     return {
       commit,
@@ -97,6 +101,7 @@ export class RolloutStage {
       refused: opened?.kind === "refused",
       ...(opened?.kind === "ready" && opened.state && { state: opened.state }),
       ...(opened?.kind === "ready" && opened.text !== undefined && { stateText: opened.text }),
+      startedOver: opened?.kind === "ready" && opened.startedOver !== undefined,
       frozen: model.files.filter((file) => file.status === "failed").flatMap((file) => file.declares),
     };
   }
@@ -117,8 +122,12 @@ export class RolloutStage {
     if (holdAll !== undefined || spec === undefined || clusters === undefined) {
       return { steps: steps.map((step) => holdStep(step, holdAll ?? "")), revertEvents: [] };
     }
-    const { commit, hubPaused, state, frozen, now } = opened;
-    const outcome = gateApplies({ spec, hubPaused, commit, clusters, state, frozen, held, now }, steps, live);
+    const { commit, hubPaused, state, frozen, now, startedOver } = opened;
+    const outcome = gateApplies(
+      { spec, hubPaused, commit, clusters, state, frozen, held, now, ...(startedOver && { startedOver }) },
+      steps,
+      live,
+    );
     const reverts = await revertsFor(outcome, this.#options.modelAt, this.#options.source);
     const text = stateText(outcome.state);
     if (text !== opened.stateText) await this.#store.store(outcome.state, text);

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { ROLLOUT_REFUSED_ANNOTATION } from "../api/labels.ts";
+import { ROLLOUT_REFUSED_ANNOTATION, ROLLOUT_START_OVER_ANNOTATION } from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
@@ -31,9 +31,12 @@ export interface SealedStateStoreOptions {
   log: Logger;
 }
 
-/** What the stored state is, once checked: usable (none yet, or this one), refused, or unreadable for now. */
+/**
+ * What the stored state is, once checked: usable (none yet, or this one; `startedOver` when a person chose
+ * to start over from a refused or missing one), refused, or unreadable for now.
+ */
 export type OpenedStore =
-  | { kind: "ready"; state: RolloutState | undefined; text: string | undefined }
+  | { kind: "ready"; state: RolloutState | undefined; text: string | undefined; startedOver?: string }
   | { kind: "refused"; reason: string }
   | { kind: "error"; reason: string };
 
@@ -75,6 +78,21 @@ export class SealedStateStore {
         kind: "refused",
         reason: "it changed since this leader wrote it (an older state put back?)",
       };
+    }
+    // Once a state was stored, none (deleted, emptied, or replaced by an unsealed text) is no fresh start:
+    // starting over would drop the halt and the revert baselines, so it waits for a person to choose it.
+    if (opened.kind === "none" && this.#last !== undefined) {
+      opened = {
+        kind: "refused",
+        reason:
+          configMap === undefined
+            ? "it is missing, though knative-fleet stored one (deleted?)"
+            : "it holds no sealed state, though knative-fleet stored one (emptied or replaced?)",
+      };
+    }
+    const startOver = configMap?.metadata.annotations?.[ROLLOUT_START_OVER_ANNOTATION];
+    if (opened.kind === "refused" && startOver !== undefined) {
+      return this.#startOver(opened.reason, startOver);
     }
     await this.#markRefused(configMap, opened.kind === "refused" ? opened.reason : undefined);
     if (opened.kind === "refused") {
@@ -120,6 +138,30 @@ export class SealedStateStore {
     await this.#recordLast(data[ROLLOUT_STATE_MAC_KEY]!);
   }
 
+  /**
+   * A person chose to start over from a refused or missing state: said in the log and an Event, the
+   * annotation and the refusal mark taken off (each start-over is one act), and no state to go on. The
+   * next state stored names the last one recorded, so the chain goes on.
+   */
+  async #startOver(refusal: string, why: string): Promise<OpenedStore> {
+    const { hub, namespace, log } = this.#options;
+    await hub.mergePatch("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP, {
+      metadata: {
+        annotations: { [ROLLOUT_START_OVER_ANNOTATION]: null, [ROLLOUT_REFUSED_ANNOTATION]: null },
+      },
+    });
+    this.#refusedText = undefined;
+    this.#written = undefined;
+    log.warn({ refusal, why }, "the rollout state starts over, as a person asked");
+    void this.#options.events.record(
+      stateObject(namespace),
+      "Warning",
+      "RolloutStateStartedOver",
+      `the rollout state starts over (${why || "no reason given"}); it was refused: ${refusal}`,
+    );
+    return { kind: "ready", state: undefined, text: undefined, startedOver: why };
+  }
+
   /** A refusal is logged and recorded as an Event once per refused content. */
   #reportRefusal(seen: string, reason: string): void {
     if (this.#refusedText === seen) return;
@@ -129,7 +171,7 @@ export class SealedStateStore {
       stateObject(this.#options.namespace),
       "Warning",
       "RolloutStateRefused",
-      `the rollout state is refused: ${reason}; every change waits until the ConfigMap is deleted`,
+      `the rollout state is refused: ${reason}; every change waits until a person starts it over (annotation ${ROLLOUT_START_OVER_ANNOTATION})`,
     );
   }
 

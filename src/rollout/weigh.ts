@@ -33,6 +33,11 @@ export interface GateInput {
   /** The stored state; undefined when there is none (a first rollout, or one started over). */
   state: RolloutState | undefined;
   /**
+   * The state was started over by a person (it was refused or missing): each healthy CR's content is its
+   * baseline again, so HaltAndRevert keeps something to go back to (a revert still re-derives it from Git).
+   */
+  startedOver?: boolean;
+  /**
    * CRs declared by fleet files that failed validation (by `Kind namespace/name`): they keep their last
    * applied content, and the content Git last wanted for them stays their target.
    */

@@ -1,6 +1,10 @@
 import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
+import {
+  ROLLOUT_REFUSED_ANNOTATION,
+  ROLLOUT_START_OVER_ANNOTATION,
+  ROLLOUT_WAITING_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import { buildFleetModel, type FleetFile } from "../../../src/fleet/model.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
@@ -266,8 +270,12 @@ describe("the rollout stage on a hub", () => {
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(due).toBeGreaterThan(0);
 
-    // Deleting the ConfigMap starts the rollout state over, canary first.
-    kube.remove("ConfigMap", ROLLOUT_STATE_CONFIGMAP);
+    // A person starts the state over: the annotation says why, and the rollout starts again, canary first.
+    const refused = kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!;
+    refused.metadata.annotations = {
+      ...refused.metadata.annotations,
+      [ROLLOUT_START_OVER_ANNOTATION]: "INC-42",
+    };
     const after = await sync(
       fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
@@ -276,7 +284,96 @@ describe("the rollout stage on a hub", () => {
       ["c1-serving", "update"],
       ["c2-serving", "waiting"],
     ]);
+    // Acted on once: the annotation and the refusal mark are gone, and the state is sealed again.
+    const annotations = kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.metadata.annotations ?? {};
+    expect(annotations[ROLLOUT_START_OVER_ANNOTATION]).toBeUndefined();
+    expect(annotations[ROLLOUT_REFUSED_ANNOTATION]).toBeUndefined();
+    expect(
+      (
+        await sync(
+          fleetFiles(["c1", "c2"], policy, () => "1.22"),
+          "b",
+        )
+      ).report?.phase,
+    ).toBe("Progressing");
+    await new Promise((resolve) => setTimeout(resolve, 20)); // Events are recorded in the background
+    expect(
+      kube
+        .objects()
+        .filter((o) => o.kind === "Event" && o.reason === "RolloutStateStartedOver")
+        .map((e) => e.message),
+    ).toEqual([expect.stringMatching(/starts over \(INC-42\); it was refused: its HMAC does not match/)]);
     stage.stop();
+  });
+
+  it("a deleted or emptied state, once one was stored, holds every change instead of starting over, for any leader", async () => {
+    const { kube, sync, stage, restart, policy } = await completedWithRevert();
+    const files = fleetFiles(["c1", "c2"], policy, () => "1.22");
+    // The canary takes the change and fails; before its time limit runs out the state is deleted.
+    await sync(files, "b");
+    expect((kube.find("KnativeServing", "c1-serving")!.spec as { version: string }).version).toBe("1.22");
+    kube.remove("ConfigMap", ROLLOUT_STATE_CONFIGMAP);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const held = await sync(files, "b");
+    expect(held.report?.phase).toBe("Refused");
+    expect(held.report?.message).toMatch(/it is missing, though knative-fleet stored one/);
+    expect(held.report?.message).toMatch(new RegExp(ROLLOUT_START_OVER_ANNOTATION));
+    expect(held.result.resources.map((r) => r.action)).toEqual(["unchanged", "waiting"]);
+    // A new leader reads the record in the key Secret: held too. So is an emptied or unsealed state.
+    restart();
+    expect((await sync(files, "b")).report?.phase).toBe("Refused");
+    kube.put({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: "knative-fleet" },
+      data: { state: JSON.stringify({ revision: "abc", phase: "Complete" }) },
+    });
+    restart();
+    const legacy = await sync(files, "b");
+    expect(legacy.report?.message).toMatch(/holds no sealed state, though knative-fleet stored one/);
+    expect(
+      kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)!.metadata.annotations?.[ROLLOUT_REFUSED_ANNOTATION],
+    ).toMatch(/holds no sealed state/);
+    stage.stop();
+  });
+
+  it("a start-over keeps HaltAndRevert: each healthy CR's content is its baseline again, re-derived from Git", async () => {
+    const { kube, sync, restart, policy } = await completedWithRevert();
+    kube.remove("ConfigMap", ROLLOUT_STATE_CONFIGMAP);
+    kube.put({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: {
+        name: ROLLOUT_STATE_CONFIGMAP,
+        namespace: "knative-fleet",
+        annotations: { [ROLLOUT_START_OVER_ANNOTATION]: "state lost in a restore" },
+      },
+    });
+    restart();
+    expect(
+      (
+        await sync(
+          fleetFiles(["c1", "c2"], policy, () => "1.21"),
+          "a",
+        )
+      ).report?.phase,
+    ).toBe("Complete");
+    expect(stored(kube)?.crs["KnativeServing knative-fleet/c1-serving"]?.baseline?.commit).toBe("a");
+    // A change that fails on the canary halts and goes back to commit a, as before the state was lost.
+    await sync(
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const { report, result } = await sync(
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    expect(report?.phase).toBe("Halted");
+    expect(result.resources.find((r) => r.name === "c1-serving")).toMatchObject({
+      action: "update",
+      reason: "reverted to a, the last completed rollout's content on fleet-system/c1",
+    });
   });
 
   /** A canary rollout (c1 first, no soak) of Serving 1.21 on c1 and c2; `syncAt` syncs a version at a commit. */
