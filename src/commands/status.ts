@@ -1,21 +1,13 @@
 import { causeText } from "../access/errors.ts";
-import { ConditionType, findCondition, type ReadinessPhase, readinessOf } from "../api/conditions.ts";
+import { ConditionType, findCondition, readinessOf } from "../api/conditions.ts";
 import { type Condition, KNATIVE_KINDS, type KnativeStatus, OPERATOR_API_VERSION } from "../api/knative.ts";
 import {
   ABANDON_CLEANUP_ANNOTATION,
   CONFIRM_PRUNE_ANNOTATION,
   PRUNE_CONFIRMATION_CONFIGMAP,
   ROLLOUT_REFUSED_ANNOTATION,
-  SOURCE_COMMIT_ANNOTATION,
-  SOURCE_PATH_ANNOTATION,
 } from "../api/labels.ts";
-import {
-  clusterLabel,
-  formatIdentity,
-  identityOf,
-  type ResourceIdentity,
-  targetOf,
-} from "../fleet/identity.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
@@ -27,7 +19,8 @@ import {
   ROLLOUT_STATE_CONFIGMAP,
   type RolloutState,
 } from "../rollout/state.ts";
-import { compareRows } from "../status/summary.ts";
+import { compareRows, type HubCrRow, hubCrRow } from "../status/row.ts";
+import { shortCommit } from "../text/commit.ts";
 import { commandSettings } from "./access-settings.ts";
 import { type Command, type CommandContext, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "./command.ts";
 import { HUB_FLAGS_HELP, HUB_OPTIONS, hubClient } from "./hub.ts";
@@ -255,28 +248,19 @@ function hubErrorText(server: string, err: unknown): string {
   return `cannot list the CRs on the hub ${server}: ${err.message}${hint}`;
 }
 
-/** One CR as `knative-fleet status` shows it; the JSON output is an array of these. */
-export interface StatusRow extends ResourceIdentity {
-  /** `namespace/name` of the target ClusterProfile, or `hub`. */
-  cluster: string;
-  /** The readiness verdict (api/conditions.ts readinessOf), as the status file and the rollout gate read it. */
-  phase: ReadinessPhase;
-  /** Why it is not Current: a word, and a line for people. */
-  reason?: string;
-  message?: string;
+/**
+ * One CR as `knative-fleet status` shows it: the status file's row (status/row.ts) and what a person at the
+ * terminal needs besides. The JSON output is an array of these.
+ */
+export interface StatusRow extends HubCrRow {
   /** The Ready condition's status; Unknown until the controller has written one. */
   ready: Condition["status"];
-  /** The installed Knative version. */
-  version?: string;
   /** The first condition in install order that is not True, or Ready itself: what holds the CR back. */
   condition?: string;
   generation?: number;
   observedGeneration?: number;
   /** The controller has not reported on the current spec: the status describes an older one, or none. */
   stale: boolean;
-  /** The fleet file, relative to the repository root, and the commit the CR's content came from. */
-  path?: string;
-  commit?: string;
   deleting?: Deletion;
 }
 
@@ -301,26 +285,27 @@ export const isSettled = (row: StatusRow): boolean => row.phase === "Current";
 function statusRow(object: KubeObject): StatusRow {
   const { metadata } = object;
   const status = object.status as KnativeStatus | undefined;
-  const conditions = status?.conditions ?? [];
   const read = readinessOf({ metadata, status });
-  const generation = metadata.generation as number | undefined;
-  const observedGeneration = status?.observedGeneration;
-  const identity = identityOf(object);
+  const row = hubCrRow(object);
+  const { cluster, kind, namespace, name, phase, reason, message, version, path, commit } = row;
+  // Field by field, in the order `-o json` and `-o yaml` have always printed them.
   return {
-    cluster: clusterLabel(targetOf(object)),
-    ...identity,
-    phase: read.phase,
-    reason: read.reason,
-    message: read.message,
+    cluster,
+    kind,
+    namespace,
+    name,
+    phase,
+    reason,
+    message,
     ready: read.ready,
-    version: status?.version,
+    version,
     condition: read.blocking?.type,
-    generation,
-    observedGeneration,
+    generation: metadata.generation as number | undefined,
+    observedGeneration: status?.observedGeneration,
     stale: read.stale,
-    path: metadata.annotations?.[SOURCE_PATH_ANNOTATION],
-    commit: metadata.annotations?.[SOURCE_COMMIT_ANNOTATION],
-    deleting: read.deleting ? deletion(object, identity, conditions) : undefined,
+    path,
+    commit,
+    deleting: read.deleting ? deletion(object, row, status?.conditions ?? []) : undefined,
   };
 }
 
@@ -378,7 +363,7 @@ function generationCell({ observedGeneration, generation, stale }: StatusRow): s
 
 function sourceCell({ path, commit }: StatusRow): string {
   if (path === undefined && commit === undefined) return "-";
-  return `${path ?? ""}${commit === undefined ? "" : `@${commit.slice(0, 7)}`}`;
+  return `${path ?? ""}${commit === undefined ? "" : `@${shortCommit(commit)}`}`;
 }
 
 /** The verdict: its phase (for a deletion, the finalizers it waits for), and why it is not Current. */

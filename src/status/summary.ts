@@ -1,27 +1,16 @@
 import { stringify } from "yaml";
-import { type ReadinessPhase, readinessOf } from "../api/conditions.ts";
-import type { KnativeStatus } from "../api/knative.ts";
-import {
-  CONFIRM_PRUNE_ANNOTATION,
-  isManagedByFleet,
-  PRUNE_CONFIRMATION_CONFIGMAP,
-  SOURCE_COMMIT_ANNOTATION,
-  SOURCE_PATH_ANNOTATION,
-} from "../api/labels.ts";
-import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
-import {
-  clusterLabel,
-  formatIdentity,
-  identityOf,
-  type ResourceIdentity,
-  targetOf,
-} from "../fleet/identity.ts";
+import type { ReadinessPhase } from "../api/conditions.ts";
+import { CONFIRM_PRUNE_ANNOTATION, isManagedByFleet, PRUNE_CONFIRMATION_CONFIGMAP } from "../api/labels.ts";
+import type { Diagnostic } from "../fleet/diagnostic.ts";
+import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
 import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
 import type { RolloutReport } from "../rollout/edge.ts";
 import type { SyncResult } from "../sync/sync.ts";
-import { markdownCell, markdownText } from "../text/markdown.ts";
+import { shortCommit } from "../text/commit.ts";
+import { markdownCell, markdownTable, markdownText } from "../text/markdown.ts";
+import { compareRows, type HubCrRow, hubCrRow } from "./row.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
 // fleet.yaml for tools, both from one summary so they never disagree. The output is a pure function of
@@ -53,22 +42,8 @@ interface StatusSummaryInput {
   sync: StatusSync;
 }
 
-interface ResourceRow extends ResourceIdentity {
-  /** `namespace/name` of the ClusterProfile, or `hub`. */
-  cluster: string;
-  /** The readiness verdict (api/conditions.ts readinessOf), and why it is not Current. */
-  phase: ReadinessPhase;
-  reason?: string;
-  message?: string;
-  /** The installed Knative version. */
-  version?: string;
-  /** The commit whose content the hub CR holds. */
-  commit?: string;
-  path?: string;
-}
-
 interface Summary {
-  resources: ResourceRow[];
+  resources: HubCrRow[];
   validationErrors: Diagnostic[];
   /** Files that failed validation and the CRs they declare, which keep their last good state. */
   invalidFiles: { path: string; declares: ResourceIdentity[] }[];
@@ -120,7 +95,7 @@ export type StatusSync = Omit<SyncResult, "model" | "placements"> & Partial<Pick
 
 function summarize({ resources, sync }: StatusSummaryInput): Summary {
   const outcomes = sync.resources;
-  const rows = resources.filter(isManagedByFleet).map(resourceRow).sort(compareRows);
+  const rows = resources.filter(isManagedByFleet).map(hubCrRow).sort(compareRows);
   const placements =
     sync.placements && sync.placements.selections.length > 0
       ? placementRollup(sync.placements, rows)
@@ -192,25 +167,6 @@ function pruneSummary({
   return { state, reason, message, candidates, retained, confirmation };
 }
 
-/** The verdict, as the row shows it: the phase, and why it is not Current. */
-function readinessRow(object: KubeObject, status: KnativeStatus | undefined) {
-  const { phase, reason, message } = readinessOf({ metadata: object.metadata, status });
-  return { phase, reason, message };
-}
-
-function resourceRow(object: KubeObject): ResourceRow {
-  const status = object.status as KnativeStatus | undefined;
-  const annotations = object.metadata.annotations ?? {};
-  return withoutUndefined({
-    cluster: clusterLabel(targetOf(object)),
-    ...identityOf(object),
-    ...readinessRow(object, status),
-    version: status?.version,
-    commit: annotations[SOURCE_COMMIT_ANNOTATION],
-    path: annotations[SOURCE_PATH_ANNOTATION],
-  });
-}
-
 function renderReadme(summary: Summary): string {
   const sections = [
     STATUS_FILE_HEADS[STATUS_README]!.trimEnd(),
@@ -235,7 +191,7 @@ const PHASE_MARK: Record<ReadinessPhase, string> = {
   Terminating: "…",
 };
 
-function readinessCounts(rows: readonly ResourceRow[]): string {
+function readinessCounts(rows: readonly HubCrRow[]): string {
   if (rows.length === 0) return "The hub holds no CR from the fleet repository.";
   const tally = (...phases: ReadinessPhase[]) => rows.filter((row) => phases.includes(row.phase)).length;
   return (
@@ -244,7 +200,7 @@ function readinessCounts(rows: readonly ResourceRow[]): string {
   );
 }
 
-function resourcesTable(rows: readonly ResourceRow[]): string {
+function resourcesTable(rows: readonly HubCrRow[]): string {
   if (rows.length === 0) return "";
   return table(
     ["Cluster", "Kind", "CR", "Ready", "Version", "Status", "Commit"],
@@ -255,7 +211,7 @@ function resourcesTable(rows: readonly ResourceRow[]): string {
       PHASE_MARK[row.phase],
       row.version ?? "",
       row.message ?? "",
-      row.commit?.slice(0, 7) ?? "",
+      row.commit === undefined ? "" : shortCommit(row.commit),
     ]),
   );
 }
@@ -263,7 +219,7 @@ function resourcesTable(rows: readonly ResourceRow[]): string {
 function rolloutSection(rollout: RolloutSummary | undefined): string {
   if (rollout === undefined) return "";
   const text = markdownText;
-  const revision = rollout.commit ? `The rollout of ${text(rollout.commit.slice(0, 7))}` : "The rollout";
+  const revision = rollout.commit ? `The rollout of ${text(shortCommit(rollout.commit))}` : "The rollout";
   const { halt } = rollout;
   const state =
     rollout.phase === "Halted" && halt
@@ -404,30 +360,16 @@ function placementsSection(rows: readonly PlacementRollupRow[] | undefined): str
   ].join("\n\n");
 }
 
+/** A table of values from the hub and the repository, each escaped for its cell. */
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const line = (cells: readonly string[]) => `| ${cells.join(" | ")} |`;
-  return [
-    line(header),
-    line(header.map(() => "---")),
-    ...rows.map((row) => line(row.map(markdownCell))),
-  ].join("\n");
+  return markdownTable(
+    header,
+    rows.map((row) => row.map(markdownCell)),
+  );
 }
 
 function renderData(summary: Summary): string {
   return `${STATUS_FILE_HEADS[STATUS_DATA]}${stringify(summary, { lineWidth: 0 })}`;
-}
-
-/** Rows by cluster, then kind, namespace and name: the order every fleet listing uses. */
-export function compareRows(
-  a: { cluster: string; kind: string; namespace: string; name: string },
-  b: { cluster: string; kind: string; namespace: string; name: string },
-): number {
-  return (
-    compareStrings(a.cluster, b.cluster) ||
-    compareStrings(a.kind, b.kind) ||
-    compareStrings(a.namespace, b.namespace) ||
-    compareStrings(a.name, b.name)
-  );
 }
 
 function withoutUndefined<T extends object>(value: T): T {

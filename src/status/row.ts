@@ -1,0 +1,59 @@
+import { type ReadinessPhase, readinessOf } from "../api/conditions.ts";
+import type { KnativeStatus } from "../api/knative.ts";
+import { SOURCE_COMMIT_ANNOTATION, SOURCE_PATH_ANNOTATION } from "../api/labels.ts";
+import { compareStrings } from "../fleet/diagnostic.ts";
+import { clusterLabel, identityOf, type ResourceIdentity, targetOf } from "../fleet/identity.ts";
+import type { KubeObject } from "../kube/object.ts";
+
+// One hub CR as a row, built once: the status README (and its fleet.yaml) lists these, and
+// `knative-fleet status` extends them with what a person at the terminal needs besides (commands/status.ts).
+
+/** One hub CR: where it installs, what it is, the readiness verdict, and where its content came from. */
+export interface HubCrRow extends ResourceIdentity {
+  /** `namespace/name` of the target ClusterProfile, or `hub`. */
+  cluster: string;
+  /** The readiness verdict (api/conditions.ts readinessOf), as the rollout gate reads it too. */
+  phase: ReadinessPhase;
+  /** Why it is not Current: a word, and a line for people. */
+  reason?: string;
+  message?: string;
+  /** The installed Knative version. */
+  version?: string;
+  /** The commit the hub CR's content came from, and its fleet file relative to the repository root. */
+  commit?: string;
+  path?: string;
+}
+
+/** The row of a hub CR; a field the CR does not have is left out (not undefined). */
+export function hubCrRow(cr: KubeObject): HubCrRow {
+  const status = cr.status as KnativeStatus | undefined;
+  const annotations = cr.metadata.annotations ?? {};
+  const { phase, reason, message } = readinessOf({ metadata: cr.metadata, status });
+  return withoutUndefined({
+    cluster: clusterLabel(targetOf(cr)),
+    ...identityOf(cr),
+    phase,
+    reason,
+    message,
+    version: status?.version,
+    commit: annotations[SOURCE_COMMIT_ANNOTATION],
+    path: annotations[SOURCE_PATH_ANNOTATION],
+  });
+}
+
+/** Rows by cluster, then kind, namespace and name: the order every fleet listing uses. */
+export function compareRows(
+  a: { cluster: string; kind: string; namespace: string; name: string },
+  b: { cluster: string; kind: string; namespace: string; name: string },
+): number {
+  return (
+    compareStrings(a.cluster, b.cluster) ||
+    compareStrings(a.kind, b.kind) ||
+    compareStrings(a.namespace, b.namespace) ||
+    compareStrings(a.name, b.name)
+  );
+}
+
+function withoutUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined)) as T;
+}
