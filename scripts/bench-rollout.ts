@@ -12,9 +12,9 @@ import { clientFromKubeConfig, loadKubeConfig } from "../src/kube/kubeconfig.ts"
 import { EventRecorder } from "../src/observability/events.ts";
 import { silentLogger } from "../src/observability/log.ts";
 import { RolloutStage } from "../src/rollout/stage.ts";
-import { ROLLOUT_STATE_CONFIGMAP } from "../src/rollout/state.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { readSandbox } from "../test/sandbox/sandbox.ts";
+import { resetRolloutState } from "../test/support/hub.ts";
 import { syncInto } from "../test/support/sync.ts";
 
 const crCount = Number(process.argv[2] ?? 20);
@@ -86,7 +86,7 @@ for (const kind of KNATIVE_KINDS) {
     await admin.delete(OPERATOR_API_VERSION, kind, NS, cr.metadata.name!);
   }
 }
-await admin.delete("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP);
+await resetRolloutState(admin, NS);
 
 const counted = countingClient();
 const events = new EventRecorder({ client: counted.client, component: "bench-rollout", log: silentLogger });

@@ -6,6 +6,7 @@ import {
   CONFIRM_PRUNE_ANNOTATION,
   PRUNE_CONFIRMATION_CONFIGMAP,
   ROLLOUT_REFUSED_ANNOTATION,
+  ROLLOUT_START_OVER_ANNOTATION,
 } from "../api/labels.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -205,7 +206,7 @@ async function readRollout(
 
 function describeRolloutLine(rollout: { state?: RolloutState; refused?: string }): string {
   if (rollout.refused !== undefined) {
-    return `Rollout: REFUSED: knative-fleet refuses its state ConfigMap ${ROLLOUT_STATE_CONFIGMAP} (${rollout.refused}); every change waits until it is deleted\n`;
+    return `Rollout: REFUSED: knative-fleet refuses its state ConfigMap ${ROLLOUT_STATE_CONFIGMAP} (${rollout.refused}); every change waits until a person starts it over (annotation ${ROLLOUT_START_OVER_ANNOTATION})\n`;
   }
   return `${describeRollout(rollout.state!)}\n`;
 }

@@ -81,7 +81,8 @@ export class SealedStateStore {
     }
     // Once a state was stored, none (deleted, emptied, or replaced by an unsealed text) is no fresh start:
     // starting over would drop the halt and the revert baselines, so it waits for a person to choose it.
-    if (opened.kind === "none" && this.#last !== undefined) {
+    // A state this knative-fleet sealed but cannot read (another release's format) is its own: it starts over.
+    if (opened.kind === "none" && opened.legacy !== "unreadable" && this.#last !== undefined) {
       opened = {
         kind: "refused",
         reason:

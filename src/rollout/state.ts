@@ -136,7 +136,7 @@ export function sealState(
  * state and recording it): any older one is a replay.
  */
 export type OpenedState =
-  | { kind: "none"; legacy?: boolean }
+  | { kind: "none"; legacy?: "unsealed" | "unreadable" }
   | { kind: "valid"; state: RolloutState; text: string; mac: string }
   | { kind: "refused"; reason: string };
 
@@ -151,7 +151,7 @@ export function openState(
   const previous = data?.[ROLLOUT_STATE_PREVIOUS_KEY];
   if (text === undefined && sealedMac === undefined) return { kind: "none" };
   if (typeof text !== "string") return { kind: "refused", reason: "it holds no state text" };
-  if (sealedMac === undefined && isLegacy(text)) return { kind: "none", legacy: true };
+  if (sealedMac === undefined && isLegacy(text)) return { kind: "none", legacy: "unsealed" };
   if (
     typeof sealedMac !== "string" ||
     (previous !== undefined && typeof previous !== "string") ||
@@ -172,7 +172,7 @@ export function openState(
   const parsed = parseJson(text);
   const state = RolloutStateSchema.safeParse(parsed);
   // A valid HMAC over an unreadable state: written by a version of knative-fleet this one cannot read.
-  if (!state.success) return { kind: "none", legacy: true };
+  if (!state.success) return { kind: "none", legacy: "unreadable" };
   return { kind: "valid", state: state.data, text, mac: sealedMac };
 }
 

@@ -5,6 +5,7 @@ import type { KubeClient } from "../../src/kube/client.ts";
 import { clientFromKubeConfig, loadKubeConfig } from "../../src/kube/kubeconfig.ts";
 import type { KubeObject } from "../../src/kube/object.ts";
 import { nameOf } from "../../src/kube/object.ts";
+import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../src/rollout/state.ts";
 import type { SandboxCluster } from "../sandbox/index.ts";
 import { repoRoot } from "./shared.ts";
 import { waitUntil } from "./wait.ts";
@@ -84,4 +85,13 @@ export async function copyClusterProfile(
     } as KubeObject,
     { subresource: "status" },
   );
+}
+
+/**
+ * A fresh install's rollout slate: the state ConfigMap and its key Secret both gone. Deleting the ConfigMap
+ * alone is refused once a state was stored (the Secret records it), as it would be in production.
+ */
+export async function resetRolloutState(hub: KubeClient, namespace: string): Promise<void> {
+  await hub.delete("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP).catch(() => {});
+  await hub.delete("v1", "Secret", namespace, ROLLOUT_KEY_SECRET).catch(() => {});
 }

@@ -13,7 +13,7 @@ import { crText } from "../../support/fleet-files.ts";
 import { startServiceOnSandbox, writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { deleteCrs, KOURIER, startUpstream } from "../../support/handover.ts";
-import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { adminClient, ensureNamespace, installFleetCrds, resetRolloutState } from "../../support/hub.ts";
 import { prepareUpstreamHub, type UpstreamOperator } from "../../support/upstream-operator.ts";
 import { waitUntil } from "../../support/wait.ts";
 
@@ -91,7 +91,7 @@ describe("external-reconciler mode: the real upstream operator reconciles, knati
     await installFleetCrds(hub);
     await prepareUpstreamHub(hub);
     await ensureNamespace(hub, NS);
-    await hub.delete("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP);
+    await resetRolloutState(hub, NS);
     // Start from spokes without a Serving install (an earlier test file's may be there).
     for (const spoke of sandbox.spokes.slice(0, 2)) {
       const client = adminClient(spoke);
@@ -122,7 +122,7 @@ describe("external-reconciler mode: the real upstream operator reconciles, knati
       metadata: { name: `serving-${spoke}`, namespace: NS },
     }));
     await deleteCrs(hub, crs).catch(() => {});
-    await hub.delete("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP).catch(() => {});
+    await resetRolloutState(hub, NS);
     await upstream?.stop();
     await git?.close();
     console.log("external-reconciler figures:", JSON.stringify(figures));

@@ -4,7 +4,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
+import {
+  ROLLOUT_PAUSED_ANNOTATION,
+  ROLLOUT_START_OVER_ANNOTATION,
+  ROLLOUT_WAITING_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
 import {
@@ -19,7 +23,7 @@ import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
-import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { adminClient, ensureNamespace, installFleetCrds, resetRolloutState } from "../../support/hub.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -173,7 +177,7 @@ describe("progressive rollout on four spokes", () => {
     await ensureNamespace(hub, NS);
     // A clean slate: what an earlier, interrupted run left on the hub and the spokes.
     await removeHubCrs();
-    await hub.delete("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP);
+    await resetRolloutState(hub, NS);
     for (const spoke of SPOKES) {
       const client = adminClient(sandbox.spokes.find((s) => s.name === spoke)!);
       await client.delete("v1", "Namespace", undefined, "knative-serving");
@@ -199,7 +203,7 @@ describe("progressive rollout on four spokes", () => {
   afterAll(async () => {
     await service?.stop();
     await removeHubCrs();
-    await hub.delete("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP).catch(() => {});
+    await resetRolloutState(hub, NS);
     await hub
       .mergePatch("multicluster.x-k8s.io/v1alpha1", "ClusterProfile", CLUSTER_PROFILE_NAMESPACE, "spoke-2", {
         metadata: { labels: { [RING_LABEL]: null } },
@@ -560,8 +564,25 @@ describe("progressive rollout on four spokes", () => {
       "Rollout: REFUSED: knative-fleet refuses its state ConfigMap knative-fleet-rollout",
     );
     for (const spoke of SPOKES) expect(has((await hubCr(spoke))!), spoke).toBe(false);
-    // A person deletes it: the rollout state starts over, canary first.
+    // Deleting it is no way out: the key Secret records that a state was stored, so every change still waits.
     await hub.delete("v1", "ConfigMap", NS, ROLLOUT_STATE_CONFIGMAP);
+    const missing = await waitUntil("the missing state refused", async () =>
+      (await hub.list("v1", "Event", { namespace: NS })).items.find(
+        (e) => e.reason === "RolloutStateRefused" && /it is missing/.test(String(e.message)),
+      ),
+    );
+    expect(missing.message).toContain(ROLLOUT_START_OVER_ANNOTATION);
+    for (const spoke of SPOKES) expect(has((await hubCr(spoke))!), spoke).toBe(false);
+    // A person starts it over: the rollout state starts again, canary first.
+    await hub.apply({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: {
+        name: ROLLOUT_STATE_CONFIGMAP,
+        namespace: NS,
+        annotations: { [ROLLOUT_START_OVER_ANNOTATION]: "the forgery is cleared up" },
+      },
+    });
     const started = Date.now();
     const { applied } = await followRollout(has, started, 600_000);
     figures.afterForgery = applied;

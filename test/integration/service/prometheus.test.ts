@@ -13,7 +13,7 @@ import { rolloutText } from "../../support/fleet-files.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { chartDir, renderChart } from "../../support/helm.ts";
-import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { adminClient, ensureNamespace, installFleetCrds, resetRolloutState } from "../../support/hub.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { dropHubCrs, isReady, servingFile } from "../../support/serving-fleet.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
@@ -128,7 +128,7 @@ describe("alerts and dashboard against a real Prometheus", () => {
     await installFleetCrds(hub);
     await ensureNamespace(hub, "knative-fleet");
     await dropHubCrs(hub);
-    await hub.delete("v1", "ConfigMap", "knative-fleet", ROLLOUT_STATE_CONFIGMAP).catch(() => {});
+    await resetRolloutState(hub, "knative-fleet");
     await cleanSpokes(sandbox, SPOKES);
     git = await startGitServer();
     await git.createRepo(REPO, fleetFiles());
@@ -188,7 +188,7 @@ describe("alerts and dashboard against a real Prometheus", () => {
     prometheus?.kill("SIGTERM");
     await service?.stop();
     await dropHubCrs(hub);
-    await hub.delete("v1", "ConfigMap", "knative-fleet", ROLLOUT_STATE_CONFIGMAP).catch(() => {});
+    await resetRolloutState(hub, "knative-fleet");
     await cleanSpokes(sandbox, SPOKES);
     await git?.close();
     console.log("prometheus alert figures:", JSON.stringify(figures, null, 1));
