@@ -70,6 +70,53 @@ export function boundCredentialsNamespace(
   return mapped;
 }
 
+interface PluginKubeconfig {
+  "current-context"?: string;
+  contexts?: { name: string; context?: { namespace?: string } }[];
+  clusters?: { cluster?: Record<string, unknown> }[];
+  users?: { user?: Record<string, unknown> }[];
+}
+
+type PluginContext = NonNullable<PluginKubeconfig["contexts"]>[number];
+
+async function readPluginKubeconfig(
+  path: string,
+): Promise<{ config: PluginKubeconfig | null; current: PluginContext | undefined }> {
+  let parsed: unknown;
+  try {
+    parsed = parse(await readFile(path, "utf8"));
+  } catch (err) {
+    throw accessProviderFailed(`cannot read the plugin's kubeconfig ${path}: ${(err as Error).message}`);
+  }
+  const config = parsed as PluginKubeconfig | null;
+  return { config, current: config?.contexts?.find((c) => c.name === config?.["current-context"]) };
+}
+
+/** The namespace the current context of the plugin's kubeconfig names, where it reads Secrets; or none. */
+export async function kubeconfigNamespace(path: string): Promise<string | undefined> {
+  return (await readPluginKubeconfig(path)).current?.context?.namespace || undefined;
+}
+
+/**
+ * The environment a plugin run reads its credential with: NAMESPACE set to where the binding says, since
+ * some plugins (OCM's cp-creds) read `$NAMESPACE` before their kubeconfig, and fall back to the Pod's own
+ * namespace. A NAMESPACE the provider file sets to another namespace would undo the binding: refused.
+ */
+export function withBoundNamespace(
+  env: NodeJS.ProcessEnv,
+  readsIn: string | undefined,
+  subject: string,
+): NodeJS.ProcessEnv {
+  if (readsIn === undefined) return env;
+  if (env.NAMESPACE !== undefined && env.NAMESPACE !== readsIn) {
+    throw accessProviderFailed(
+      `${subject} has NAMESPACE=${JSON.stringify(env.NAMESPACE)} in execConfig.env, but its credentials are read ` +
+        `in ${readsIn}; leave NAMESPACE out: knative-fleet sets it on every run to where the credential binding reads`,
+    );
+  }
+  return { ...env, NAMESPACE: readsIn };
+}
+
 let privateDir: Promise<string> | undefined;
 
 /** This process's folder for kubeconfig copies: made on first use, removed with what is in it at exit. */
@@ -107,19 +154,7 @@ export async function withKubeconfigInNamespace<T>(
  * uses. The caller removes it (withKubeconfigInNamespace); what is left goes at exit.
  */
 export async function kubeconfigInNamespace(path: string, namespace: string): Promise<string> {
-  let parsed: unknown;
-  try {
-    parsed = parse(await readFile(path, "utf8"));
-  } catch (err) {
-    throw accessProviderFailed(`cannot read the plugin's kubeconfig ${path}: ${(err as Error).message}`);
-  }
-  const config = parsed as {
-    "current-context"?: string;
-    contexts?: { name: string; context?: { namespace?: string } }[];
-    clusters?: { cluster?: Record<string, unknown> }[];
-    users?: { user?: Record<string, unknown> }[];
-  } | null;
-  const current = config?.contexts?.find((c) => c.name === config?.["current-context"]);
+  const { config, current } = await readPluginKubeconfig(path);
   if (!config || !current) {
     throw accessProviderFailed(
       `the plugin's kubeconfig ${path} has no current context, so it cannot be pointed at the credentials namespace ${namespace}`,

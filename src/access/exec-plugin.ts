@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import type { Logger } from "pino";
-import { withKubeconfigInNamespace } from "./credential-binding.ts";
+import { kubeconfigNamespace, withBoundNamespace, withKubeconfigInNamespace } from "./credential-binding.ts";
 import { accessProviderFailed } from "./errors.ts";
 import {
   type ExecClusterInfo,
@@ -66,8 +66,12 @@ export async function runExecPlugin(
   };
   const { credentialsNamespace } = plugin;
   const run = { log, subject, cancelled, now, readsFrom: credentialSecretHint(plugin, cluster) };
-  if (credentialsNamespace === undefined) return spawnPlugin(plugin, env, options, run);
   const kubeconfig = env.KUBECONFIG;
+  if (credentialsNamespace === undefined) {
+    // Not bound to another namespace: the plugin reads where its kubeconfig says, NAMESPACE included.
+    const readsIn = kubeconfig ? await kubeconfigNamespace(kubeconfig) : undefined;
+    return spawnPlugin(plugin, withBoundNamespace(env, readsIn, subject), options, run);
+  }
   if (!kubeconfig) {
     throw accessProviderFailed(
       `${subject} runs without KUBECONFIG in execConfig.env, so it cannot be pointed at the credentials ` +
@@ -75,7 +79,12 @@ export async function runExecPlugin(
     );
   }
   return withKubeconfigInNamespace(kubeconfig, credentialsNamespace, (copy) =>
-    spawnPlugin(plugin, { ...env, KUBECONFIG: copy }, options, run),
+    spawnPlugin(
+      plugin,
+      { ...withBoundNamespace(env, credentialsNamespace, subject), KUBECONFIG: copy },
+      options,
+      run,
+    ),
   );
 }
 

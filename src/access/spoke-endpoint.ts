@@ -254,6 +254,9 @@ function withProfileArgs(provider: AccessProviderConfig, extension: unknown, fie
   return [...args, ...extension];
 }
 
+/** Where a plugin reads its credential (the credential binding's), never the ClusterProfile's to choose. */
+const BOUND_BY_FLEET = ["NAMESPACE", "KUBECONFIG", "KUBERNETES_EXEC_INFO"];
+
 /**
  * execConfig.env with the profile's variables: AppendIfNotExists keeps the provider file's value on a clash,
  * Replace takes the profile's. Order is stable (file first), unlike upstream's map iteration.
@@ -268,6 +271,12 @@ function withProfileEnv(provider: AccessProviderConfig, extension: unknown, fiel
     );
   }
   for (const [name, value] of Object.entries(extension)) {
+    if (BOUND_BY_FLEET.includes(name)) {
+      throw accessProviderFailed(
+        `${field}.extensions[${ADDITIONAL_ENVS_EXTENSION}].${name}: a ClusterProfile may not set ${name}, which ` +
+          "chooses where its plugin reads credentials; knative-fleet and the provider file set it",
+      );
+    }
     if (typeof value !== "string" && typeof value !== "number" && typeof value !== "boolean") {
       throw accessProviderFailed(
         `${field}.extensions[${ADDITIONAL_ENVS_EXTENSION}].${name} must be a string`,

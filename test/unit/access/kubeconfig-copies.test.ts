@@ -24,6 +24,8 @@ const runLog = join(scratch, "runs");
  * returns a token.
  */
 const readerPlugin = join(scratch, "reader.sh");
+/** A plugin that answers with the NAMESPACE it was run with as its token (as cp-creds would read there). */
+const namespacePlugin = join(scratch, "namespace.sh");
 
 const ready = (async () => {
   await writeFile(
@@ -48,6 +50,13 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 `,
   );
   await chmod(readerPlugin, 0o755);
+  await writeFile(
+    namespacePlugin,
+    `#!/bin/sh
+printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}\\n' "\${NAMESPACE:-unset}"
+`,
+  );
+  await chmod(namespacePlugin, 0o755);
 })();
 
 function boundPlugin(env: Record<string, string> = {}): ExecPlugin {
@@ -116,6 +125,24 @@ describe("the plugin's kubeconfig copy", () => {
 });
 
 describe("a bound plugin's failure", () => {
+  it("sets NAMESPACE to where the binding reads, as OCM's cp-creds reads $NAMESPACE before its kubeconfig", async () => {
+    await ready;
+    const namespaceOf = async (plugin: ExecPlugin) => {
+      const credential = await runExecPlugin(plugin, cluster({}), { timeoutMs: 5_000, logger: silentLogger });
+      return credential.token;
+    };
+    // Bound: the credentials namespace of the ClusterProfile's namespace, whatever the Pod's namespace is.
+    expect(await namespaceOf({ ...boundPlugin(), command: namespacePlugin })).toBe("creds-a");
+    // Not bound: its kubeconfig's namespace, not the ServiceAccount namespace file cp-creds falls back to.
+    expect(
+      await namespaceOf({ ...boundPlugin(), command: namespacePlugin, credentialsNamespace: undefined }),
+    ).toBe("shared");
+    // A provider file that points NAMESPACE elsewhere would undo the binding: refused, saying why.
+    await expect(
+      namespaceOf({ ...boundPlugin({ NAMESPACE: "knative-fleet" }), command: namespacePlugin }),
+    ).rejects.toThrow(/NAMESPACE="knative-fleet" in execConfig.env, but its credentials are read in creds-a/);
+  });
+
   it("names the Secret the binding made it read: namespace and name, never its content", async () => {
     await ready;
     const failure = (config: Record<string, string>) =>

@@ -277,6 +277,25 @@ describe("spokeEndpoint: profile-sourced args and env (KEP 5339)", () => {
     );
     expect(badEnv.message).toContain("must be a map of names to values");
   });
+
+  it("refuses a ClusterProfile that sets where its plugin reads (NAMESPACE, KUBECONFIG), under either policy", () => {
+    // Issue #43: OCM's cp-creds reads $NAMESPACE first; a profile that sets it chose the credential it gets.
+    for (const policy of ["AppendIfNotExists", "Replace"] as const) {
+      const config = providerConfig(provider("p", { execConfig: base, profileSourcedEnvVarsPolicy: policy }));
+      for (const name of ["NAMESPACE", "KUBECONFIG"]) {
+        const refused = accessError(() =>
+          spokeEndpoint(
+            withExtensions([{ name: ADDITIONAL_ENVS_EXTENSION, extension: { [name]: "team-b" } }]),
+            config,
+          ),
+        );
+        expect(refused.reason).toBe("AccessProviderFailed");
+        expect(refused.message).toContain(
+          `extensions[${ADDITIONAL_ENVS_EXTENSION}].${name}: a ClusterProfile may not set ${name}`,
+        );
+      }
+    }
+  });
 });
 
 describe("spokeEndpoint: credentials a ClusterProfile author cannot steer", () => {
