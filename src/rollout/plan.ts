@@ -16,7 +16,7 @@ export interface RolloutChange {
 }
 
 /** One wave of plan's rollout section: the CRs the merge changes in it. */
-export interface WavePlan {
+interface WavePlan {
   name: string;
   maxUnavailable: string;
   soak: string;

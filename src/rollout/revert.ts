@@ -9,7 +9,7 @@ import type { GateOutcome, RevertRequest, RolloutEvent } from "./gate.ts";
 // commit, so nothing a ConfigMap writer could place in the state is ever applied as it is.
 
 /** The update that puts a CR back on its baseline, or why it cannot (`lasting`: retrying will not help). */
-export type RevertResult = { step: ApplyStep & { action: "update" } } | { failure: string; lasting: boolean };
+type RevertResult = { step: ApplyStep & { action: "update" } } | { failure: string; lasting: boolean };
 
 /**
  * The revert of one CR from the fleet model of the baseline's commit (placements expanded): the CR as the

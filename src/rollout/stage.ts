@@ -1,9 +1,5 @@
 import { OPERATOR_API_VERSION } from "../api/knative.ts";
-import {
-  ROLLOUT_PAUSED_ANNOTATION,
-  ROLLOUT_START_OVER_ANNOTATION,
-  ROLLOUT_WAITING_ANNOTATION,
-} from "../api/labels.ts";
+import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../api/labels.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -12,13 +8,14 @@ import type { ApplyStep, MirrorSource, PruneCandidate } from "../mirror/decide.t
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
+import { commitInMessage } from "../text/commit.ts";
 import type { GatedSteps, OpenedRollout, RolloutReport } from "./edge.ts";
 import { gateApplies, gatePrunes, holdStep } from "./gate.ts";
 import { revertsFor, withReverts } from "./revert.ts";
-import { historyOf, ROLLOUT_STATE_CONFIGMAP, stateText } from "./state.ts";
+import { historyOf, ROLLOUT_STATE_CONFIGMAP, rolloutVerdict, stateText } from "./state.ts";
 import { SealedStateStore, stateObject } from "./state-store.ts";
 
-export interface RolloutStageOptions {
+interface RolloutStageOptions {
   hub: KubeClient;
   /** knative-fleet's hub namespace: the state ConfigMap's and its key Secret's. */
   namespace: string;
@@ -88,7 +85,10 @@ export class RolloutStage {
           : opened?.kind === "error"
             ? `the rollout state's key cannot be read (${opened.reason}); changes wait for it`
             : opened?.kind === "refused"
-              ? `the rollout state ConfigMap ${namespace}/${ROLLOUT_STATE_CONFIGMAP} is refused: ${opened.reason}. Every change waits; annotate it ${ROLLOUT_START_OVER_ANNOTATION}=<why> (create it first if it is missing) to start the rollout state over`
+              ? rolloutVerdict({
+                  phase: "Refused",
+                  refused: { configMap: `${namespace}/${ROLLOUT_STATE_CONFIGMAP}`, reason: opened.reason },
+                }).message
               : undefined;
     return {
       commit,
@@ -190,7 +190,10 @@ export class RolloutStage {
     return {
       phase: state.phase,
       commit: state.commit,
-      ...(outcome.openWave ? { wave: outcome.openWave } : {}),
+      ...(outcome.openWave && {
+        wave: outcome.openWave,
+        opened: state.waves[outcome.openWave]?.opened !== undefined,
+      }),
       paused: opened.paused,
       ...(state.halt ? { halt: state.halt } : {}),
       waiting: waiting.size,
@@ -225,7 +228,7 @@ export class RolloutStage {
             this.#involved(identity),
             "Normal",
             "RolloutWaiting",
-            `keeps its last applied spec; ${want} (head ${commit.slice(0, 12)})`,
+            `keeps its last applied spec; ${want} (head ${commitInMessage(commit)})`,
           );
         }
       } catch (err) {

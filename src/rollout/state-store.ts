@@ -21,7 +21,7 @@ import {
 // Secret (made when there is none) and the chain the Secret records, refused when someone else wrote it, and
 // stored write-ahead. What the state means is state.ts's; what it decides is the gate's.
 
-export interface SealedStateStoreOptions {
+interface SealedStateStoreOptions {
   hub: KubeClient;
   /** knative-fleet's hub namespace: the state ConfigMap's and its key Secret's. */
   namespace: string;
@@ -35,7 +35,7 @@ export interface SealedStateStoreOptions {
  * What the stored state is, once checked: usable (none yet, or this one; `startedOver` when a person chose
  * to start over from a refused or missing one), refused, or unreadable for now.
  */
-export type OpenedStore =
+type OpenedStore =
   | { kind: "ready"; state: RolloutState | undefined; text: string | undefined; startedOver?: string }
   | { kind: "refused"; reason: string }
   | { kind: "error"; reason: string };

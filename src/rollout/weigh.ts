@@ -215,11 +215,8 @@ export function soaked(w: Weighing, m: Member): boolean {
 }
 
 /** Every member of the wave is on the content Git wants and, if it changed, soaked on it. */
-export const waveDone = (w: Weighing, wave: number): boolean =>
+const waveDone = (w: Weighing, wave: number): boolean =>
   w.members.every((m) => m.wave !== wave || (!isPending(m) && (!inEpoch(w, m) || soaked(w, m))));
 
 /** The first wave that is not done, or -1. */
 export const openWaveIndex = (w: Weighing): number => w.waves.findIndex((_, index) => !waveDone(w, index));
-
-/** The rollout's name in messages. */
-export const rolloutName = (state: RolloutState): string => `rollout of ${state.commit.slice(0, 12)}`;

@@ -24,7 +24,7 @@ import { DEFAULT_FLEET_SETTINGS, type FleetSettings } from "../sync/settings.ts"
  * The service's config file (`run --config`): the contract the Helm chart renders (charts/knative-fleet
  * README, "config.yaml"). Unknown keys are refused, so a typo is an error at start, not a silent default.
  */
-export const ServiceConfigSchema = z
+const ServiceConfigSchema = z
   .strictObject({
     repository: z.strictObject({
       url: z.url({ protocol: /^https?$/ }).refine((url) => !/^[a-z]+:\/\/[^/?#]*@/i.test(url), {

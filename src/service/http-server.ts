@@ -22,10 +22,10 @@ export interface RunningHttpServer {
   close(): Promise<void>;
 }
 
-export type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 
 /** A path the server answers, and the methods it answers there. */
-export interface Route {
+interface Route {
   methods: ReadonlySet<string>;
   handle: Handler;
 }
@@ -62,7 +62,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<RunningHttp
 }
 
 /** Limits every listener of the service has: it faces the network, so no client may hold it long. */
-export const SERVER_LIMITS = {
+const SERVER_LIMITS = {
   /** Time to send the request line and headers (slowloris). */
   headersTimeoutMs: 10_000,
   /** Time to send the whole request, body included. */

@@ -3,7 +3,7 @@ import type { Logger } from "../observability/log.ts";
 import { createWebhookHandler } from "../source/index.ts";
 import { type RunningHttpServer, serveRoutes } from "./http-server.ts";
 
-export interface PushListenerOptions {
+interface PushListenerOptions {
   port: number;
   host: string;
   /** The file holding the webhook secret (read on every delivery). */

@@ -58,7 +58,7 @@ export function reportReconcile(report: ReconciledCr, to: ReconcileSinks): void 
 }
 
 /** One sync as it ran: the commit, what set it off, and how long it took. */
-export interface SyncRun {
+interface SyncRun {
   commit: string;
   trigger: SyncTrigger;
   durationMs: number;

@@ -33,7 +33,7 @@ import { reportPollFailure, reportReconcile } from "./reports.ts";
 import { podVoucher, ShardMembership } from "./sharding.ts";
 import { SyncLoop } from "./sync-loop.ts";
 
-export interface ServiceOptions {
+interface ServiceOptions {
   config: ServiceConfig;
   hub: KubeConfig;
   providerFile?: string;

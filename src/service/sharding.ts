@@ -66,13 +66,13 @@ const IDENTITY =
 export const podOf = (identity: string): string => identity.slice(0, identity.indexOf("_"));
 
 /** When a member Lease's renewTime was last seen to change (performance.now()). */
-export interface Renewal {
+interface Renewal {
   renewTime: string | undefined;
   atMs: number;
 }
 
 /** What one round concludes about a member Lease. */
-export type LeaseVerdict =
+type LeaseVerdict =
   | { state: "live"; holder: string }
   | { state: "expired"; holder: string }
   | { state: "ignored"; why: string };
@@ -106,7 +106,7 @@ export function judgeLease(
   return { renewal, verdict: { state: live ? "live" : "expired", holder } };
 }
 
-export interface ShardMembershipOptions {
+interface ShardMembershipOptions {
   client: KubeClient;
   namespace: string;
   /** The group's name: member Leases are `<group>-member-<hash of identity>`. */
