@@ -6,7 +6,6 @@ import {
   CONFIRM_PRUNE_ANNOTATION,
   PRUNE_CONFIRMATION_CONFIGMAP,
   ROLLOUT_REFUSED_ANNOTATION,
-  ROLLOUT_START_OVER_ANNOTATION,
 } from "../api/labels.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -18,7 +17,8 @@ import {
   describeRollout,
   peekRolloutState,
   ROLLOUT_STATE_CONFIGMAP,
-  type RolloutState,
+  type RolloutView,
+  rolloutViewOf,
 } from "../rollout/state.ts";
 import { compareRows, type HubCrRow, hubCrRow } from "../status/row.ts";
 import { shortCommit } from "../text/commit.ts";
@@ -87,7 +87,7 @@ ${HUB_FLAGS_HELP}
 /** What one `status` prints: the CRs' rows, the rollout's state and a prune that waits for a person. */
 interface Listing {
   rows: StatusRow[];
-  rollout: { state?: RolloutState; refused?: string } | undefined;
+  rollout: RolloutView | undefined;
   heldPrune: HeldPrune | undefined;
   /** knative-fleet's namespace, where the rollout state and the prune confirmation live. */
   fleetNamespace: string;
@@ -110,7 +110,7 @@ async function readListing(
 function renderListing({ rows, rollout, heldPrune, fleetNamespace }: Listing, output: ListingFormat): string {
   return (
     renderData(output, rows) ??
-    `${renderStatusTable(rows, output === "wide")}${rollout ? describeRolloutLine(rollout) : ""}${
+    `${renderStatusTable(rows, output === "wide")}${rollout ? `${describeRollout(rollout)}\n` : ""}${
       heldPrune ? describeHeldPrune(heldPrune, fleetNamespace) : ""
     }`
   );
@@ -118,8 +118,8 @@ function renderListing({ rows, rollout, heldPrune, fleetNamespace }: Listing, ou
 
 const listingExitCode = ({ rows, rollout, heldPrune }: Listing): number =>
   rows.every(isSettled) &&
-  rollout?.state?.phase !== "Halted" &&
-  rollout?.refused === undefined &&
+  rollout?.phase !== "Halted" &&
+  rollout?.phase !== "Refused" &&
   heldPrune === undefined
     ? EXIT_OK
     : EXIT_FINDINGS;
@@ -190,25 +190,22 @@ const aborted = (signal: AbortSignal): Promise<void> =>
  * The rollout's state on the hub, when the fleet has a rollout policy (and the caller may read it), or why
  * knative-fleet refuses the state it found there (it says so on the ConfigMap; this command holds no key).
  */
-async function readRollout(
-  hub: KubeClient,
-  namespace: string,
-): Promise<{ state?: RolloutState; refused?: string } | undefined> {
+async function readRollout(hub: KubeClient, namespace: string): Promise<RolloutView | undefined> {
   const configMap = await hub
     .get("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP)
     .catch(() => undefined);
-  if (configMap === undefined) return undefined;
-  const refused = configMap.metadata.annotations?.[ROLLOUT_REFUSED_ANNOTATION];
-  if (refused !== undefined) return { refused };
-  const state = peekRolloutState(configMap.data as Record<string, unknown> | undefined);
-  return state && { state };
+  return rolloutOnHub(configMap, namespace);
 }
 
-function describeRolloutLine(rollout: { state?: RolloutState; refused?: string }): string {
-  if (rollout.refused !== undefined) {
-    return `Rollout: REFUSED: knative-fleet refuses its state ConfigMap ${ROLLOUT_STATE_CONFIGMAP} (${rollout.refused}); every change waits until a person starts it over (annotation ${ROLLOUT_START_OVER_ANNOTATION})\n`;
+/** The rollout as its state ConfigMap (in `namespace`) shows it to a reader without the key. */
+export function rolloutOnHub(configMap: KubeObject | undefined, namespace: string): RolloutView | undefined {
+  if (configMap === undefined) return undefined;
+  const reason = configMap.metadata.annotations?.[ROLLOUT_REFUSED_ANNOTATION];
+  if (reason !== undefined) {
+    return { phase: "Refused", refused: { configMap: `${namespace}/${ROLLOUT_STATE_CONFIGMAP}`, reason } };
   }
-  return `${describeRollout(rollout.state!)}\n`;
+  const state = peekRolloutState(configMap.data as Record<string, unknown> | undefined);
+  return state && rolloutViewOf(state);
 }
 
 /** The prune that waits for a person's confirmation, as the service recorded it on the hub. */

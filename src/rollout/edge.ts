@@ -3,7 +3,7 @@ import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { ApplyStep } from "../mirror/decide.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
 import type { GateOutcome, RolloutEvent } from "./gate.ts";
-import type { historyOf, RolloutState } from "./state.ts";
+import type { historyOf, RolloutPhase, RolloutState } from "./state.ts";
 
 // The values the sync (src/sync) hands between its steps and reports: the rollout's edge types, apart from
 // the I/O class (stage.ts) that produces them, so the sync and the status summary depend on types only.
@@ -14,10 +14,12 @@ export interface RolloutReport {
    * `Invalid`: the policy cannot be read; `Waiting`: the inventory or the state's key is not there yet;
    * `Refused`: the stored state was not written by this knative-fleet. Every change waits in all three.
    */
-  phase: RolloutState["phase"] | "Invalid" | "Waiting" | "Refused";
+  phase: RolloutPhase;
   /** The commit the rollout started at. */
   commit?: string;
+  /** The first wave that is not done, and whether it has let a CR through yet. */
   wave?: string;
+  opened?: boolean;
   paused: boolean;
   halt?: RolloutState["halt"];
   /** How many CRs keep their last applied spec this sync. */

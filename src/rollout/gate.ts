@@ -10,7 +10,14 @@ import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep, PruneCandidate } from "../mirror/decide.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
-import type { Content, Halt, RolloutState } from "./state.ts";
+import {
+  type Content,
+  type Halt,
+  type RolloutState,
+  rolloutName,
+  rolloutVerdict,
+  rolloutViewOf,
+} from "./state.ts";
 import { maxUnavailableCount, type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
 import {
   type GateInput,
@@ -22,7 +29,6 @@ import {
   isWrite,
   type Member,
   openWaveIndex,
-  rolloutName,
   type Weighing,
   weigh,
 } from "./weigh.ts";
@@ -260,8 +266,7 @@ function releaseSafe(w: Weighing, state: RolloutState, paused: boolean): Release
 
 /** While halted every gated change waits, saying where and what lifts it. */
 function holdForHalt(w: Weighing, state: RolloutState, released: Release): void {
-  const halt = state.halt!;
-  const why = `${rolloutName(state)} halted in wave ${halt.wave}: ${halt.resource} on ${halt.cluster}: ${halt.reason}; a commit that changes ${halt.resource} lifts the halt`;
+  const why = rolloutVerdict(rolloutViewOf(state)).message;
   for (const m of w.members) if (isGated(w, m)) released.waiting.set(m.key, why);
 }
 
@@ -276,9 +281,12 @@ function releaseWave(w: Weighing, state: RolloutState, open: number, released: R
   state.waves[wave.name] ??= {};
   const times = state.waves[wave.name]!;
   const closed = spec.allAtOnce || windowOpen(spec.windows, now) ? undefined : "outside the rollout windows";
+  const verdict = (opened: boolean) =>
+    rolloutVerdict({ phase: "Progressing", commit: state.commit, wave: wave.name, opened }).message;
   if (times.opened === undefined && closed) {
     for (const m of w.members) {
-      if (isGated(w, m) && m.wave >= open) {
+      if (isGated(w, m) && m.wave === open) released.waiting.set(m.key, `${verdict(false)}: ${closed}`);
+      else if (isGated(w, m) && m.wave > open) {
         released.waiting.set(m.key, waitsForWave(rollout, w.waves[m.wave]!, closed));
       }
     }
@@ -311,7 +319,7 @@ function releaseWave(w: Weighing, state: RolloutState, open: number, released: R
     events.push({
       type: "Normal",
       reason: "RolloutWaveOpened",
-      message: `${rollout}: wave ${wave.name} opened (${inWave.filter((m) => isGated(w, m)).length} CR(s) to change)`,
+      message: `${verdict(true)} (${inWave.filter((m) => isGated(w, m)).length} CR(s) to change)`,
     });
   }
   for (const m of w.members) {
@@ -348,10 +356,15 @@ function completeWaves(w: Weighing, state: RolloutState, open: number): Phase {
     };
   }
   for (const entry of Object.values(crs)) delete entry.released;
+  const complete: RolloutState = { ...state, phase: "Complete" };
   return {
-    state: { ...state, phase: "Complete" },
+    state: complete,
     events: [
-      { type: "Normal", reason: "RolloutCompleted", message: `${rolloutName(state)} reached every wave` },
+      {
+        type: "Normal",
+        reason: "RolloutCompleted",
+        message: rolloutVerdict(rolloutViewOf(complete)).message,
+      },
     ],
   };
 }

@@ -1,6 +1,8 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
+import { ROLLOUT_START_OVER_ANNOTATION } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
+import { commitInMessage } from "../text/commit.ts";
 
 // The rollout's state, kept on the hub (a ConfigMap in knative-fleet's namespace) so a new leader carries on
 // where the last one stopped. It holds progress per CR, by content digest (the desired hash the mirror writes
@@ -216,14 +218,87 @@ export function historyOf(state: RolloutState): { wave: string; opened?: string;
     .sort((a, b) => a.completed.localeCompare(b.completed));
 }
 
-/** One line for `knative-fleet status`: the rollout, where it is, and for a halt where and why. */
-export function describeRollout(state: RolloutState): string {
-  const rollout = `rollout of ${state.commit.slice(0, 12)}`;
-  if (state.phase === "Halted" && state.halt) {
-    const { wave, resource, cluster, reason } = state.halt;
-    return `Rollout: ${rollout} HALTED in wave ${wave}: ${resource} on ${cluster}: ${reason}`;
-  }
-  if (state.phase === "Complete") return `Rollout: ${rollout} has reached every wave`;
-  const opened = state.waveName !== undefined && state.waves[state.waveName]?.opened !== undefined;
-  return `Rollout: ${rollout} in progress, wave ${state.waveName ?? "?"}${opened ? "" : " (waiting to open)"}`;
+/** The rollout's name in messages: `rollout of <commit>`, the first commit that changed a CR's content. */
+export const rolloutName = (rollout: { commit: string }): string =>
+  `rollout of ${commitInMessage(rollout.commit)}`;
+
+/** The rollout's phase as its readers see it: the stored state's, or why no state decides anything yet. */
+export type RolloutPhase = RolloutState["phase"] | "Invalid" | "Waiting" | "Refused";
+
+/**
+ * What a reader knows of the rollout: the stored state (`rolloutViewOf`), as `knative-fleet status` and the
+ * gate read it, or the sync's report (edge.ts RolloutReport is one), as the status file reads it.
+ */
+export interface RolloutView {
+  phase: RolloutPhase;
+  /** The commit the rollout started at. */
+  commit?: string;
+  /** The first wave that is not done, and whether it has let a CR through yet (false: it waits to open). */
+  wave?: string;
+  opened?: boolean;
+  paused?: boolean;
+  halt?: Pick<Halt, "wave" | "resource" | "cluster" | "reason">;
+  /** Refused: the state ConfigMap (`namespace/name`) and why it is refused. */
+  refused?: { configMap: string; reason: string };
+  /** Invalid, Waiting (or a Refused one already worded): why every change waits. */
+  message?: string;
 }
+
+/** The view of a stored state. */
+export function rolloutViewOf(state: RolloutState): RolloutView {
+  const wave = state.waveName;
+  return {
+    phase: state.phase,
+    commit: state.commit,
+    ...(wave !== undefined && { wave, opened: state.waves[wave]?.opened !== undefined }),
+    ...(state.halt && { halt: state.halt }),
+  };
+}
+
+/** The rollout's phase, and the sentence that says where it is. */
+export interface RolloutVerdict {
+  phase: RolloutPhase;
+  message: string;
+}
+
+/**
+ * The rollout's verdict: its phase and the one sentence that says it, which the status file's Rollout
+ * section, `knative-fleet status` and the gate (a halted CR's waiting reason, a refused state's, the wave and
+ * completion Events) all show. As kstatus's Compute: this function words it, its callers do not.
+ */
+export function rolloutVerdict(r: RolloutView): RolloutVerdict {
+  const sentence = verdictSentence(r);
+  return { phase: r.phase, message: r.paused ? `${sentence}; the rollout is paused` : sentence };
+}
+
+function verdictSentence(r: RolloutView): string {
+  const name = r.commit ? rolloutName({ commit: r.commit }) : "the rollout";
+  switch (r.phase) {
+    case "Halted": {
+      if (r.halt === undefined) return `${name} halted`;
+      const { wave, resource, cluster, reason } = r.halt;
+      return (
+        `${name} halted in wave ${wave}: ${resource} on ${cluster}: ${reason}; a commit that changes ` +
+        `${resource} (a fix, or a revert of the change) lifts the halt`
+      );
+    }
+    case "Complete":
+      return `${name} has reached every wave`;
+    case "Progressing":
+      if (r.wave === undefined) return `${name} in progress`;
+      return `${name} in progress: wave ${r.wave} ${r.opened === false ? "waits to open" : "is open"}`;
+    case "Refused":
+      if (r.refused === undefined) return r.message ?? "the rollout state is refused; every change waits";
+      return (
+        `the rollout state ConfigMap ${r.refused.configMap} is refused: ${r.refused.reason}. Every change ` +
+        `waits; annotate it ${ROLLOUT_START_OVER_ANNOTATION}=<why> (create it first if it is missing) to start ` +
+        "the rollout state over"
+      );
+    case "Invalid":
+    case "Waiting":
+      return r.message ?? "every change waits";
+  }
+}
+
+/** The line of `knative-fleet status`: the rollout's verdict. */
+export const describeRollout = (view: RolloutView): string => `Rollout: ${rolloutVerdict(view).message}`;

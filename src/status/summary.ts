@@ -7,6 +7,7 @@ import type { KubeObject } from "../kube/object.ts";
 import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
 import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts";
 import type { RolloutReport } from "../rollout/edge.ts";
+import { type RolloutVerdict, rolloutVerdict } from "../rollout/state.ts";
 import type { SyncResult } from "../sync/sync.ts";
 import { shortCommit } from "../text/commit.ts";
 import { markdownCell, markdownTable, markdownText } from "../text/markdown.ts";
@@ -85,7 +86,11 @@ interface PruneSummary {
 export function renderStatusSummary(input: StatusSummaryInput): StatusFile[] {
   const summary = summarize(input);
   return [
-    { name: STATUS_README, content: renderReadme(summary) },
+    // The rollout's sentence is read off the sync's report; fleet.yaml keeps the report's fields.
+    {
+      name: STATUS_README,
+      content: renderReadme(summary, input.sync.rollout && rolloutVerdict(input.sync.rollout)),
+    },
     { name: STATUS_DATA, content: renderData(summary) },
   ];
 }
@@ -167,14 +172,14 @@ function pruneSummary({
   return { state, reason, message, candidates, retained, confirmation };
 }
 
-function renderReadme(summary: Summary): string {
+function renderReadme(summary: Summary, rollout: RolloutVerdict | undefined): string {
   const sections = [
     STATUS_FILE_HEADS[STATUS_README]!.trimEnd(),
     "Written by knative-fleet from the hub after each sync; edits here are overwritten.",
     readinessCounts(summary.resources),
     resourcesTable(summary.resources),
     placementsSection(summary.placements),
-    rolloutSection(summary.rollout),
+    rolloutSection(summary.rollout, rollout),
     validationSection(summary),
     conflictsSection(summary.conflicts),
     applyErrorsSection(summary.applyErrors),
@@ -216,25 +221,12 @@ function resourcesTable(rows: readonly HubCrRow[]): string {
   );
 }
 
-function rolloutSection(rollout: RolloutSummary | undefined): string {
-  if (rollout === undefined) return "";
-  const text = markdownText;
-  const revision = rollout.commit ? `The rollout of ${text(shortCommit(rollout.commit))}` : "The rollout";
-  const { halt } = rollout;
-  const state =
-    rollout.phase === "Halted" && halt
-      ? `is **halted** in wave ${text(halt.wave)}: ${text(halt.resource)} on ${text(halt.cluster)}: ${text(halt.reason)}. ` +
-        `No other CR gets new content until a commit changes ${text(halt.resource)} (a fix, or a revert of the change).`
-      : rollout.phase === "Progressing"
-        ? `is under way: wave ${text(rollout.wave ?? "")} is open.`
-        : rollout.phase === "Complete"
-          ? "has reached every wave."
-          : rollout.phase === "Refused"
-            ? `is **refused**: ${text(rollout.message ?? "")}`
-            : `waits: ${text(rollout.message ?? "")}`;
+/** The rollout's verdict (rollout/state.ts rolloutVerdict), then the CRs that wait and why. */
+function rolloutSection(rollout: RolloutSummary | undefined, verdict: RolloutVerdict | undefined): string {
+  if (rollout === undefined || verdict === undefined) return "";
   return [
     "## Rollout",
-    `${revision} ${state}${rollout.paused ? " The rollout is **paused**." : ""}`,
+    `${markdownText(verdict.message)}.`,
     ...(rollout.waiting.length > 0
       ? [
           table(

@@ -478,7 +478,7 @@ describe("the guides in docs/", () => {
     const from = callsSince(0).length;
     const output = await runGuide("rollback.md", { NS: ns, COMMIT: "HEAD" }, { cwd: clone });
     expect(callsSince(from).map((line) => line.split(" ")[0])).toEqual(["1"]); // status: halted
-    expect(output).toContain("HALTED in wave canary");
+    expect(output).toContain("halted in wave canary");
     expect(output).toMatch(/RolloutHalted\s+knativeserving\/spoke-1-serving/);
     const { stdout: log } = await git(origin, "log", "--format=%s", "main");
     expect(log.split("\n")[0]).toBe('Revert "a bad change"');

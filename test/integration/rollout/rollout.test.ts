@@ -349,7 +349,7 @@ describe("progressive rollout on four spokes", () => {
     // The status file in Git and `knative-fleet status` say the same.
     const readme = await waitUntil("the status file's Rollout section", async () => {
       const text = await git.readFile(REPO, "main", "status/README.md").catch(() => "");
-      return text.includes("**halted** in wave canary") ? text : undefined;
+      return text.includes("halted in wave canary") ? text : undefined;
     });
     expect(readme).toContain(
       `KnativeServing ${NS}/serving-spoke-1 on ${CLUSTER_PROFILE_NAMESPACE}/spoke-1: DeploymentsAvailable=False`,
@@ -357,7 +357,7 @@ describe("progressive rollout on four spokes", () => {
     const cli = await runCli("status", "--kubeconfig", sandbox.hub.adminKubeconfig, "-n", NS);
     expect(cli.code).toBe(1);
     expect(cli.stdout).toContain(
-      `Rollout: rollout of ${halted.commit.slice(0, 12)} HALTED in wave canary: KnativeServing ${NS}/serving-spoke-1 on ${CLUSTER_PROFILE_NAMESPACE}/spoke-1: DeploymentsAvailable=False`,
+      `Rollout: rollout of ${halted.commit.slice(0, 12)} halted in wave canary: KnativeServing ${NS}/serving-spoke-1 on ${CLUSTER_PROFILE_NAMESPACE}/spoke-1: DeploymentsAvailable=False`,
     );
     // Nothing went past the canary, the relabelled spoke-3 included, at any time.
     for (const spoke of ["spoke-2", "spoke-3", "spoke-4"])
@@ -472,7 +472,7 @@ describe("progressive rollout on four spokes", () => {
       "the canary marked as outside the windows",
       async () => (await hubCr("spoke-1"))?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION],
     );
-    expect(note).toMatch(/waits for its wave, canary: outside the rollout windows$/);
+    expect(note).toMatch(/in progress: wave canary waits to open: outside the rollout windows$/);
     await new Promise((resolve) => setTimeout(resolve, 5_000));
     for (const spoke of SPOKES) expect(has((await hubCr(spoke))!), spoke).toBe(false);
     // Midnight to noon, and noon past midnight: every minute of the day.
@@ -561,7 +561,7 @@ describe("progressive rollout on four spokes", () => {
     const cli = await runCli("status", "--kubeconfig", sandbox.hub.adminKubeconfig, "-n", NS);
     expect(cli.code).toBe(1);
     expect(cli.stdout).toContain(
-      "Rollout: REFUSED: knative-fleet refuses its state ConfigMap knative-fleet-rollout",
+      `Rollout: the rollout state ConfigMap ${NS}/knative-fleet-rollout is refused: its HMAC does not match`,
     );
     for (const spoke of SPOKES) expect(has((await hubCr(spoke))!), spoke).toBe(false);
     // Deleting it is no way out: the key Secret records that a state was stored, so every change still waits.

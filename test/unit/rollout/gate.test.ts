@@ -204,7 +204,7 @@ describe("the rollout gate", () => {
     const model = fleetModel(CLUSTERS, windowed, () => "1.22");
     const before = hub.sync(model, "commit-b", at(end), INVENTORY);
     expect(before.waiting.get("KnativeServing knative-fleet/c1-serving")).toBe(
-      "rollout of commit-b waits for its wave, canary: outside the rollout windows",
+      "rollout of commit-b in progress: wave canary waits to open: outside the rollout windows",
     );
     const { applied } = run(hub, model, "commit-b", 480);
     // canary opens at 11:08; ring-b opens at 11:09:30 after the soak; c3 goes out in the open wave at

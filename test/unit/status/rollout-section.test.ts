@@ -53,9 +53,9 @@ describe("the status file's Rollout section", () => {
   it("says which revision halted, where, and the first failing reason; lists what waits", () => {
     const [readme, data] = renderStatusSummary({ resources: [], sync: mirror(HALTED) });
     expect(readme!.content).toContain(
-      "## Rollout\n\nThe rollout of 0123456 is **halted** in wave canary: KnativeServing knative-fleet/a on fleet-system/c1: " +
-        "DeploymentsAvailable=False (NotReady: Waiting on deployments: activator). No other CR gets new content " +
-        "until a commit changes KnativeServing knative-fleet/a (a fix, or a revert of the change).",
+      "## Rollout\n\nrollout of 0123456789ab halted in wave canary: KnativeServing knative-fleet/a on fleet-system/c1: " +
+        "DeploymentsAvailable=False (NotReady: Waiting on deployments: activator); a commit that changes " +
+        "KnativeServing knative-fleet/a (a fix, or a revert of the change) lifts the halt.",
     );
     expect(readme!.content).toContain(
       "| KnativeServing knative-fleet/b | rollout of 0123456789ab halted in wave canary: x |",
