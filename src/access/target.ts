@@ -24,9 +24,6 @@ export interface TargetResolver {
   resolve(ref: ClusterRef | undefined): Promise<TargetResolution>;
 }
 
-// For src/rollout/ until it imports clusterLabel from fleet/identity.ts, its home (then this line goes).
-export { clusterLabel };
-
 /** A client and its cluster's Kubernetes version, read at most once unless asked afresh. */
 interface VersionedClient {
   client: KubeClient;

@@ -1,6 +1,6 @@
 import { CLUSTER_PROFILE_GROUP } from "../api/clusterprofile.ts";
 import { DECISION_KEY_LABEL } from "../api/labels.ts";
-import { type ClusterRef, clusterKey, clusterRefOf } from "../fleet/identity.ts";
+import { type ClusterRef, clusterRefOf } from "../fleet/identity.ts";
 import { isRecord, type KubeObject } from "../kube/object.ts";
 
 // What selection reads of the hub: each ClusterProfile's identity, labels and status.properties, and the
@@ -35,9 +35,6 @@ export interface Inventory {
   /** Why a list is unknown, for the status. */
   unknownReason?: string;
 }
-
-// For src/rollout/ until it imports clusterKey from fleet/identity.ts, its home (then this line goes).
-export { clusterKey };
 
 /** A ClusterProfile object as selection sees it; undefined when it is not one (a hostile object). */
 export function inventoryClusterOf(object: KubeObject): InventoryCluster | undefined {
