@@ -17,7 +17,7 @@ export interface ExpandOptions {
 }
 
 /** Why a cluster is selected: a term of the selector, the explicit list, or the PlacementDecision. */
-export type SelectionSource = "selector" | "list" | "decision";
+type SelectionSource = "selector" | "list" | "decision";
 
 export interface SelectedCluster {
   namespace: string;

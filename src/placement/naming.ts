@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 // characters): when `<placement>-<cluster>` is not a valid label as it stands, it is cleaned, cut and
 // suffixed with a hash of the exact pair, so two different clusters never end up with one name.
 
-export const MAX_CR_NAME_LENGTH = 63;
+const MAX_CR_NAME_LENGTH = 63;
 const HASH_LENGTH = 8;
 const DNS_1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 

@@ -12,9 +12,9 @@ import {
 } from "./inventory.ts";
 
 /** Where a plan's inventory came from. */
-export type InventorySource = "hub" | "snapshot" | "none";
+type InventorySource = "hub" | "snapshot" | "none";
 
-export interface PlacementPlanEntry {
+interface PlacementPlanEntry {
   /** The placement's identity. */
   placement: string;
   path: string;

@@ -5,7 +5,7 @@ import { PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
 import type { PlacementReport } from "./combine.ts";
 
 /** A hub CR's readiness as the status summary reads it. */
-export interface CrReadiness extends ObjectIdentity {
+interface CrReadiness extends ObjectIdentity {
   phase: ReadinessPhase;
   reason?: string;
 }

@@ -47,10 +47,7 @@ export function matchesLabels(selector: LabelSelector, labels: Readonly<Record<s
   );
 }
 
-export function matchesProperties(
-  selector: PropertySelector,
-  properties: ReadonlyMap<string, string>,
-): boolean {
+function matchesProperties(selector: PropertySelector, properties: ReadonlyMap<string, string>): boolean {
   return selector.matchExpressions.every((requirement) =>
     holds(requirement, properties.get(requirement.name)),
   );

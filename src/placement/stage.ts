@@ -11,7 +11,7 @@ import {
   PLACEMENT_DECISION_API_VERSION,
 } from "./inventory.ts";
 
-export interface PlacementStageOptions {
+interface PlacementStageOptions {
   hub: KubeClient;
   /** The namespaces whose ClusterProfiles and PlacementDecisions are read; every namespace when undefined. */
   allowedNamespaces?: readonly string[];

@@ -25,7 +25,7 @@ import { redactSecrets } from "../observability/redact.ts";
 import { WorkQueue } from "./queue.ts";
 import { finalizeInstall, type ReconcileDeps, reconcileInstall } from "./reconciler.ts";
 
-export interface ControllerOptions {
+interface ControllerOptions {
   hub: KubeClient;
   deps: ReconcileDeps;
   workers: number;

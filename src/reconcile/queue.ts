@@ -7,7 +7,7 @@
  * group run at once, and a key whose group is full waits while later keys of other groups go ahead, so
  * a spoke whose requests hang holds at most `perGroup` workers and the other spokes keep the rest.
  */
-export interface WorkQueueOptions {
+interface WorkQueueOptions {
   concurrency: number;
   /** At most this many keys of one group in flight (default: concurrency, i.e. no per-group bound). */
   perGroup?: number;
@@ -17,7 +17,7 @@ export interface WorkQueueOptions {
   maxDelayMs?: number;
 }
 
-export type WorkResult = { requeueAfterMs?: number } | undefined;
+type WorkResult = { requeueAfterMs?: number } | undefined;
 
 export class WorkQueue {
   private readonly queued = new Set<string>();

@@ -55,7 +55,7 @@ export interface ReconcileDeps {
   log: Logger;
 }
 
-export interface ReconcileOutcome {
+interface ReconcileOutcome {
   status: KnativeStatus;
   /** "hub" or the ClusterProfile `namespace/name`. */
   cluster: string;
@@ -71,14 +71,14 @@ export interface ReconcileOutcome {
 }
 
 /** What a step decides: go on, stop here (settled or waiting for a spec change), re-check later, or fail. */
-export type StepResult =
+type StepResult =
   | { next: "continue" }
   | { next: "settle" }
   | { next: "wait"; afterMs: number }
   | { next: "fail"; error: Error; retry: boolean };
 
 /** What the steps know about one CR's reconcile, filled in as they pass. */
-export interface InstallContext {
+interface InstallContext {
   resource: KnativeResource;
   deps: ReconcileDeps;
   /** The CR's logger (cr, kind). */
@@ -285,7 +285,7 @@ function settled(context: InstallContext, result: StepResult): ReconcileOutcome 
 }
 
 /** The one place a step's result becomes status, requeue or retry (Flux's ComputeReconcileResult). */
-export function outcomeOf(context: InstallContext, result: StepResult): ReconcileOutcome {
+function outcomeOf(context: InstallContext, result: StepResult): ReconcileOutcome {
   const { resource, target } = context;
   const outcome: ReconcileOutcome = {
     status: {
@@ -308,7 +308,7 @@ const totalRequests = (client: KubeClient): number =>
   [...client.rest.requestCounts.values()].reduce((sum, n) => sum + n, 0);
 
 /** What finalize decided: release the CR (remove the finalizer), or keep it with this status and retry. */
-export type FinalizeOutcome = { release: true } | { release: false; status: KnativeStatus; error: Error };
+type FinalizeOutcome = { release: true } | { release: false; status: KnativeStatus; error: Error };
 
 /**
  * FinalizeRemoteCluster: unless another live CR of the same kind targets the same cluster, delete the

@@ -11,7 +11,7 @@ import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { KnativeController, type ReconcileReport } from "./controller.ts";
 
-export interface ReconcilerOptions {
+interface ReconcilerOptions {
   /** The process's one hub client. */
   hub: KubeClient;
   /** The access-provider file (cluster-inventory-api pkg/access JSON); unset = multicluster off. */
@@ -64,8 +64,8 @@ export interface Reconciler {
 }
 
 /** Below this a poll interval is a mistake (a hot loop against every spoke); upstream's rule. */
-export const MIN_POLL_INTERVAL_MS = 1_000;
-export const DEFAULT_POLL_INTERVAL_MS = 10_000;
+const MIN_POLL_INTERVAL_MS = 1_000;
+const DEFAULT_POLL_INTERVAL_MS = 10_000;
 /** After a Deployment watch of a cluster's namespace failed, that namespace is polled this long before watching again. */
 const WATCH_FALLBACK_MS = 300_000;
 
