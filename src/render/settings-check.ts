@@ -12,8 +12,9 @@ import type { DesiredResource, FleetFile } from "../fleet/model.ts";
 import { type DeclaredPlacement, hasPath, mergedSpec } from "../fleet/placement-document.ts";
 import { isPlacementKind, PLACEMENT_KINDS } from "../fleet/placement-schema.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "../fleet/yaml-source.ts";
-import { isRecord, type Manifest, podTemplateOf } from "./manifest.ts";
+import { isRecord, podTemplateOf } from "./manifest.ts";
 import type { Release, ReleaseLoader } from "./release.ts";
+import { type ConfigMapKeys, type ReleaseSettings, releaseSettings } from "./release-settings.ts";
 import { INGRESSES } from "./source.ts";
 import { minorOf } from "./version.ts";
 
@@ -30,68 +31,7 @@ export interface SettingsFinding {
   anchor?: "value";
 }
 
-/** What a release offers a CR's settings to name, read once per release. */
-interface ReleaseSettings {
-  configMaps: Map<string, ConfigMapKeys>;
-  /** Deployments, StatefulSets and Jobs (by generateName, as the override matches them): their containers. */
-  workloads: Map<string, readonly string[]>;
-  services: Set<string>;
-  podDisruptionBudgets: Map<string, Manifest>;
-  deployments: Map<string, Manifest>;
-}
-
-interface ConfigMapKeys {
-  /** The keys of its data and of its `_example` block. */
-  documented: Set<string>;
-  /** Keys Knative reads by pattern (`loglevel.<component>`), or `any` for a map of names (config-domain). */
-  dynamic: readonly RegExp[] | "any";
-  /** Its `_example` documents no setting and says the ConfigMap is deprecated (config-tracing since 1.20). */
-  deprecated: boolean;
-}
-
 const CONFIG_PREFIX = "config-";
-
-/**
- * Keys Knative accepts by pattern, as the ConfigMaps' own comments describe them: log levels per component,
- * Istio's old per-gateway keys, and maps whose keys are the user's names (domains; kinds for KReference).
- */
-const DYNAMIC_KEYS: Readonly<Record<string, readonly RegExp[] | "any">> = {
-  "config-logging": [/^loglevel\./],
-  "config-istio": [/^gateway\./, /^local-gateway\./],
-  "config-domain": "any",
-  "config-kreference-mapping": "any",
-};
-
-/**
- * Keys Knative still reads that no `_example` shows any more, the camel-case spellings of before 1.0 that
- * docs and other operators' CRs still use: config-network's (knative.dev/networking pkg/config/config.go)
- * and config-deployment's (knative.dev/serving pkg/deployment/config.go), each under "Legacy keys".
- */
-const LEGACY_KEYS: Readonly<Record<string, readonly string[]>> = {
-  "config-deployment": [
-    "queueSidecarImage",
-    "progressDeadline",
-    "digestResolutionTimeout",
-    "registriesSkippingTagResolving",
-    "queueSidecarCPURequest",
-    "queueSidecarMemoryRequest",
-    "queueSidecarEphemeralStorageRequest",
-    "queueSidecarCPULimit",
-    "queueSidecarMemoryLimit",
-    "queueSidecarEphemeralStorageLimit",
-  ],
-  "config-network": [
-    "ingress.class",
-    "certificate.class",
-    "domainTemplate",
-    "tagTemplate",
-    "rolloutDuration",
-    "autocreateClusterDomainClaims",
-    "defaultExternalScheme",
-    "autoTLS",
-    "httpProtocol",
-  ],
-};
 
 const INGRESS_CLASS_KEYS = ["ingress-class", "ingress.class"];
 const INGRESS_CLASS = (ingress: string) => `${ingress}.ingress.networking.knative.dev`;
@@ -105,13 +45,6 @@ const INGRESS_CONFIG_MAPS: Record<(typeof INGRESSES)[number], string> = {
 };
 
 /**
- * The releases' indexes, by where each release came from (its locations, which name its ingresses too):
- * the loader hands out a new Release object on every load, and a sync checks every CR of the fleet.
- */
-const indexes = new Map<string, ReleaseSettings>();
-const MAX_INDEXES = 64;
-
-/**
  * The findings for `resource`'s settings against `release` (what render() installs from), and, on an upgrade,
  * the release `installed` now: a setting the target minor drops is a warning there rather than an error.
  * Pure but for the index of each release's names, kept by where the release came from.
@@ -121,9 +54,11 @@ export function checkSettings(
   release: Release,
   installed?: Release,
 ): SettingsFinding[] {
-  const target = indexOf(release);
+  const target = releaseSettings(release);
   const before =
-    installed && minorOf(installed.version) !== minorOf(release.version) ? indexOf(installed) : undefined;
+    installed && minorOf(installed.version) !== minorOf(release.version)
+      ? releaseSettings(installed)
+      : undefined;
   const allowed = allowedSettings(resource.metadata.annotations?.[ALLOW_UNKNOWN_SETTINGS_ANNOTATION]);
   const context: CheckContext = { target, before, release, installed, findings: [], allowed };
   const { spec } = resource;
@@ -450,78 +385,6 @@ function allowedSettings(annotation: string | undefined): (setting: string) => b
     entries.some(
       (entry) => entry === setting || (entry.endsWith(".*") && setting.startsWith(entry.slice(0, -1))),
     );
-}
-
-function indexOf(release: Release): ReleaseSettings {
-  const key = [release.component, release.version, release.manifests.length, ...release.locations].join("\n");
-  let index = indexes.get(key);
-  if (!index) {
-    index = indexRelease(release.manifests);
-    if (indexes.size >= MAX_INDEXES) indexes.delete(indexes.keys().next().value!);
-    indexes.set(key, index);
-  }
-  return index;
-}
-
-function indexRelease(manifests: readonly Manifest[]): ReleaseSettings {
-  const index: ReleaseSettings = {
-    configMaps: new Map(),
-    workloads: new Map(),
-    services: new Set(),
-    podDisruptionBudgets: new Map(),
-    deployments: new Map(),
-  };
-  for (const manifest of manifests) {
-    const { name, generateName } = manifest.metadata;
-    switch (manifest.kind) {
-      case "ConfigMap":
-        if (name) index.configMaps.set(name, configMapKeys(manifest, index.configMaps.get(name)));
-        break;
-      case "Deployment":
-      case "StatefulSet":
-      case "Job": {
-        if (manifest.kind === "Deployment" && name) index.deployments.set(name, manifest);
-        const workload = manifest.kind === "Job" ? generateName : name;
-        const containers = podTemplateOf(manifest)?.spec.containers.map((container) => container.name) ?? [];
-        if (workload) index.workloads.set(workload, containers);
-        break;
-      }
-      case "Service":
-        if (name) index.services.add(name);
-        break;
-      case "PodDisruptionBudget":
-        if (name) index.podDisruptionBudgets.set(name, manifest);
-        break;
-    }
-  }
-  return index;
-}
-
-function configMapKeys(configMap: Manifest, earlier: ConfigMapKeys | undefined): ConfigMapKeys {
-  const data = isRecord(configMap.data) ? configMap.data : {};
-  const documented = new Set([
-    ...(earlier?.documented ?? []),
-    ...(LEGACY_KEYS[configMap.metadata.name ?? ""] ?? []),
-  ]);
-  for (const key of Object.keys(data)) if (key !== EXAMPLE_KEY) documented.add(key);
-  const example = data[EXAMPLE_KEY];
-  if (typeof example === "string") for (const key of exampleKeys(example)) documented.add(key);
-  const deprecated = documented.size === 0 && typeof example === "string" && /deprecated/i.test(example);
-  return { documented, dynamic: DYNAMIC_KEYS[configMap.metadata.name ?? ""] ?? [], deprecated };
-}
-
-const EXAMPLE_KEY = "_example";
-// `key: value` at the start of a line, as the `_example` block writes its settings; or commented out with one
-// `# ` (a setting shown but off by default). Prose after `# ` starts upper-case or has spaces before a colon.
-const EXAMPLE_SETTING = /^([A-Za-z0-9][\w.-]*):(?:\s|$)/;
-const COMMENTED_SETTING = /^# ([a-z0-9][\w.-]*):(?:\s|$)/;
-
-/** The keys an `_example` block documents: its settings, set or commented out. */
-export function exampleKeys(example: string): string[] {
-  return example.split("\n").flatMap((line) => {
-    const match = EXAMPLE_SETTING.exec(line) ?? COMMENTED_SETTING.exec(line);
-    return match ? [match[1]!] : [];
-  });
 }
 
 /**

@@ -7,11 +7,11 @@ import { editDistance } from "../../../src/fleet/document-kind.ts";
 import { buildFleetModel } from "../../../src/fleet/model.ts";
 import { INGRESSES, type Manifest, type Release } from "../../../src/render/index.ts";
 import { podTemplateOf } from "../../../src/render/manifest.ts";
+import { exampleKeys } from "../../../src/render/release-settings.ts";
 import {
   checkFleetSettings,
   checkPlacementSettings,
   checkSettings,
-  exampleKeys,
   type SettingsFinding,
 } from "../../../src/render/settings-check.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
@@ -65,7 +65,8 @@ function expectTypoCaught(
   return hint === original;
 }
 
-describe("the settings check over every release of ../shared", () => {
+// Each test reads every release of ../shared (its first one loads them all): slow on a loaded machine.
+describe("the settings check over every release of ../shared", { timeout: 60_000 }, () => {
   it("every key of every shipped ConfigMap's data and _example passes, in every release", async () => {
     let configMaps = 0;
     let keys = 0;
