@@ -50,7 +50,14 @@ function longFunctions(): { name: string; where: string }[] {
   });
 }
 
-describe("the size of src/'s functions", () => {
+describe("the size of src/'s functions and files", () => {
+  it("no file is over 600 lines: a room that grows past it is split along its seams", () => {
+    const long = files(SRC)
+      .map((file) => ({ file: fromSrc(file), lines: textOf(file).split("\n").length }))
+      .filter(({ lines }) => lines > 600);
+    expect(long).toEqual([]);
+  });
+
   it(`no function is over ${MAX_LINES} lines, but those long by nature`, () => {
     const long = longFunctions();
     expect(long.filter(({ name }) => !(name in LONG_BY_NATURE)).map(({ where }) => where)).toEqual([]);
