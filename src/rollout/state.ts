@@ -15,7 +15,7 @@ import { commitInMessage } from "../text/commit.ts";
 
 export const ROLLOUT_STATE_CONFIGMAP = "knative-fleet-rollout";
 /** The ConfigMap's data keys: the state (JSON), the HMAC of the state it replaced, and its own HMAC. */
-export const ROLLOUT_STATE_KEY = "state";
+const ROLLOUT_STATE_KEY = "state";
 export const ROLLOUT_STATE_PREVIOUS_KEY = "previous";
 export const ROLLOUT_STATE_MAC_KEY = "mac";
 /**
@@ -35,7 +35,7 @@ const TimeSchema = z.iso.datetime();
 const ContentSchema = z.strictObject({ hash: HashSchema, commit: CommitSchema });
 export type Content = z.infer<typeof ContentSchema>;
 
-export const CrStateSchema = z.strictObject({
+const CrStateSchema = z.strictObject({
   /**
    * The content Git last wanted for the CR and the first commit that wanted it. Kept while the CR's file
    * fails validation, so a broken file holds the CR's change instead of hiding it.
@@ -57,7 +57,7 @@ export const CrStateSchema = z.strictObject({
 });
 export type CrState = z.infer<typeof CrStateSchema>;
 
-export const HaltSchema = z.strictObject({
+const HaltSchema = z.strictObject({
   wave: z.string(),
   waveIndex: z.number().int().min(0),
   /** The first CR that failed, as `Kind namespace/name`, and its cluster. */
@@ -73,7 +73,7 @@ export const HaltSchema = z.strictObject({
 });
 export type Halt = z.infer<typeof HaltSchema>;
 
-export const WaveTimesSchema = z.strictObject({
+const WaveTimesSchema = z.strictObject({
   opened: TimeSchema.optional(),
   completed: TimeSchema.optional(),
 });
