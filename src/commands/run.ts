@@ -69,7 +69,7 @@ ${kodataFlagHelp(NAMED_ONLY)}
       providerFile: values["clusterprofile-provider-file"] as string | undefined,
       kodataDir: kodata.dir,
       pollIntervalMs,
-      identity: processIdentity(process.env.POD_NAME),
+      identity: processIdentity(process.env.POD_NAME, process.env.POD_UID),
       log,
     });
     try {

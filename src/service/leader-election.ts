@@ -12,8 +12,8 @@ import { settleWithin } from "./settle-within.ts";
  * restarted container (same pod name) from renewing the Lease its killed predecessor held, so a standby takes
  * over after the lease duration instead of racing a process that never saw the Lease.
  */
-export function processIdentity(podName: string | undefined): string {
-  return `${podName || hostname()}_${randomUUID()}`;
+export function processIdentity(podName: string | undefined, podUid?: string): string {
+  return `${podName || hostname()}_${podUid || randomUUID()}`;
 }
 
 export interface LeaderElectionOptions {

@@ -58,12 +58,17 @@ export type MemberLease = Lease;
 export const memberLeaseName = (group: string, identity: string): string =>
   `${group}-member-${createHash("sha256").update(identity).digest("hex").slice(0, 10)}`;
 
-/** processIdentity's format (leader-election.ts): `<pod name>_<uuid v4>`. */
+/**
+ * processIdentity's format (leader-election.ts): `<pod name>_<pod UID>` in a Pod (the chart sets POD_UID), a
+ * random UUID in its place elsewhere. An object UID is a UUID of any version (the API server's are v1).
+ */
 const IDENTITY =
-  /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+  /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** The pod name in an identity (`<pod name>_<uuid>`). */
+/** The pod name in an identity (`<pod name>_<uid>`). */
 export const podOf = (identity: string): string => identity.slice(0, identity.indexOf("_"));
+/** The Pod UID in an identity: what binds a member to one Pod, not just to a name a Lease writer can copy. */
+const uidOf = (identity: string): string => identity.slice(identity.indexOf("_") + 1);
 
 /** When a member Lease's renewTime was last seen to change (performance.now()). */
 interface Renewal {
@@ -448,9 +453,10 @@ export class ShardMembership {
 
 /**
  * Vouches for members by their Pods: a member is a replica of this deployment when the Pod its identity
- * names is in this namespace, not finished or being deleted, and runs as this replica's ServiceAccount.
- * A Lease costs nothing to forge where Leases may be written; such a Pod can only be made by someone who
- * could read that ServiceAccount's token, and so act as the reconciler anyway.
+ * names is in this namespace, is that Pod (its UID is the identity's), not finished or being deleted, and
+ * runs as this replica's ServiceAccount. A Lease costs nothing to forge where Leases may be written; such a
+ * Pod can only be made by someone who could read that ServiceAccount's token, and so act as the reconciler
+ * anyway. The UID closes the gap a running replica's name left open: `<its pod>_<any uuid>` is no member.
  */
 export async function podVoucher(
   client: KubeClient,
@@ -464,6 +470,12 @@ export async function podVoucher(
         "cannot be read: POD_NAME must name it (the chart sets it) and the ServiceAccount may get Pods there",
     );
   }
+  if (own.metadata.uid !== uidOf(identity)) {
+    throw new Error(
+      `sharding binds members to their Pods' UIDs, but this replica's identity does not carry its Pod's ` +
+        `(${own.metadata.uid ?? "none"}): POD_UID must be set from metadata.uid (the chart sets it)`,
+    );
+  }
   const serviceAccountOf = (pod: KubeObject) =>
     (pod.spec as { serviceAccountName?: string } | undefined)?.serviceAccountName ?? "default";
   const serviceAccount = serviceAccountOf(own);
@@ -472,6 +484,7 @@ export async function podVoucher(
     const phase = (pod?.status as { phase?: string } | undefined)?.phase;
     return (
       pod !== undefined &&
+      pod.metadata.uid === uidOf(member) &&
       pod.metadata.deletionTimestamp === undefined &&
       phase !== "Succeeded" &&
       phase !== "Failed" &&

@@ -60,6 +60,8 @@ export interface Replica {
   /** Never killed by a fault, so one process of the run lives from start to end (resource slopes). */
   longRunner: boolean;
   process: ServiceProcess | undefined;
+  /** Its Pod's UID, which its identity carries (POD_UID, as the chart sets it). */
+  podUid?: string;
   /** Every process it ran, with how it ended. */
   instances: {
     pid: number;
@@ -191,8 +193,8 @@ export class SoakFleet {
         kind: "ServiceAccount",
         metadata: { name: "knative-fleet", namespace: this.layout.namespace },
       });
-      for (const replica of this.replicas)
-        await hub.apply({
+      for (const replica of this.replicas) {
+        const pod = await hub.apply({
           apiVersion: "v1",
           kind: "Pod",
           metadata: { name: replica.name, namespace: this.layout.namespace },
@@ -202,6 +204,8 @@ export class SoakFleet {
             containers: [{ name: "knative-fleet", image: "knative-fleet:soak" }],
           },
         } as KubeObject);
+        replica.podUid = String(pod.metadata.uid);
+      }
     }
     const texts = renderFiles(this.layout, this.files);
     const initial = await git.createRepo(this.repo, Object.fromEntries(texts));
@@ -439,7 +443,7 @@ export class SoakFleet {
       },
       scratch: this.dir,
       name: replica.name,
-      env: { ...runtime.env, POD_NAME: replica.name },
+      env: { ...runtime.env, POD_NAME: replica.name, ...(replica.podUid && { POD_UID: replica.podUid }) },
       entry: runtime.entry,
       nodeArgs: runtime.nodeArgs,
     });

@@ -75,14 +75,14 @@ describe("sharding over three replicas", () => {
    * when it reaches the hub another way than directly.
    */
   const startReplica = async (name: string, hubKubeconfig = sandbox.hub.adminKubeconfig) => {
-    await replicaPod(name);
+    const pod = await replicaPod(name);
     const replica = startFleetProcess({
       sandbox: { ...sandbox, hub: { ...sandbox.hub, adminKubeconfig: hubKubeconfig } },
       service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },
       config: { logLevel: "info", workers: 2, sharding: { enabled: true } },
       scratch,
       name,
-      env: { POD_NAME: name },
+      env: { POD_NAME: name, POD_UID: String(pod.metadata.uid) },
     });
     replicas.push(replica);
     podNames.set(replica, name);

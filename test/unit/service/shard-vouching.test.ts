@@ -2,7 +2,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import { ShardMembership } from "../../../src/service/sharding.ts";
+import { podVoucher, ShardMembership } from "../../../src/service/sharding.ts";
+import { FakeKube } from "../../support/fake-kube.ts";
 import { leaseHub } from "../../support/lease-hub.ts";
 
 // Vouching at unit level: a member Lease that judgeLease counts live (named for its holder, renewed) is
@@ -87,5 +88,58 @@ describe("sharding's vouching", () => {
     // A member vouched for stays so while its Lease lives: not asked again.
     await sleep(3 * LEASE_MS);
     expect(a.asked).toEqual([identityB]);
+  });
+});
+
+describe("the Pod check behind vouching (podVoucher)", () => {
+  const NS = "knative-fleet";
+  const UID_1 = "6f1c2a3e-0b4d-11f1-8a2b-0242ac120002"; // the API server's UIDs are version 1
+  const UID_2 = "7a2d3b4f-0b4d-11f1-8a2b-0242ac120002";
+  const pod = (
+    name: string,
+    uid: string,
+    extra: { serviceAccountName?: string; deleting?: boolean } = {},
+  ) => ({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name,
+      namespace: NS,
+      uid,
+      ...(extra.deleting && { deletionTimestamp: "2026-11-28T00:00:00Z" }),
+    },
+    spec: { serviceAccountName: extra.serviceAccountName ?? "knative-fleet", containers: [] },
+    status: { phase: "Running" },
+  });
+  function hub() {
+    const kube = new FakeKube().serveKindsOf([pod("replica-1", UID_1)]);
+    kube.put(pod("replica-1", UID_1));
+    kube.put(pod("replica-2", UID_2));
+    return kube;
+  }
+
+  it("vouches for a replica's identity only with its own Pod's UID: a copied pod name with any other UUID is no member", async () => {
+    // Issue #43: `<running replica's pod>_<any uuid>`, renewed by anyone who may write Leases, stayed a member.
+    const vouch = await podVoucher(hub().client, NS, processIdentity("replica-1", UID_1));
+    expect(await vouch(processIdentity("replica-2", UID_2))).toBe(true);
+    expect(await vouch(processIdentity("replica-2"))).toBe(false); // a random UUID
+    expect(await vouch(processIdentity("replica-2", UID_1))).toBe(false); // another Pod's UID
+    expect(await vouch(processIdentity("replica-1"))).toBe(false); // its own pod name, forged
+    expect(await vouch(processIdentity("replica-3", UID_2))).toBe(false); // no such Pod
+  });
+
+  it("refuses a Pod of another ServiceAccount or one being deleted", async () => {
+    const kube = hub();
+    kube.put(pod("other", UID_2, { serviceAccountName: "default" }));
+    kube.put(pod("leaving", UID_2, { deleting: true }));
+    const vouch = await podVoucher(kube.client, NS, processIdentity("replica-1", UID_1));
+    expect(await vouch(processIdentity("other", UID_2))).toBe(false);
+    expect(await vouch(processIdentity("leaving", UID_2))).toBe(false);
+  });
+
+  it("will not start sharding on an identity that does not carry its own Pod's UID (POD_UID unset)", async () => {
+    await expect(podVoucher(hub().client, NS, processIdentity("replica-1"))).rejects.toThrow(
+      /POD_UID must be set from metadata.uid/,
+    );
   });
 });
