@@ -69,7 +69,11 @@ ${kodataFlagHelp(NAMED_ONLY)}
       providerFile: values["clusterprofile-provider-file"] as string | undefined,
       kodataDir: kodata.dir,
       pollIntervalMs,
-      identity: processIdentity(process.env.POD_NAME, process.env.POD_UID),
+      identity: processIdentity(process.env.POD_NAME),
+      // A Pod's UID binds its shard member to it (the chart sets POD_UID); without one sharding refuses.
+      ...(process.env.POD_UID && {
+        memberIdentity: processIdentity(process.env.POD_NAME, process.env.POD_UID),
+      }),
       log,
     });
     try {

@@ -10,7 +10,8 @@ import { settleWithin } from "./settle-within.ts";
 /**
  * "<pod name>_<uuid>", as client-go builds it from the hostname: the pod name says who leads, the uuid keeps a
  * restarted container (same pod name) from renewing the Lease its killed predecessor held, so a standby takes
- * over after the lease duration instead of racing a process that never saw the Lease.
+ * over after the lease duration instead of racing a process that never saw the Lease. With the Pod's UID in
+ * place of a random one it is a shard member's identity: bound to one Pod, which vouching checks.
  */
 export function processIdentity(podName: string | undefined, podUid?: string): string {
   return `${podName || hostname()}_${podUid || randomUUID()}`;

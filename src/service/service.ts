@@ -42,6 +42,8 @@ interface ServiceOptions {
   pollIntervalMs?: number;
   /** Leader-election identity, one per process (processIdentity). */
   identity: string;
+  /** The shard member's identity, bound to its Pod (`<pod name>_<pod UID>`); the leader's by default. */
+  memberIdentity?: string;
   log: Logger;
   /** Called when leadership is lost: by default the process exits so it restarts clean (controller-runtime's way). */
   onLostLeadership?(): void;
@@ -299,7 +301,7 @@ export class FleetService {
     const vouch = await podVoucher(
       this.hubClient!,
       config.leaderElection.namespace,
-      this.options.identity,
+      this.options.memberIdentity ?? this.options.identity,
     ).catch((err: Error) => {
       throw new ConfigError(err.message);
     });
@@ -307,7 +309,7 @@ export class FleetService {
       client: this.hubClient!,
       namespace: config.leaderElection.namespace,
       group: config.leaderElection.leaseName,
-      identity: this.options.identity,
+      identity: this.options.memberIdentity ?? this.options.identity,
       ...shardTimings(config),
       log: log.child({ component: "sharding" }),
       onNarrowed: () => {
