@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Container, type Deployment, type KubeObject, only } from "../../support/helm.ts";
@@ -110,7 +111,12 @@ function pathPattern(mountPath: string): RegExp {
 }
 
 function podEnv(container: Container, podName: string, namespace: string): Record<string, string> {
-  const fields: Record<string, string> = { "metadata.name": podName, "metadata.namespace": namespace };
+  // A Pod's UID is the API server's to give: here one per laid-out pod, as a new Pod would get.
+  const fields: Record<string, string> = {
+    "metadata.name": podName,
+    "metadata.namespace": namespace,
+    "metadata.uid": randomUUID(),
+  };
   const env: Record<string, string> = {};
   for (const variable of (container.env ?? []) as {
     name: string;
