@@ -19,6 +19,8 @@ import { knativeEventing, knativeServing, releases } from "./fixtures.ts";
 // holds for them (eventing-source/<minor>/<source>/, security-guard/<version>/), transformed like the release.
 
 const MINORS = ["1.20", "1.21", "1.22", "1.23"] as const;
+/** The loops below load and render every release and add-on of ../shared: slow on a loaded machine. */
+const CORPUS = { timeout: 60_000 };
 
 const eventingWith = (version: string, ...sources: string[]) =>
   knativeEventing(
@@ -39,7 +41,7 @@ function folderObjects(folder: string) {
 const named = (objects: readonly { kind: string; metadata: { name?: string } }[]) =>
   new Set(objects.map((object) => `${object.kind}/${object.metadata.name}`));
 
-describe("event sources", () => {
+describe("event sources", CORPUS, () => {
   it("installs each enabled source of the target minor, for every source and minor kodata has", async () => {
     for (const minor of MINORS) {
       const plain = await releases.load(eventingWith(minor));
@@ -108,7 +110,7 @@ describe("event sources", () => {
   });
 });
 
-describe("Security-Guard", () => {
+describe("Security-Guard", CORPUS, () => {
   const servingWithGuard = (version: string, enabled = true) =>
     knativeServing({ version, security: { securityGuard: { enabled } } });
 
