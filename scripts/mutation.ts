@@ -2,7 +2,8 @@
 // core's files one small change at a time, runs the unit tests that reach each mutant, and prints the score
 // per module and every mutant that survived. The config is test/mutation/stryker.config.mjs.
 // Usage: node scripts/mutation.ts                       the whole core
-//        node scripts/mutation.ts --files a.ts,b.ts     these files (each must be in the core)
+//        node scripts/mutation.ts --files a.ts,b.ts     these files (each must be in the core), or their
+//                                                       lines: --files src/a.ts:10-20
 //        node scripts/mutation.ts --since REV           the core's files changed since REV (CI: the base
 //                                                       recorded in test/mutation/base)
 //        --incremental      reuse the last run's results for unchanged files and tests (a local rerun)
@@ -39,8 +40,9 @@ const git = (...args: string[]) => {
 
 function filesToMutate(): string[] {
   if (values.files !== undefined) {
+    // A file, or a file's lines as Stryker takes them (`src/a.ts:10-20`).
     const files = values.files.split(",").filter(Boolean);
-    const outside = files.filter((file) => !inCore(file));
+    const outside = files.filter((file) => !inCore(file.replace(/:[\d:-]+$/, "")));
     if (outside.length > 0)
       throw new Error(`not in the safety core (test/mutation/core.ts): ${outside.join(", ")}`);
     return files;
