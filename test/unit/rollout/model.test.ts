@@ -692,6 +692,11 @@ class Observer {
     };
     const waves = plannedWaves(c.spec);
     const members = [...c.intent.keys()];
+    // A CR gone from the hub that no file wants any more has no baseline (the gate's guarantee 3 keeps it
+    // while the hub CR exists): one made again later, for a cluster that came back, starts without one.
+    for (const k of [...this.baseline.keys()]) {
+      if (c.before.get(k) === undefined && !c.intent.has(k) && !c.declared.has(k)) this.baseline.delete(k);
+    }
     const news = c.writes.filter(
       (w) => !w.revert && w.to !== this.baseline.get(w.key) && w.to !== c.before.get(w.key),
     );
