@@ -137,6 +137,18 @@ describe("a bound plugin's failure", () => {
     expect(
       await namespaceOf({ ...boundPlugin(), command: namespacePlugin, credentialsNamespace: undefined }),
     ).toBe("shared");
+    // The same namespace set in the provider file is no conflict; a plugin with no kubeconfig gets none.
+    expect(await namespaceOf({ ...boundPlugin({ NAMESPACE: "creds-a" }), command: namespacePlugin })).toBe(
+      "creds-a",
+    );
+    expect(
+      await namespaceOf({
+        ...boundPlugin(),
+        command: namespacePlugin,
+        env: [],
+        credentialsNamespace: undefined,
+      }),
+    ).toBe("unset");
     // A provider file that points NAMESPACE elsewhere would undo the binding: refused, saying why.
     await expect(
       namespaceOf({ ...boundPlugin({ NAMESPACE: "knative-fleet" }), command: namespacePlugin }),

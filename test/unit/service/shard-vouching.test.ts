@@ -128,13 +128,17 @@ describe("the Pod check behind vouching (podVoucher)", () => {
     expect(await vouch(processIdentity("replica-3", UID_2))).toBe(false); // no such Pod
   });
 
-  it("refuses a Pod of another ServiceAccount or one being deleted", async () => {
+  it("refuses a Pod of another ServiceAccount, one being deleted, or one that has finished", async () => {
     const kube = hub();
     kube.put(pod("other", UID_2, { serviceAccountName: "default" }));
     kube.put(pod("leaving", UID_2, { deleting: true }));
+    for (const phase of ["Succeeded", "Failed"])
+      kube.put({ ...pod(phase.toLowerCase(), UID_2), status: { phase } });
     const vouch = await podVoucher(kube.client, NS, processIdentity("replica-1", UID_1));
     expect(await vouch(processIdentity("other", UID_2))).toBe(false);
     expect(await vouch(processIdentity("leaving", UID_2))).toBe(false);
+    expect(await vouch(processIdentity("succeeded", UID_2))).toBe(false);
+    expect(await vouch(processIdentity("failed", UID_2))).toBe(false);
   });
 
   it("will not start sharding on an identity that does not carry its own Pod's UID (POD_UID unset)", async () => {
