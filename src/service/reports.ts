@@ -1,7 +1,8 @@
-import { type KnativeKind, OPERATOR_API_VERSION } from "../api/knative.ts";
+import { OPERATOR_API_VERSION } from "../api/knative.ts";
 import type { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { FleetMetrics, SyncTrigger } from "../observability/metrics.ts";
+import type { ReconcileReport } from "../reconcile/controller.ts";
 import { GitSourceError } from "../source/index.ts";
 import type { SyncResult } from "../sync/sync.ts";
 
@@ -9,25 +10,8 @@ import type { SyncResult } from "../sync/sync.ts";
 // each reconcile in one block that records the metric, logs and emits the Event). Whether a loop reports at
 // all (a sharded replica reports only the clusters it owns) is the service's to decide.
 
-/**
- * A reconcile pass as reported: the fields of src/reconcile's ReconcileReport read here (the reconcile
- * stage is the service wiring's to import, not a report's).
- */
-export interface ReconciledCr {
-  kind: KnativeKind;
-  namespace: string;
-  name: string;
-  cluster: string;
-  durationMs: number;
-  error?: Error;
-  ready: boolean;
-  drift: number;
-  requests: number;
-  reachable?: boolean;
-  version?: string;
-  /** The CR's finalizer ran and released it: the CR is gone from the hub. */
-  finalized: boolean;
-}
+/** A reconcile pass as reported: the controller's report, less what only the controller reads. */
+export type ReconciledCr = Omit<ReconcileReport, "writes" | "statusWritten">;
 
 /** Where a reconcile pass is reported: its series and an Event on its CR. */
 export interface ReconcileSinks {
