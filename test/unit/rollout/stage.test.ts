@@ -86,6 +86,27 @@ async function completedWithRevert() {
   return Object.assign(hub, { policy });
 }
 
+/** Serving 1.22, which the canary never runs, pushed at commit b: it halts, and c1 goes back to commit a. */
+async function haltsAndRevertsTheCanary(
+  sync: ReturnType<typeof setup>["sync"],
+  policy: Record<string, unknown>,
+): Promise<void> {
+  await sync(
+    fleetFiles(["c1", "c2"], policy, () => "1.22"),
+    "b",
+  );
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  const { report, result } = await sync(
+    fleetFiles(["c1", "c2"], policy, () => "1.22"),
+    "b",
+  );
+  expect(report?.phase).toBe("Halted");
+  expect(result.resources.find((r) => r.name === "c1-serving")).toMatchObject({
+    action: "update",
+    reason: "reverted to a, the last completed rollout's content on fleet-system/c1",
+  });
+}
+
 const stored = (kube: FakeKube): RolloutState | undefined =>
   peekRolloutState(kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP)?.data as Record<string, unknown>);
 
@@ -360,20 +381,7 @@ describe("the rollout stage on a hub", () => {
     ).toBe("Complete");
     expect(stored(kube)?.crs["KnativeServing knative-fleet/c1-serving"]?.baseline?.commit).toBe("a");
     // A change that fails on the canary halts and goes back to commit a, as before the state was lost.
-    await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.22"),
-      "b",
-    );
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    const { report, result } = await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.22"),
-      "b",
-    );
-    expect(report?.phase).toBe("Halted");
-    expect(result.resources.find((r) => r.name === "c1-serving")).toMatchObject({
-      action: "update",
-      reason: "reverted to a, the last completed rollout's content on fleet-system/c1",
-    });
+    await haltsAndRevertsTheCanary(sync, policy);
   });
 
   /** A canary rollout (c1 first, no soak) of Serving 1.21 on c1 and c2; `syncAt` syncs a version at a commit. */
@@ -472,20 +480,7 @@ describe("the rollout stage on a hub", () => {
   it("reverts from Git: the baseline's commit is read again and must give the same digest", async () => {
     const { kube, sync, stage, policy } = await completedWithRevert();
     // A change the canary never runs: it halts (time limit 0s) and the canary goes back to commit a.
-    await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.22"),
-      "b",
-    );
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    const { report, result } = await sync(
-      fleetFiles(["c1", "c2"], policy, () => "1.22"),
-      "b",
-    );
-    expect(report?.phase).toBe("Halted");
-    expect(result.resources.find((r) => r.name === "c1-serving")).toMatchObject({
-      action: "update",
-      reason: "reverted to a, the last completed rollout's content on fleet-system/c1",
-    });
+    await haltsAndRevertsTheCanary(sync, policy);
     const c1 = kube.find("KnativeServing", "c1-serving")!;
     expect((c1.spec as { version: string }).version).toBe("1.21");
     expect(c1.metadata.annotations?.["fleet.knative.dev/source-commit"]).toBe("a");
