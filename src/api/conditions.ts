@@ -215,6 +215,38 @@ export const markDeploymentsNotReady = (conditions: Condition[], waiting: readon
     now,
   );
 
+/**
+ * The Deployments are Available but some webhook Service has no ready endpoint (#39): knative-fleet's own
+ * gate, on upstream's condition and reason, in the words of its deployment message, so every reader of
+ * DeploymentsAvailable (and of Ready) waits on it without learning a new condition.
+ */
+export const markWebhooksNotServed = (conditions: Condition[], unserved: readonly string[], now: Date) =>
+  markCondition(
+    conditions,
+    {
+      type: ConditionType.DeploymentsAvailable,
+      status: "False",
+      reason: "NotReady",
+      message: `Waiting on webhook endpoints: ${unserved.join(", ")}`,
+    },
+    now,
+  );
+
+/** The spoke's credentials may not list EndpointSlices: whether the webhooks are served cannot be known. */
+export const markWebhooksUnverified = (conditions: Condition[], namespaces: readonly string[], now: Date) =>
+  markCondition(
+    conditions,
+    {
+      type: ConditionType.DeploymentsAvailable,
+      status: "False",
+      reason: "NotReady",
+      message:
+        `Cannot verify webhook endpoints: listing endpointslices (discovery.k8s.io) in ${namespaces.join(", ")} ` +
+        "is forbidden; grant the cluster's credentials list on discovery.k8s.io endpointslices",
+    },
+    now,
+  );
+
 export const markDeploymentsAvailable = (conditions: Condition[], now: Date): Condition[] =>
   markCondition(conditions, { type: ConditionType.DeploymentsAvailable, status: "True" }, now);
 

@@ -39,6 +39,11 @@ export const ISTIO_INJECT_ANNOTATION = "sidecar.istio.io/inject";
  */
 export const LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration";
 
+// --- Read on the spoke, as Kubernetes sets it ---
+
+/** On each EndpointSlice, the Service it belongs to: the webhook check selects by it (install/webhooks.ts). */
+export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
+
 // --- On hub CRs: set by a fleet file, or by the mirror ---
 
 /**

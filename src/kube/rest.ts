@@ -36,6 +36,7 @@ export class KubeApiError extends Error {
 }
 
 export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError && err.status === 404;
+export const isForbidden = (err: unknown): boolean => err instanceof KubeApiError && err.status === 403;
 
 /** Node's and undici's socket-level failures: the server, or the path to it, is down (not misconfigured). */
 export const NETWORK_ERROR_CODES: ReadonlySet<string> = new Set([

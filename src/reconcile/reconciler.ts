@@ -10,6 +10,8 @@ import {
   markKubernetesVersionUnsupported,
   markTargetNotResolved,
   markTargetResolved,
+  markWebhooksNotServed,
+  markWebhooksUnverified,
   TargetClusterReason,
 } from "../api/conditions.ts";
 import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.ts";
@@ -19,7 +21,7 @@ import { clusterLabel } from "../fleet/identity.ts";
 import { applyInstall } from "../install/apply.ts";
 import type { DeploymentWatches } from "../install/deployment-watch.ts";
 import { renderInstall } from "../install/desired.ts";
-import { readDeployments, unavailableDeployments } from "../install/health.ts";
+import { checkWebhooks, readDeployments, unavailableDeployments } from "../install/health.ts";
 import { locateInstall } from "../install/layout.ts";
 import { removeInstall, sharingCr } from "../install/removal.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -211,9 +213,10 @@ const install: Step = async (context) => {
 };
 
 /**
- * Deployments Available? While they roll out the install's namespaces are watched (deps.deploymentWatches): the CR
- * is woken the moment the last one is Available, with a re-check after WATCHED_RECHECK_MS as a safety net;
- * without a watch (none configured, or it failed) it is re-checked every poll interval, as upstream does.
+ * Deployments Available at the version just applied, then the webhooks served (install/webhooks.ts)? While
+ * they roll out the install's namespaces are watched (deps.deploymentWatches): the CR is woken the moment the
+ * last one is Available, with a re-check after WATCHED_RECHECK_MS as a safety net; without a watch (none
+ * configured, or it failed) it is re-checked every poll interval, as upstream does, and so is a webhook.
  */
 const checkDeployments: Step = async (context) => {
   const { resource, target, desired, deps } = context;
@@ -221,7 +224,7 @@ const checkDeployments: Step = async (context) => {
   const live =
     deps.deploymentWatches?.cached(cluster, resource, desired!) ??
     (await readDeployments(client, resource, desired!));
-  const waiting = unavailableDeployments(desired!, live);
+  const waiting = unavailableDeployments(context.applied?.desired ?? desired!, live);
   if (waiting.length > 0) {
     context.conditions = markDeploymentsNotReady(context.conditions, waiting, context.now);
     const watched = deps.deploymentWatches?.await(cluster, client, resource, desired!) ?? false;
@@ -229,6 +232,16 @@ const checkDeployments: Step = async (context) => {
       next: "wait",
       afterMs: watched ? Math.max(WATCHED_RECHECK_MS, deps.pollIntervalMs) : deps.pollIntervalMs,
     };
+  }
+  // Available is not yet served: every webhook Service needs a ready endpoint (#39), polled, not watched.
+  const webhooks = await checkWebhooks(client, desired!);
+  if (webhooks) {
+    context.conditions =
+      "forbidden" in webhooks
+        ? markWebhooksUnverified(context.conditions, webhooks.forbidden, context.now)
+        : markWebhooksNotServed(context.conditions, webhooks.unserved, context.now);
+    deps.deploymentWatches?.release(resource);
+    return { next: "wait", afterMs: deps.pollIntervalMs };
   }
   context.conditions = markDeploymentsAvailable(context.conditions, context.now);
   context.status.version = context.release!.version;

@@ -214,8 +214,8 @@ async function startCluster(
  * What a light spoke's controller-manager runs: Deployments roll out (deployment, replicaset), namespaces
  * are deleted (namespace, garbage collector), pods get their ServiceAccount and the fleet its token
  * (serviceaccount, serviceaccount-token, root CA), Jobs run, kwok's nodes lose their not-ready taint
- * (node lifecycle). Left out: endpoints, quotas, HPA, PV, disruption, TTL and the rest, which an install
- * does not wait on.
+ * (node lifecycle), webhook Services get their endpoints (endpointslice: an install is Ready only then).
+ * Left out: endpoints, quotas, HPA, PV, disruption, TTL and the rest, which an install does not wait on.
  */
 export const LIGHT_SPOKE_CONTROLLERS = [
   "deployment-controller",
@@ -227,6 +227,7 @@ export const LIGHT_SPOKE_CONTROLLERS = [
   "root-ca-certificate-publisher-controller",
   "job-controller",
   "node-lifecycle-controller",
+  "endpointslice-controller",
 ];
 
 const ALL_CONTROLLERS = "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller";

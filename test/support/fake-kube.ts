@@ -27,6 +27,8 @@ interface Served {
 class FakeRest extends RestClient {
   readonly store = new Map<string, KubeObject>();
   readonly served = new Map<string, Map<string, Served>>();
+  /** Resources (plural, as in the path) whose requests the fake's RBAC refuses with 403. */
+  readonly forbidden = new Set<string>();
   private uid = 0;
 
   constructor() {
@@ -37,6 +39,7 @@ class FakeRest extends RestClient {
     this.serve("v1", "Namespace");
     this.serve("v1", "ConfigMap");
     this.serve("v1", "Secret");
+    this.serve("discovery.k8s.io/v1", "EndpointSlice");
   }
 
   serve(apiVersion: string, kind: string): void {
@@ -59,6 +62,9 @@ class FakeRest extends RestClient {
       return { resources: [...kinds.values()].map((k) => ({ name: k.resource, ...k })) };
     }
     const { apiVersion, served, namespace, name } = route;
+    if (this.forbidden.has(served.resource)) {
+      throw new KubeApiError(req.method, req.path, 403, "Forbidden", `${served.resource} is forbidden`);
+    }
     const key = (n: string) => `${groupOf(apiVersion)}/${served.kind}/${namespace ?? ""}/${n}`;
     switch (req.method) {
       case "GET": {
@@ -173,8 +179,12 @@ export class FakeKube {
     }
   }
 
-  /** Every Deployment reports Available for its current generation, as a healthy cluster does. */
+  /**
+   * Every Deployment reports Available for its current generation, and every Service with a selector has an
+   * EndpointSlice with one ready endpoint, as a healthy cluster has.
+   */
   makeDeploymentsAvailable(): void {
+    this.makeServicesServed();
     for (const d of this.objects().filter((o) => o.kind === "Deployment")) {
       const replicas = Number(isRecord(d.spec) ? (d.spec.replicas ?? 1) : 1);
       d.status = {
@@ -185,6 +195,26 @@ export class FakeKube {
         conditions: [{ type: "Available", status: "True" }],
       };
     }
+  }
+
+  /** Every Service with a selector gets an EndpointSlice with one ready endpoint (the EndpointSlice controller). */
+  makeServicesServed(): void {
+    for (const service of this.objects().filter((o) => o.kind === "Service")) {
+      if (!isRecord(service.spec) || !isRecord(service.spec.selector)) continue;
+      const { name, namespace } = service.metadata;
+      this.put({
+        apiVersion: "discovery.k8s.io/v1",
+        kind: "EndpointSlice",
+        metadata: { name: `${name}-fake`, namespace, labels: { "kubernetes.io/service-name": name! } },
+        addressType: "IPv4",
+        endpoints: [{ addresses: ["10.0.0.1"], conditions: { ready: true } }],
+      });
+    }
+  }
+
+  /** The fake's RBAC refuses every request to this resource (plural, as in the path) with 403. */
+  forbid(resource: string): void {
+    this.rest.forbidden.add(resource);
   }
 
   /** Requests received, by HTTP method. */
@@ -200,11 +230,17 @@ export class FakeKube {
   }
 }
 
+/** Equality (`k=v`), set (`k in (a,b)`) and existence (`k`) terms, joined by commas outside parentheses. */
 function matches(object: KubeObject, selector: string): boolean {
   if (!selector) return true;
-  return selector.split(",").every((term) => {
+  const labels = object.metadata.labels ?? {};
+  return (selector.match(/[^,(]+(\([^)]*\))?/g) ?? []).every((raw) => {
+    const term = raw.trim();
+    const set = /^(\S+)\s+in\s+\((.*)\)$/.exec(term);
+    if (set) return set[2]!.split(",").some((v) => labels[set[1]!] === v.trim());
+    if (!term.includes("=")) return labels[term] !== undefined;
     const [k, v] = term.split("=");
-    return object.metadata.labels?.[k!] === v;
+    return labels[k!] === v;
   });
 }
 

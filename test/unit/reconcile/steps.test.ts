@@ -1,7 +1,7 @@
 import { Agent } from "undici";
 import { describe, expect, it } from "vitest";
 import type { TargetResolver } from "../../../src/access/target.ts";
-import { ConditionType, findCondition } from "../../../src/api/conditions.ts";
+import { ConditionType, findCondition, readinessOf } from "../../../src/api/conditions.ts";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
 import { DeploymentWatches } from "../../../src/install/deployment-watch.ts";
 import { KubeClient } from "../../../src/kube/client.ts";
@@ -283,6 +283,61 @@ describe("the reconcile steps", () => {
     expect(again.apply?.plan.drift).toEqual([]);
     expect(again.status).toEqual(ready.status);
     expect(again.requests).toBe(fake.requests().reads);
+  });
+
+  it("Deployments Available but a webhook Service without a ready endpoint: not Ready, upstream's condition, polled", async () => {
+    const fake = await servingCluster();
+    const deps = depsFor(fake);
+    await reconcileInstall(serving(), deps);
+    fake.makeDeploymentsAvailable();
+    fake.remove("EndpointSlice", "webhook-fake"); // Serving's webhook has no endpoint; net-istio's has one
+    const waiting = await reconcileInstall(serving(), deps);
+    expect(findCondition(waiting.status.conditions, ConditionType.DeploymentsAvailable)).toMatchObject({
+      status: "False",
+      reason: "NotReady",
+      message: "Waiting on webhook endpoints: webhook",
+    });
+    expect(findCondition(waiting.status.conditions, ConditionType.Ready)).toMatchObject({
+      status: "False",
+      reason: "NotReady",
+      message: "Waiting on webhook endpoints: webhook",
+    });
+    expect(waiting.requeueAfterMs).toBe(POLL_MS);
+    expect(waiting.error).toBeUndefined();
+    expect(waiting.status.version).toBeUndefined();
+    // What the rollout gate, the status file and the metrics read: not Current, and why.
+    const verdict = readinessOf({
+      metadata: { generation: 1 },
+      status: { ...waiting.status, observedGeneration: 1 },
+    });
+    expect(verdict.phase).not.toBe("Current");
+    expect(verdict.message).toBe(
+      "DeploymentsAvailable=False (NotReady: Waiting on webhook endpoints: webhook)",
+    );
+
+    fake.makeServicesServed();
+    const ready = await reconcileInstall(serving(waiting.status), deps);
+    expect(findCondition(ready.status.conditions, ConditionType.Ready)?.status).toBe("True");
+    expect(ready.status.version).toBe("1.21.3");
+  });
+
+  it("a spoke that forbids listing EndpointSlices: not Ready, the message names the permission, no crash", async () => {
+    const fake = await servingCluster();
+    const deps = depsFor(fake);
+    await reconcileInstall(serving(), deps);
+    fake.makeDeploymentsAvailable();
+    fake.forbid("endpointslices");
+    const outcome = await reconcileInstall(serving(), deps);
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.requeueAfterMs).toBe(POLL_MS);
+    expect(findCondition(outcome.status.conditions, ConditionType.DeploymentsAvailable)).toMatchObject({
+      status: "False",
+      reason: "NotReady",
+      message:
+        "Cannot verify webhook endpoints: listing endpointslices (discovery.k8s.io) in knative-serving is " +
+        "forbidden; grant the cluster's credentials list on discovery.k8s.io endpointslices",
+    });
+    expect(findCondition(outcome.status.conditions, ConditionType.Ready)?.status).toBe("False");
   });
 
   it("with rollout watches: re-checked when woken (safety re-check only), and the watch ends with the wait", async () => {
