@@ -115,6 +115,14 @@ export const ROLLOUT_REFUSED_ANNOTATION = `${FLEET}rollout-refused`;
  */
 export const ROLLOUT_START_OVER_ANNOTATION = `${FLEET}rollout-start-over`;
 
+// --- Upgrade chains (src/upgrade) ---
+
+/**
+ * On a hub CR whose spec.version is one step of an upgrade chain: the version its file wants. The step is
+ * the hub CR's own spec.version; without this annotation the hub CR has the version its file gives.
+ */
+export const UPGRADE_TARGET_ANNOTATION = `${FLEET}upgrade-target`;
+
 // --- Sharding (src/service/sharding.ts): on the member Leases ---
 
 /** On every member Lease of one sharded deployment; its value is the group name. */

@@ -138,7 +138,9 @@ function summaryTable(resources: readonly ResourcePlan[]): string {
 function actionText(resource: ResourcePlan): string {
   const errors = resource.findings.some((finding) => finding.severity === "error") ? " ❌" : "";
   const { from, to } = resource.version ?? {};
-  const version = to ? ` ${from && from !== to ? `${markdownCell(from)} → ` : ""}${markdownCell(to)}` : "";
+  const version = to
+    ? ` ${from && from !== to ? `${markdownCell(from)} → ` : ""}${markdownCell(to)}${chainText(resource)}`
+    : "";
   // Only a live plan's fallback needs saying here; an offline plan says so once, at the top.
   const unreachable = resource.findings.some((finding) => finding.code === "cluster-unreachable");
   const source = unreachable ? " (offline: cluster unreachable)" : "";
@@ -154,6 +156,15 @@ function actionText(resource: ResourcePlan): string {
     default:
       return `${resource.action}${version}${source}${errors}`;
   }
+}
+
+/** ", step of the upgrade chain 1.20 → **1.21** → 1.22 → 1.23 to 1.23 (one minor per rollout)". */
+function chainText({ chain }: ResourcePlan): string {
+  if (chain === undefined) return "";
+  const minors = chain.minors.map((minor) =>
+    minor === chain.step ? `**${markdownCell(minor)}**` : markdownCell(minor),
+  );
+  return `, step of the upgrade chain ${minors.join(" → ")} to ${markdownCell(chain.target)} (one minor per rollout)`;
 }
 
 function removalText({ removal, kind }: ResourcePlan): string {

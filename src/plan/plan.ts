@@ -247,8 +247,20 @@ async function planResource(change: ResourceChange, context: PlanContext): Promi
     case "reinstall":
       return planReinstall(plan, change, context);
     default:
-      return planApplied(plan, change.base?.resource, change.head!.resource, context);
+      return planApplied(
+        withChain(plan, context.head),
+        change.base?.resource,
+        change.head!.resource,
+        context,
+      );
   }
+}
+
+/** A CR on an upgrade chain says so: the minors it goes through and the step this merge starts. */
+function withChain(plan: ResourcePlan, head: SyncResult): ResourcePlan {
+  const chained = head.upgrades?.find((cr) => cr.key === formatIdentity(plan));
+  if (chained === undefined) return plan;
+  return { ...plan, chain: { minors: chained.minors, step: chained.step, target: chained.target } };
 }
 
 /** When a reinstall's replaced CR goes, by its prune decision. */

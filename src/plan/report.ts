@@ -95,6 +95,11 @@ export interface ResourcePlan extends ResourceIdentity {
   offlineReason?: string;
   /** The installed (or base's) version and the one head installs. */
   version?: { from?: string; to?: string };
+  /**
+   * Head's version is several minors ahead: the upgrade chain's minors from the hub CR's to the file's, and
+   * the step this merge starts (`version.to` is that step's release); each step is a rollout of its own.
+   */
+  chain?: { minors: string[]; step: string; target: string };
   objects: ObjectChanges;
   removal?: RemovalReport;
   findings: Finding[];

@@ -18,7 +18,7 @@ interface ParsedVersion {
 const VERSION_PATTERN = /^(0|[1-9]\d*)\.(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?$/;
 const LATEST = "latest";
 
-function parseVersion(version: string): ParsedVersion | undefined {
+export function parseVersion(version: string): ParsedVersion | undefined {
   const match = VERSION_PATTERN.exec(version);
   if (!match) return undefined;
   const [, major, minor, patch] = match;

@@ -57,4 +57,6 @@ export interface GatedSteps {
   outcome?: GateOutcome;
   /** What the reverts did, recorded as Events once the sync is done. */
   revertEvents: RolloutEvent[];
+  /** An upgrade chain has steps to go: the last commit is synced again to move it on. */
+  chainsUnderWay?: boolean;
 }

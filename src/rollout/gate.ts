@@ -1,4 +1,4 @@
-import { isManagedByFleet, SOURCE_COMMIT_ANNOTATION } from "../api/labels.ts";
+import { isManagedByFleet } from "../api/labels.ts";
 import {
   clusterKey,
   formatIdentity,
@@ -20,6 +20,7 @@ import {
 } from "./state.ts";
 import { maxUnavailableCount, type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
 import {
+  contentOf,
   type GateInput,
   inEpoch,
   isGated,
@@ -136,6 +137,8 @@ export function gateApplies(
   const openWave = state.phase === "Progressing" && stillOpen !== -1 ? w.waves[stillOpen]!.name : undefined;
   if (openWave === undefined) delete state.waveName;
   else state.waveName = openWave;
+  if (Object.keys(input.upgrades ?? {}).length > 0) state.upgrades = { ...input.upgrades };
+  else delete state.upgrades;
   const gated = steps.map((step) =>
     !isWrite(step) || released.release.has(formatIdentity(step))
       ? step
@@ -166,10 +169,7 @@ export function holdStep(step: ApplyStep, reason: string): ApplyStep {
 function seedBaselines(w: Weighing): void {
   for (const m of w.members) {
     if (m.live === undefined || m.liveHash === undefined || !m.health.healthy) continue;
-    w.crs[m.key]!.baseline = {
-      hash: m.liveHash,
-      commit: m.live.metadata.annotations?.[SOURCE_COMMIT_ANNOTATION] ?? "",
-    };
+    w.crs[m.key]!.baseline = contentOf(m.live);
   }
 }
 
@@ -350,10 +350,7 @@ function completeWaves(w: Weighing, state: RolloutState, open: number): Phase {
   if (open !== -1 || state.phase !== "Progressing") return { state, events: [] };
   for (const m of members) {
     if (m.live === undefined || !m.health.healthy) continue;
-    crs[m.key]!.baseline = {
-      hash: m.liveHash ?? "",
-      commit: m.live.metadata.annotations?.[SOURCE_COMMIT_ANNOTATION] ?? "",
-    };
+    crs[m.key]!.baseline = contentOf(m.live);
   }
   for (const entry of Object.values(crs)) delete entry.released;
   const complete: RolloutState = { ...state, phase: "Complete" };

@@ -9,6 +9,7 @@ import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
 import { commitInMessage } from "../text/commit.ts";
+import type { UpgradeChains } from "../upgrade/chain.ts";
 import type { GatedSteps, OpenedRollout, RolloutReport } from "./edge.ts";
 import { gateApplies, gatePrunes, holdStep } from "./gate.ts";
 import { revertsFor, withReverts } from "./revert.ts";
@@ -116,22 +117,40 @@ export class RolloutStage {
     steps: readonly ApplyStep[],
     live: readonly KubeObject[],
     held: readonly ResourceIdentity[],
+    upgrades?: UpgradeChains,
   ): Promise<GatedSteps> {
-    if (opened === undefined) return { steps: [...steps], revertEvents: [] };
+    const chainsUnderWay = (upgrades?.crs.length ?? 0) > 0;
+    if (opened === undefined) return { steps: [...steps], revertEvents: [], chainsUnderWay };
     const { spec, clusters, holdAll } = opened;
     if (holdAll !== undefined || spec === undefined || clusters === undefined) {
-      return { steps: steps.map((step) => holdStep(step, holdAll ?? "")), revertEvents: [] };
+      return { steps: steps.map((step) => holdStep(step, holdAll ?? "")), revertEvents: [], chainsUnderWay };
     }
     const { commit, hubPaused, state, frozen, now, startedOver } = opened;
     const outcome = gateApplies(
-      { spec, hubPaused, commit, clusters, state, frozen, held, now, ...(startedOver && { startedOver }) },
+      {
+        spec,
+        hubPaused,
+        commit,
+        clusters,
+        state,
+        frozen,
+        held,
+        now,
+        ...(upgrades && { upgrades: upgrades.steps }),
+        ...(startedOver && { startedOver }),
+      },
       steps,
       live,
     );
     const reverts = await revertsFor(outcome, this.#options.modelAt, this.#options.source);
     const text = stateText(outcome.state);
     if (text !== opened.stateText) await this.#store.store(outcome.state, text);
-    return { steps: withReverts(outcome.steps, reverts.steps), outcome, revertEvents: reverts.events };
+    return {
+      steps: withReverts(outcome.steps, reverts.steps),
+      outcome,
+      revertEvents: reverts.events,
+      chainsUnderWay,
+    };
   }
 
   /** The prune's candidates in reverse wave order (those that wait marked); all of them wait while held. */
@@ -161,7 +180,11 @@ export class RolloutStage {
     const waiting = waitingOf(gated.steps);
     const commit = opened?.commit ?? "";
     await this.#markWaiting(live, waiting, commit);
-    if (opened === undefined) return undefined;
+    if (opened === undefined) {
+      // Without a policy a chain moves on once its CRs are Ready on their step: look again for that.
+      this.#schedule(gated.chainsUnderWay === true);
+      return undefined;
+    }
     const { outcome, revertEvents } = gated;
     if (outcome === undefined) {
       // A broken policy waits for Git; a refused state for a person to delete it, and the key or the
@@ -186,7 +209,9 @@ export class RolloutStage {
     }
     // A deletion that waits for a later wave's CRs to go needs no commit to go on: look again.
     const deletionsWait = prunes.some((candidate) => candidate.waiting !== undefined);
-    this.#schedule(state.phase === "Progressing" || opened.paused || deletionsWait);
+    // A completed step of an upgrade chain opens the next one at the next sync.
+    const nextStep = state.phase === "Complete" && gated.chainsUnderWay === true;
+    this.#schedule(state.phase === "Progressing" || opened.paused || deletionsWait || nextStep);
     return {
       phase: state.phase,
       commit: state.commit,

@@ -31,8 +31,18 @@ const HashSchema = z.string().regex(/^[0-9a-f]{1,64}$/);
 const CommitSchema = z.string().regex(/^[0-9A-Za-z._-]{0,64}$/);
 const TimeSchema = z.iso.datetime();
 
-/** A content of one CR (its desired hash) and the commit it is read from. */
-const ContentSchema = z.strictObject({ hash: HashSchema, commit: CommitSchema });
+/** A Knative version, as an upgrade chain's step writes it (src/upgrade). */
+const VersionSchema = z.string().regex(/^[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?$/);
+
+/**
+ * A content of one CR (its desired hash) and the commit it is read from; `version` when it was a step of an
+ * upgrade chain, the spec.version the step gave the commit's CR.
+ */
+const ContentSchema = z.strictObject({
+  hash: HashSchema,
+  commit: CommitSchema,
+  version: VersionSchema.optional(),
+});
 export type Content = z.infer<typeof ContentSchema>;
 
 const CrStateSchema = z.strictObject({
@@ -92,6 +102,8 @@ export const RolloutStateSchema = z.strictObject({
   halt: HaltSchema.optional(),
   /** Per hub CR, by `Kind namespace/name`. */
   crs: z.record(z.string(), CrStateSchema),
+  /** The step under way of each upgrade chain (`Kind major.minor` it goes to): moved on once a rollout completes it. */
+  upgrades: z.record(z.string().max(64), VersionSchema).optional(),
 });
 export type RolloutState = z.infer<typeof RolloutStateSchema>;
 

@@ -1,6 +1,6 @@
 import { readinessOf } from "../api/conditions.ts";
 import type { KnativeStatus } from "../api/knative.ts";
-import { DESIRED_HASH_ANNOTATION } from "../api/labels.ts";
+import { DESIRED_HASH_ANNOTATION, SOURCE_COMMIT_ANNOTATION } from "../api/labels.ts";
 import { desiredHash } from "../apply/compare.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import {
@@ -16,7 +16,8 @@ import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep } from "../mirror/decide.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
-import type { CrState, RolloutState } from "./state.ts";
+import { stepOf } from "../upgrade/chain.ts";
+import type { Content, CrState, RolloutState } from "./state.ts";
 import { type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
 
 // The gate's first step, pure: which CRs it weighs (its members), what is known of each (the content Git
@@ -45,6 +46,8 @@ export interface GateInput {
   /** CRs no file declares that are kept anyway (a cluster within its departure grace period). */
   held: readonly ResourceIdentity[];
   now: Date;
+  /** The step under way of each upgrade chain (src/upgrade), kept in the state for the next sync. */
+  upgrades?: Readonly<Record<string, string>>;
 }
 
 /** One CR the gate weighs: wanted by the fleet (a step), or kept at its last state by a failed file. */
@@ -85,6 +88,19 @@ export function healthOf(cr: KubeObject): { healthy: boolean; reason: string } {
 
 export const hashOf = (object: KubeObject | undefined): string | undefined =>
   object?.metadata.annotations?.[DESIRED_HASH_ANNOTATION];
+
+/**
+ * What a hub CR has, as a baseline records it: its digest, the commit it came from, and the step it was
+ * given when an upgrade chain gave it one (what a revert re-derives it with).
+ */
+export function contentOf(live: KubeObject): Content {
+  const version = stepOf(live);
+  return {
+    hash: hashOf(live) ?? "",
+    commit: live.metadata.annotations?.[SOURCE_COMMIT_ANNOTATION] ?? "",
+    ...(version !== undefined && { version }),
+  };
+}
 
 export const isWrite = (step: ApplyStep | undefined): step is ApplyStep & { object: KubeObject } =>
   step?.action === "create" || step?.action === "update";

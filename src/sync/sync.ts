@@ -1,4 +1,5 @@
 import { admitHubObject } from "../admission/hub-cr.ts";
+import { KNATIVE_KINDS, type KnativeKind } from "../api/knative.ts";
 import { type Diagnostic, isError } from "../fleet/diagnostic.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import {
@@ -22,9 +23,10 @@ import { confirmedToken, type MirrorHub } from "../mirror/mirror.ts";
 import { expandForSync, type PlacementReport, type PlacementSync } from "../placement/combine.ts";
 import type { DepartureResult } from "../placement/departures.ts";
 import type { Inventory } from "../placement/inventory.ts";
-import type { ReleaseLoader } from "../render/release.ts";
+import { COMPONENT_OF_KIND, type ReleaseLoader } from "../render/index.ts";
 import { checkFleetSettings } from "../render/settings-check.ts";
 import type { GatedSteps, OpenedRollout, RolloutReport } from "../rollout/edge.ts";
+import { type ChainedCr, chainUpgrades, type UpgradeChains, upgradeMemory } from "../upgrade/chain.ts";
 import { type FleetSettings, hubCrPolicy } from "./settings.ts";
 
 // One sync of a commit into the hub, as the steps it takes, in order. The service runs them for every
@@ -36,7 +38,7 @@ import { type FleetSettings, hubCrPolicy } from "./settings.ts";
 /** What one sync did: for the service's log and metrics, the status files, and plan. */
 export interface SyncResult {
   source: MirrorSource;
-  /** The fleet model of the commit with every placement's CRs in it. */
+  /** The fleet model of the commit with every placement's CRs in it, each on its upgrade chain's step. */
   model: FleetModel;
   /** Every desired CR, by kind, namespace and name. */
   resources: ResourceOutcome[];
@@ -48,6 +50,8 @@ export interface SyncResult {
   /** The files that failed validation, with the CRs they declare: those keep their last good state. */
   failedFiles: FileResult[];
   placements: PlacementReport;
+  /** The CRs on their way through an upgrade chain, and the step each is given; absent when there are none. */
+  upgrades?: ChainedCr[];
   /** Absent when the fleet has no rollout policy. */
   rollout?: RolloutReport;
 }
@@ -86,6 +90,7 @@ export interface SyncRollout {
     steps: readonly ApplyStep[],
     live: readonly KubeObject[],
     held: readonly ResourceIdentity[],
+    upgrades?: UpgradeChains,
   ): Promise<GatedSteps>;
   orderPrunes(
     opened: OpenedRollout | undefined,
@@ -150,13 +155,23 @@ export async function sync(
   const checked: { model: FleetModel; warnings?: Diagnostic[] } = edges.releases
     ? await checkSettings(expanded.model, commit.files, edges.releases, live)
     : { model: expanded.model };
-  const { model } = checked;
+  // 2c. A version several minors ahead of a hub CR's becomes the next step of its upgrade chain; a sync
+  // without a rollout edge (plan) shows the step a chain at rest would take next.
+  const memory = edges.rollout
+    ? upgradeMemory(opened !== undefined, opened?.state)
+    : upgradeMemory(true, undefined);
+  const available = edges.releases && (await releasedVersions(edges.releases));
+  const upgrades = chainUpgrades(checked.model.resources, live, {
+    ...memory,
+    ...(available && { available }),
+  });
+  const model = { ...checked.model, resources: upgrades.resources };
   // 3. What to apply: admission, ownership, create, update or leave.
   const planned = decideApplies(model.resources, source, live, admission);
   // 4. The CRs of clusters that left a placement, kept within their grace period.
   const departures = edges.placements.hold(expanded, live, source.repository);
   // 5. Which changes go out now, which wait for their wave, what is put back (the state stored first).
-  const gated = await rollout.gate(opened, planned, live, departures.held);
+  const gated = await rollout.gate(opened, planned, live, departures.held, upgrades);
   // 6. Write what goes out.
   const resources = await write(edges.hub, gated.steps, admission);
   // 7. What to prune, behind the safeguards, in reverse wave order; delete it.
@@ -186,6 +201,7 @@ export async function sync(
     ...(checked.warnings && { warnings: checked.warnings }),
     failedFiles: model.files.filter((file) => file.status === "failed"),
     placements: { selections: expanded.selections, departures: departures.departures },
+    ...(upgrades.crs.length > 0 && { upgrades: upgrades.crs }),
     ...(report && { rollout: report }),
   };
 }
@@ -231,6 +247,15 @@ async function checkSettings(
     },
     warnings,
   };
+}
+
+/** The releases there are of each kind, for the upgrade chains; none when they cannot be listed. */
+async function releasedVersions(releases: ReleaseLoader): Promise<Record<string, readonly string[]>> {
+  const versions = (kind: KnativeKind) =>
+    releases.availableVersions(COMPONENT_OF_KIND[kind]).catch((): string[] => []);
+  return Object.fromEntries(
+    await Promise.all(KNATIVE_KINDS.map(async (kind) => [kind, await versions(kind)])),
+  );
 }
 
 /** Without a rollout policy's stage every change is made at once, in no particular order. */

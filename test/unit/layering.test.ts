@@ -11,6 +11,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["kube"],
   ["observability", "fleet", "apply", "admission"],
   ["source", "render", "access", "mirror", "text", "placement"],
+  ["verify", "upgrade"],
   ["install", "rollout"],
   ["sync"],
   ["reconcile", "plan", "status"],

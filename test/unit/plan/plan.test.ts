@@ -229,10 +229,26 @@ describe("plan, offline", SLOW, () => {
     expect(plan.errors).toBe(1);
   });
 
-  it("a jump of more than one minor is an error, and nothing is planned on the cluster", async () => {
+  it("a version two minors ahead is an upgrade chain: the plan is its first step, and says what follows", async () => {
     const plan = await planOf(await repoWith({ [EVENTING]: eventing("1.23") }));
+    const chained = resourceOf(plan, "spoke-2-eventing");
+    expect(chained.version).toEqual({ from: "1.21.4", to: "1.22.2" });
+    expect(chained.chain).toEqual({ minors: ["1.21", "1.22", "1.23"], step: "1.22", target: "1.23" });
+    expect(chained.findings).toEqual([]);
+    expect(chained.objects.changed.length).toBeGreaterThan(0);
+    expect(plan.errors).toBe(0);
+    expect(renderMarkdown(plan)).toContain(
+      "1.21.4 → 1.22.2, step of the upgrade chain 1.21 → **1.22** → 1.23 to 1.23 (one minor per rollout)",
+    );
+  });
+
+  it("a jump of more than one minor down is an error, and nothing is planned on the cluster", async () => {
+    const repo = await fleetRepo();
+    await repo.commit("main", { [SERVING]: serving(), [EVENTING]: eventing("1.23") });
+    await repo.commit("change", { [EVENTING]: eventing("1.21") });
+    const plan = await planOf(repo);
     const jumped = resourceOf(plan, "spoke-2-eventing");
-    expect(jumped.version).toEqual({ from: "1.21.4", to: "1.23.0" });
+    expect(jumped.version).toEqual({ from: "1.23.0", to: "1.21.4" });
     expect(jumped.findings).toEqual([expect.objectContaining({ severity: "error", code: "version-jump" })]);
     expect(jumped.findings[0]!.message).toContain("multiple MINOR versions");
     expect(jumped.objects).toEqual({ created: [], changed: [], deleted: [] });

@@ -26,8 +26,23 @@ const SCENARIOS: { name: string; head: Record<string, string | null>; exit: numb
     detailed: 1,
   },
   {
-    name: "a version jump the hub controller refuses",
+    name: "an upgrade two minors ahead: its chain's first step",
     head: { [SERVING]: serving({ version: "1.23" }) },
+    exit: 0,
+    detailed: 3,
+  },
+  {
+    name: "a version jump the hub controller refuses (its own manifests: no chain)",
+    head: {
+      [SERVING]: serving({
+        version: "1.23.0",
+        spec: {
+          manifests: [
+            { URL: "https://github.com/knative/serving/releases/download/knative-v1.23.0/serving-core.yaml" },
+          ],
+        },
+      }),
+    },
     exit: 1,
     detailed: 1,
   },

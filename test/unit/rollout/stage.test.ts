@@ -4,6 +4,7 @@ import {
   ROLLOUT_REFUSED_ANNOTATION,
   ROLLOUT_START_OVER_ANNOTATION,
   ROLLOUT_WAITING_ANNOTATION,
+  UPGRADE_TARGET_ANNOTATION,
 } from "../../../src/api/labels.ts";
 import { buildFleetModel, type FleetFile } from "../../../src/fleet/model.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
@@ -520,5 +521,77 @@ describe("the rollout stage on a hub", () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(failures()).toHaveLength(1);
     stage.stop();
+  });
+});
+
+describe("an upgrade chain through the rollout stage", () => {
+  const version = (kube: FakeKube, name: string) =>
+    (kube.find("KnativeServing", name)?.spec as { version?: string } | undefined)?.version;
+
+  it("takes 1.20 to 1.23 one minor per rollout, canary first, and a halt reverts exactly one step", async () => {
+    const hub = setup();
+    const { kube, sync } = hub;
+    const policy = { ...POLICY, soak: "0s", timeLimit: "0s", onFailure: "HaltAndRevert" };
+    const at = (v: string) => fleetFiles(["c1", "c2"], policy, () => v);
+    await sync(at("1.20"), "a");
+    healthy(kube, "c1-serving");
+    await sync(at("1.20"), "a");
+    healthy(kube, "c2-serving");
+    expect((await sync(at("1.20"), "a")).report?.phase).toBe("Complete");
+
+    const seen: string[] = [];
+    const record = () => seen.push(`${version(kube, "c1-serving")}/${version(kube, "c2-serving")}`);
+    // Step 1.21: the canary, then the rest; the rollout completes before 1.22 opens anywhere.
+    await sync(at("1.23"), "b");
+    record();
+    expect(kube.find("KnativeServing", "c1-serving")?.metadata.annotations?.[UPGRADE_TARGET_ANNOTATION]).toBe(
+      "1.23",
+    );
+    healthy(kube, "c1-serving");
+    await sync(at("1.23"), "b");
+    record();
+    healthy(kube, "c2-serving");
+    expect((await sync(at("1.23"), "b")).report?.phase).toBe("Complete");
+    expect(stored(kube)?.upgrades).toEqual({ "KnativeServing 1.23": "1.21" });
+    // Step 1.22 opens on the canary only.
+    expect((await sync(at("1.23"), "b")).report).toMatchObject({ phase: "Progressing", wave: "canary" });
+    record();
+    expect(seen).toEqual(["1.21/1.20", "1.21/1.21", "1.22/1.21"]);
+    // The canary never becomes healthy on 1.22: halted, and it goes back to 1.21, not to 1.20.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const halted = await sync(at("1.23"), "b");
+    expect(halted.report?.phase).toBe("Halted");
+    expect(version(kube, "c1-serving")).toBe("1.21");
+    expect(version(kube, "c2-serving")).toBe("1.21");
+    expect(stored(kube)?.crs["KnativeServing knative-fleet/c1-serving"]?.baseline?.version).toBe("1.21");
+    hub.stage.stop();
+  });
+
+  it("without a policy, moves a step once every CR of the chain is Ready on it, and syncs again to see", async () => {
+    let due = 0;
+    const hub = setup(() => due++);
+    const { kube, sync } = hub;
+    const at = (v: string) => fleetFiles(["c1", "c2"], undefined, () => v);
+    await sync(at("1.21"), "a");
+    const installed = (name: string) => {
+      healthy(kube, name);
+      const cr = kube.find("KnativeServing", name)!;
+      (cr.status as Record<string, unknown>).version = version(kube, name);
+    };
+    installed("c1-serving");
+    installed("c2-serving");
+    await sync(at("1.23"), "b");
+    expect([version(kube, "c1-serving"), version(kube, "c2-serving")]).toEqual(["1.22", "1.22"]);
+    // c1 is Ready on 1.22, c2 not yet: no 1.23 anywhere.
+    installed("c1-serving");
+    const { result } = await sync(at("1.23"), "b");
+    expect([version(kube, "c1-serving"), version(kube, "c2-serving")]).toEqual(["1.22", "1.22"]);
+    expect(result.upgrades?.map((cr) => cr.step)).toEqual(["1.22", "1.22"]);
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(due).toBeGreaterThan(0);
+    installed("c2-serving");
+    await sync(at("1.23"), "b");
+    expect([version(kube, "c1-serving"), version(kube, "c2-serving")]).toEqual(["1.23", "1.23"]);
+    hub.stage.stop();
   });
 });

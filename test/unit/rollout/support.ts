@@ -8,6 +8,7 @@ import { type GateOutcome, gateApplies } from "../../../src/rollout/gate.ts";
 import { revertStep, revertsOf, withReverts } from "../../../src/rollout/revert.ts";
 import { type RolloutState, RolloutStateSchema } from "../../../src/rollout/state.ts";
 import type { GateInput } from "../../../src/rollout/weigh.ts";
+import { chainUpgrades, upgradeMemory } from "../../../src/upgrade/chain.ts";
 import { cluster, crFile, TEST_REPOSITORY as REPOSITORY, rolloutText } from "../../support/fleet-files.ts";
 
 // The shared fleet fixtures (test/support/fleet-files.ts) these tests build on.
@@ -67,7 +68,9 @@ export class FakeHub {
   ): GateOutcome {
     this.commits.set(commit, model);
     const source = { repository: REPOSITORY, branch: "main", commit };
-    const steps = decideApplies(model.resources, source, this.live());
+    // As the sync does: a version several minors ahead is the next step of its upgrade chain.
+    const upgrades = chainUpgrades(model.resources, this.live(), upgradeMemory(true, this.state));
+    const steps = decideApplies(upgrades.resources, source, this.live());
     const input: GateInput = {
       spec: model.rollout.policy!.rollout.spec,
       hubPaused: this.hubPaused,
@@ -77,6 +80,7 @@ export class FakeHub {
       frozen: model.files.filter((f) => f.status === "failed").flatMap((f) => f.declares),
       held,
       now,
+      upgrades: upgrades.steps,
     };
     const outcome = gateApplies(input, steps, this.live());
     const reverts = revertsOf(outcome, (request) =>
@@ -120,6 +124,10 @@ export class FakeHub {
       ...object,
       status: {
         observedGeneration: object.metadata.generation,
+        // What the controller installed: the version asked for, once it is healthy on it.
+        ...(healthy
+          ? { version: (object.spec as { version?: string }).version }
+          : { version: (object.status as { version?: string } | undefined)?.version }),
         conditions: [condition("DeploymentsAvailable", healthy), condition("Ready", healthy)],
       },
     });
