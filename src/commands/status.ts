@@ -20,7 +20,7 @@ import {
   type RolloutView,
   rolloutViewOf,
 } from "../rollout/state.ts";
-import { compareRows, type HubCrRow, hubCrRow } from "../status/row.ts";
+import { compareRows, type HubCrRow, hubCrRow, versionText } from "../status/row.ts";
 import { shortCommit } from "../text/commit.ts";
 import { commandSettings } from "./access-settings.ts";
 import { type Command, type CommandContext, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "./command.ts";
@@ -285,7 +285,8 @@ function statusRow(object: KubeObject): StatusRow {
   const status = object.status as KnativeStatus | undefined;
   const read = readinessOf({ metadata, status });
   const row = hubCrRow(object);
-  const { cluster, kind, namespace, name, phase, reason, message, version, path, commit } = row;
+  const { cluster, kind, namespace, name, phase, reason, message, version, upgradeTarget, path, commit } =
+    row;
   // Field by field, in the order `-o json` and `-o yaml` have always printed them.
   return {
     cluster,
@@ -304,6 +305,7 @@ function statusRow(object: KubeObject): StatusRow {
     path,
     commit,
     deleting: read.deleting ? deletion(object, row, status?.conditions ?? []) : undefined,
+    upgradeTarget,
   };
 }
 
@@ -329,7 +331,7 @@ const STATUS_COLUMNS: readonly Column<StatusRow>[] = [
   { header: "KIND", cell: (row) => row.kind },
   { header: "CR", cell: (row) => `${row.namespace}/${row.name}` },
   { header: "READY", cell: (row) => row.ready },
-  { header: "VERSION", cell: (row) => row.version ?? "-" },
+  { header: "VERSION", cell: (row) => versionText(row) ?? "-" },
   { header: "GENERATION", cell: generationCell, wide: true },
   { header: "SOURCE", cell: sourceCell, wide: true },
   { header: "STATUS", cell: statusCell },

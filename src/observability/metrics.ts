@@ -48,6 +48,8 @@ export interface FleetMetrics {
   setLeader(isLeader: boolean): void;
   /** The rollout's state after a sync (src/rollout): halted or not, waves completed, CRs held back. */
   rolloutObserved(r: { phase: string; waiting: number; wavesCompleted: number }): void;
+  /** The CRs on an upgrade chain after a sync (src/upgrade): each chain's step and how many CRs it gives. */
+  upgradesObserved(crs: readonly { chain: string; step: string }[]): void;
   /** This replica's view of the shards: live members, and how many clusters it reconciles. */
   shardsObserved(r: { members: number; clusters: number }): void;
 }
@@ -202,6 +204,12 @@ export function createMetrics(): FleetMetrics {
     help: "Waves the rollout of the newest revision has completed.",
     registers,
   });
+  const upgradeSteps = new Gauge({
+    name: "knative_fleet_upgrade_chain_resources",
+    help: "Hub CRs given a step of an upgrade chain (a version several minors ahead walked one minor per rollout), by kind, the minor the chain goes to and the step, after the last sync.",
+    labelNames: ["kind", "target", "step"] as const,
+    registers,
+  });
   const shardMembers = new Gauge({
     name: "knative_fleet_shard_members",
     help: "Live replicas sharing the reconcile, as this replica sees them (sharding.enabled).",
@@ -222,6 +230,7 @@ export function createMetrics(): FleetMetrics {
   const dropLeaderState = () => {
     for (const gauge of leaderOnly) gauge.set(0);
     for (const state of PENDING_PRUNE_STATES) prunePending.set({ state }, 0);
+    upgradeSteps.reset();
   };
   dropLeaderState();
   leader.set(0);
@@ -291,6 +300,13 @@ export function createMetrics(): FleetMetrics {
       remember(providersOf, cluster, provider);
       execPluginDuration.observe(labels, seconds(durationMs));
       execPluginErrors.inc(labels, error ? 1 : 0);
+    },
+    upgradesObserved(crs) {
+      upgradeSteps.reset();
+      for (const { chain, step } of crs) {
+        const [kind = "", target = ""] = chain.split(" ");
+        upgradeSteps.inc({ kind, target, step });
+      }
     },
     rolloutObserved({ phase, waiting, wavesCompleted }) {
       const halted = phase === "Halted";

@@ -49,11 +49,11 @@ interface SyncRun {
 }
 
 /** What a sync's report reads of its result. */
-export type SyncOutcome = Pick<SyncResult, "resources" | "prune" | "failedFiles" | "rollout">;
+export type SyncOutcome = Pick<SyncResult, "resources" | "prune" | "failedFiles" | "rollout" | "upgrades">;
 
 /** Where a sync is reported: its series and one log line. */
 export interface SyncSinks {
-  metrics: Pick<FleetMetrics, "syncFinished" | "rolloutObserved" | "pruned">;
+  metrics: Pick<FleetMetrics, "syncFinished" | "rolloutObserved" | "upgradesObserved" | "pruned">;
   log: Pick<Logger, "info">;
 }
 
@@ -66,6 +66,7 @@ export function reportSync(result: SyncOutcome, run: SyncRun, to: SyncSinks): vo
   to.metrics.syncFinished({ durationMs, trigger });
   if (result.rollout)
     to.metrics.rolloutObserved({ ...result.rollout, wavesCompleted: result.rollout.history.length });
+  to.metrics.upgradesObserved(result.upgrades ?? []);
   to.metrics.pruned({ outcome: result.prune.state, count: result.prune.candidates.length });
   const counts: Record<string, number> = {};
   for (const r of result.resources) counts[r.action] = (counts[r.action] ?? 0) + 1;

@@ -1,6 +1,10 @@
 import { type ReadinessPhase, readinessOf } from "../api/conditions.ts";
 import type { KnativeStatus } from "../api/knative.ts";
-import { SOURCE_COMMIT_ANNOTATION, SOURCE_PATH_ANNOTATION } from "../api/labels.ts";
+import {
+  SOURCE_COMMIT_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+  UPGRADE_TARGET_ANNOTATION,
+} from "../api/labels.ts";
 import { compareStrings } from "../fleet/diagnostic.ts";
 import { clusterLabel, identityOf, type ResourceIdentity, targetOf } from "../fleet/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
@@ -19,6 +23,8 @@ export interface HubCrRow extends ResourceIdentity {
   message?: string;
   /** The installed Knative version. */
   version?: string;
+  /** On a step of an upgrade chain (src/upgrade): the version its file wants, where the chain goes. */
+  upgradeTarget?: string;
   /** The commit the hub CR's content came from, and its fleet file relative to the repository root. */
   commit?: string;
   path?: string;
@@ -36,10 +42,15 @@ export function hubCrRow(cr: KubeObject): HubCrRow {
     reason,
     message,
     version: status?.version,
+    upgradeTarget: annotations[UPGRADE_TARGET_ANNOTATION],
     commit: annotations[SOURCE_COMMIT_ANNOTATION],
     path: annotations[SOURCE_PATH_ANNOTATION],
   });
 }
+
+/** The installed version, and where an upgrade chain takes it: `1.21.4 (chain to 1.23)`. */
+export const versionText = (row: HubCrRow): string | undefined =>
+  row.upgradeTarget === undefined ? row.version : `${row.version ?? "-"} (chain to ${row.upgradeTarget})`;
 
 /** Rows by cluster, then kind, namespace and name: the order every fleet listing uses. */
 export function compareRows(

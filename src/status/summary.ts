@@ -11,7 +11,7 @@ import { type RolloutVerdict, rolloutVerdict } from "../rollout/state.ts";
 import type { SyncResult } from "../sync/sync.ts";
 import { shortCommit } from "../text/commit.ts";
 import { markdownCell, markdownTable, markdownText } from "../text/markdown.ts";
-import { compareRows, type HubCrRow, hubCrRow } from "./row.ts";
+import { compareRows, type HubCrRow, hubCrRow, versionText } from "./row.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
 // fleet.yaml for tools, both from one summary so they never disagree. The output is a pure function of
@@ -214,7 +214,7 @@ function resourcesTable(rows: readonly HubCrRow[]): string {
       row.kind,
       `${row.namespace}/${row.name}`,
       PHASE_MARK[row.phase],
-      row.version ?? "",
+      versionText(row) ?? "",
       row.message ?? "",
       row.commit === undefined ? "" : shortCommit(row.commit),
     ]),

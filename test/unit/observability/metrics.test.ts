@@ -154,6 +154,11 @@ describe("fleet metrics", () => {
     metrics.setLeader(true);
     metrics.pruned({ outcome: "held", count: 5 });
     metrics.rolloutObserved({ phase: "Halted", waiting: 3, wavesCompleted: 1 });
+    metrics.upgradesObserved([
+      { chain: "KnativeServing 1.23", step: "1.21" },
+      { chain: "KnativeServing 1.23", step: "1.21" },
+      { chain: "KnativeServing 1.23", step: "1.22" },
+    ]);
     metrics.pollFinished({ failed: true });
     metrics.statusCommitFinished({ outcome: "failed" });
     let lines = await samples(metrics);
@@ -161,8 +166,15 @@ describe("fleet metrics", () => {
     expect(lines).toContain("knative_fleet_rollout_halts_total 1");
     expect(lines).toContain("knative_fleet_rollout_waiting_resources 3");
     expect(lines).toContain("knative_fleet_rollout_waves_completed 1");
+    expect(lines).toContain(
+      'knative_fleet_upgrade_chain_resources{kind="KnativeServing",target="1.23",step="1.21"} 2',
+    );
+    expect(lines).toContain(
+      'knative_fleet_upgrade_chain_resources{kind="KnativeServing",target="1.23",step="1.22"} 1',
+    );
     metrics.setLeader(false);
     lines = await samples(metrics);
+    expect(lines.filter((line) => line.startsWith("knative_fleet_upgrade_chain_resources{"))).toEqual([]);
     for (const line of [
       "knative_fleet_leader 0",
       'knative_fleet_prune_pending{state="held"} 0',

@@ -29,6 +29,7 @@ function sinks() {
     forgetResource: note("forgetResource"),
     syncFinished: note("syncFinished"),
     rolloutObserved: note("rolloutObserved"),
+    upgradesObserved: note("upgradesObserved"),
     pruned: note("pruned"),
   } satisfies Partial<FleetMetrics>;
   const events = {
@@ -147,6 +148,7 @@ describe("reportSync", () => {
     reportSync(outcome(), RUN, to);
     expect(to.calls).toEqual([
       ["syncFinished", { durationMs: 250, trigger: "git" }],
+      ["upgradesObserved", []],
       ["pruned", { outcome: "held", count: 1 }],
       [
         "log.info",
@@ -169,6 +171,7 @@ describe("reportSync", () => {
     expect(to.calls).toEqual([
       ["syncFinished", { durationMs: 250, trigger: "rollout" }],
       ["rolloutObserved", { ...rollout, wavesCompleted: 1 }],
+      ["upgradesObserved", []],
       ["pruned", { outcome: "held", count: 1 }],
       [
         "log.info",

@@ -45,6 +45,7 @@ function loop(over: Partial<SyncLoopOptions> = {}) {
       metrics: {
         syncFinished: ({ trigger }) => noted.push(["syncFinished", trigger]),
         rolloutObserved: () => noted.push(["rolloutObserved"]),
+        upgradesObserved: () => noted.push(["upgradesObserved"]),
         pruned: (r) => noted.push(["pruned", r.outcome]),
       },
       log: {
@@ -101,6 +102,7 @@ describe("SyncLoop", () => {
     await done;
     expect(noted).toEqual([
       ["syncFinished", "git"],
+      ["upgradesObserved"],
       ["pruned", "none"],
       [
         "log",
