@@ -1,6 +1,12 @@
 import { z } from "zod";
-import { ClusterRefSchema, Dns1123LabelSchema, FleetMetadataSchema } from "./document-schema.ts";
+import {
+  ClusterRefSchema,
+  Dns1123LabelSchema,
+  Dns1123SubdomainSchema,
+  FleetMetadataSchema,
+} from "./document-schema.ts";
 import { durationMs } from "./duration.ts";
+import { httpUrlProblem, promqlTemplateProblem, urlTemplateProblem } from "./gate-template.ts";
 import { ClusterSelectorTermSchema, MAX_LISTED_CLUSTERS, MAX_TERMS } from "./placement-schema.ts";
 
 // The rollout policy format (docs/rollout.md): ordered waves of clusters (a canary first), how many clusters
@@ -14,6 +20,11 @@ export const ROLLOUT_KIND = "KnativeRollout";
 
 const MAX_WAVES = 20;
 const MAX_WINDOWS = 32;
+const MAX_GATES = 16;
+const MAX_STATUSES = 16;
+const MAX_SUCCESSES = 100;
+const MAX_QUERY_LENGTH = 4096;
+const MAX_URL_LENGTH = 2048;
 
 const DurationSchema = z
   .string()
@@ -90,6 +101,117 @@ const WaveSchema = z
   });
 export type RolloutWave = z.infer<typeof WaveSchema>;
 
+/** A string a refinement checks, its problem reported at the field (file:line). */
+const checkedString = (max: number, problemOf: (text: string) => string | undefined) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .superRefine((text, ctx) => {
+      const problem = problemOf(text);
+      if (problem) ctx.addIssue({ code: "custom", input: text, message: problem });
+    });
+
+export const THRESHOLD_OPS = ["<", "<=", ">", ">=", "==", "!="] as const;
+export type ThresholdOp = (typeof THRESHOLD_OPS)[number];
+
+const SecretKeyRefSchema = z
+  .strictObject({
+    name: Dns1123SubdomainSchema.describe("A Secret in knative-fleet's own namespace on the hub."),
+    key: z
+      .string()
+      .max(253)
+      .regex(/^[-._a-zA-Z0-9]+$/, { error: "must be a Secret data key: letters, digits, '-', '_' and '.'" }),
+  })
+  .describe("The Secret key holding the bearer token sent to Prometheus.");
+
+const PrometheusGateSchema = z
+  .strictObject({
+    url: checkedString(MAX_URL_LENGTH, httpUrlProblem)
+      .optional()
+      .describe("Prometheus' base URL (without /api/v1); the service config's Prometheus URL when absent."),
+    query: checkedString(MAX_QUERY_LENGTH, promqlTemplateProblem).describe(
+      'An instant PromQL query; placeholders such as cluster="{{ .cluster.name }}" go inside string literals.',
+    ),
+    threshold: z
+      .strictObject({
+        op: z.enum(THRESHOLD_OPS, { error: `must be one of ${THRESHOLD_OPS.join(" ")}` }),
+        // z.number() refuses YAML's .inf with "expected number, got number"; this says why.
+        value: z.custom<number>((v) => typeof v === "number" && Number.isFinite(v), {
+          error: "must be a finite number",
+        }),
+      })
+      .describe("The gate passes when every value of the result compares true: `value op threshold`."),
+    onNoData: z
+      .enum(["Fail", "Pass"], { error: "must be Fail or Pass" })
+      .default("Fail")
+      .describe("An empty result, or NaN, fails the gate unless Pass."),
+    bearerTokenSecretRef: SecretKeyRefSchema.optional(),
+    timeout: DurationSchema.default("10s").describe("How long the query may take."),
+  })
+  .describe("A Prometheus instant query compared with a threshold.");
+
+const STATUS_ERROR = "must be an HTTP status code (100-599)";
+const StatusCodeSchema = z
+  .number({ error: STATUS_ERROR })
+  .int({ error: STATUS_ERROR })
+  .min(100, { error: STATUS_ERROR })
+  .max(599, { error: STATUS_ERROR });
+
+const HttpGateSchema = z
+  .strictObject({
+    url: checkedString(MAX_URL_LENGTH, urlTemplateProblem).describe(
+      "The http or https URL to GET; placeholder values are percent-encoded.",
+    ),
+    expectStatus: z
+      .union([StatusCodeSchema, z.array(StatusCodeSchema).min(1).max(MAX_STATUSES)], {
+        error: "must be an HTTP status code (100-599) or a list of them",
+      })
+      .default(200)
+      .describe("The status (or statuses) a probe must answer with; redirects are not followed."),
+    maxLatency: DurationSchema.default("2s").describe("How long each probe may take, its body included."),
+    successes: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_SUCCESSES)
+      .default(3)
+      .describe("How many probes in a row must succeed; the first failure fails the gate."),
+    interval: DurationSchema.default("1s").describe("The wait between two probes."),
+    timeout: DurationSchema.default("30s").describe("The deadline for all the probes together."),
+  })
+  .refine(
+    (http) => {
+      const [interval, maxLatency, timeout] = [http.interval, http.maxLatency, http.timeout].map(durationMs);
+      // A field that is no duration has its own error already.
+      if (interval === undefined || maxLatency === undefined || timeout === undefined) return true;
+      return (http.successes - 1) * interval + maxLatency <= timeout;
+    },
+    {
+      path: ["timeout"],
+      error: "is too short for the probes: it must be at least (successes - 1) x interval + maxLatency",
+    },
+  )
+  .describe("HTTP probes: successes in a row, each with an expected status within maxLatency.");
+
+const GateSchema = z
+  .strictObject({
+    name: Dns1123LabelSchema,
+    waves: z
+      .array(z.string())
+      .min(1)
+      .max(MAX_WAVES + 1)
+      .optional()
+      .describe("The waves whose clusters the gate checks (remaining included); every wave when absent."),
+    prometheus: PrometheusGateSchema.optional(),
+    http: HttpGateSchema.optional(),
+  })
+  .refine((gate) => (gate.prometheus === undefined) !== (gate.http === undefined), {
+    error: "a gate needs exactly one of prometheus or http",
+  })
+  .describe("A check a wave's clusters must pass before the next wave opens.");
+export type RolloutGate = z.infer<typeof GateSchema>;
+
 const ON_FAILURE = ["Halt", "HaltAndRevert"] as const;
 
 export const RolloutDocumentSchema = z.strictObject({
@@ -106,6 +228,12 @@ export const RolloutDocumentSchema = z.strictObject({
       windows: z.array(WindowSchema).min(1).max(MAX_WINDOWS).optional(),
       paused: z.boolean().default(false),
       allAtOnce: z.boolean().default(false),
+      gates: z
+        .array(GateSchema)
+        .min(1)
+        .max(MAX_GATES)
+        .optional()
+        .describe("Verification gates (Prometheus queries, HTTP probes) each cluster of a wave must pass."),
     })
     .superRefine((spec, ctx) => {
       const seen = new Set<string>();
@@ -123,6 +251,7 @@ export const RolloutDocumentSchema = z.strictObject({
         }
         seen.add(wave.name);
       });
+      gateProblems(spec, ctx);
     }),
 });
 export type RolloutDocument = z.infer<typeof RolloutDocumentSchema>;
@@ -130,3 +259,32 @@ export type RolloutSpec = RolloutDocument["spec"];
 
 /** The implicit last wave: the clusters no wave selects (and CRs that install on the hub itself). */
 export const REMAINING_WAVE = "remaining";
+
+/** Gates named twice, and gates naming a wave the policy does not have. */
+function gateProblems(
+  spec: { waves: readonly { name: string }[]; gates?: readonly RolloutGate[] | undefined },
+  ctx: z.RefinementCtx,
+): void {
+  const waves = new Set([...spec.waves.map((w) => w.name), REMAINING_WAVE]);
+  const seen = new Set<string>();
+  spec.gates?.forEach((gate, index) => {
+    if (seen.has(gate.name)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["gates", index, "name"],
+        input: gate.name,
+        message: `gate "${gate.name}" is named twice`,
+      });
+    }
+    seen.add(gate.name);
+    gate.waves?.forEach((wave, at) => {
+      if (waves.has(wave)) return;
+      ctx.addIssue({
+        code: "custom",
+        path: ["gates", index, "waves", at],
+        input: wave,
+        message: `"${wave}" is no wave of this policy (${[...waves].join(", ")})`,
+      });
+    });
+  });
+}
