@@ -23,6 +23,7 @@ import {
   contentOf,
   type GateInput,
   inEpoch,
+  isBlocked,
   isGated,
   isPending,
   isSafe,
@@ -129,6 +130,7 @@ export function gateApplies(
   state = phase(haltOnFailure(w, state));
   const paused = input.spec.paused || input.hubPaused;
   const released = releaseSafe(w, state, paused);
+  holdBlocked(w, state, released);
   if (state.phase === "Halted") holdForHalt(w, state, released);
   else if (open !== -1 && !paused) state = phase(releaseWave(w, state, open, released));
   if (state.phase !== "Halted") state = phase(completeWaves(w, state, open));
@@ -264,6 +266,14 @@ function releaseSafe(w: Weighing, state: RolloutState, paused: boolean): Release
   return released;
 }
 
+/** A change its cluster is not ready for waits, whatever wave is open, saying why (the preflight's finding). */
+function holdBlocked(w: Weighing, state: RolloutState, released: Release): void {
+  for (const m of w.members) {
+    if (isBlocked(w, m))
+      released.waiting.set(m.key, `${rolloutName(state)}: its cluster is not ready for it: ${m.blocked}`);
+  }
+}
+
 /** While halted every gated change waits, saying where and what lifts it. */
 function holdForHalt(w: Weighing, state: RolloutState, released: Release): void {
   const why = rolloutVerdict(rolloutViewOf(state)).message;
@@ -298,6 +308,7 @@ function releaseWave(w: Weighing, state: RolloutState, open: number, released: R
     : maxUnavailableCount(wave.maxUnavailable, inWave.length) -
       inWave.filter((m) => isUnavailable(w, m)).length;
   for (const m of inWave.filter((m) => isGated(w, m))) {
+    if (isBlocked(w, m)) continue; // holdBlocked said why
     // A CR already counted takes its new content in its own place: the count does not grow.
     const ownPlace = isUnavailable(w, m);
     if ((ownPlace || budget > 0) && isWrite(m.step)) {

@@ -2,6 +2,7 @@ import { OPERATOR_API_VERSION } from "../api/knative.ts";
 import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../api/labels.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
+import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep, MirrorSource, PruneCandidate } from "../mirror/decide.ts";
@@ -10,11 +11,13 @@ import type { Logger } from "../observability/log.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
 import { commitInMessage } from "../text/commit.ts";
 import type { UpgradeChains } from "../upgrade/chain.ts";
+import { evaluateGates, type GateOptions } from "../verify/evaluate.ts";
 import type { GatedSteps, OpenedRollout, RolloutReport } from "./edge.ts";
 import { gateApplies, gatePrunes, holdStep } from "./gate.ts";
 import { revertsFor, withReverts } from "./revert.ts";
-import { historyOf, ROLLOUT_STATE_CONFIGMAP, rolloutVerdict, stateText } from "./state.ts";
+import { historyOf, ROLLOUT_STATE_CONFIGMAP, type RolloutState, rolloutVerdict, stateText } from "./state.ts";
 import { SealedStateStore, stateObject } from "./state-store.ts";
+import { crsToVerify, verify } from "./verification.ts";
 
 interface RolloutStageOptions {
   hub: KubeClient;
@@ -36,6 +39,8 @@ interface RolloutStageOptions {
   /** Sync the last commit again. */
   onDue(): void;
   now?(): Date;
+  /** What the policy's verification gates read besides the policy: the Prometheus URL, a token's Secret. */
+  gates?: Pick<GateOptions, "prometheusUrl" | "readSecret" | "dispatcher">;
 }
 
 /**
@@ -126,6 +131,7 @@ export class RolloutStage {
       return { steps: steps.map((step) => holdStep(step, holdAll ?? "")), revertEvents: [], chainsUnderWay };
     }
     const { commit, hubPaused, state, frozen, now, startedOver } = opened;
+    const failing = await this.#verify(spec, clusters, state, live);
     const outcome = gateApplies(
       {
         spec,
@@ -137,6 +143,7 @@ export class RolloutStage {
         held,
         now,
         ...(upgrades && { upgrades: upgrades.steps }),
+        ...(failing.size > 0 && { failing }),
         ...(startedOver && { startedOver }),
       },
       steps,
@@ -151,6 +158,22 @@ export class RolloutStage {
       revertEvents: reverts.events,
       chainsUnderWay,
     };
+  }
+
+  /** The verification gates on the CRs Ready on a change of this rollout: the failing ones, with why. */
+  async #verify(
+    spec: RolloutSpec,
+    clusters: readonly InventoryCluster[],
+    state: RolloutState | undefined,
+    live: readonly KubeObject[],
+  ): Promise<Map<string, string>> {
+    const crs = crsToVerify(spec, clusters, state, live);
+    if (crs.length === 0) return new Map();
+    const { failing, cost } = await verify(crs, (cluster, options) =>
+      evaluateGates(spec.gates ?? [], cluster, { ...this.#options.gates, ...options }),
+    );
+    this.#options.log.info({ ...cost, failing: Object.fromEntries(failing) }, "verification gates evaluated");
+    return failing;
   }
 
   /** The prune's candidates in reverse wave order (those that wait marked); all of them wait while held. */

@@ -48,6 +48,16 @@ export interface GateInput {
   now: Date;
   /** The step under way of each upgrade chain (src/upgrade), kept in the state for the next sync. */
   upgrades?: Readonly<Record<string, string>>;
+  /**
+   * CRs whose cluster is not ready for the change they wait for (the spoke preflight, src/preflight), by
+   * `Kind namespace/name`, with why: they are not let through, and their wave does not wait for them.
+   */
+  blocked?: ReadonlyMap<string, string>;
+  /**
+   * CRs Ready on the content they have that a verification gate of the policy fails (src/verify), with the
+   * gate, its query or URL and the value: the gate reads them as not healthy.
+   */
+  failing?: ReadonlyMap<string, string>;
 }
 
 /** One CR the gate weighs: wanted by the fleet (a step), or kept at its last state by a failed file. */
@@ -64,6 +74,8 @@ export interface Member {
   target?: string;
   frozen: boolean;
   health: { healthy: boolean; reason: string };
+  /** Why its cluster is not ready for its change (the spoke preflight). */
+  blocked?: string;
 }
 
 /** What one sync weighs: the members by wave then key, and what is known of each CR (updated in place). */
@@ -84,6 +96,12 @@ export interface Weighing {
 export function healthOf(cr: KubeObject): { healthy: boolean; reason: string } {
   const readiness = readinessOf({ metadata: cr.metadata, status: cr.status as KnativeStatus | undefined });
   return { healthy: readiness.phase === "Current", reason: readiness.message ?? "" };
+}
+
+/** Its health, and a Ready CR that a verification gate fails is not healthy, for the gate's reason. */
+function verifiedHealthOf(cr: KubeObject, failing: string | undefined): { healthy: boolean; reason: string } {
+  const health = healthOf(cr);
+  return health.healthy && failing !== undefined ? { healthy: false, reason: failing } : health;
 }
 
 export const hashOf = (object: KubeObject | undefined): string | undefined =>
@@ -145,7 +163,10 @@ export function weigh(input: GateInput, steps: readonly ApplyStep[], live: reado
       ...(current ? { live: current, liveHash: hashOf(current) } : {}),
       ...(target !== undefined ? { target } : {}),
       frozen,
-      health: current ? healthOf(current) : { healthy: false, reason: "not applied yet" },
+      health: current
+        ? verifiedHealthOf(current, input.failing?.get(key))
+        : { healthy: false, reason: "not applied yet" },
+      ...(input.blocked?.has(key) && { blocked: input.blocked.get(key) }),
     });
   };
   for (const step of steps) {
@@ -230,9 +251,20 @@ export function soaked(w: Weighing, m: Member): boolean {
   );
 }
 
-/** Every member of the wave is on the content Git wants and, if it changed, soaked on it. */
+/**
+ * A member whose cluster fails the preflight for a change it has not started: its wave goes on without it.
+ */
+export const isBlocked = (w: Weighing, m: Member): boolean =>
+  m.blocked !== undefined && isGated(w, m) && !inEpoch(w, m);
+
+/**
+ * Every member of the wave is on the content Git wants and, if it changed, soaked on it; a member its
+ * cluster's preflight holds back is not waited for.
+ */
 const waveDone = (w: Weighing, wave: number): boolean =>
-  w.members.every((m) => m.wave !== wave || (!isPending(m) && (!inEpoch(w, m) || soaked(w, m))));
+  w.members.every(
+    (m) => m.wave !== wave || isBlocked(w, m) || (!isPending(m) && (!inEpoch(w, m) || soaked(w, m))),
+  );
 
 /** The first wave that is not done, or -1. */
 export const openWaveIndex = (w: Weighing): number => w.waves.findIndex((_, index) => !waveDone(w, index));

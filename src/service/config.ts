@@ -125,6 +125,8 @@ const ServiceConfigSchema = z
       .strictObject({
         /** While a wave is open, soaking or waiting for a window, how often it is checked again (docs/rollout.md). */
         checkInterval: z.string().default("5s"),
+        /** The Prometheus a policy's prometheus gate queries when it names no url of its own (docs/rollout.md). */
+        prometheusUrl: z.url({ protocol: /^https?$/ }).optional(),
       })
       .default({ checkInterval: "5s" }),
   })

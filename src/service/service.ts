@@ -16,6 +16,7 @@ import { checkWebhookSecret, GitSource, Poller } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
 import type { FleetSettings } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
+import { readSecretKey } from "../verify/secret.ts";
 import {
   ConfigError,
   fleetSettings,
@@ -233,6 +234,10 @@ export class FleetService {
       log: log.child({ component: "rollout" }),
       checkIntervalMs: parseDuration(config.rollout.checkInterval),
       onDue: () => this.syncs.again("rollout"),
+      gates: {
+        ...(config.rollout.prometheusUrl && { prometheusUrl: config.rollout.prometheusUrl }),
+        readSecret: (ref) => readSecretKey(hub, this.settings.defaultNamespace, ref),
+      },
     });
     this.poller = new Poller({
       source,

@@ -121,7 +121,7 @@ The rendered service config (config.yaml): the contract with the service, docume
   "allowedClusterProfileNamespaces" .Values.multicluster.allowedClusterProfileNamespaces
   "access" .Values.multicluster.access
   "placements" (dict "departureGracePeriod" $fleet.placementDepartureGracePeriod)
-  "rollout" (dict "checkInterval" $fleet.rolloutCheckInterval)
+  "rollout" (ternary (dict "checkInterval" $fleet.rolloutCheckInterval "prometheusUrl" $fleet.rolloutPrometheusUrl) (dict "checkInterval" $fleet.rolloutCheckInterval) (ne ($fleet.rolloutPrometheusUrl | default "") ""))
   "reconciler" $fleet.reconciler
   "leaderElection" (dict
     "enabled" (eq (include "knative-fleet.leaderElection" .) "true")

@@ -52,6 +52,8 @@ export class FakeHub {
   readonly commits = new Map<string, FleetModel>();
   state: RolloutState | undefined;
   hubPaused = false;
+  /** What the stage learns from the spokes before the gate: preflight refusals, failing verification gates. */
+  checks: Pick<GateInput, "blocked" | "failing"> = {};
   applied: string[] = [];
 
   live(): KubeObject[] {
@@ -81,6 +83,7 @@ export class FakeHub {
       held,
       now,
       upgrades: upgrades.steps,
+      ...this.checks,
     };
     const outcome = gateApplies(input, steps, this.live());
     const reverts = revertsOf(outcome, (request) =>
