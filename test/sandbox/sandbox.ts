@@ -278,8 +278,11 @@ async function startNodeSide(
     "--node-lease-duration-seconds=40",
     "--manage-all-nodes=false",
     "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-    // Fake pod and node addresses stay on loopback: nothing may dial a private range from this machine.
-    "--cidr=127.64.0.0/16",
+    // Fake addresses never reach a private range: nothing may dial one from this machine. Nodes stay on
+    // loopback; pods take 198.18.0.0/16 (RFC 2544's benchmarking range, routed nowhere and dialled by
+    // nothing here: admission webhooks are off), because the API server refuses a loopback address in an
+    // EndpointSlice, and an install is Ready only once its webhook Services have endpoints.
+    "--cidr=198.18.0.0/16",
     "--node-ip=127.63.0.1",
     `--server-address=127.0.0.1:${await freePort()}`,
   ]);
