@@ -1,6 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { createWriteStream, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,6 +12,7 @@ import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { chartDir, renderChart } from "../../support/helm.ts";
 import { adminClient, ensureNamespace, installFleetCrds, resetRolloutState } from "../../support/hub.ts";
+import { type RunningPrometheus, startPrometheus } from "../../support/prometheus.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { dropHubCrs, isReady, servingFile } from "../../support/serving-fleet.ts";
 import { cleanSpokes } from "../../support/spokes.ts";
@@ -68,19 +67,11 @@ function testRules(): string {
   return (map as KubeObject & { data: Record<string, string> }).data["knative-fleet.rules.yaml"]!;
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 describe("alerts and dashboard against a real Prometheus", () => {
   let git: GitServer;
   let hub: KubeClient;
   let service: ServiceProcess;
-  let prometheus: ChildProcess;
+  let prometheus: RunningPrometheus | undefined;
   let promUrl: string;
   const scratch = mkdtempSync(join(tmpdir(), "knative-fleet-prometheus-"));
   const figures: Record<string, number> = {};
@@ -142,40 +133,17 @@ describe("alerts and dashboard against a real Prometheus", () => {
     const metricsPort = service.metricsPort;
     const rulesFile = join(scratch, "knative-fleet.rules.yaml");
     writeFileSync(rulesFile, testRules());
-    const config = join(scratch, "prometheus.yml");
-    writeFileSync(
-      config,
-      stringify({
-        global: { scrape_interval: "1s", evaluation_interval: "1s", scrape_timeout: "900ms" },
-        rule_files: [rulesFile],
-        scrape_configs: [
-          {
-            job_name: "knative-fleet",
-            static_configs: [
-              { targets: [`127.0.0.1:${metricsPort}`], labels: { namespace: "knative-fleet" } },
-            ],
-          },
-        ],
-      }),
-    );
-    const port = await freePort();
-    promUrl = `http://127.0.0.1:${port}`;
-    const log = createWriteStream(join(scratch, "prometheus.log"));
-    prometheus = spawn(
-      "prometheus",
-      [
-        `--config.file=${config}`,
-        `--storage.tsdb.path=${join(scratch, "tsdb")}`,
-        `--web.listen-address=127.0.0.1:${port}`,
+    prometheus = await startPrometheus(scratch, {
+      rule_files: [rulesFile],
+      scrape_configs: [
+        {
+          job_name: "knative-fleet",
+          static_configs: [{ targets: [`127.0.0.1:${metricsPort}`], labels: { namespace: "knative-fleet" } }],
+        },
       ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    prometheus.stdout!.pipe(log);
-    prometheus.stderr!.pipe(log);
-    await waitUntil("Prometheus ready", async () => {
-      const res = await fetch(`${promUrl}/-/ready`).catch(() => undefined);
-      return res?.ok ? true : undefined;
     });
+    promUrl = prometheus.url;
+
     for (const spoke of SPOKES)
       await waitUntil(
         `serving-${spoke} Ready`,
@@ -185,7 +153,7 @@ describe("alerts and dashboard against a real Prometheus", () => {
   }, 900_000);
 
   afterAll(async () => {
-    prometheus?.kill("SIGTERM");
+    prometheus?.stop();
     await service?.stop();
     await dropHubCrs(hub);
     await resetRolloutState(hub, "knative-fleet");

@@ -1,11 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { stringify } from "yaml";
 import type { RolloutGate } from "../../../src/fleet/rollout-schema.ts";
 import {
   evaluateGates,
@@ -14,6 +12,7 @@ import {
   type SecretKeyRef,
 } from "../../../src/verify/evaluate.ts";
 import { cluster } from "../../support/fleet-files.ts";
+import { type RunningPrometheus, startPrometheus } from "../../support/prometheus.ts";
 import { waitUntil } from "../../support/wait.ts";
 
 // Prometheus gates against a real Prometheus (Debian's package, as in test/integration/service/
@@ -56,7 +55,7 @@ function gate(prometheus: Partial<NonNullable<RolloutGate["prometheus"]>>, name 
 describe("prometheus gates against a real Prometheus", () => {
   const scratch = mkdtempSync(join(tmpdir(), "knative-fleet-verify-"));
   const target = createServer((_req, res) => res.end(SERIES));
-  let prometheus: ChildProcess;
+  let prometheus: RunningPrometheus | undefined;
   let url: string;
   const evaluate = async (
     g: RolloutGate,
@@ -67,30 +66,10 @@ describe("prometheus gates against a real Prometheus", () => {
 
   beforeAll(async () => {
     const targetUrl = new URL(await listen(target));
-    const free = createServer();
-    const port = Number(new URL(await listen(free)).port);
-    await close(free);
-    url = `http://127.0.0.1:${port}`;
-    const config = join(scratch, "prometheus.yml");
-    writeFileSync(
-      config,
-      stringify({
-        global: { scrape_interval: "1s", scrape_timeout: "900ms" },
-        scrape_configs: [{ job_name: "canary", static_configs: [{ targets: [targetUrl.host] }] }],
-      }),
-    );
-    const log = createWriteStream(join(scratch, "prometheus.log"));
-    prometheus = spawn(
-      "prometheus",
-      [
-        `--config.file=${config}`,
-        `--storage.tsdb.path=${join(scratch, "tsdb")}`,
-        `--web.listen-address=127.0.0.1:${port}`,
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    prometheus.stdout!.pipe(log);
-    prometheus.stderr!.pipe(log);
+    prometheus = await startPrometheus(scratch, {
+      scrape_configs: [{ job_name: "canary", static_configs: [{ targets: [targetUrl.host] }] }],
+    });
+    url = prometheus.url;
     await waitUntil(
       "Prometheus scraped the target",
       async () => {
@@ -105,7 +84,7 @@ describe("prometheus gates against a real Prometheus", () => {
   }, 90_000);
 
   afterAll(async () => {
-    prometheus?.kill("SIGTERM");
+    prometheus?.stop();
     await close(target);
     rmSync(scratch, { recursive: true, force: true });
   });
