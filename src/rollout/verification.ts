@@ -2,7 +2,7 @@ import { clusterKey, formatIdentity, identityOf, targetOf } from "../fleet/ident
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
-import type { GateOptions, GateResult } from "../verify/evaluate.ts";
+import { type GateOptions, type GateResult, checksWave } from "../verify/evaluate.ts";
 import type { RolloutState } from "./state.ts";
 import { plannedWaves, waveIndexOf } from "./waves.ts";
 import { hashOf, healthOf } from "./weigh.ts";
@@ -26,7 +26,7 @@ export interface VerificationCost {
   durationMs: number;
 }
 
-/** The hub CRs the gates check this sync: Ready, on content changed since their baseline. */
+/** The hub CRs the gates check this sync: Ready, on content changed since their baseline, in a gated wave. */
 export function crsToVerify(
   spec: RolloutSpec,
   clusters: readonly InventoryCluster[],
@@ -42,7 +42,8 @@ export function crsToVerify(
     const cluster = ref && inventory.get(clusterKey(ref));
     const changed = hashOf(cr) !== state.crs[key]?.baseline?.hash;
     if (!cluster || !changed || cr.metadata.deletionTimestamp || !healthOf(cr).healthy) return [];
-    return [{ key, cluster, wave: waves[waveIndexOf(spec, ref, inventory)]!.name }];
+    const wave = waves[waveIndexOf(spec, ref, inventory)]!.name;
+    return (spec.gates ?? []).some((gate) => checksWave(gate, wave)) ? [{ key, cluster, wave }] : [];
   });
 }
 

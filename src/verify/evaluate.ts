@@ -45,7 +45,7 @@ export interface GateOptions {
 }
 
 /** Whether a gate checks the clusters of `wave` (every gate when no wave is given). */
-export const gateApplies = (gate: RolloutGate, wave: string | undefined): boolean =>
+export const checksWave = (gate: RolloutGate, wave: string | undefined): boolean =>
   wave === undefined || gate.waves === undefined || gate.waves.includes(wave);
 
 /** Evaluates the gates that apply to `options.wave` for `cluster`, in the policy's order; never rejects. */
@@ -56,7 +56,7 @@ export async function evaluateGates(
 ): Promise<GateResult[]> {
   return Promise.all(
     gates
-      .filter((gate) => gateApplies(gate, options.wave))
+      .filter((gate) => checksWave(gate, options.wave))
       .map((gate) => evaluateGate(gate, cluster, options)),
   );
 }

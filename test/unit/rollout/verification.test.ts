@@ -61,6 +61,15 @@ describe("verification gates in the rollout", () => {
     ]);
     expect(crsToVerify(spec(), CLUSTERS, state("Complete"), live)).toEqual([]);
     expect(crsToVerify(spec(), CLUSTERS, state("Halted"), live)).toEqual([]);
+    // A gate for another wave checks nothing here.
+    expect(
+      crsToVerify(
+        spec([{ name: "ring", waves: ["remaining"], http: { url: "http://127.0.0.1:1/" } }]),
+        CLUSTERS,
+        state("Progressing"),
+        live,
+      ),
+    ).toEqual([]);
     const { gates: _gates, ...withoutGates } = spec();
     expect(crsToVerify(withoutGates, CLUSTERS, state("Progressing"), live)).toEqual([]);
     // A cluster the inventory does not hold is not checked (its CR is no member).
