@@ -85,6 +85,8 @@ export interface RestRequest {
   query?: Record<string, string | number | boolean | undefined>;
   body?: unknown;
   contentType?: string;
+  /** The Accept header, application/json unless given (a metadata-only list asks for more). */
+  accept?: string;
   /** Ends the request early (a probe's own deadline). */
   signal?: AbortSignal;
 }
@@ -199,7 +201,7 @@ export class RestClient {
       path: this.pathWithQuery(req.path, req.query),
       method: req.method,
       headers: {
-        accept: "application/json",
+        accept: req.accept ?? "application/json",
         ...(payload !== undefined ? { "content-type": req.contentType ?? "application/json" } : {}),
         ...headers,
       },

@@ -4,6 +4,7 @@ import { clusterKey, clusterLabel } from "../fleet/identity.ts";
 import { installNamespace, sameClusterProfile } from "../install/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { PlacementPlan } from "../placement/plan.ts";
+import type { Preflight } from "../preflight/index.ts";
 import {
   checkKubernetesVersion,
   checkVersionMigration,
@@ -67,6 +68,19 @@ export function kubernetesTooOld(kubernetes: string | undefined, release: Releas
       `${check.message}, by the cluster's ClusterProfile (status.version.kubernetes). The hub controller ` +
       `applies nothing to it (InstallSucceeded=False, ${KUBERNETES_VERSION_UNSUPPORTED}) until it is upgraded.`,
   };
+}
+
+/**
+ * Live, whether the cluster is ready for head's CR (src/preflight: its Kubernetes for the release spec.version
+ * resolves to, the ingress's and TLS settings' CRDs, the support window), each finding led by its reason.
+ */
+export async function spokePreflight(preflight: Preflight, resource: KnativeResource): Promise<Finding[]> {
+  const { findings } = await preflight.check(resource.spec.clusterProfileRef, resource);
+  return findings.map(({ severity, reason, message }) => ({
+    severity,
+    code: "preflight",
+    message: maskText(`${reason}: ${message}`),
+  }));
 }
 
 /** spec.clusterProfileRef is immutable (the CRD's validation rule): the hub refuses the whole update. */

@@ -12,7 +12,8 @@ import { type KubeObject, type ObjectRef, objectKey, refKey, refOf } from "../ku
 import { listHubResources, MemoryHub } from "../mirror/mirror.ts";
 import type { Inventory } from "../placement/inventory.ts";
 import { NEEDS_HUB, planPlacements } from "../placement/plan.ts";
-import type { Release, ReleaseLoader } from "../render/index.ts";
+import { createPreflight, type Preflight } from "../preflight/index.ts";
+import { COMPONENT_OF_KIND, type Release, type ReleaseLoader } from "../render/index.ts";
 import { planRollout, type RolloutChange } from "../rollout/plan.ts";
 import type { FleetSettings } from "../sync/settings.ts";
 import { fixedPlacements, type SyncResult, sync } from "../sync/sync.ts";
@@ -25,6 +26,7 @@ import {
   placementFindings,
   renderFailure,
   rolloutFindings,
+  spokePreflight,
   versionJump,
 } from "./checks.ts";
 import { type ClusterView, type LiveClusters, liveView, offlineView } from "./cluster-view.ts";
@@ -71,6 +73,8 @@ interface PlanContext {
   head: SyncResult;
   options: PlanOptions;
   concurrency: number;
+  /** Live: each cluster's readiness for its CR, read once per cluster. */
+  preflight?: Preflight;
 }
 
 /**
@@ -114,7 +118,18 @@ export async function syncRevisions(
  */
 export async function buildPlan(revisions: Revisions, options: PlanOptions): Promise<FleetPlan> {
   const { base, head } = await syncRevisions(revisions, options);
-  const context = { head, options, concurrency: options.concurrency ?? DEFAULT_CONCURRENCY };
+  const { clusters, releases } = options;
+  const context: PlanContext = {
+    head,
+    options,
+    concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
+    ...(clusters && {
+      preflight: createPreflight({
+        targets: clusters.targets,
+        releases: (kind) => releases.availableVersions(COMPONENT_OF_KIND[kind]),
+      }),
+    }),
+  };
   // Offline, planning a CR is work for this one thread: several at once would only hold several installs'
   // renderings in memory together (100 placement CRs: 436 MiB peak at 8, 299 MiB one at a time).
   const crsAtOnce = options.clusters ? context.concurrency : 1;
@@ -333,6 +348,8 @@ async function planApplied(
   const kubernetes = context.options.inventory?.kubernetesVersions.get(clusterLabel(ref));
   const tooOld = ref && kubernetesTooOld(kubernetes, release);
   if (tooOld) return { ...plan, ...viewed, version, findings: [...viewed.findings, tooOld] };
+  const preflight =
+    viewed.source === "live" && context.preflight ? await spokePreflight(context.preflight, head) : [];
 
   // An adopted install (older upstream layout) is planned where it is.
   if (view.adopted) rendered = renderInstall(head, release, view.namespace);
@@ -367,7 +384,7 @@ async function planApplied(
       changed,
       deleted: sortRefs(pass.plan.prune),
     },
-    findings: [...viewed.findings, ...(ingress ? [ingress] : []), ...refused],
+    findings: [...viewed.findings, ...preflight, ...(ingress ? [ingress] : []), ...refused],
   };
 }
 

@@ -28,6 +28,8 @@ type FindingCode =
   | "render-failed"
   /** the server's dry run refused an object: the real apply would fail the same way */
   | "apply-refused"
+  /** live: the cluster is not ready for the CR (src/preflight), the message led by its reason */
+  | "preflight"
   /** the CR's cluster could not be read: its part of the plan is offline */
   | "cluster-unreachable"
   /** the cluster's install is in the older upstream layout (the hub CR's namespace) and is adopted there */

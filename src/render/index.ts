@@ -14,6 +14,7 @@ export {
   ReleaseLoader,
   SECURITY_GUARD_VERSIONS,
   selectedAddOns,
+  selectedIngresses,
 } from "./release.ts";
 export { render } from "./render.ts";
 export {

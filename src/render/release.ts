@@ -41,7 +41,7 @@ const DISPLAY_NAME: Record<Component, string> = {
  * The ingresses a KnativeServing installs: the enabled ones in upstream's order, Istio when none is enabled
  * (upstream's default, as when spec.ingress is absent).
  */
-function selectedIngresses(spec: KnativeServingSpec): IngressName[] {
+export function selectedIngresses(spec: KnativeServingSpec): IngressName[] {
   const enabled = INGRESSES.filter((ingress) => spec.ingress?.[ingress]?.enabled === true);
   return enabled.length > 0 ? enabled : ["istio"];
 }

@@ -11,7 +11,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["kube"],
   ["observability", "fleet", "apply", "admission"],
   ["source", "render", "access", "mirror", "text", "placement"],
-  ["verify", "upgrade"],
+  ["verify", "upgrade", "preflight"],
   ["install", "rollout"],
   ["sync"],
   ["reconcile", "plan", "status"],
