@@ -1,6 +1,7 @@
-import { OPERATOR_API_VERSION } from "../api/knative.ts";
+import { type KnativeResource, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../api/labels.ts";
-import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
+import { inParallel } from "../apply/parallel.ts";
+import { formatIdentity, identityOf, type ResourceIdentity, targetOf } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -9,6 +10,7 @@ import type { ApplyStep, MirrorSource, PruneCandidate } from "../mirror/decide.t
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
+import type { Preflight } from "../preflight/index.ts";
 import { commitInMessage } from "../text/commit.ts";
 import type { UpgradeChains } from "../upgrade/chain.ts";
 import { evaluateGates, type GateOptions } from "../verify/evaluate.ts";
@@ -18,6 +20,7 @@ import { revertsFor, withReverts } from "./revert.ts";
 import { historyOf, ROLLOUT_STATE_CONFIGMAP, type RolloutState, rolloutVerdict, stateText } from "./state.ts";
 import { SealedStateStore, stateObject } from "./state-store.ts";
 import { crsToVerify, verify } from "./verification.ts";
+import { isWrite } from "./weigh.ts";
 
 interface RolloutStageOptions {
   hub: KubeClient;
@@ -41,7 +44,12 @@ interface RolloutStageOptions {
   now?(): Date;
   /** What the policy's verification gates read besides the policy: the Prometheus URL, a token's Secret. */
   gates?: Pick<GateOptions, "prometheusUrl" | "readSecret" | "dispatcher">;
+  /** Whether a spoke is ready for a change before it goes out (src/preflight); none: every spoke is. */
+  preflight?: Preflight;
 }
+
+/** How many clusters' preflights run at once (each cluster's facts are read once per the preflight's TTL). */
+const PREFLIGHTS_AT_ONCE = 16;
 
 /**
  * The service's edge of the rollout: reads the state, its key and the hub pause before a sync, gives the
@@ -132,6 +140,7 @@ export class RolloutStage {
     }
     const { commit, hubPaused, state, frozen, now, startedOver } = opened;
     const failing = await this.#verify(spec, clusters, state, live);
+    const blocked = await this.#preflight(steps);
     const outcome = gateApplies(
       {
         spec,
@@ -144,6 +153,7 @@ export class RolloutStage {
         now,
         ...(upgrades && { upgrades: upgrades.steps }),
         ...(failing.size > 0 && { failing }),
+        ...(blocked.size > 0 && { blocked }),
         ...(startedOver && { startedOver }),
       },
       steps,
@@ -174,6 +184,26 @@ export class RolloutStage {
     );
     this.#options.log.info({ ...cost, failing: Object.fromEntries(failing) }, "verification gates evaluated");
     return failing;
+  }
+
+  /**
+   * The preflight of each change to go out, by CR: why its cluster is not ready for it (the error findings).
+   * The gate holds only new content this way: a revert or a repair goes out whatever the preflight says.
+   */
+  async #preflight(steps: readonly ApplyStep[]): Promise<Map<string, string>> {
+    const blocked = new Map<string, string>();
+    const { preflight } = this.#options;
+    if (preflight === undefined) return blocked;
+    const writes = steps.filter(isWrite);
+    await inParallel(writes, PREFLIGHTS_AT_ONCE, async (step) => {
+      const { object } = step;
+      const result = await preflight.check(targetOf(object), object as KnativeResource);
+      const errors = result.findings.filter((finding) => finding.severity === "error");
+      if (errors.length > 0) {
+        blocked.set(formatIdentity(step), errors.map((e) => `${e.reason}: ${e.message}`).join("; "));
+      }
+    });
+    return blocked;
   }
 
   /** The prune's candidates in reverse wave order (those that wait marked); all of them wait while held. */

@@ -3,14 +3,13 @@ import { ClusterAccess } from "../../../src/access/cluster-access.ts";
 import { loadProviderConfig } from "../../../src/access/provider-config.ts";
 import { createTargetResolver } from "../../../src/access/target.ts";
 import type { KnativeResource } from "../../../src/api/knative.ts";
-import type { KubeClient } from "../../../src/kube/client.ts";
 import { createPreflight, type Preflight } from "../../../src/preflight/index.ts";
 import { COMPONENT_OF_KIND, createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { crObject } from "../../support/fleet-files.ts";
+import { installGatewayApi, removeGatewayApi } from "../../support/gateway-api.ts";
 import { adminClient } from "../../support/hub.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
-import { waitUntil } from "../../support/wait.ts";
 
 // The preflight against real kube-apiservers, through the cluster access the reconcile uses: one spoke gets
 // the Gateway API's CRDs (minimal ones, under their real names), the other has none; a Serving with the
@@ -21,65 +20,6 @@ const sandbox = loadSandbox();
 const [withCrds, without] = [sandbox.spokes.at(-2)!, sandbox.spokes.at(-1)!];
 const hub = adminClient(sandbox.hub);
 const releases = new ReleaseLoader(createKodataSource({ dir: knativeReleasesDir() }));
-const GATEWAY_API = ["gateways", "httproutes", "referencegrants"];
-const KINDS: Record<string, string> = {
-  gateways: "Gateway",
-  httproutes: "HTTPRoute",
-  referencegrants: "ReferenceGrant",
-};
-
-/** A minimal CRD named as the Gateway API's: the preflight reads names only. */
-const gatewayApiCrd = (plural: string) => ({
-  apiVersion: "apiextensions.k8s.io/v1",
-  kind: "CustomResourceDefinition",
-  metadata: {
-    name: `${plural}.gateway.networking.k8s.io`,
-    // A *.k8s.io group needs it, as the real CRDs carry it.
-    annotations: { "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api/pull/2466" },
-  },
-  spec: {
-    group: "gateway.networking.k8s.io",
-    names: { plural, singular: plural.slice(0, -1), kind: KINDS[plural]!, listKind: `${KINDS[plural]}List` },
-    scope: "Namespaced",
-    versions: [
-      {
-        name: "v1",
-        served: true,
-        storage: true,
-        schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
-      },
-    ],
-  },
-});
-
-async function installGatewayApi(client: KubeClient): Promise<void> {
-  for (const plural of GATEWAY_API) await client.apply(gatewayApiCrd(plural));
-}
-
-async function removeGatewayApi(client: KubeClient): Promise<void> {
-  for (const plural of GATEWAY_API) {
-    await client.delete(
-      "apiextensions.k8s.io/v1",
-      "CustomResourceDefinition",
-      undefined,
-      `${plural}.gateway.networking.k8s.io`,
-    );
-  }
-  await waitUntil("the Gateway API CRDs gone", async () => {
-    const left = await Promise.all(
-      GATEWAY_API.map((plural) =>
-        client.get(
-          "apiextensions.k8s.io/v1",
-          "CustomResourceDefinition",
-          undefined,
-          `${plural}.gateway.networking.k8s.io`,
-        ),
-      ),
-    );
-    return left.every((crd) => crd === undefined) ? true : undefined;
-  });
-}
-
 const serving = (spoke: string): KnativeResource =>
   crObject({
     name: "preflight",
