@@ -123,6 +123,11 @@ export const ROLLOUT_START_OVER_ANNOTATION = `${FLEET}rollout-start-over`;
  */
 export const UPGRADE_TARGET_ANNOTATION = `${FLEET}upgrade-target`;
 
+// --- Verification gates (src/verify) ---
+
+/** On a Secret in knative-fleet's namespace, "true": a verification gate may read its token from it. */
+export const GATE_SECRET_LABEL = `${FLEET}verification-gate`;
+
 // --- Sharding (src/service/sharding.ts): on the member Leases ---
 
 /** On every member Lease of one sharded deployment; its value is the group name. */

@@ -1,9 +1,12 @@
 // The preflight stage: whether a spoke is ready for a CR before an upgrade step opens on it.
 
+import type { ClusterAccess } from "../access/cluster-access.ts";
 import { AccessError } from "../access/errors.ts";
-import type { TargetResolver } from "../access/target.ts";
+import { createTargetResolver, type TargetResolver } from "../access/target.ts";
 import type { KnativeKind, KnativeResource } from "../api/knative.ts";
 import { type ClusterRef, clusterLabel } from "../fleet/identity.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { COMPONENT_OF_KIND, type ReleaseLoader } from "../render/index.ts";
 import { type PreflightResult, preflight } from "./preflight.ts";
 import { SpokeSurveys } from "./survey.ts";
 
@@ -70,4 +73,20 @@ export function createPreflight(options: ClusterPreflightOptions): Preflight {
       surveys.forget(cluster && clusterLabel(cluster));
     },
   };
+}
+
+/**
+ * The preflight of the service's leader: through the reconciler's cluster access, the releases its loader
+ * ships. Its surveys hold a client per cluster only for the TTL's reads; the reconciler owns the access.
+ */
+export function clusterPreflight(
+  hub: KubeClient,
+  access: ClusterAccess,
+  hubInstall: boolean,
+  releases: ReleaseLoader,
+): Preflight {
+  return createPreflight({
+    targets: createTargetResolver(hub, access, { hubInstall }),
+    releases: (kind) => releases.availableVersions(COMPONENT_OF_KIND[kind]),
+  });
 }

@@ -1,4 +1,4 @@
-import { type KnativeResource, OPERATOR_API_VERSION } from "../api/knative.ts";
+import { KnativeResourceSchema, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../api/labels.ts";
 import { inParallel } from "../apply/parallel.ts";
 import { formatIdentity, identityOf, type ResourceIdentity, targetOf } from "../fleet/identity.ts";
@@ -14,6 +14,7 @@ import type { Preflight } from "../preflight/index.ts";
 import { commitInMessage } from "../text/commit.ts";
 import type { UpgradeChains } from "../upgrade/chain.ts";
 import { evaluateGates, type GateOptions } from "../verify/evaluate.ts";
+import { readSecretKey } from "../verify/secret.ts";
 import type { GatedSteps, OpenedRollout, RolloutReport } from "./edge.ts";
 import { gateApplies, gatePrunes, holdStep } from "./gate.ts";
 import { revertsFor, withReverts } from "./revert.ts";
@@ -42,8 +43,8 @@ interface RolloutStageOptions {
   /** Sync the last commit again. */
   onDue(): void;
   now?(): Date;
-  /** What the policy's verification gates read besides the policy: the Prometheus URL, a token's Secret. */
-  gates?: Pick<GateOptions, "prometheusUrl" | "readSecret" | "dispatcher">;
+  /** The Prometheus a policy's prometheus gate queries when it names no url of its own. */
+  prometheusUrl?: string;
   /** Whether a spoke is ready for a change before it goes out (src/preflight); none: every spoke is. */
   preflight?: Preflight;
 }
@@ -60,12 +61,18 @@ const PREFLIGHTS_AT_ONCE = 16;
 export class RolloutStage {
   readonly #options: RolloutStageOptions;
   readonly #store: SealedStateStore;
+  readonly #gateOptions: GateOptions;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
 
   constructor(options: RolloutStageOptions) {
     this.#options = options;
-    const { hub, namespace, source, events, log } = options;
+    const { hub, namespace, source, events, log, prometheusUrl } = options;
+    // A gate's token is read from knative-fleet's namespace, from a Secret labelled for it.
+    this.#gateOptions = {
+      ...(prometheusUrl && { prometheusUrl }),
+      readSecret: (ref) => readSecretKey(hub, namespace, ref),
+    };
     this.#store = new SealedStateStore({ hub, namespace, repository: source.repository, events, log });
   }
 
@@ -180,7 +187,7 @@ export class RolloutStage {
     const crs = crsToVerify(spec, clusters, state, live);
     if (crs.length === 0) return new Map();
     const { failing, cost } = await verify(crs, (cluster, options) =>
-      evaluateGates(spec.gates ?? [], cluster, { ...this.#options.gates, ...options }),
+      evaluateGates(spec.gates ?? [], cluster, { ...this.#gateOptions, ...options }),
     );
     this.#options.log.info({ ...cost, failing: Object.fromEntries(failing) }, "verification gates evaluated");
     return failing;
@@ -196,8 +203,9 @@ export class RolloutStage {
     if (preflight === undefined) return blocked;
     const writes = steps.filter(isWrite);
     await inParallel(writes, PREFLIGHTS_AT_ONCE, async (step) => {
-      const { object } = step;
-      const result = await preflight.check(targetOf(object), object as KnativeResource);
+      const desired = KnativeResourceSchema.safeParse(step.object);
+      if (!desired.success) return; // the admission refuses it before it is written
+      const result = await preflight.check(targetOf(step.object), desired.data);
       const errors = result.findings.filter((finding) => finding.severity === "error");
       if (errors.length > 0) {
         blocked.set(formatIdentity(step), errors.map((e) => `${e.reason}: ${e.message}`).join("; "));

@@ -13,14 +13,14 @@ import { hashOf, healthOf } from "./weigh.ts";
 // an unhealthy one: its wave stays open, and past the time limit the rollout halts with the gate's detail.
 
 /** One hub CR a gate checks: its key, its cluster and its wave's name. */
-export interface Verified {
+interface Verified {
   key: string;
   cluster: InventoryCluster;
   wave: string;
 }
 
 /** What the gates cost in one sync, for the log and the note (requests made, time spent). */
-export interface VerificationCost {
+interface VerificationCost {
   crs: number;
   requests: number;
   durationMs: number;

@@ -1,6 +1,5 @@
 import { mkdirSync } from "node:fs";
 import { clusterProfileResource } from "../access/clusterprofile-version.ts";
-import { createTargetResolver } from "../access/target.ts";
 import { crAdmission } from "../admission/tenancy.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { Informer } from "../kube/informer.ts";
@@ -10,15 +9,14 @@ import { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import { createMetrics, type FleetMetrics } from "../observability/metrics.ts";
 import { PlacementStage } from "../placement/stage.ts";
-import { createPreflight } from "../preflight/index.ts";
+import { clusterPreflight } from "../preflight/index.ts";
 import { effectivePollInterval, type Reconciler, startReconciler } from "../reconcile/start.ts";
-import { COMPONENT_OF_KIND, createKodataSource, ReleaseLoader } from "../render/index.ts";
+import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { RolloutStage } from "../rollout/stage.ts";
 import { checkWebhookSecret, GitSource, Poller } from "../source/index.ts";
 import { StatusWriter } from "../status/write-back.ts";
 import type { FleetSettings } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
-import { readSecretKey } from "../verify/secret.ts";
 import {
   ConfigError,
   fleetSettings,
@@ -223,17 +221,6 @@ export class FleetService {
     });
     this.placements.start();
     const placements = this.placements;
-    // The preflight reaches the spokes through the leader's own reconciler; a sharded leader reaches only
-    // its share, and in external mode nothing here does: then the spokes are not asked.
-    const preflight =
-      this.reconciler && !this.membership
-        ? createPreflight({
-            targets: createTargetResolver(hub, this.reconciler.access, {
-              hubInstall: this.settings.hubInstall,
-            }),
-            releases: (kind) => this.releases().availableVersions(COMPONENT_OF_KIND[kind]),
-          })
-        : undefined;
     this.rollout = new RolloutStage({
       hub,
       namespace: this.settings.defaultNamespace,
@@ -247,11 +234,12 @@ export class FleetService {
       log: log.child({ component: "rollout" }),
       checkIntervalMs: parseDuration(config.rollout.checkInterval),
       onDue: () => this.syncs.again("rollout"),
-      ...(preflight && { preflight }),
-      gates: {
-        ...(config.rollout.prometheusUrl && { prometheusUrl: config.rollout.prometheusUrl }),
-        readSecret: (ref) => readSecretKey(hub, this.settings.defaultNamespace, ref),
-      },
+      // Through the leader's reconciler: a sharded leader reaches its share only, an external one no spoke.
+      ...(this.reconciler &&
+        !this.membership && {
+          preflight: clusterPreflight(hub, this.reconciler.access, this.settings.hubInstall, this.releases()),
+        }),
+      ...(config.rollout.prometheusUrl && { prometheusUrl: config.rollout.prometheusUrl }),
     });
     this.poller = new Poller({
       source,
@@ -314,9 +302,7 @@ export class FleetService {
     if (!config.leaderElection.enabled)
       throw new ConfigError("sharding.enabled needs leaderElection.enabled: the Git side runs on one leader");
     if (this.settings.reconciler === "external")
-      throw new ConfigError(
-        "sharding.enabled splits knative-fleet's own reconciler; reconciler: external runs none",
-      );
+      throw new ConfigError("sharding needs knative-fleet's own reconciler, not reconciler: external");
     const vouch = await podVoucher(
       this.hubClient!,
       config.leaderElection.namespace,

@@ -22,7 +22,7 @@ import { parseVersion } from "../render/version.ts";
 //      file's CR to a step the same way every time, so a revert re-derives exactly the content it left.
 
 /** What is known of the chains before this sync: the step each one has under way, and whether it is done. */
-export interface UpgradeMemory {
+interface UpgradeMemory {
   /**
    * The releases there are, per kind (newest first): a chain is made only when every minor on its way has
    * one; otherwise the CR is left as its file says, and its version is refused where it is today.

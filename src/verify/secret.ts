@@ -1,3 +1,4 @@
+import { GATE_SECRET_LABEL } from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { SecretKeyRef } from "./evaluate.ts";
 
@@ -5,9 +6,6 @@ import type { SecretKeyRef } from "./evaluate.ts";
 // Git and names both the Secret and (with its own `url`) where the token is sent, so a Secret is readable
 // here only when a person marked it for this use: otherwise a pull request could send the rollout's key or
 // the repository's credentials to a server of its choosing.
-
-/** The label a Secret must carry (value "true") for a verification gate to read it. */
-export const GATE_SECRET_LABEL = "fleet.knative.dev/verification-gate";
 
 export async function readSecretKey(hub: KubeClient, namespace: string, ref: SecretKeyRef): Promise<string> {
   const secret = await hub.get("v1", "Secret", namespace, ref.name);

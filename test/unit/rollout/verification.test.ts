@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
+import { DESIRED_HASH_ANNOTATION, GATE_SECRET_LABEL } from "../../../src/api/labels.ts";
 import { RolloutDocumentSchema } from "../../../src/fleet/rollout-schema.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import type { RolloutState } from "../../../src/rollout/state.ts";
 import { crsToVerify, verify } from "../../../src/rollout/verification.ts";
-import { GATE_SECRET_LABEL, readSecretKey } from "../../../src/verify/secret.ts";
+import { readSecretKey } from "../../../src/verify/secret.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
 import { cluster, crObject } from "../../support/fleet-files.ts";
 
