@@ -6,9 +6,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
+import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
 import { peekRolloutState, ROLLOUT_STATE_CONFIGMAP, type RolloutState } from "../../../src/rollout/state.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
+import { installGatewayApi, removeGatewayApi } from "../../support/gateway-api.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds, resetRolloutState } from "../../support/hub.ts";
 import { type RunningPrometheus, startPrometheus } from "../../support/prometheus.ts";
@@ -44,7 +46,14 @@ const policy = (extra: Record<string, unknown> = {}) =>
     },
   });
 
-const placement = (version: string) =>
+const KOURIER = { kourier: { enabled: true, "service-type": "ClusterIP" } };
+const KOURIER_CLASS = "kourier.ingress.networking.knative.dev";
+
+const placement = (
+  version: string,
+  ingress: Record<string, unknown> = KOURIER,
+  ingressClass = KOURIER_CLASS,
+) =>
   stringify({
     apiVersion: "fleet.knative.dev/v1alpha1",
     kind: "KnativeServingPlacement",
@@ -54,8 +63,8 @@ const placement = (version: string) =>
       template: {
         spec: {
           version,
-          ingress: { kourier: { enabled: true, "service-type": "ClusterIP" } },
-          config: { network: { "ingress-class": "kourier.ingress.networking.knative.dev" } },
+          ingress,
+          config: { network: { "ingress-class": ingressClass } },
         },
       },
     },
@@ -325,5 +334,59 @@ describe("a verification gate that fails on the canary, in the middle of a chain
       checks.reduce((sum, c) => sum + c.durationMs, 0) / checks.length,
     );
     expect(checks.every((check) => check.requests === check.crs)).toBe(true);
+  });
+});
+
+describe("a spoke the preflight finds unready, in the middle of a chain", () => {
+  const GATEWAY = { "gateway-api": { enabled: true } };
+  const GATEWAY_CLASS = "gateway-api.ingress.networking.knative.dev";
+  const spokeClient = (spoke: string) => adminClient(sandbox.spokes.find((s) => s.name === spoke)!);
+  beforeAll(async () => {
+    for (const spoke of SPOKES.slice(0, 3)) await installGatewayApi(spokeClient(spoke));
+    await removeGatewayApi(spokeClient("spoke-4"));
+  }, 120_000);
+  afterAll(async () => {
+    for (const spoke of SPOKES.slice(0, 3)) await removeGatewayApi(spokeClient(spoke));
+  }, 120_000);
+  const fleet = fleetOnSandbox(
+    "chain-preflight",
+    () => ({ "clusters/serving-placement.yaml": placement("1.21"), "clusters/rollout.yaml": policy() }),
+    () => ({ rollout: { checkInterval: "1s" }, logLevel: "info" }),
+  );
+
+  it("a spoke without the Gateway API CRDs waits, saying so, while the others walk the chain to the gateway-api ingress", async () => {
+    await settledOn(fleet, (v) => v?.startsWith("1.21.") === true);
+    const started = Date.now();
+    await fleet.git.pushChange(REPO, {
+      files: { "clusters/serving-placement.yaml": placement("1.23", GATEWAY, GATEWAY_CLASS) },
+      message: "Knative 1.23 on the Gateway API",
+    });
+    const ingressOf = async (spoke: string) =>
+      Object.keys(((await fleet.hubCr(spoke))?.spec as { ingress?: object } | undefined)?.ingress ?? {});
+    await waitUntil(
+      "spokes 1-3 on 1.23.0 with the gateway-api ingress, the chain done",
+      async () => {
+        const ready = await Promise.all(
+          SPOKES.slice(0, 3).map(
+            async (spoke) =>
+              (await fleet.installed(spoke)) === "1.23.0" && (await ingressOf(spoke)).includes("gateway-api"),
+          ),
+        );
+        const current = await fleet.state();
+        return ready.every(Boolean) && current?.phase === "Complete" ? true : undefined;
+      },
+      600_000,
+    );
+    fleet.figures.othersDoneMs = Date.now() - started;
+    for (const spoke of SPOKES.slice(0, 3))
+      expect(fleet.minors(spoke), spoke).toEqual(["1.21", "1.22", "1.23"]);
+    // spoke-4 kept what it had, and its hub CR says why.
+    const waiting = await fleet.hubCr("spoke-4");
+    expect((waiting?.spec as { version?: string }).version).toBe("1.21");
+    expect(await ingressOf("spoke-4")).toEqual(["kourier"]);
+    expect(fleet.minors("spoke-4")).toEqual(["1.21"]);
+    expect(waiting?.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION]).toMatch(
+      /its cluster is not ready for it: GatewayAPIMissing: spec\.ingress\.gateway-api\.enabled needs the Gateway API CRDs/,
+    );
   });
 });
