@@ -2,7 +2,7 @@ import { clusterKey, formatIdentity, identityOf, targetOf } from "../fleet/ident
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
-import { type GateOptions, type GateResult, checksWave } from "../verify/evaluate.ts";
+import { checksWave, type GateOptions, type GateResult } from "../verify/evaluate.ts";
 import type { RolloutState } from "./state.ts";
 import { plannedWaves, waveIndexOf } from "./waves.ts";
 import { hashOf, healthOf } from "./weigh.ts";
