@@ -213,6 +213,7 @@ const GateSchema = z
 export type RolloutGate = z.infer<typeof GateSchema>;
 
 const ON_FAILURE = ["Halt", "HaltAndRevert"] as const;
+const ON_PREFLIGHT_FAILURE = ["Wait", "HoldWave"] as const;
 
 export const RolloutDocumentSchema = z.strictObject({
   apiVersion: z.literal(ROLLOUT_API_VERSION),
@@ -228,6 +229,12 @@ export const RolloutDocumentSchema = z.strictObject({
       windows: z.array(WindowSchema).min(1).max(MAX_WINDOWS).optional(),
       paused: z.boolean().default(false),
       allAtOnce: z.boolean().default(false),
+      onPreflightFailure: z
+        .enum(ON_PREFLIGHT_FAILURE, { error: `must be ${ON_PREFLIGHT_FAILURE.join(" or ")}` })
+        .default("Wait")
+        .describe(
+          "A cluster the spoke preflight finds unready for its change: Wait (it waits, its wave goes on) or HoldWave (its wave is not done until it took the change).",
+        ),
       gates: z
         .array(GateSchema)
         .min(1)

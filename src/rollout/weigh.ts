@@ -259,11 +259,14 @@ export const isBlocked = (w: Weighing, m: Member): boolean =>
 
 /**
  * Every member of the wave is on the content Git wants and, if it changed, soaked on it; a member its
- * cluster's preflight holds back is not waited for.
+ * cluster's preflight holds back is not waited for, unless the policy says HoldWave.
  */
 const waveDone = (w: Weighing, wave: number): boolean =>
   w.members.every(
-    (m) => m.wave !== wave || isBlocked(w, m) || (!isPending(m) && (!inEpoch(w, m) || soaked(w, m))),
+    (m) =>
+      m.wave !== wave ||
+      (isBlocked(w, m) && w.input.spec.onPreflightFailure === "Wait") ||
+      (!isPending(m) && (!inEpoch(w, m) || soaked(w, m))),
   );
 
 /** The first wave that is not done, or -1. */

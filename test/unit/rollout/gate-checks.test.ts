@@ -77,6 +77,26 @@ describe("the gate with the spokes' checks", () => {
     expect(hub.applied).toEqual([key("c3")]);
   });
 
+  it("with onPreflightFailure HoldWave, the wave waits for the cluster: later waves do not open", () => {
+    const hub = new FakeHub();
+    const policy = { ...POLICY, onPreflightFailure: "HoldWave" };
+    const model = (v: string) => fleetModel(CLUSTERS, policy, () => v);
+    let t = 0;
+    for (; t < 600; t += 30) {
+      hub.applied = [];
+      hub.sync(model("1.21"), "commit-a", at(t), INVENTORY);
+      for (const applied of hub.applied) hub.report(applied.split("/")[1]!, true);
+      if (hub.state?.phase === "Complete") break;
+    }
+    hub.checks = { blocked: new Map([[key("c1"), "IstioMissing: no Istio"]]) };
+    for (t += 30; t < 1200; t += 30) {
+      const outcome = hub.sync(model("1.22"), "commit-b", at(t), INVENTORY);
+      expect(outcome.state.phase).toBe("Progressing");
+      expect(outcome.openWave).toBe("canary");
+    }
+    expect(CLUSTERS.map((c) => hub.version(`${c}-serving`))).toEqual(["1.21", "1.21", "1.21", "1.21"]);
+  });
+
   it("a verification gate failing on the Ready canary keeps the next wave shut, then halts with the gate's reason", () => {
     const { hub, end } = installed();
     const failing = "gate error-rate: sum(rate(errors[1m])) = 0.31, wanted < 0.05";
