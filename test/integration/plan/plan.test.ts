@@ -220,13 +220,18 @@ describe("knative-fleet plan against the sandbox", () => {
     expect(resourceOf(again.plan, "plan-serving").objects).toEqual({ created: [], changed: [], deleted: [] });
   });
 
-  it("a jump of more than one minor from the version the hub reports installed is an error", async () => {
+  it("two minors ahead of the version the hub reports installed: the upgrade chain's first step, dry-run on the cluster", async () => {
     await repo.commit("jump", { [EVENTING]: eventing("1.23") });
     const { code, plan } = await planJson("--repo", repo.dir, "--base", "main", "--head", "jump", ...live);
-    expect(code).toBe(1);
-    const jumped = resourceOf(plan, "plan-eventing");
-    expect(jumped).toMatchObject({ source: "live", version: { from: "1.21.4", to: "1.23.0" } });
-    expect(jumped.findings).toEqual([expect.objectContaining({ code: "version-jump", severity: "error" })]);
+    expect(code).toBe(0);
+    const chained = resourceOf(plan, "plan-eventing");
+    expect(chained).toMatchObject({
+      source: "live",
+      version: { from: "1.21.4", to: "1.22.2" },
+      chain: { minors: ["1.21", "1.22", "1.23"], step: "1.22", target: "1.23" },
+    });
+    expect(chained.findings.filter((finding) => finding.severity === "error")).toEqual([]);
+    expect(chained.objects.changed.length).toBeGreaterThan(0);
   });
 
   it("a cluster whose ClusterProfile on the hub reports a Kubernetes older than head's release needs is an error", async () => {
