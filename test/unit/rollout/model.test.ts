@@ -26,6 +26,7 @@ import { revertStep, withReverts } from "../../../src/rollout/revert.ts";
 import { type RolloutState, RolloutStateSchema } from "../../../src/rollout/state.ts";
 import { maxUnavailableCount, plannedWaves, waveIndexOf } from "../../../src/rollout/waves.ts";
 import { windowOpen } from "../../../src/rollout/windows.ts";
+import { chainUpgrades, stepTo, upgradeMemory } from "../../../src/upgrade/chain.ts";
 
 // A model of the rollout, checked over random interleavings: pushes of good and bad content, relabels,
 // clusters joining and leaving a placement, files that fail validation, health flips, leader restarts (the
@@ -41,6 +42,18 @@ import { windowOpen } from "../../../src/rollout/windows.ts";
 //      that stays unhealthy on the content Git wants past its time limit halts the rollout (unless paused);
 //   5. no wave opens outside the windows; a CR that left is pruned after its grace period and blocks
 //      nothing: once the faults stop, the fleet completes (every CR on what Git wants, healthy).
+// Files also move their Knative version (1.20-1.23) by several minors at once, which the sync turns into
+// upgrade chains (src/upgrade/chain.ts) ahead of the gate; "what Git wants" above is the chain's step. The
+// observer checks the chains from the versions on the hub, the files and the stored phase alone:
+//   6. no cluster skips a minor: every write of a hub CR (reverts too; creations aside) moves its
+//      spec.version by at most one minor;
+//   7. no step opens before the previous one completed: the first sync that gives a CR of a chain (the CRs
+//      of a kind whose files want the same minor) minor m finds every CR that has been on the chain since
+//      m-1 was given on m-1 at least, and, when m-1 was itself a step of the chain, a rollout that completed
+//      after it and the state stored Complete;
+//   8. a revert goes back exactly one step: halted with HaltAndRevert, a CR that was moved on from its
+//      baseline's minor ends on that minor, one below the one that failed, never two;
+//   9. once the faults stop, every CR ends on the version its file wants (the chain walked to its end).
 // The observer's baseline is the content each CR had the last time the whole fleet was settled; at the end
 // the gate's baselines must equal it, and at every completion each baseline's commit must give its CR that
 // content again (what a revert re-derives).
@@ -58,8 +71,19 @@ const TIME_LIMIT_S = 180;
 const GRACE_MS = 240_000;
 const T0 = Date.parse("2026-03-02T15:00:00Z"); // a Monday: the window (08:00-17:00) closes two hours in
 
+/** A Knative minor of 1.x, within the releases there are (1.20-1.23). */
+type Minor = 20 | 21 | 22 | 23;
+const MINORS = [20, 21, 22, 23] as const;
+const RELEASES = { KnativeServing: MINORS.map((m) => `1.${m}`).reverse() };
+
 type Op =
-  | { op: "push"; clusters: ClusterName[]; bad: boolean }
+  /** New content for `clusters` (all when none); `version`: their files move to 1.<version> too (see `toVersion`). */
+  | { op: "push"; clusters: ClusterName[]; bad: boolean; version?: Minor; failAt?: Minor }
+  /**
+   * Every file moves to 1.<to> with new content, which fails on 1.<failAt> if given (onFailure as given);
+   * the syncs go on until the chain reaches its end or halts.
+   */
+  | { op: "upgradeRollout"; to: Minor; failAt?: Minor; revert: boolean }
   | { op: "gitRevert" }
   | { op: "relabel"; cluster: ClusterName; ring: "a" | "b" | "-" }
   /** A relabel of the cluster whose CR halted the rollout, else of one whose CR waits: moves it to `ring`. */
@@ -141,6 +165,10 @@ const TRIGGERS = [
   "a change waits for the rollout windows", // 5
   "a change waits while paused", // 4
   "a departed cluster's CR is pruned", // 5
+  "a chain gives a CR a step below its file's version", // 6, 7
+  "a chain's next step opens after its previous one", // 7
+  "HaltAndRevert puts a CR back one minor", // 8
+  "the faults stop with a chain of several minors to walk", // 9
 ] as const;
 type Trigger = (typeof TRIGGERS)[number];
 const triggerRuns = new Map<Trigger, number>(TRIGGERS.map((t) => [t, 0]));
@@ -149,6 +177,8 @@ let triggered = new Set<Trigger>();
 
 interface GitContent {
   content: ReadonlyMap<ClusterName, number>;
+  /** The minor of 1.x each cluster's file wants. */
+  versions: ReadonlyMap<ClusterName, number>;
   broken: ReadonlySet<ClusterName>;
   shape: PolicyShape;
 }
@@ -159,8 +189,10 @@ class Sim {
   commitNumber = 0;
   commit = "c-0";
   readonly content = new Map<ClusterName, number>();
-  readonly bad = new Set<number>();
-  readonly history: Map<ClusterName, number>[] = [];
+  readonly versions = new Map<ClusterName, number>();
+  /** Content the controller fails on: `<content>` on every version, `<content>@<minor>` on that minor only. */
+  readonly bad = new Set<string>();
+  readonly history: { content: Map<ClusterName, number>; versions: Map<ClusterName, number> }[] = [];
   readonly ring = new Map<ClusterName, "a" | "b" | "-">();
   readonly selected = new Set<ClusterName>(CLUSTERS);
   readonly broken = new Set<ClusterName>();
@@ -180,12 +212,18 @@ class Sim {
     CLUSTERS.forEach((c, i) => {
       this.ring.set(c, rings[i]!);
       this.content.set(c, 1);
+      this.versions.set(c, 20);
     });
     this.commits.set(this.commit, this.git());
   }
 
   git(): GitContent {
-    return { content: new Map(this.content), broken: new Set(this.broken), shape: this.shape };
+    return {
+      content: new Map(this.content),
+      versions: new Map(this.versions),
+      broken: new Set(this.broken),
+      shape: this.shape,
+    };
   }
 
   spec(): RolloutSpec {
@@ -203,7 +241,7 @@ class Sim {
     );
   }
 
-  resource(c: ClusterName, content: number): FleetResource {
+  resource(c: ClusterName, content: number, minor: number): FleetResource {
     return {
       apiVersion: "operator.knative.dev/v1beta1",
       kind: "KnativeServing",
@@ -214,7 +252,7 @@ class Sim {
         annotations: { [SOURCE_CLUSTER_ANNOTATION]: `${NS}/${c}` },
       },
       spec: {
-        version: "1.22",
+        version: `1.${minor}`,
         config: { sim: { content: String(content) } },
         clusterProfileRef: { namespace: NS, name: c },
       },
@@ -234,7 +272,12 @@ class Sim {
         continue;
       }
       files.push({ path, status: "valid", declares: [identity] });
-      resources.push({ resource: this.resource(c, git.content.get(c)!), path, documentIndex: 0, line: 1 });
+      resources.push({
+        resource: this.resource(c, git.content.get(c)!, git.versions.get(c)!),
+        path,
+        documentIndex: 0,
+        line: 1,
+      });
     }
     const failed = files.filter((file) => file.status === "failed").map((file) => file.path);
     return {
@@ -249,7 +292,7 @@ class Sim {
 
   /** A change in Git: a new commit and its model. */
   change(edit: () => void): void {
-    this.history.push(new Map(this.content));
+    this.history.push({ content: new Map(this.content), versions: new Map(this.versions) });
     edit();
     this.commit = `c-${++this.commitNumber}`;
     this.commits.set(this.commit, this.git());
@@ -266,7 +309,11 @@ class Sim {
       if (cr.reconcileAt > this.now) continue;
       const c = key.slice(key.indexOf("/") + 1, key.indexOf("-serving")) as ClusterName;
       const content = Number((cr.object.spec as { config: { sim: { content: string } } }).config.sim.content);
-      const healthy = !this.bad.has(content) && (this.downUntil.get(c) ?? 0) <= this.now;
+      const version = (cr.object.spec as { version: string }).version;
+      const healthy =
+        !this.bad.has(`${content}`) &&
+        !this.bad.has(`${content}@${minorOf(version)}`) &&
+        (this.downUntil.get(c) ?? 0) <= this.now;
       const condition = (type: string) => ({
         type,
         status: healthy ? "True" : "False",
@@ -277,6 +324,8 @@ class Sim {
         ...cr.object,
         status: {
           observedGeneration: cr.object.metadata.generation,
+          // What the controller installed: the version asked for, once it is healthy on it.
+          version: healthy ? version : (cr.object.status as { version?: string } | undefined)?.version,
           conditions: [condition("DeploymentsAvailable"), condition("Ready")],
         },
       };
@@ -308,12 +357,22 @@ class Sim {
     const clusters = this.inventory();
     const before = new Map([...this.hub].map(([key, cr]) => [key, hashOf(cr.object)]));
     const healthBefore = new Map([...this.hub].map(([key, cr]) => [key, healthOf(cr.object).healthy]));
-    const intent = this.intent(model);
+    const minorsBefore = new Map([...this.hub].map(([key, cr]) => [key, minorOfCr(cr.object)]));
+    // As the sync does (step 2c): a version several minors ahead is the next step of its upgrade chain, from
+    // the steps the stored state keeps. What Git wants, for the gate and the observer, is that step.
+    const upgrades = chainUpgrades(model.resources, live, {
+      ...upgradeMemory(true, this.state),
+      available: RELEASES,
+    });
+    const stepped: FleetModel = { ...model, resources: upgrades.resources };
+    const intent = this.intent(stepped);
     const waveOf = (key: string) => this.waveOf(spec, key, clusters);
     const phaseBefore = this.state?.phase;
     const haltBefore = this.state?.halt;
     this.observer.sample(this.now, before, healthBefore);
-    if (phaseBefore !== "Halted") this.observer.settle(this.now, intent, before, healthBefore, spec, waveOf);
+    if (phaseBefore !== "Halted") {
+      this.observer.settle(this.now, intent, before, healthBefore, spec, waveOf, minorsBefore);
+    }
 
     const departures = decideDepartures({
       live,
@@ -328,7 +387,7 @@ class Sim {
     });
     this.departedSince = departures.since;
     const held = departures.held as ResourceIdentity[];
-    const steps = decideApplies(model.resources, source, live);
+    const steps = decideApplies(stepped.resources, source, live);
     const outcome = gateApplies(
       {
         spec,
@@ -339,23 +398,39 @@ class Sim {
         frozen: model.files.filter((f) => f.status === "failed").flatMap((f) => f.declares),
         held,
         now: new Date(this.now),
+        upgrades: upgrades.steps,
       },
       steps,
       live,
     );
+    // A revert that cannot be made fails the run, once the observer has said what it left (guarantee 8).
+    const revertFailures: string[] = [];
     const reverts = outcome.reverts.flatMap((request): ApplyStep[] => {
       const result = revertStep(request, this.model(this.commits.get(request.to.commit)!), source);
       if ("step" in result) return [result.step];
-      throw new Violation(`a revert failed: ${result.failure}`);
+      revertFailures.push(`a revert failed: ${result.failure}`);
+      return [];
     });
     // The state is stored before anything is written (write-ahead), read back as a new leader would.
     this.state = RolloutStateSchema.parse(JSON.parse(JSON.stringify(outcome.state)));
+    // 7. The chains' steps, at every sync: a crash stores the step as any sync does.
+    this.observer.checkChains({
+      sync: this.syncs,
+      files: new Map(model.resources.map((d) => [key(d), minorOf(String(d.resource.spec.version))] as const)),
+      given: new Map(
+        stepped.resources.map((d) => [key(d), minorOf(String(d.resource.spec.version))] as const),
+      ),
+      minorsBefore,
+      phaseBefore,
+      phaseAfter: this.state.phase,
+    });
     if (crash) {
       this.departedSince = new Map();
+      if (revertFailures.length > 0) throw new Violation(revertFailures.join("; "));
       return;
     }
     const revertKeys = new Set(reverts.map((step) => formatIdentity(step)));
-    const writes: { key: string; to: string; revert: boolean }[] = [];
+    const writes: Write[] = [];
     for (const step of withReverts(outcome.steps, reverts)) {
       if (step.action !== "create" && step.action !== "update") continue;
       this.write(step.object);
@@ -363,6 +438,8 @@ class Sim {
         key: formatIdentity(step),
         to: hashOf(step.object)!,
         revert: revertKeys.has(formatIdentity(step)),
+        ...(minorsBefore.has(formatIdentity(step)) && { fromMinor: minorsBefore.get(formatIdentity(step)) }),
+        toMinor: minorOfCr(step.object),
       });
     }
     // Prunes behind the mirror's safeguards, in reverse wave order.
@@ -401,6 +478,8 @@ class Sim {
       healthBefore,
       after,
       healthAfter: new Map([...this.hub].map(([k, cr]) => [k, healthOf(cr.object).healthy])),
+      minorsBefore,
+      minorsAfter: new Map([...this.hub].map(([k, cr]) => [k, minorOfCr(cr.object)])),
       writes,
       waveOf,
       phaseBefore,
@@ -409,6 +488,7 @@ class Sim {
       commit: this.commit,
       declared: new Set(model.files.flatMap((f) => f.declares.map(formatIdentity))),
     });
+    if (revertFailures.length > 0) throw new Violation(revertFailures.join("; "));
     if (this.state.phase === "Complete" && phaseBefore !== "Complete") {
       if ([...this.broken].some((c) => this.hub.has(crKey(c)))) {
         triggered.add("a rollout completes while a file is broken");
@@ -446,18 +526,40 @@ class Sim {
       case "push":
         this.change(() => {
           const id = this.commitNumber + 100;
-          if (op.bad) this.bad.add(id);
-          for (const c of op.clusters.length > 0 ? op.clusters : CLUSTERS) this.content.set(c, id);
+          if (op.bad) this.bad.add(`${id}`);
+          if (op.failAt !== undefined) this.bad.add(`${id}@${op.failAt}`);
+          for (const c of op.clusters.length > 0 ? op.clusters : CLUSTERS) {
+            this.content.set(c, id);
+            if (op.version !== undefined) this.toVersion(c, op.version);
+          }
         });
         break;
       case "gitRevert": {
         const previous = this.history.at(-1);
         if (previous)
           this.change(() => {
-            for (const [c, id] of previous) this.content.set(c, id);
+            for (const [c, id] of previous.content) this.content.set(c, id);
+            for (const [c, minor] of previous.versions) this.toVersion(c, minor);
           });
         break;
       }
+      case "upgradeRollout":
+        this.change(() => {
+          const id = this.commitNumber + 100;
+          if (op.failAt !== undefined) this.bad.add(`${id}@${op.failAt}`);
+          for (const c of CLUSTERS) {
+            this.content.set(c, id);
+            this.toVersion(c, op.to);
+          }
+          this.shape = { ...this.shape, onFailure: op.revert ? "HaltAndRevert" : "Halt" };
+        });
+        this.syncUntil(
+          40,
+          () =>
+            this.state?.phase === "Halted" ||
+            CLUSTERS.every((c) => !this.selected.has(c) || this.hubMinor(c) === this.versions.get(c)),
+        );
+        break;
       case "relabel":
         this.relabel(op.cluster, op.ring);
         break;
@@ -480,7 +582,7 @@ class Sim {
       case "badRollout":
         this.change(() => {
           const id = this.commitNumber + 100;
-          this.bad.add(id);
+          this.bad.add(`${id}`);
           for (const c of op.clusters.length > 0 ? op.clusters : CLUSTERS) this.content.set(c, id);
           this.shape = { ...this.shape, onFailure: op.revert ? "HaltAndRevert" : "Halt" };
         });
@@ -523,6 +625,17 @@ class Sim {
     this.sync();
   }
 
+  /**
+   * The cluster's file moves to 1.<minor>: up by any number of minors (a chain), down by one at most from
+   * what its file, its hub CR and its last settled content have (Knative refuses more, and a multi-minor
+   * downgrade is no chain: it is left as the file says, so the model does not ask for one).
+   */
+  toVersion(c: ClusterName, minor: number): void {
+    const settled = this.observer.baselineMinor.get(crKey(c)) ?? 0;
+    const floor = Math.max(this.versions.get(c)!, this.hubMinor(c) ?? 0, settled) - 1;
+    this.versions.set(c, Math.max(minor, floor));
+  }
+
   /** Syncs every 30 s, at most `times`, until `done`. */
   syncUntil(times: number, done: () => boolean): void {
     for (let i = 0; i < times && !done(); i++) {
@@ -560,7 +673,10 @@ class Sim {
       if (entry.baseline === undefined || !this.hub.has(k) || !this.selected.has(clusterOf(k))) continue;
       const { commit, hash } = entry.baseline;
       const git = this.commits.get(commit);
-      const desired = git && this.model(git).resources.find((d) => key(d) === k);
+      const file = git && this.model(git).resources.find((d) => key(d) === k);
+      // A step of an upgrade chain: the commit's CR with the version the step gave it.
+      const desired =
+        file && (entry.baseline.version === undefined ? file : stepTo(file, entry.baseline.version));
       const gives =
         desired && hashOf(mirroredObject(desired, { repository: REPOSITORY, branch: "main", commit }));
       if (gives !== hash) {
@@ -583,6 +699,13 @@ class Sim {
     this.complete();
   }
 
+  /** A file wants a version several minors ahead of its hub CR's: the settling walks a chain. */
+  chainsLeft(): void {
+    if (CLUSTERS.some((c) => this.selected.has(c) && this.versions.get(c)! - (this.hubMinor(c) ?? 99) >= 2)) {
+      triggered.add("the faults stop with a chain of several minors to walk");
+    }
+  }
+
   /** Syncs every 30 s until the rollout completes with every CR on what Git wants; the gate's baselines are the observer's. */
   complete(): void {
     for (let i = 0; i < 300; i++) {
@@ -596,7 +719,8 @@ class Sim {
         CLUSTERS.every(
           (c) =>
             !this.selected.has(c) ||
-            this.content.get(c) === contentOf(this.hub.get(`KnativeServing knative-fleet/${c}-serving`)),
+            (this.content.get(c) === contentOf(this.hub.get(`KnativeServing knative-fleet/${c}-serving`)) &&
+              this.hubMinor(c) === this.versions.get(c)),
         );
       if (done) {
         this.checkBaselineCommits();
@@ -610,10 +734,54 @@ class Sim {
         return;
       }
     }
+    // 9. Every CR ends on the version its file wants: a chain walked to its end.
+    const behind = CLUSTERS.filter((c) => this.selected.has(c) && this.hubMinor(c) !== this.versions.get(c));
+    if (this.state?.phase === "Complete" && behind.length > 0) {
+      throw new Violation(
+        `the fleet settled with ${behind.map((c) => `${crKey(c)} on 1.${this.hubMinor(c)}, its file wants 1.${this.versions.get(c)}`).join("; ")} (steps ${JSON.stringify(this.state.upgrades ?? {})})`,
+      );
+    }
     throw new Violation(
       `the fleet did not complete 150 minutes after the faults stopped: phase ${this.state?.phase}, halt ${JSON.stringify(this.state?.halt)}`,
     );
   }
+
+  /** The minor of 1.x the cluster's hub CR asks for, if it has one. */
+  hubMinor(c: ClusterName): number | undefined {
+    const cr = this.hub.get(crKey(c));
+    return cr && minorOfCr(cr.object);
+  }
+}
+
+interface Write {
+  key: string;
+  to: string;
+  revert: boolean;
+  /** The minor of 1.x the hub CR asked for before the write (none for a creation) and after it. */
+  fromMinor?: number;
+  toMinor: number;
+}
+
+/** What the chains' check sees of one sync: versions alone, and the stored phase. */
+interface ChainCheck {
+  sync: number;
+  /** The minor each valid file's CR wants, and the minor the sync gives it (its chain's step). */
+  files: Map<string, number>;
+  given: Map<string, number>;
+  /** The minor each hub CR asks for before the sync. */
+  minorsBefore: Map<string, number>;
+  phaseBefore: RolloutState["phase"] | undefined;
+  phaseAfter: RolloutState["phase"];
+}
+
+/** What the observer knows of one chain (the CRs whose files want one minor, some of them below it). */
+interface ChainRecord {
+  /** Since which sync each CR has been on the chain without a break. */
+  since: Map<string, number>;
+  /** The sync each minor was first given to a CR of the chain at. */
+  givenAt: Map<number, number>;
+  /** The minors given that a rollout completed after (the state stored Complete at a later sync). */
+  completedAfter: Set<number>;
 }
 
 interface Check {
@@ -625,7 +793,10 @@ interface Check {
   healthBefore: Map<string, boolean>;
   after: Map<string, string | undefined>;
   healthAfter: Map<string, boolean>;
-  writes: { key: string; to: string; revert: boolean }[];
+  /** The minor of 1.x each hub CR asks for before the sync and after it. */
+  minorsBefore: Map<string, number>;
+  minorsAfter: Map<string, number>;
+  writes: Write[];
   waveOf(key: string): number;
   phaseBefore: RolloutState["phase"] | undefined;
   /** The halt the sync started with (what was halted, at which commit): only Git lifts it. */
@@ -639,6 +810,10 @@ interface Check {
 /** What the guarantees say, from what it sees of the hub: the gate's state only by its phase. */
 class Observer {
   readonly baseline = new Map<string, string>();
+  /** The minor of 1.x each baseline asks for. */
+  readonly baselineMinor = new Map<string, number>();
+  /** The chains under way, by the minor their files want. */
+  readonly chains = new Map<number, ChainRecord>();
   readonly lastIntent = new Map<string, string>();
   /** Since when each CR has been seen healthy (at a sync) on the content it has. */
   readonly healthySince = new Map<string, { hash: string | undefined; since: number }>();
@@ -672,6 +847,7 @@ class Observer {
     health: Map<string, boolean>,
     spec: RolloutSpec,
     waveOf: (key: string) => number,
+    minors: Map<string, number>,
   ): void {
     const soakMs = (k: string) => (spec.allAtOnce ? 0 : plannedWaves(spec)[waveOf(k)]!.soakMs);
     const settled = [...intent].every(([k, want]) => {
@@ -681,9 +857,83 @@ class Observer {
       return health.get(k) === true && this.soaked(k, has, now, soakMs(k));
     });
     if (!settled) return;
-    for (const [k, has] of live)
-      if (intent.has(k) && has !== undefined && health.get(k)) this.baseline.set(k, has);
+    for (const [k, has] of live) {
+      if (intent.has(k) && has !== undefined && health.get(k)) {
+        this.baseline.set(k, has);
+        this.baselineMinor.set(k, minors.get(k)!);
+      }
+    }
     this.opened.clear();
+  }
+
+  /**
+   * 7. No step opens before the previous one completed. A CR is given minor m (one up from the m-1 it has)
+   * only once it settled on m-1: its baseline (the content it had when the fleet last settled) is on m-1 or
+   * above, so a revert takes it back one minor at most. The first sync that gives a CR of a chain minor m
+   * finds every CR that has been on the chain since m-1 was given (every CR of the chain, for its first
+   * step) on m-1 at least: a CR that joined later (its file moved to the chain's minor, came back from a
+   * broken file or a departure) may be further behind. When m-1 was itself given by the chain, a rollout
+   * completed after it and the state this sync starts from is Complete.
+   */
+  checkChains(c: ChainCheck): void {
+    for (const [k, given] of c.given) {
+      const has = c.minorsBefore.get(k);
+      const base = this.baselineMinor.get(k);
+      // A CR given more than one minor up is for guarantee 6, at its write.
+      if (has === undefined || given !== has + 1 || base === undefined) continue;
+      if (base < given - 1) {
+        throw new Violation(
+          `${k} is given 1.${given} while its 1.${has} has not settled: its baseline is on 1.${base}`,
+        );
+      }
+    }
+    const targets = new Set([...this.chains.keys(), ...c.files.values()]);
+    for (const target of targets) {
+      const members = [...c.files]
+        .filter(([k, want]) => want === target && c.minorsBefore.has(k) && c.minorsBefore.get(k)! <= target)
+        .map(([k]) => k);
+      // Every CR on the minor its file wants (or none left): the chain is done.
+      if (members.every((k) => c.minorsBefore.get(k) === target)) {
+        this.chains.delete(target);
+        continue;
+      }
+      const chain = this.chains.get(target) ?? {
+        since: new Map(),
+        givenAt: new Map(),
+        completedAfter: new Set(),
+      };
+      this.chains.set(target, chain);
+      for (const k of [...chain.since.keys()]) if (!members.includes(k)) chain.since.delete(k);
+      for (const k of members) if (!chain.since.has(k)) chain.since.set(k, c.sync);
+      const given = new Set(
+        members.filter((k) => c.given.get(k)! > c.minorsBefore.get(k)!).map((k) => c.given.get(k)!),
+      );
+      for (const m of [...given].sort((a, b) => a - b)) {
+        if (chain.givenAt.has(m)) continue;
+        const previous = chain.givenAt.get(m - 1);
+        for (const k of members) {
+          if (previous !== undefined && chain.since.get(k)! > previous) continue;
+          if (c.minorsBefore.get(k)! < m - 1) {
+            throw new Violation(
+              `step 1.${m} of the chain to 1.${target} opened while ${k}, on the chain since sync ${chain.since.get(k)}, was on 1.${c.minorsBefore.get(k)}`,
+            );
+          }
+        }
+        if (previous !== undefined) {
+          triggered.add("a chain's next step opens after its previous one");
+          if (!chain.completedAfter.has(m - 1) || c.phaseBefore !== "Complete") {
+            throw new Violation(
+              `step 1.${m} of the chain to 1.${target} opened though the rollout of step 1.${m - 1} (given at sync ${previous}) ${chain.completedAfter.has(m - 1) ? "completed" : "never completed"} and the state was ${c.phaseBefore}`,
+            );
+          }
+        }
+        if (m < target) triggered.add("a chain gives a CR a step below its file's version");
+        chain.givenAt.set(m, c.sync);
+      }
+      if (c.phaseAfter === "Complete") {
+        for (const [m, at] of chain.givenAt) if (at < c.sync) chain.completedAfter.add(m);
+      }
+    }
   }
 
   check(c: Check): void {
@@ -695,7 +945,16 @@ class Observer {
     // A CR gone from the hub that no file wants any more has no baseline (the gate's guarantee 3 keeps it
     // while the hub CR exists): one made again later, for a cluster that came back, starts without one.
     for (const k of [...this.baseline.keys()]) {
-      if (c.before.get(k) === undefined && !c.intent.has(k) && !c.declared.has(k)) this.baseline.delete(k);
+      if (c.before.get(k) === undefined && !c.intent.has(k) && !c.declared.has(k)) {
+        this.baseline.delete(k);
+        this.baselineMinor.delete(k);
+      }
+    }
+    // 6. No cluster skips a minor: a write moves a hub CR's spec.version by one minor at most.
+    for (const w of c.writes) {
+      if (w.fromMinor !== undefined && Math.abs(w.toMinor - w.fromMinor) > 1) {
+        fail(`${w.key} was ${w.revert ? "reverted" : "written"} from 1.${w.fromMinor} to 1.${w.toMinor}`);
+      }
     }
     const news = c.writes.filter(
       (w) => !w.revert && w.to !== this.baseline.get(w.key) && w.to !== c.before.get(w.key),
@@ -791,6 +1050,20 @@ class Observer {
         }
       }
     }
+    // 8. A revert goes back exactly one step: halted with HaltAndRevert, a CR moved on from its baseline's
+    // minor is put back on it, one below the minor that failed.
+    if (c.phaseAfter === "Halted" && c.spec.onFailure === "HaltAndRevert" && !c.spec.allAtOnce) {
+      for (const k of members) {
+        const base = this.baselineMinor.get(k);
+        const from = c.minorsBefore.get(k);
+        if (base === undefined || from === undefined || from === base) continue;
+        if (from === base + 1) triggered.add("HaltAndRevert puts a CR back one minor");
+        if (Math.abs(from - base) > 1) fail(`${k} is reverted from 1.${from} to 1.${base}: not one step`);
+        if (c.minorsAfter.get(k) !== base) {
+          fail(`${k} was left on 1.${c.minorsAfter.get(k)} after a halt, not its baseline's 1.${base}`);
+        }
+      }
+    }
     // 3. Halted with HaltAndRevert: every member back on its baseline.
     if (c.phaseAfter === "Halted" && c.spec.onFailure === "HaltAndRevert" && !c.spec.allAtOnce) {
       for (const k of members) {
@@ -811,6 +1084,10 @@ const key = (d: DesiredResource): string =>
     namespace: d.resource.metadata.namespace,
     name: d.resource.metadata.name,
   });
+/** The minor of a `1.x` version. */
+const minorOf = (version: string): number => Number(version.split(".")[1]);
+/** The minor of 1.x a hub CR's spec.version asks for. */
+const minorOfCr = (object: KubeObject): number => minorOf((object.spec as { version: string }).version);
 const hashOf = (object: KubeObject | undefined): string | undefined =>
   object?.metadata.annotations?.[DESIRED_HASH_ANNOTATION];
 const contentOf = (cr: LiveCr | undefined): number | undefined =>
@@ -821,14 +1098,32 @@ const clusterOf = (crKey: string): ClusterName =>
   crKey.slice(crKey.indexOf("/") + 1, crKey.indexOf("-serving")) as ClusterName;
 
 const cluster = fc.constantFrom(...CLUSTERS);
+const minor = fc.constantFrom(...MINORS);
 const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 6,
-    arbitrary: fc.record({
-      op: fc.constant("push" as const),
-      clusters: fc.subarray([...CLUSTERS]),
-      bad: fc.boolean(),
-    }),
+    arbitrary: fc.record(
+      {
+        op: fc.constant("push" as const),
+        clusters: fc.subarray([...CLUSTERS]),
+        bad: fc.boolean(),
+        version: minor,
+        failAt: minor,
+      },
+      { requiredKeys: ["op", "clusters", "bad"] },
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record(
+      {
+        op: fc.constant("upgradeRollout" as const),
+        to: fc.constantFrom(22 as const, 23 as const),
+        failAt: fc.constantFrom(21 as const, 22 as const, 23 as const),
+        revert: fc.boolean(),
+      },
+      { requiredKeys: ["op", "to", "revert"] },
+    ),
   },
   { weight: 1, arbitrary: fc.constant({ op: "gitRevert" as const }) },
   {
@@ -914,6 +1209,7 @@ describe("the rollout model", () => {
           sim.complete(); // installed: every CR has a baseline
           triggered = new Set();
           for (const op of ops) sim.run(op);
+          sim.chainsLeft();
           for (const trigger of triggered) triggerRuns.set(trigger, triggerRuns.get(trigger)! + 1);
           sim.settleAtTheEnd();
         },
@@ -963,7 +1259,9 @@ describe("the rollout model", () => {
         healthBefore: new Map([...before.keys()].map((k) => [k, true])),
         after: new Map([...before, [key(c3), hashOf(object)]]),
         healthAfter: new Map([...before.keys()].map((k) => [k, true])),
-        writes: [{ key: key(c3), to: hashOf(object)!, revert: false }],
+        minorsBefore: new Map([...before.keys()].map((k) => [k, 20])),
+        minorsAfter: new Map([...before.keys()].map((k) => [k, 20])),
+        writes: [{ key: key(c3), to: hashOf(object)!, revert: false, fromMinor: 20, toMinor: 20 }],
         waveOf: (k) => sim.waveOf(sim.spec(), k, sim.inventory()),
         phaseBefore: "Complete",
         haltBefore: undefined,
