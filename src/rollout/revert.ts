@@ -3,7 +3,7 @@ import { formatIdentity } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
 import { type ApplyStep, type MirrorSource, mirroredObject } from "../mirror/decide.ts";
 import { commitInMessage } from "../text/commit.ts";
-import { stepTo } from "../upgrade/chain.ts";
+import { atVersion } from "../upgrade/chain.ts";
 import type { GateOutcome, RevertRequest, RolloutEvent } from "./gate.ts";
 
 // A revert re-derives the content it puts back from Git: the state keeps only the baseline's digest and
@@ -29,9 +29,8 @@ export function revertStep(
       formatIdentity({ kind, namespace: metadata.namespace, name: metadata.name }) === key,
   );
   if (desired === undefined) return { failure: `commit ${commit} declares no valid ${key}`, lasting: true };
-  // A step of an upgrade chain: the commit's CR with the version the step gave it, as the chain wrote it.
-  const content = to.version === undefined ? desired : stepTo(desired, to.version);
-  const object = mirroredObject(content, { ...source, commit: to.commit });
+  // A step of an upgrade chain is the commit's CR with the version the step gave it.
+  const object = mirroredObject(atVersion(desired, to.version), { ...source, commit: to.commit });
   if (object.metadata.annotations?.[DESIRED_HASH_ANNOTATION] !== to.hash) {
     return {
       failure: `what commit ${commit} gives it today differs from what was healthy (the inventory changed what its placement selects or overrides)`,

@@ -16,7 +16,7 @@ import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep } from "../mirror/decide.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
-import { stepOf } from "../upgrade/chain.ts";
+import { versionOf } from "../upgrade/chain.ts";
 import type { Content, CrState, RolloutState } from "./state.ts";
 import { type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
 
@@ -108,11 +108,11 @@ export const hashOf = (object: KubeObject | undefined): string | undefined =>
   object?.metadata.annotations?.[DESIRED_HASH_ANNOTATION];
 
 /**
- * What a hub CR has, as a baseline records it: its digest, the commit it came from, and the step it was
- * given when an upgrade chain gave it one (what a revert re-derives it with).
+ * What a hub CR has, as a baseline records it: its digest, the commit it came from, and its version (what an
+ * upgrade chain steps from; a revert re-derives a step with it).
  */
 export function contentOf(live: KubeObject): Content {
-  const version = stepOf(live);
+  const version = versionOf(live);
   return {
     hash: hashOf(live) ?? "",
     commit: live.metadata.annotations?.[SOURCE_COMMIT_ANNOTATION] ?? "",

@@ -34,6 +34,11 @@ interface UpgradeMemory {
   steps?: Readonly<Record<string, string>>;
   /** The stored rollout is complete (or there is none): the step under way went through every wave. */
   atRest: boolean;
+  /**
+   * The version each CR settled on, by `Kind namespace/name`: its baseline's (the content of the last
+   * rollout that completed with it healthy). A CR moves at most one minor past it per rollout.
+   */
+  settled?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -42,13 +47,23 @@ interface UpgradeMemory {
  */
 export function upgradeMemory(
   gated: boolean,
-  state: { phase: string; upgrades?: Readonly<Record<string, string>> } | undefined,
+  state:
+    | {
+        phase: string;
+        upgrades?: Readonly<Record<string, string>>;
+        crs: Readonly<Record<string, { baseline?: { version?: string } }>>;
+      }
+    | undefined,
 ): UpgradeMemory {
   if (!gated) return { gated, atRest: true };
+  const settled = Object.entries(state?.crs ?? {}).flatMap(([key, cr]) =>
+    cr.baseline?.version === undefined ? [] : [[key, cr.baseline.version] as const],
+  );
   return {
     gated,
     ...(state?.upgrades && { steps: state.upgrades }),
     atRest: state === undefined || state.phase === "Complete",
+    settled: Object.fromEntries(settled),
   };
 }
 
@@ -88,6 +103,10 @@ interface Link {
   /** The minor the hub CR has, and its spec.version as written. */
   at: Minor;
   atVersion: string;
+  /** The minor it settled on (its baseline's), or the one it has when that is not known. */
+  level: number;
+  /** It took a minor in the rollout under way: it takes no other before that rollout completes. */
+  moved: boolean;
 }
 
 const minorText = (version: Minor): string => `${version.major}.${version.minor}`;
@@ -115,11 +134,27 @@ export function stepTo(desired: DesiredResource, version: string): DesiredResour
   };
 }
 
+/**
+ * A file's CR as a hub CR with `version` had it: the file's own when it says that version (or none is
+ * known), else the step `stepTo` wrote. What a revert re-derives from a baseline's commit and version.
+ */
+export function atVersion(desired: DesiredResource, version: string | undefined): DesiredResource {
+  return version === undefined || version === String(desired.resource.spec.version ?? "")
+    ? desired
+    : stepTo(desired, version);
+}
+
 /** The version a stepped hub CR was given, when it is a step (what a baseline records for its revert). */
 export function stepOf(live: KubeObject): string | undefined {
   if (live.metadata.annotations?.[UPGRADE_TARGET_ANNOTATION] === undefined) return undefined;
   const version = (live.spec as { version?: unknown } | undefined)?.version;
   return typeof version === "string" ? version : undefined;
+}
+
+/** A hub CR's spec.version when it names a release (`x.y` or `x.y.z`): what a baseline records. */
+export function versionOf(live: KubeObject): string | undefined {
+  const version = (live.spec as { version?: unknown } | undefined)?.version;
+  return typeof version === "string" && minorOf(version) !== undefined ? version : undefined;
 }
 
 /** Every minor from `from` (excluded) to `to` has a release, as far as the releases are known. */
@@ -153,6 +188,9 @@ function linkOf(
   // Another major, or a downgrade: not a chain (the hub controller refuses what it must).
   if (at === undefined || at.major !== target.major || at.minor > target.minor) return undefined;
   if (!releasedUpTo(at, target, memory.available?.[kind])) return undefined;
+  const { namespace, name } = desired.resource.metadata;
+  const settled = minorOf(memory.settled?.[formatIdentity({ kind, namespace, name })]);
+  const level = settled?.major === at.major ? settled.minor : undefined;
   return {
     index,
     desired,
@@ -161,6 +199,9 @@ function linkOf(
     target,
     at,
     atVersion: typeof specVersion === "string" && minorOf(specVersion) ? specVersion : minorText(at),
+    level: level ?? at.minor,
+    // Without a baseline it moves with the chain's step, which moves only between rollouts.
+    moved: memory.gated && level !== undefined && at.minor !== level,
   };
 }
 
@@ -177,7 +218,7 @@ function settled(link: Link): boolean {
 /** The minor a chain's CRs are taken to this sync, from what they have and what the memory says. */
 function stepOfChain(links: readonly Link[], memory: UpgradeMemory): number | undefined {
   const target = links[0]!.target.minor;
-  const lowest = Math.min(...links.map((link) => link.at.minor));
+  const lowest = Math.min(...links.map((link) => link.level));
   const stored = minorOf(memory.steps?.[links[0]!.chain]);
   const under = stored && stored.minor >= lowest && stored.minor <= target ? stored.minor : undefined;
   // One minor from a version the file gave: no chain. One left after steps: the chain's last step.
@@ -214,7 +255,7 @@ export function chainUpgrades(
     const { major, minor: target } = links[0]!.target;
     if (memory.gated && links.some((link) => link.at.minor < target)) steps[chain] = `${major}.${step}`;
     for (const link of links.filter((link) => link.at.minor < target)) {
-      const next = link.at.minor >= step ? link.at.minor : link.at.minor + 1;
+      const next = link.moved || link.at.minor >= step ? link.at.minor : link.at.minor + 1;
       if (next !== target) {
         stepped[link.index] = stepTo(
           link.desired,

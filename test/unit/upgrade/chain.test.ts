@@ -41,6 +41,19 @@ const versionsOf = (chained: ReturnType<typeof chainUpgrades>) =>
 
 const GATED_AT_REST = upgradeMemory(true, undefined);
 
+/** The rollout state's memory: its phase, the chain's step under way, and what each cluster's CR settled on. */
+const stored = (phase: string, step: string | undefined, settled: Record<string, string>) =>
+  upgradeMemory(true, {
+    phase,
+    ...(step && { upgrades: { "KnativeServing 1.23": step } }),
+    crs: Object.fromEntries(
+      Object.entries(settled).map(([cluster, version]) => [
+        `KnativeServing knative-fleet/${cluster}-x`,
+        { baseline: { version } },
+      ]),
+    ),
+  });
+
 describe("upgrade chains", () => {
   it("gives a CR three minors behind the next minor, and says which version its file wants", () => {
     const chained = chainUpgrades(desired({ c1: "1.23.0" }), [hubCr("c1", "1.20", "1.20.1")], GATED_AT_REST);
@@ -68,32 +81,54 @@ describe("upgrade chains", () => {
 
   it("holds the step under way while the rollout runs or is halted, and moves it on once it completed", () => {
     const want = desired({ c1: "1.23", c2: "1.23" });
-    // c1 (the canary) took 1.21; c2 still runs 1.20.
+    // c1 (the canary) took 1.21; c2 still runs 1.20; both settled on 1.20.
     const live = [hubCr("c1", "1.21", "1.21.0"), hubCr("c2", "1.20", "1.20.0")];
     for (const phase of ["Progressing", "Halted"]) {
-      const memory = upgradeMemory(true, { phase, upgrades: { "KnativeServing 1.23": "1.21" } });
+      const memory = stored(phase, "1.21", { c1: "1.20", c2: "1.20" });
       expect(versionsOf(chainUpgrades(want, live, memory))).toEqual({ c1: "1.21", c2: "1.21" });
     }
     // Every CR on 1.21 but the rollout still soaking: no 1.22 anywhere.
     const onStep = [hubCr("c1", "1.21", "1.21.0"), hubCr("c2", "1.21", "1.21.0")];
-    const soaking = upgradeMemory(true, {
-      phase: "Progressing",
-      upgrades: { "KnativeServing 1.23": "1.21" },
-    });
+    const soaking = stored("Progressing", "1.21", { c1: "1.20", c2: "1.20" });
     expect(versionsOf(chainUpgrades(want, onStep, soaking))).toEqual({ c1: "1.21", c2: "1.21" });
-    const complete = upgradeMemory(true, { phase: "Complete", upgrades: { "KnativeServing 1.23": "1.21" } });
+    const complete = stored("Complete", "1.21", { c1: "1.21", c2: "1.21" });
     const next = chainUpgrades(want, onStep, complete);
     expect(versionsOf(next)).toEqual({ c1: "1.22", c2: "1.22" });
     expect(next.steps).toEqual({ "KnativeServing 1.23": "1.22" });
   });
 
+  it("a CR that took a minor in the rollout under way takes no other before it completes, whatever Git says", () => {
+    // 1.22 pushed as one minor (no chain) and let through to c1; 1.23 pushed while it soaks.
+    const live = [hubCr("c1", "1.22", "1.22.0"), hubCr("c2", "1.21", "1.21.0")];
+    const soaking = stored("Progressing", undefined, { c1: "1.21", c2: "1.21" });
+    const chained = chainUpgrades(desired({ c1: "1.23", c2: "1.23" }), live, soaking);
+    expect(versionsOf(chained)).toEqual({ c1: "1.22", c2: "1.22" });
+    expect(chained.steps).toEqual({ "KnativeServing 1.23": "1.22" });
+    // A CR no rollout completed with (no baseline) moves only between rollouts.
+    const unknown = stored("Progressing", "1.21", {});
+    expect(versionsOf(chainUpgrades(desired({ c1: "1.23" }), [hubCr("c1", "1.21")], unknown))).toEqual({
+      c1: "1.21",
+    });
+    expect(
+      versionsOf(
+        chainUpgrades(desired({ c1: "1.23" }), [hubCr("c1", "1.21")], stored("Complete", "1.21", {})),
+      ),
+    ).toEqual({
+      c1: "1.22",
+    });
+  });
+
   it("the last step gives the file's own version, without the annotation; a chain done is forgotten", () => {
     const want = desired({ c1: "1.23.0" });
-    const memory = upgradeMemory(true, { phase: "Complete", upgrades: { "KnativeServing 1.23": "1.22" } });
+    const memory = stored("Complete", "1.22", { c1: "1.22" });
     const last = chainUpgrades(want, [hubCr("c1", "1.22", "1.22.0")], memory);
     expect(last.resources[0]).toBe(want[0]);
     expect(last.steps).toEqual({ "KnativeServing 1.23": "1.23" });
-    const done = chainUpgrades(want, [hubCr("c1", "1.23.0", "1.23.0")], memory);
+    const done = chainUpgrades(
+      want,
+      [hubCr("c1", "1.23.0", "1.23.0")],
+      stored("Complete", "1.22", { c1: "1.23.0" }),
+    );
     expect(done.steps).toEqual({});
     expect(done.crs).toEqual([]);
   });
@@ -105,7 +140,7 @@ describe("upgrade chains", () => {
       hubCr("c2", "1.22.1", "1.22.1"),
       hubCr("c3", "1.21", "1.21.0"),
     ];
-    const memory = upgradeMemory(true, { phase: "Complete", upgrades: { "KnativeServing 1.23": "1.21" } });
+    const memory = stored("Complete", "1.21", { c1: "1.20", c2: "1.22.1", c3: "1.21" });
     // c1 did not take 1.21 (its cluster waited): the others go to 1.22 and on, c1 one minor at a time.
     expect(versionsOf(chainUpgrades(want, live, memory))).toEqual({ c1: "1.21", c2: "1.22.1", c3: "1.22" });
   });
