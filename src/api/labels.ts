@@ -114,6 +114,17 @@ export const ROLLOUT_REFUSED_ANNOTATION = `${FLEET}rollout-refused`;
  * missing; the value says why (logged and recorded as an Event), and knative-fleet removes it once acted on.
  */
 export const ROLLOUT_START_OVER_ANNOTATION = `${FLEET}rollout-start-over`;
+/**
+ * On the rollout key Secret, set by knative-fleet: the Secret's uid, once knative-fleet made it (or a person
+ * adopted it). A key Secret without it (made by someone else beforehand, copied, restored) is refused. It
+ * says whose intent the Secret carries, it is no security boundary: the key's namespace is.
+ */
+export const ROLLOUT_KEY_MARK_ANNOTATION = `${FLEET}rollout-key`;
+/**
+ * On the rollout key Secret, set by a person: use this Secret, which knative-fleet did not make, as the key;
+ * the value says why (logged and recorded as an Event), and knative-fleet replaces it with its mark.
+ */
+export const ADOPT_ROLLOUT_KEY_ANNOTATION = `${FLEET}adopt-rollout-key`;
 
 // --- Upgrade chains (src/upgrade) ---
 

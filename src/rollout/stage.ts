@@ -25,8 +25,10 @@ import { isWrite } from "./weigh.ts";
 
 interface RolloutStageOptions {
   hub: KubeClient;
-  /** knative-fleet's hub namespace: the state ConfigMap's and its key Secret's. */
+  /** knative-fleet's hub namespace: the state ConfigMap's (and, by default, its key Secret's). */
   namespace: string;
+  /** The key Secret's namespace (service config rollout.keyNamespace): one of its own, out of reach of `edit`. */
+  keyNamespace?: string;
   /** Where the fleet comes from: the state is bound to it, and reverts are re-read from it. */
   source: Pick<MirrorSource, "repository" | "branch">;
   /** The ClusterProfiles as the placement stage's watch holds them; undefined until listed. */
@@ -67,13 +69,20 @@ export class RolloutStage {
 
   constructor(options: RolloutStageOptions) {
     this.#options = options;
-    const { hub, namespace, source, events, log, prometheusUrl } = options;
+    const { hub, namespace, keyNamespace = namespace, source, events, log, prometheusUrl } = options;
     // A gate's token is read from knative-fleet's namespace, from a Secret labelled for it.
     this.#gateOptions = {
       ...(prometheusUrl && { prometheusUrl }),
       readSecret: (ref) => readSecretKey(hub, namespace, ref),
     };
-    this.#store = new SealedStateStore({ hub, namespace, repository: source.repository, events, log });
+    this.#store = new SealedStateStore({
+      hub,
+      namespace,
+      keyNamespace,
+      repository: source.repository,
+      events,
+      log,
+    });
   }
 
   stop(): void {
@@ -105,12 +114,14 @@ export class RolloutStage {
           ? "the ClusterProfile inventory is not read yet; changes wait for it"
           : opened?.kind === "error"
             ? `the rollout state's key cannot be read (${opened.reason}); changes wait for it`
-            : opened?.kind === "refused"
-              ? rolloutVerdict({
-                  phase: "Refused",
-                  refused: { configMap: `${namespace}/${ROLLOUT_STATE_CONFIGMAP}`, reason: opened.reason },
-                }).message
-              : undefined;
+            : opened?.kind === "keyRefused"
+              ? `${opened.reason}; every change waits`
+              : opened?.kind === "refused"
+                ? rolloutVerdict({
+                    phase: "Refused",
+                    refused: { configMap: `${namespace}/${ROLLOUT_STATE_CONFIGMAP}`, reason: opened.reason },
+                  }).message
+                : undefined;
     return {
       commit,
       now: (this.#options.now ?? (() => new Date()))(),
@@ -119,7 +130,7 @@ export class RolloutStage {
       paused: hubPaused || spec?.paused === true,
       ...(clusters && { clusters }),
       ...(holdAll !== undefined && { holdAll }),
-      refused: opened?.kind === "refused",
+      refused: opened?.kind === "refused" || opened?.kind === "keyRefused",
       ...(opened?.kind === "ready" && opened.state && { state: opened.state }),
       ...(opened?.kind === "ready" && opened.text !== undefined && { stateText: opened.text }),
       startedOver: opened?.kind === "ready" && opened.startedOver !== undefined,

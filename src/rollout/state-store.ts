@@ -1,5 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { ROLLOUT_REFUSED_ANNOTATION, ROLLOUT_START_OVER_ANNOTATION } from "../api/labels.ts";
+import {
+  ADOPT_ROLLOUT_KEY_ANNOTATION,
+  ROLLOUT_KEY_MARK_ANNOTATION,
+  ROLLOUT_REFUSED_ANNOTATION,
+  ROLLOUT_START_OVER_ANNOTATION,
+} from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
@@ -19,12 +24,16 @@ import {
 
 // The sealed rollout state's storage on the hub: the state ConfigMap, checked against the HMAC key in its
 // Secret (made when there is none) and the chain the Secret records, refused when someone else wrote it, and
-// stored write-ahead. What the state means is state.ts's; what it decides is the gate's.
+// stored write-ahead. What the state means is state.ts's; what it decides is the gate's. The key Secret is
+// used only when knative-fleet made it or a person adopted it (its mark names its uid), and it may live in a
+// namespace of its own (rollout.keyNamespace), out of reach of those who may read Secrets beside the state.
 
 interface SealedStateStoreOptions {
   hub: KubeClient;
-  /** knative-fleet's hub namespace: the state ConfigMap's and its key Secret's. */
+  /** knative-fleet's hub namespace: the state ConfigMap's. */
   namespace: string;
+  /** The key Secret's namespace (service config rollout.keyNamespace; by default `namespace`). */
+  keyNamespace: string;
   /** The repository the state rolls out: the seal binds the state to it. */
   repository: string;
   events: EventRecorder;
@@ -33,12 +42,19 @@ interface SealedStateStoreOptions {
 
 /**
  * What the stored state is, once checked: usable (none yet, or this one; `startedOver` when a person chose
- * to start over from a refused or missing one), refused, or unreadable for now.
+ * to start over from a refused or missing one), refused, its key refused (`reason` is the whole sentence,
+ * with what a person can do), or unreadable for now.
  */
 type OpenedStore =
   | { kind: "ready"; state: RolloutState | undefined; text: string | undefined; startedOver?: string }
   | { kind: "refused"; reason: string }
+  | { kind: "keyRefused"; reason: string }
   | { kind: "error"; reason: string };
+
+/** Why the key Secret is not used: every change waits until a person acts. */
+interface KeyRefusal {
+  refused: string;
+}
 
 /** The state ConfigMap as an Event's object. */
 export const stateObject = (namespace: string): InvolvedObject => ({
@@ -56,6 +72,8 @@ export class SealedStateStore {
   #written: string | undefined;
   /** The refused state text last reported, so a refusal is one Event, not one a sync. */
   #refusedText: string | undefined;
+  /** The key refusal last reported, likewise (once the key is accepted, it is kept: no refusal follows). */
+  #keyRefusal: string | undefined;
 
   constructor(options: SealedStateStoreOptions) {
     this.#options = options;
@@ -63,12 +81,13 @@ export class SealedStateStore {
 
   /** The stored state in `configMap`, checked against the key; a refusal is recorded once per refused content. */
   async open(configMap: KubeObject | undefined): Promise<OpenedStore> {
-    let key: Uint8Array;
+    let key: Uint8Array | KeyRefusal;
     try {
-      key = await this.#stateKey();
+      key = await this.#stateKey(configMap);
     } catch (err) {
       return { kind: "error", reason: err instanceof Error ? err.message : String(err) };
     }
+    if (!(key instanceof Uint8Array)) return this.#refuseKey(key.refused);
     const data = configMap?.data as Record<string, unknown> | undefined;
     const { namespace, repository } = this.#options;
     let opened: OpenedState = openState(data, key, stateBinding(namespace, repository), this.#last);
@@ -126,7 +145,7 @@ export class SealedStateStore {
    */
   async store(state: RolloutState, text: string): Promise<void> {
     const { hub, namespace, repository } = this.#options;
-    const key = await this.#stateKey();
+    const key = this.#key!; // read by `open`, which accepted the state this one follows
     const data = sealState(state, key, stateBinding(namespace, repository), this.#last ?? "");
     this.#written = undefined; // unknown until the write is known to have landed
     await hub.apply({
@@ -192,48 +211,120 @@ export class SealedStateStore {
   }
 
   /**
-   * The HMAC key from its Secret, made (32 random bytes) when there is none, read once per leader with the
-   * last state's HMAC it records.
+   * The HMAC key from its Secret, read once per leader with the last state's HMAC it records: made (32
+   * random bytes) when there is none, adopted when a person asked, refused when knative-fleet did not make
+   * it (no mark naming its uid), or when it is missing though the state ConfigMap holds a sealed state.
    */
-  async #stateKey(): Promise<Uint8Array> {
+  async #stateKey(configMap: KubeObject | undefined): Promise<Uint8Array | KeyRefusal> {
     if (this.#key) return this.#key;
-    const { hub, namespace } = this.#options;
-    const read = async () => {
-      const secret = await hub.get("v1", "Secret", namespace, ROLLOUT_KEY_SECRET);
-      const data = secret?.data as Record<string, string> | undefined;
-      const last = data?.[ROLLOUT_KEY_SECRET_LAST];
-      this.#last = last ? Buffer.from(last, "base64").toString("utf8") : undefined;
-      const encoded = data?.[ROLLOUT_KEY_SECRET_KEY];
-      return encoded === undefined ? undefined : Buffer.from(encoded, "base64");
-    };
-    let key = await read();
-    if (key === undefined) {
-      // Not forced: a key another writer owns is a conflict, never overwritten (it would void the state).
-      await hub.apply(
-        {
-          apiVersion: "v1",
-          kind: "Secret",
-          metadata: { name: ROLLOUT_KEY_SECRET, namespace },
-          type: "Opaque",
-          data: { [ROLLOUT_KEY_SECRET_KEY]: randomBytes(32).toString("base64") },
-        },
-        { force: false },
-      );
-      key = await read();
+    const { hub, keyNamespace } = this.#options;
+    const name = `${keyNamespace}/${ROLLOUT_KEY_SECRET}`;
+    let secret = await hub.get("v1", "Secret", keyNamespace, ROLLOUT_KEY_SECRET);
+    if (secret === undefined) {
+      // A sealed state with no key: the key was deleted or moved (rollout.keyNamespace changed). A new key
+      // would refuse the state anyway; not making one leaves room to bring the old one back.
+      const sealed =
+        (configMap?.data as Record<string, unknown> | undefined)?.[ROLLOUT_STATE_MAC_KEY] !== undefined;
+      if (sealed && configMap?.metadata.annotations?.[ROLLOUT_START_OVER_ANNOTATION] === undefined) {
+        return {
+          refused:
+            `there is no rollout key Secret ${name}, though the state ConfigMap holds a sealed state (the key ` +
+            `deleted, or moved by rollout.keyNamespace?): put the key Secret there and annotate it ` +
+            `${ADOPT_ROLLOUT_KEY_ANNOTATION}=<why>, or annotate the state ConfigMap ` +
+            `${ROLLOUT_START_OVER_ANNOTATION}=<why> to start over with a new key`,
+        };
+      }
+      secret = await this.#makeKey();
+    } else if (secret.metadata.uid === undefined || markOf(secret) !== secret.metadata.uid) {
+      const why = secret.metadata.annotations?.[ADOPT_ROLLOUT_KEY_ANNOTATION];
+      if (why === undefined) {
+        return {
+          refused:
+            `the rollout key Secret ${name} was not made by knative-fleet (made beforehand, copied or ` +
+            `restored?): annotate it ${ADOPT_ROLLOUT_KEY_ANNOTATION}=<why> to use it as the key, or delete it`,
+        };
+      }
+      secret = await this.#adopt(secret, why);
     }
-    if (key === undefined || key.length < 16) {
-      throw new Error(`Secret ${namespace}/${ROLLOUT_KEY_SECRET} has no key of at least 16 bytes`);
-    }
+    const data = secret.data as Record<string, string> | undefined;
+    const last = data?.[ROLLOUT_KEY_SECRET_LAST];
+    const key = Buffer.from(data?.[ROLLOUT_KEY_SECRET_KEY] ?? "", "base64");
+    if (key.length < 16) throw new Error(`Secret ${name} has no key of at least 16 bytes`);
+    this.#last = last ? Buffer.from(last, "base64").toString("utf8") : undefined;
     this.#key = key;
     return key;
   }
 
+  /**
+   * Makes the key Secret, then marks it with its uid (a copy, with another uid, is not taken for it). Not
+   * forced: a key another writer made meanwhile is a conflict, never overwritten. A server-side apply at the
+   * Secret's own name, so RBAC can limit even its creation to that name.
+   */
+  async #makeKey(): Promise<KubeObject> {
+    const { hub, keyNamespace } = this.#options;
+    const made = await hub.apply(
+      {
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: { name: ROLLOUT_KEY_SECRET, namespace: keyNamespace },
+        type: "Opaque",
+        data: { [ROLLOUT_KEY_SECRET_KEY]: randomBytes(32).toString("base64") },
+      },
+      { force: false },
+    );
+    return this.#mark(made, {});
+  }
+
+  /** A person adopted a key Secret knative-fleet did not make: logged, an Event, and marked (one act). */
+  async #adopt(secret: KubeObject, why: string): Promise<KubeObject> {
+    const { keyNamespace, namespace, log, events } = this.#options;
+    const name = `${keyNamespace}/${ROLLOUT_KEY_SECRET}`;
+    log.warn(
+      { secret: name, why },
+      "a rollout key Secret knative-fleet did not make is adopted, as a person asked",
+    );
+    void events.record(
+      stateObject(namespace),
+      "Warning",
+      "RolloutKeyAdopted",
+      `the rollout key Secret ${name}, which knative-fleet did not make, is adopted (${why || "no reason given"})`,
+    );
+    return this.#mark(secret, { [ADOPT_ROLLOUT_KEY_ANNOTATION]: null });
+  }
+
+  /** Marks the key Secret as knative-fleet's with its uid, dropping the given annotations in the same patch. */
+  #mark(secret: KubeObject, drop: Record<string, null>): Promise<KubeObject> {
+    const { hub, keyNamespace } = this.#options;
+    return hub.mergePatch("v1", "Secret", keyNamespace, ROLLOUT_KEY_SECRET, {
+      metadata: { annotations: { ...drop, [ROLLOUT_KEY_MARK_ANNOTATION]: secret.metadata.uid } },
+    });
+  }
+
+  /** A refused key: every change waits; logged and recorded as an Event once per reason. */
+  #refuseKey(reason: string): OpenedStore {
+    if (this.#keyRefusal !== reason) {
+      this.#keyRefusal = reason;
+      this.#options.log.error({ reason }, "the rollout key is refused; every change waits");
+      void this.#options.events.record(
+        stateObject(this.#options.namespace),
+        "Warning",
+        "RolloutKeyRefused",
+        reason,
+      );
+    }
+    return { kind: "keyRefused", reason };
+  }
+
   /** Records in the key Secret the HMAC of the last state stored (the only write there after its key). */
   async #recordLast(mac: string): Promise<void> {
-    const { hub, namespace } = this.#options;
-    await hub.mergePatch("v1", "Secret", namespace, ROLLOUT_KEY_SECRET, {
+    const { hub, keyNamespace } = this.#options;
+    await hub.mergePatch("v1", "Secret", keyNamespace, ROLLOUT_KEY_SECRET, {
       data: { [ROLLOUT_KEY_SECRET_LAST]: Buffer.from(mac, "utf8").toString("base64") },
     });
     this.#last = mac;
   }
 }
+
+/** The uid knative-fleet's mark on a key Secret names (the Secret it made or a person adopted). */
+const markOf = (secret: KubeObject): string | undefined =>
+  secret.metadata.annotations?.[ROLLOUT_KEY_MARK_ANNOTATION];

@@ -127,6 +127,15 @@ const ServiceConfigSchema = z
         checkInterval: z.string().default("5s"),
         /** The Prometheus a policy's prometheus gate queries when it names no url of its own (docs/rollout.md). */
         prometheusUrl: z.url({ protocol: /^https?$/ }).optional(),
+        /**
+         * The namespace of the key Secret that seals the rollout state (docs/rollout.md, "State on the hub"):
+         * best one of its own, which only knative-fleet may read. Absent: `defaultNamespace`, beside the state.
+         */
+        keyNamespace: z
+          .string()
+          .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)
+          .max(63)
+          .optional(),
       })
       .default({ checkInterval: "5s" }),
   })
@@ -204,6 +213,20 @@ export function parseDuration(text: string): number {
   const ms = durationMs(text);
   if (ms === undefined) throw new ConfigError(`"${text}" is not a duration (examples: 500ms, 10s, 1m30s)`);
   return ms;
+}
+
+/** The rollout stage's settings: how often an open wave is checked, its default Prometheus, where its key is. */
+export function rolloutSettings(config: ServiceConfig): {
+  checkIntervalMs: number;
+  keyNamespace: string;
+  prometheusUrl?: string;
+} {
+  const { checkInterval, prometheusUrl, keyNamespace = config.defaultNamespace } = config.rollout;
+  return {
+    checkIntervalMs: parseDuration(checkInterval),
+    keyNamespace,
+    ...(prometheusUrl && { prometheusUrl }),
+  };
 }
 
 /** The status write-back of the config (`status`), when it has one: where, by whom and how often it commits. */

@@ -22,6 +22,7 @@ import {
   fleetSettings,
   gitSourceSpec,
   parseDuration,
+  rolloutSettings,
   type ServiceConfig,
   shardTimings,
   statusWriteBack,
@@ -232,14 +233,13 @@ export class FleetService {
       },
       events: this.events!,
       log: log.child({ component: "rollout" }),
-      checkIntervalMs: parseDuration(config.rollout.checkInterval),
+      ...rolloutSettings(config),
       onDue: () => this.syncs.again("rollout"),
       // Through the leader's reconciler: a sharded leader reaches its share only, an external one no spoke.
       ...(this.reconciler &&
         !this.membership && {
           preflight: clusterPreflight(hub, this.reconciler.access, this.settings.hubInstall, this.releases()),
         }),
-      ...(config.rollout.prometheusUrl && { prometheusUrl: config.rollout.prometheusUrl }),
     });
     this.poller = new Poller({
       source,

@@ -71,6 +71,14 @@ app.kubernetes.io/part-of: knative-fleet
 {{- if gt (int .Values.replicas) 1 }}true{{ end }}
 {{- end }}
 
+{{/*
+The namespace of the rollout state's key Secret: one of its own by default, so that whoever may read Secrets
+where the state is (the built-in `edit` role there) cannot read the key (docs/rollout.md, "State on the hub").
+*/}}
+{{- define "knative-fleet.rolloutKeyNamespace" -}}
+{{- .Values.fleet.rolloutKeyNamespace | default (printf "%s-rollout-key" (include "knative-fleet.fullname" .) | trunc 63 | trimSuffix "-") }}
+{{- end }}
+
 {{- define "knative-fleet.leaseName" -}}
 {{- include "knative-fleet.fullname" . }}
 {{- end }}
@@ -109,6 +117,10 @@ The rendered service config (config.yaml): the contract with the service, docume
 {{- if or $repo.caConfigMapRef.name $repo.caSecretRef.name }}
 {{- $_ := set $repository "caFile" (printf "%s/ca.crt" (include "knative-fleet.caDir" .)) }}
 {{- end }}
+{{- $rollout := dict "checkInterval" $fleet.rolloutCheckInterval "keyNamespace" (include "knative-fleet.rolloutKeyNamespace" .) }}
+{{- if $fleet.rolloutPrometheusUrl }}
+{{- $_ := set $rollout "prometheusUrl" $fleet.rolloutPrometheusUrl }}
+{{- end }}
 {{- $config := dict
   "repository" $repository
   "cacheDir" (include "knative-fleet.cacheDir" .)
@@ -121,7 +133,7 @@ The rendered service config (config.yaml): the contract with the service, docume
   "allowedClusterProfileNamespaces" .Values.multicluster.allowedClusterProfileNamespaces
   "access" .Values.multicluster.access
   "placements" (dict "departureGracePeriod" $fleet.placementDepartureGracePeriod)
-  "rollout" (ternary (dict "checkInterval" $fleet.rolloutCheckInterval "prometheusUrl" $fleet.rolloutPrometheusUrl) (dict "checkInterval" $fleet.rolloutCheckInterval) (ne ($fleet.rolloutPrometheusUrl | default "") ""))
+  "rollout" $rollout
   "reconciler" $fleet.reconciler
   "leaderElection" (dict
     "enabled" (eq (include "knative-fleet.leaderElection" .) "true")

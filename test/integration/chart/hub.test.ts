@@ -193,20 +193,33 @@ describe("the chart on the sandbox hub", () => {
     expect(await can(fallback.fullname, "get", "secrets", { namespace, name: "fleet-repo" })).toBe(false);
     expect(await can(fallback.fullname, "list", "secrets", { namespace: credentials })).toBe(false);
     expect(await can(fallback.fullname, "get", "configmaps", { namespace })).toBe(false);
-    // The rollout's sealed state, its key and the prune confirmation: those three objects, by name.
+    // The rollout's sealed state and the prune confirmation: those two objects, by name; the state's key, by
+    // name, in a namespace of its own (the chart's), and no longer beside the state.
+    const keyNamespace = `${fallback.fullname}-rollout-key`;
+    const key = "knative-fleet-rollout-key";
     for (const verb of ["get", "patch", "create"]) {
-      for (const [resource, name] of [
-        ["configmaps", "knative-fleet-prune"],
-        ["configmaps", "knative-fleet-rollout"],
-        ["secrets", "knative-fleet-rollout-key"],
+      for (const [resource, name, where] of [
+        ["configmaps", "knative-fleet-prune", namespace],
+        ["configmaps", "knative-fleet-rollout", namespace],
+        ["secrets", key, keyNamespace],
       ] as const)
-        expect(await can(fallback.fullname, verb, resource, { namespace, name }), `${verb} ${name}`).toBe(
-          true,
-        );
+        expect(
+          await can(fallback.fullname, verb, resource, { namespace: where, name }),
+          `${verb} ${name}`,
+        ).toBe(true);
     }
-    expect(
-      await can(fallback.fullname, "delete", "secrets", { namespace, name: "knative-fleet-rollout-key" }),
-    ).toBe(false);
+    for (const verb of ["delete", "update"]) {
+      expect(await can(fallback.fullname, verb, "secrets", { namespace: keyNamespace, name: key })).toBe(
+        false,
+      );
+    }
+    // A POST to the collection names no Secret: not granted (knative-fleet makes the key by apply, by name).
+    expect(await can(fallback.fullname, "create", "secrets", { namespace: keyNamespace })).toBe(false);
+    expect(await can(fallback.fullname, "get", "secrets", { namespace: keyNamespace, name: "other" })).toBe(
+      false,
+    );
+    expect(await can(fallback.fullname, "list", "secrets", { namespace: keyNamespace })).toBe(false);
+    expect(await can(fallback.fullname, "get", "secrets", { namespace, name: key })).toBe(false);
     expect(await can(fallback.fullname, "list", "secrets", { namespace })).toBe(false);
 
     // allowedClusterProfileNamespaces: read in those, nowhere else.

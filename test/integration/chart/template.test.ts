@@ -21,7 +21,7 @@ import {
 } from "../../support/helm.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 
-/** The one Secret the reconciler may read in its own namespace: the rollout state's HMAC key, by name. */
+/** The one Secret the reconciler may read in the key namespace: the rollout state's HMAC key, by name. */
 const ROLLOUT_KEY_RULE = {
   apiGroups: [""],
   resources: ["secrets"],
@@ -128,24 +128,29 @@ describe("helm template: defaults + repository url", () => {
         "ConfigMap/kf-knative-fleet",
         "ConfigMap/kf-knative-fleet-clusterprofile-provider-file",
         "Deployment/kf-knative-fleet",
+        "Namespace/kf-knative-fleet-rollout-key",
         "Role/kf-knative-fleet-clusterprofiles",
         "Role/kf-knative-fleet-plugin-secrets",
         "Role/kf-knative-fleet-prune-confirmation",
+        "Role/kf-knative-fleet-rollout-key",
         "RoleBinding/kf-knative-fleet-clusterprofiles",
         "RoleBinding/kf-knative-fleet-plugin-secrets",
         "RoleBinding/kf-knative-fleet-prune-confirmation",
+        "RoleBinding/kf-knative-fleet-rollout-key",
         "Service/kf-knative-fleet",
         "ServiceAccount/kf-knative-fleet",
       ].sort(),
     );
     // Each namespaced object in the release namespace, but for the read-only ClusterProfile Role (in the
-    // ClusterProfile namespace) and the plugins' Secret Role (in the credentials namespace).
+    // ClusterProfile namespace), the plugins' Secret Role (in the credentials namespace) and the rollout
+    // key's Role (in the key namespace).
     const elsewhere: Record<string, string> = {
       "kf-knative-fleet-clusterprofiles": "fleet-system",
       "kf-knative-fleet-plugin-secrets": "knative-fleet-spoke-credentials",
+      "kf-knative-fleet-rollout-key": "kf-knative-fleet-rollout-key",
     };
     for (const o of objects) {
-      if (!["ClusterRole", "ClusterRoleBinding"].includes(o.kind))
+      if (!["ClusterRole", "ClusterRoleBinding", "Namespace"].includes(o.kind))
         expect(o.metadata.namespace).toBe(elsewhere[nameOf(o)] ?? "knative-fleet");
       expect(o.metadata.labels?.["app.kubernetes.io/instance"]).toBe("kf");
     }
@@ -203,7 +208,7 @@ describe("helm template: defaults + repository url", () => {
         maxBytesPerResource: 67108864,
       },
       placements: { departureGracePeriod: "5m" },
-      rollout: { checkInterval: "5s" },
+      rollout: { checkInterval: "5s", keyNamespace: "kf-knative-fleet-rollout-key" },
       reconciler: "knative-fleet",
     });
   });
@@ -335,12 +340,16 @@ describe("helm template: defaults + repository url", () => {
     const secretsRole = only<RbacRole>(objects, "Role", "kf-knative-fleet-plugin-secrets");
     expect(secretsRole.metadata.namespace).toBe("knative-fleet-spoke-credentials");
     expect(secretsRole.rules).toEqual([{ apiGroups: [""], resources: ["secrets"], verbs: ["get"] }]);
-    // In the release namespace, where the Git credentials are, one Secret only, by name: the rollout state's key.
+    // In the release namespace, where the Git credentials are, no Secret at all; the rollout state's key, by
+    // name, in a namespace of its own.
     expect(
       ofKind<RbacRole>(objects, "Role")
         .filter((r) => r.metadata.namespace === "knative-fleet")
         .flatMap((r) => r.rules.filter((rule) => rule.resources.includes("secrets"))),
-    ).toEqual([ROLLOUT_KEY_RULE]);
+    ).toEqual([]);
+    const keyRole = only<RbacRole>(objects, "Role", "kf-knative-fleet-rollout-key");
+    expect(keyRole.metadata.namespace).toBe("kf-knative-fleet-rollout-key");
+    expect(keyRole.rules).toEqual([ROLLOUT_KEY_RULE]);
     for (const binding of [
       ...ofKind<RbacBinding>(objects, "ClusterRoleBinding"),
       ...ofKind<RbacBinding>(objects, "RoleBinding"),
@@ -829,6 +838,78 @@ describe("helm template: hubInstall", () => {
     }
     expect(allows("", "namespaces", "delete")).toBe(false);
     expect(allows("example.com", "widgets", "get")).toBe(true);
+  });
+});
+
+describe("helm template: the rollout key's namespace", () => {
+  /** The key's Role and RoleBinding (their namespaces), the Namespaces rendered, and the config's keyNamespace. */
+  function keyObjects(values: object) {
+    const objects = renderChart({ values });
+    const [role, ...moreRoles] = ofKind<RbacRole>(objects, "Role").filter((r) =>
+      nameOf(r).endsWith("-rollout-key"),
+    );
+    const binding = only<RbacBinding>(objects, "RoleBinding", nameOf(role!));
+    expect(moreRoles).toEqual([]);
+    expect(role!.rules).toEqual([ROLLOUT_KEY_RULE]);
+    expect(binding.roleRef).toEqual({
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "Role",
+      name: nameOf(role!),
+    });
+    expect(binding.metadata.namespace).toBe(role!.metadata.namespace);
+    return {
+      role: role!.metadata.namespace,
+      namespaces: ofKind(objects, "Namespace"),
+      keyNamespace: (configOf(objects).rollout as { keyNamespace: string }).keyNamespace,
+    };
+  }
+
+  it("by default, one of its own: created (kept on uninstall), the key Role there, named in the config", () => {
+    const { role, namespaces, keyNamespace } = keyObjects({});
+    expect(role).toBe("kf-knative-fleet-rollout-key");
+    expect(keyNamespace).toBe("kf-knative-fleet-rollout-key");
+    expect(namespaces).toEqual([
+      expect.objectContaining({
+        metadata: expect.objectContaining({
+          name: "kf-knative-fleet-rollout-key",
+          annotations: { "helm.sh/resource-policy": "keep" },
+        }),
+      }),
+    ]);
+  });
+
+  it("a namespace of the user's choice, created unless told not to", () => {
+    expect(keyObjects({ fleet: { rolloutKeyNamespace: "fleet-keys" } })).toMatchObject({
+      role: "fleet-keys",
+      keyNamespace: "fleet-keys",
+      namespaces: [{ metadata: { name: "fleet-keys" } }],
+    });
+    expect(
+      keyObjects({ fleet: { rolloutKeyNamespace: "fleet-keys", createRolloutKeyNamespace: false } }),
+    ).toMatchObject({ role: "fleet-keys", keyNamespace: "fleet-keys", namespaces: [] });
+  });
+
+  it("beside the state when asked (as before), and never creates the release or the state's namespace", () => {
+    expect(keyObjects({ fleet: { rolloutKeyNamespace: "knative-fleet" } })).toEqual({
+      role: "knative-fleet",
+      keyNamespace: "knative-fleet",
+      namespaces: [],
+    });
+    expect(
+      keyObjects({ fleet: { defaultNamespace: "fleet-crs", rolloutKeyNamespace: "fleet-crs" } }),
+    ).toEqual({ role: "fleet-crs", keyNamespace: "fleet-crs", namespaces: [] });
+  });
+
+  it("is named after the release (two releases, two keys), kept a valid name when the release name is long", () => {
+    const namespaces = (options: Parameters<typeof renderChart>[0]) =>
+      ofKind(renderChart(options), "Namespace").map(nameOf);
+    expect(namespaces({ release: "knative-fleet" })).toEqual(["knative-fleet-rollout-key"]);
+    const long = `team-${"a".repeat(56)}`;
+    expect(namespaces({ values: { fullnameOverride: long } })).toEqual([`${long}-r`]);
+    expect(`${long}-r`).toHaveLength(63);
+    expect(renderFailure({ values: { fleet: { rolloutKeyNamespace: "Keys!" } } })).toContain(
+      "rolloutKeyNamespace",
+    );
   });
 });
 

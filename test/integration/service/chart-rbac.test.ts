@@ -8,6 +8,7 @@ import {
   MANAGED_BY,
   MANAGED_BY_LABEL,
   PRUNE_CONFIRMATION_CONFIGMAP,
+  ROLLOUT_KEY_MARK_ANNOTATION,
   SOURCE_REPOSITORY_ANNOTATION,
 } from "../../../src/api/labels.ts";
 import { buildFleetModel } from "../../../src/fleet/model.ts";
@@ -47,7 +48,10 @@ const rbac = rendered.filter((o) => RBAC_KINDS.includes(o.kind));
 const config = parse(
   (only(rendered, "ConfigMap", `${release}-knative-fleet`) as KubeObject & { data: Record<string, string> })
     .data["config.yaml"]!,
-) as { leaderElection: { enabled: boolean; leaseName: string; namespace: string } };
+) as {
+  leaderElection: { enabled: boolean; leaseName: string; namespace: string };
+  rollout: { keyNamespace: string };
+};
 const workDir = mkdtempSync(join(tmpdir(), "knative-fleet-rbac-"));
 const ROLLOUT_POLICY = rolloutText(
   { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] },
@@ -58,6 +62,7 @@ let serviceAccount: KubeClient;
 beforeAll(async () => {
   await ensureNamespace(hub, namespace);
   await ensureNamespace(hub, credentials);
+  await ensureNamespace(hub, config.rollout.keyNamespace); // the chart's own Namespace object, in effect
   for (const object of rbac) await hub.apply(object);
   serviceAccount = await serviceAccountClient(nameOf(only(rendered, "ServiceAccount")));
 });
@@ -67,6 +72,7 @@ afterAll(async () => {
     await hub.delete(o.apiVersion, o.kind, undefined, nameOf(o));
   await hub.delete("v1", "Namespace", undefined, namespace);
   await hub.delete("v1", "Namespace", undefined, credentials);
+  await hub.delete("v1", "Namespace", undefined, config.rollout.keyNamespace);
   rmSync(workDir, { recursive: true, force: true });
 });
 
@@ -158,9 +164,12 @@ describe("the chart's RBAC", () => {
       .namespace!;
     await installFleetCrds(hub);
     const crs = { apiVersion: OPERATOR_API_VERSION, kind: "KnativeServing" };
+    const { keyNamespace } = config.rollout;
+    expect(keyNamespace).toBe(`${release}-knative-fleet-rollout-key`);
     const stage = new RolloutStage({
       hub: serviceAccount,
       namespace: fleetNamespace,
+      keyNamespace,
       source: { repository: TEST_REPOSITORY, branch: "main" },
       inventory: () => [{ namespace: "fleet-system", name: "c1", labels: {}, properties: new Map() }],
       modelAt: (commit) => Promise.reject(new Error(`no commit ${commit}`)),
@@ -186,13 +195,21 @@ describe("the chart's RBAC", () => {
     expect(gated.steps.map((step) => [step.action, step.reason])).toEqual([["create", undefined]]);
     const sealed = await hub.get("v1", "ConfigMap", fleetNamespace, ROLLOUT_STATE_CONFIGMAP);
     expect(Object.keys((sealed?.data as object) ?? {}).sort()).toEqual(["mac", "previous", "state"]);
-    // The key, and the record of the last state stored (patched by the ServiceAccount after the state).
-    const key = await hub.get("v1", "Secret", fleetNamespace, ROLLOUT_KEY_SECRET);
+    // The key, made (a server-side apply the Role allows by name) and marked in its own namespace, and the
+    // record of the last state stored (patched by the ServiceAccount after the state).
+    const key = await hub.get("v1", "Secret", keyNamespace, ROLLOUT_KEY_SECRET);
     expect(Object.keys((key?.data as object) ?? {}).sort()).toEqual(["key", "last"]);
-    // No other Secret, and no other ConfigMap, of the namespace.
-    await expect(serviceAccount.list("v1", "Secret", { namespace: fleetNamespace })).rejects.toMatchObject({
-      status: 403,
-    });
+    expect(key?.metadata.annotations?.[ROLLOUT_KEY_MARK_ANNOTATION]).toBe(key?.metadata.uid);
+    expect(await hub.get("v1", "Secret", fleetNamespace, ROLLOUT_KEY_SECRET)).toBeUndefined();
+    // No other Secret, no Secret at all beside the state, and no other ConfigMap, of the namespaces.
+    for (const where of [fleetNamespace, keyNamespace]) {
+      await expect(serviceAccount.list("v1", "Secret", { namespace: where })).rejects.toMatchObject({
+        status: 403,
+      });
+    }
+    await expect(
+      serviceAccount.get("v1", "Secret", fleetNamespace, ROLLOUT_KEY_SECRET),
+    ).rejects.toMatchObject({ status: 403 });
     await expect(serviceAccount.get("v1", "ConfigMap", fleetNamespace, "other")).rejects.toMatchObject({
       status: 403,
     });

@@ -6,6 +6,7 @@ import { stringify } from "yaml";
 import {
   ConfigError,
   loadServiceConfig,
+  rolloutSettings,
   shardTimings,
   statusWriteBack,
 } from "../../../src/service/config.ts";
@@ -126,5 +127,25 @@ describe("the config's status write-back and timings", () => {
     expect(() =>
       shardTimings(loadServiceConfig(configFile({ repository, sharding: { leaseDuration: "long" } }))),
     ).toThrow('"long" is not a duration');
+  });
+});
+
+describe("the config's rollout settings", () => {
+  it("keeps the rollout key beside the state unless rollout.keyNamespace names its own namespace", () => {
+    const config = (rollout?: object) =>
+      loadServiceConfig(configFile({ repository, defaultNamespace: "fleet", ...(rollout && { rollout }) }));
+    expect(rolloutSettings(config())).toEqual({ checkIntervalMs: 5000, keyNamespace: "fleet" });
+    expect(
+      rolloutSettings(
+        config({ checkInterval: "1m", keyNamespace: "fleet-key", prometheusUrl: "http://prometheus:9090" }),
+      ),
+    ).toEqual({
+      checkIntervalMs: 60_000,
+      keyNamespace: "fleet-key",
+      prometheusUrl: "http://prometheus:9090",
+    });
+    expect(refusal({ repository, rollout: { keyNamespace: "Not_A_Namespace" } })).toMatch(
+      /rollout\.keyNamespace/,
+    );
   });
 });
