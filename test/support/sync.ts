@@ -3,6 +3,7 @@ import type { KubeClient } from "../../src/kube/client.ts";
 import { type MirrorOptions, MirrorOptionsSchema } from "../../src/mirror/decide.ts";
 import { hubMirror } from "../../src/mirror/mirror.ts";
 import type { Inventory } from "../../src/placement/inventory.ts";
+import type { ReleaseLoader } from "../../src/render/index.ts";
 import type { FleetSettings } from "../../src/sync/settings.ts";
 import {
   fixedPlacements,
@@ -27,6 +28,8 @@ export interface SyncIntoOptions {
   inventory?: Inventory;
   placements?: SyncPlacements;
   rollout?: SyncRollout;
+  /** The releases the CRs install (the settings check, the upgrade chains); none by default. */
+  releases?: ReleaseLoader;
 }
 
 /** One sync of `files` into the hub behind `client`, the service's steps (src/sync/sync.ts). */
@@ -54,6 +57,7 @@ export function syncInto(client: KubeClient, options: SyncIntoOptions): Promise<
       hub: hubMirror(client, options.namespace),
       placements,
       ...(options.rollout && { rollout: options.rollout }),
+      ...(options.releases && { releases: options.releases }),
     },
   );
 }

@@ -1,4 +1,7 @@
 import { createHmac } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import {
   ROLLOUT_REFUSED_ANNOTATION,
@@ -9,6 +12,7 @@ import {
 import { buildFleetModel, type FleetFile } from "../../../src/fleet/model.ts";
 import { EventRecorder } from "../../../src/observability/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
+import type { Preflight } from "../../../src/preflight/index.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
 import {
   peekRolloutState,
@@ -23,7 +27,13 @@ import { cluster, fleetFiles, fleetModel, REPOSITORY } from "./support.ts";
 
 const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
 
-function setup(onDue: () => void = () => {}, kube = hubWithKnativeKinds()) {
+type StageOptions = ConstructorParameters<typeof RolloutStage>[0];
+
+function setup(
+  onDue: () => void = () => {},
+  kube = hubWithKnativeKinds(),
+  extra: Partial<StageOptions> = {},
+) {
   const models = new Map<string, ReturnType<typeof fleetModel>>();
   const newStage = () =>
     new RolloutStage({
@@ -36,6 +46,7 @@ function setup(onDue: () => void = () => {}, kube = hubWithKnativeKinds()) {
       log: silentLogger,
       checkIntervalMs: 20,
       onDue,
+      ...extra,
     });
   let stage = newStage();
   const sync = async (files: FleetFile[], commit: string) => {
@@ -592,6 +603,135 @@ describe("an upgrade chain through the rollout stage", () => {
     installed("c2-serving");
     await sync(at("1.23"), "b");
     expect([version(kube, "c1-serving"), version(kube, "c2-serving")]).toEqual(["1.23", "1.23"]);
+    hub.stage.stop();
+  });
+});
+
+describe("the rollout stage asks the spokes", () => {
+  /** A logger whose lines the test reads. */
+  function capturingLogger() {
+    const lines: Record<string, unknown>[] = [];
+    const log = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    return { log, lines };
+  }
+
+  it("a verification gate failing on the Ready canary halts the rollout with the gate's result, and says what it cost", async () => {
+    const probe = createServer((req, res) => {
+      res.statusCode = req.url === "/c1" ? 503 : 200;
+      res.end();
+    });
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const { port } = probe.address() as AddressInfo;
+    const { log, lines } = capturingLogger();
+    const hub = setup(undefined, undefined, { log, prometheusUrl: "http://127.0.0.1:1" });
+    const gates = [
+      {
+        name: "probe",
+        waves: ["canary"],
+        http: {
+          url: `http://127.0.0.1:${port}/{{ .cluster.name }}`,
+          successes: 1,
+          maxLatency: "1s",
+          timeout: "2s",
+        },
+      },
+    ];
+    const files = fleetFiles(["c1", "c2"], { ...POLICY, soak: "0s", timeLimit: "0s", gates }, () => "1.21");
+    try {
+      await hub.sync(files, "a");
+      // Nothing Ready on a change yet: no gate is checked.
+      expect(lines.filter((line) => line.msg === "verification gates evaluated")).toEqual([]);
+      healthy(hub.kube, "c1-serving");
+      await hub.sync(files, "a");
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const { report } = await hub.sync(files, "a");
+      expect(report?.phase).toBe("Halted");
+      expect(report?.halt?.reason).toMatch(new RegExp(`^gate probe: GET http://127.0.0.1:${port}/c1: .*503`));
+      expect(hub.kube.find("KnativeServing", "c2-serving")).toBeUndefined();
+      const checks = lines.filter((line) => line.msg === "verification gates evaluated");
+      expect(checks[0]).toMatchObject({
+        crs: 1,
+        requests: 1,
+        failing: { "KnativeServing knative-fleet/c1-serving": expect.stringContaining("gate probe") },
+      });
+    } finally {
+      hub.stage.stop();
+      probe.closeAllConnections();
+      await new Promise((resolve) => probe.close(resolve));
+    }
+  });
+
+  it("a cluster the preflight finds unready waits with its error findings; warnings hold nothing", async () => {
+    const asked: string[] = [];
+    const preflight: Preflight = {
+      async check(cluster, desired) {
+        asked.push(`${cluster?.name}:${desired.spec.version}`);
+        return cluster?.name === "c1"
+          ? {
+              passed: false,
+              findings: [
+                { severity: "error", reason: "GatewayAPIMissing", message: "no Gateway API CRDs" },
+                { severity: "error", reason: "CertManagerMissing", message: "no cert-manager" },
+                {
+                  severity: "warning",
+                  reason: "KnativeVersionEndOfSupport",
+                  message: "1.21 is out of support",
+                },
+              ],
+            }
+          : {
+              passed: true,
+              findings: [{ severity: "warning", reason: "KnativeVersionEndOfSupport", message: "old" }],
+            };
+      },
+      forget() {},
+    };
+    const hub = setup(undefined, undefined, { preflight });
+    const files = fleetFiles(["c1", "c2"], { ...POLICY, soak: "0s" }, () => "1.21");
+    await hub.sync(files, "a");
+    expect(asked.sort()).toEqual(["c1:1.21", "c2:1.21"]);
+    // c1 (the canary) is not ready: its wave goes on without it, and c2 is created.
+    expect(hub.kube.find("KnativeServing", "c1-serving")).toBeUndefined();
+    healthy(hub.kube, "c2-serving");
+    const { result } = await hub.sync(files, "a");
+    expect(hub.kube.find("KnativeServing", "c2-serving")).toBeDefined();
+    expect(result.resources.find((r) => r.name === "c1-serving")).toMatchObject({
+      action: "waiting",
+      reason:
+        "rollout of a: its cluster is not ready for it: GatewayAPIMissing: no Gateway API CRDs; CertManagerMissing: no cert-manager",
+    });
+    hub.stage.stop();
+  });
+
+  it("looks again after the check interval while a rollout runs or a chain has a step to go, and not when all is done", async () => {
+    let due = 0;
+    const hub = setup(() => due++);
+    const dueAfter = async () => {
+      due = 0;
+      await new Promise((resolve) => setTimeout(resolve, 40));
+      return due;
+    };
+    const policy = { ...POLICY, soak: "0s" };
+    const at = (version: string, rollout?: Record<string, unknown>) =>
+      fleetFiles(["c1"], rollout, () => version);
+    await hub.sync(at("1.21"), "a");
+    expect(await dueAfter()).toBe(0); // no policy, no chain
+    /** Syncs `version` until the rollout is complete, the CR made healthy on what it has each time. */
+    const complete = async (version: string, commit: string) => {
+      for (let attempt = 0; attempt < 5; attempt++) {
+        healthy(hub.kube, "c1-serving");
+        const { report } = await hub.sync(at(version, policy), commit);
+        if (report?.phase === "Complete") return report;
+      }
+      throw new Error("the rollout did not complete");
+    };
+    await complete("1.21", "b");
+    expect(await dueAfter()).toBe(0); // complete, nothing to go
+    await hub.sync(at("1.23", policy), "c");
+    expect(await dueAfter()).toBeGreaterThan(0); // a rollout runs (step 1.22)
+    await complete("1.23", "c");
+    expect((hub.kube.find("KnativeServing", "c1-serving")!.spec as { version: string }).version).toBe("1.22");
+    expect(await dueAfter()).toBeGreaterThan(0); // step 1.22 done: 1.23 opens at the next check
     hub.stage.stop();
   });
 });

@@ -5,6 +5,7 @@ import {
   ROLLOUT_STATE_MAC_KEY,
   ROLLOUT_STATE_PREVIOUS_KEY,
   type RolloutState,
+  RolloutStateSchema,
   sealState,
   stateBinding,
 } from "../../../src/rollout/state.ts";
@@ -62,5 +63,35 @@ describe("the rollout state's seal", () => {
       kind: "refused",
       reason: expect.stringContaining("it is not the last state this knative-fleet stored"),
     });
+  });
+});
+
+describe("the rollout state's versions", () => {
+  // A baseline's version is put on a revert's CR (re-derived from Git, then hashed), and a chain's step on
+  // every CR behind it: only a release version is taken from the stored state.
+  const withVersion = (version: string) =>
+    RolloutStateSchema.safeParse({
+      ...state("c-1"),
+      crs: { "KnativeServing knative-fleet/x": { baseline: { hash: "ab", commit: "c-1", version } } },
+      upgrades: { "KnativeServing 1.23": version },
+    }).success;
+
+  it("takes x.y and x.y.z, and nothing else", () => {
+    for (const version of ["1.21", "1.21.3", "1.2", "1000.1000.1000"])
+      expect(withVersion(version), version).toBe(true);
+    for (const version of [
+      "v1.21",
+      "1.21.0-rc.1",
+      "x1.21",
+      "1.21.",
+      "12345.1",
+      "1.12345",
+      "1.2.34567",
+      "1.21.3.4",
+      "latest",
+      "",
+    ]) {
+      expect(withVersion(version), version).toBe(false);
+    }
   });
 });

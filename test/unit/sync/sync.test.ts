@@ -2,8 +2,10 @@ import { describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import type { ApplyStep } from "../../../src/mirror/decide.ts";
+import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
 import type { SyncRollout } from "../../../src/sync/sync.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
+import { knativeReleasesDir } from "../../support/shared.ts";
 import { syncInto } from "../../support/sync.ts";
 import { crFile } from "../mirror/support.ts";
 
@@ -67,5 +69,62 @@ describe("sync: what the rollout gate writes is admitted too", () => {
           ?.additionalManifests,
       ).toBeUndefined();
     }
+  });
+});
+
+describe("sync: upgrade chains", () => {
+  const releases = new ReleaseLoader(createKodataSource({ dir: knativeReleasesDir() }));
+  /** The releases as they are, but their versions cannot be listed (a source that fails). */
+  class UnlistedReleases extends ReleaseLoader {
+    override availableVersions(): Promise<readonly string[]> {
+      return Promise.reject(new Error("the release source cannot be listed"));
+    }
+  }
+  const serving = (version: string) => [crFile("alpha", { namespace: NS, version })];
+  const servingHub = () =>
+    new FakeKube().serveKindsOf(
+      KNATIVE_KINDS.map((kind) => ({ apiVersion: OPERATOR_API_VERSION, kind, metadata: { name: "x" } })),
+    );
+  const versionOf = (kube: FakeKube) =>
+    (kube.find("KnativeServing", "alpha")!.spec as { version?: string }).version;
+
+  it("a file two minors ahead of its hub CR is given its chain's next step, and the sync says so", async () => {
+    const kube = servingHub();
+    const first = await syncInto(kube.client, {
+      files: serving("1.21"),
+      namespace: NS,
+      commit: "a",
+      releases,
+    });
+    expect(first.upgrades).toBeUndefined();
+    const chained = await syncInto(kube.client, {
+      files: serving("1.23"),
+      namespace: NS,
+      commit: "b",
+      releases,
+    });
+    expect(versionOf(kube)).toBe("1.22");
+    expect(chained.upgrades).toEqual([
+      expect.objectContaining({
+        key: `KnativeServing ${NS}/alpha`,
+        from: "1.21",
+        step: "1.22",
+        target: "1.23",
+      }),
+    ]);
+  });
+
+  it("no chain where the releases cannot be listed: the file's version stays as it is (and is refused where it is)", async () => {
+    const kube = servingHub();
+    const unlisted = new UnlistedReleases(createKodataSource({ dir: knativeReleasesDir() }));
+    await syncInto(kube.client, { files: serving("1.21"), namespace: NS, commit: "a", releases: unlisted });
+    const result = await syncInto(kube.client, {
+      files: serving("1.23"),
+      namespace: NS,
+      commit: "b",
+      releases: unlisted,
+    });
+    expect(versionOf(kube)).toBe("1.23");
+    expect(result.upgrades).toBeUndefined();
   });
 });
