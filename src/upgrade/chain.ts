@@ -223,7 +223,9 @@ function stepOfChain(links: readonly Link[], memory: UpgradeMemory): number | un
   const under = stored && stored.minor >= lowest && stored.minor <= target ? stored.minor : undefined;
   // One minor from a version the file gave: no chain. One left after steps: the chain's last step.
   const stepping = links.some((link) => stepOf(link.live) !== undefined);
-  if (under === undefined && !stepping && lowest >= target - 1) return undefined;
+  // (A CR below the minor it settled on, moved down in the rollout under way, counts by the one it has.)
+  const lowestHad = Math.min(lowest, ...links.map((link) => link.at.minor));
+  if (under === undefined && !stepping && lowestHad >= target - 1) return undefined;
   if (!memory.gated) return links.every(settled) ? Math.min(lowest + 1, target) : lowest;
   if (under === undefined) return lowest + 1;
   return memory.atRest ? Math.min(under + 1, target) : under;

@@ -869,7 +869,7 @@ class Observer {
    * 7. No step opens before the previous one completed. A CR is given minor m (one up from the m-1 it has)
    * only once it settled on m-1: its baseline (the content it had when the fleet last settled) is on m-1 or
    * above, so a revert takes it back one minor at most. When a chain first gives minor m and m-1 was itself
-   * given by the chain, a rollout completed after it and the state this sync starts from is Complete. A CR
+   * given by the chain, the state this sync starts from is Complete (the rollout that carried m-1 is done). A CR
    * further behind than the chain's step (its file was broken, its cluster left) walks one minor per
    * rollout behind the others.
    */
@@ -903,9 +903,10 @@ class Observer {
       this.chains.set(target, chain);
       for (const k of [...chain.since.keys()]) if (!members.includes(k)) chain.since.delete(k);
       for (const k of members) if (!chain.since.has(k)) chain.since.set(k, c.sync);
-      const given = new Set(
-        members.filter((k) => c.given.get(k)! > c.minorsBefore.get(k)!).map((k) => c.given.get(k)!),
-      );
+      // A CR back on the minor it settled on (a return to its baseline, no rollout needed) opens no step.
+      const opens = (k: string) =>
+        c.given.get(k)! > c.minorsBefore.get(k)! && c.given.get(k)! > (this.baselineMinor.get(k) ?? -1);
+      const given = new Set(members.filter(opens).map((k) => c.given.get(k)!));
       for (const m of [...given].sort((a, b) => a - b)) {
         if (chain.givenAt.has(m)) continue;
         const previous = chain.givenAt.get(m - 1);
@@ -913,7 +914,7 @@ class Observer {
         // upgrade chains): each CR's own minor is the check above; here, that the step waited for its rollout.
         if (previous !== undefined) {
           triggered.add("a chain's next step opens after its previous one");
-          if (!chain.completedAfter.has(m - 1) || c.phaseBefore !== "Complete") {
+          if (c.phaseBefore !== "Complete") {
             throw new Violation(
               `step 1.${m} of the chain to 1.${target} opened though the rollout of step 1.${m - 1} (given at sync ${previous}) ${chain.completedAfter.has(m - 1) ? "completed" : "never completed"} and the state was ${c.phaseBefore}`,
             );

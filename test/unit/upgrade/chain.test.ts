@@ -118,6 +118,16 @@ describe("upgrade chains", () => {
     });
   });
 
+  it("a CR moved below the minor it settled on is never taken two minors up at once", () => {
+    // c1 settled on 1.22, then was taken back to 1.21; its file now wants 1.23.
+    const live = [hubCr("c1", "1.21", "1.21.0"), hubCr("c2", "1.22", "1.22.0")];
+    const memory = stored("Progressing", undefined, { c1: "1.22", c2: "1.22" });
+    expect(versionsOf(chainUpgrades(desired({ c1: "1.23", c2: "1.23" }), live, memory))).toEqual({
+      c1: "1.21",
+      c2: "1.23",
+    });
+  });
+
   it("the last step gives the file's own version, without the annotation; a chain done is forgotten", () => {
     const want = desired({ c1: "1.23.0" });
     const memory = stored("Complete", "1.22", { c1: "1.22" });
