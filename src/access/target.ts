@@ -89,7 +89,8 @@ function resolved(target: VersionedClient, cluster: string, local: boolean): Tar
   };
 }
 
-async function readKubernetesVersion(client: KubeClient): Promise<string | undefined> {
+/** The cluster's Kubernetes version (GET /version); undefined when it answers without one. */
+export async function readKubernetesVersion(client: KubeClient): Promise<string | undefined> {
   try {
     return await requestKubernetesVersion(client.rest);
   } catch (err) {

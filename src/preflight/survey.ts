@@ -1,4 +1,4 @@
-import { requestKubernetesVersion } from "../access/spoke-connection.ts";
+import { readKubernetesVersion } from "../access/target.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { KubeApiError } from "../kube/rest.ts";
 import type { SpokeFacts } from "./preflight.ts";
@@ -28,15 +28,6 @@ export async function surveySpoke(client: KubeClient, options: SurveyOptions = {
     listCrdNames(client),
   ]);
   return { kubernetesVersion, ...crds };
-}
-
-async function readKubernetesVersion(client: KubeClient): Promise<string | undefined> {
-  try {
-    return await requestKubernetesVersion(client.rest);
-  } catch (err) {
-    if (err instanceof KubeApiError) return undefined;
-    throw err;
-  }
 }
 
 async function listCrdNames(client: KubeClient): Promise<Pick<SpokeFacts, "crds" | "crdsError">> {
