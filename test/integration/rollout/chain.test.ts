@@ -4,11 +4,11 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
 import { peekRolloutState, ROLLOUT_STATE_CONFIGMAP, type RolloutState } from "../../../src/rollout/state.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
+import { placementText, rolloutText } from "../../support/fleet-files.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { installGatewayApi, removeGatewayApi } from "../../support/gateway-api.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
@@ -31,11 +31,8 @@ const SPOKES = ["spoke-1", "spoke-2", "spoke-3", "spoke-4"];
 const CHAIN_LABEL = "chain-test/member";
 
 const policy = (extra: Record<string, unknown> = {}) =>
-  stringify({
-    apiVersion: "fleet.knative.dev/v1alpha1",
-    kind: "KnativeRollout",
-    metadata: { name: "knative" },
-    spec: {
+  rolloutText(
+    {
       waves: [
         { name: "canary", clusterProfiles: [{ namespace: CLUSTER_PROFILE_NAMESPACE, name: "spoke-1" }] },
       ],
@@ -44,7 +41,8 @@ const policy = (extra: Record<string, unknown> = {}) =>
       timeLimit: "5m",
       ...extra,
     },
-  });
+    { name: "knative" },
+  );
 
 const KOURIER = { kourier: { enabled: true, "service-type": "ClusterIP" } };
 const KOURIER_CLASS = "kourier.ingress.networking.knative.dev";
@@ -54,19 +52,12 @@ const placement = (
   ingress: Record<string, unknown> = KOURIER,
   ingressClass = KOURIER_CLASS,
 ) =>
-  stringify({
-    apiVersion: "fleet.knative.dev/v1alpha1",
-    kind: "KnativeServingPlacement",
-    metadata: { name: "serving", namespace: NS },
+  placementText({
+    name: "serving",
+    namespace: NS,
     spec: {
       clusterSelectorTerms: [{ labelSelector: { matchLabels: { [CHAIN_LABEL]: "member" } } }],
-      template: {
-        spec: {
-          version,
-          ingress,
-          config: { network: { "ingress-class": ingressClass } },
-        },
-      },
+      template: { spec: { version, ingress, config: { network: { "ingress-class": ingressClass } } } },
     },
   });
 

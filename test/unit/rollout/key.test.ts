@@ -8,18 +8,15 @@ import {
 } from "../../../src/api/labels.ts";
 import type { FleetFile } from "../../../src/fleet/model.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { EventRecorder } from "../../../src/observability/events.ts";
-import { RolloutStage } from "../../../src/rollout/stage.ts";
 import {
   openState,
   ROLLOUT_KEY_SECRET,
   ROLLOUT_STATE_CONFIGMAP,
   stateBinding,
 } from "../../../src/rollout/state.ts";
-import { FakeKube } from "../../support/fake-kube.ts";
-import { crObject } from "../../support/fleet-files.ts";
+import type { FakeKube } from "../../support/fake-kube.ts";
 import { syncInto } from "../../support/sync.ts";
-import { cluster, fleetFiles, REPOSITORY } from "./support.ts";
+import { cluster, fleetFiles, hubWithKnativeKinds, REPOSITORY, stageOn } from "./support.ts";
 
 // The rollout state's key (issue #43): who may read it can seal states knative-fleet obeys. It may live in a
 // namespace of its own, and a key Secret knative-fleet did not make is not used until a person adopts it.
@@ -32,25 +29,15 @@ const FILES = fleetFiles(["c1", "c2"], POLICY, () => "1.21");
 const KEYS = "knative-fleet-keys";
 
 function setup(keyNamespace?: string) {
-  const kube = new FakeKube().serveKindsOf([
-    crObject({ name: "x", cluster: "c1" }),
-    crObject({ kind: "KnativeEventing", name: "y", cluster: "c1" }),
-    { apiVersion: "v1", kind: "Event", metadata: {} },
-  ]);
+  const kube = hubWithKnativeKinds();
   const logged: { msg: string; why?: string }[] = [];
   const log = pino({ level: "info" }, { write: (line: string) => logged.push(JSON.parse(line)) });
   const newStage = () =>
-    new RolloutStage({
-      hub: kube.client,
-      namespace: "knative-fleet",
+    stageOn(kube, {
       ...(keyNamespace && { keyNamespace }),
-      source: { repository: REPOSITORY, branch: "main" },
       inventory: () => [cluster("c1"), cluster("c2")],
-      modelAt: () => Promise.reject(new Error("no revert here")),
-      events: new EventRecorder({ client: kube.client, component: "test", log }),
       log,
       checkIntervalMs: 60_000,
-      onDue: () => {},
     });
   let stage = newStage();
   const sync = async (files: FleetFile[] = FILES, commit = "a") => {

@@ -10,20 +10,18 @@ import {
   UPGRADE_TARGET_ANNOTATION,
 } from "../../../src/api/labels.ts";
 import { buildFleetModel, type FleetFile } from "../../../src/fleet/model.ts";
-import { EventRecorder } from "../../../src/observability/events.ts";
-import { silentLogger } from "../../../src/observability/log.ts";
 import type { Preflight } from "../../../src/preflight/index.ts";
-import { RolloutStage } from "../../../src/rollout/stage.ts";
+import type { RolloutStage } from "../../../src/rollout/stage.ts";
 import {
   peekRolloutState,
   ROLLOUT_KEY_SECRET,
   ROLLOUT_STATE_CONFIGMAP,
   type RolloutState,
 } from "../../../src/rollout/state.ts";
-import { FakeKube } from "../../support/fake-kube.ts";
+import type { FakeKube } from "../../support/fake-kube.ts";
 import { crObject } from "../../support/fleet-files.ts";
 import { syncInto } from "../../support/sync.ts";
-import { cluster, fleetFiles, fleetModel, REPOSITORY } from "./support.ts";
+import { fleetFiles, fleetModel, hubWithKnativeKinds, REPOSITORY, stageOn } from "./support.ts";
 
 const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
 
@@ -36,15 +34,8 @@ function setup(
 ) {
   const models = new Map<string, ReturnType<typeof fleetModel>>();
   const newStage = () =>
-    new RolloutStage({
-      hub: kube.client,
-      namespace: "knative-fleet",
-      source: { repository: REPOSITORY, branch: "main" },
-      inventory: () => [cluster("c1"), cluster("c2"), cluster("c3"), cluster("c4")],
+    stageOn(kube, {
       modelAt: async (commit) => models.get(commit) ?? Promise.reject(new Error(`no commit ${commit}`)),
-      events: new EventRecorder({ client: kube.client, component: "test", log: silentLogger }),
-      log: silentLogger,
-      checkIntervalMs: 20,
       onDue,
       ...extra,
     });
@@ -75,14 +66,6 @@ function setup(
     /** What Git gives back for a commit (a revert's source). */
     models,
   };
-}
-
-function hubWithKnativeKinds() {
-  return new FakeKube().serveKindsOf([
-    crObject({ name: "x", cluster: "c1" }),
-    crObject({ kind: "KnativeEventing", name: "y", cluster: "c1" }),
-    { apiVersion: "v1", kind: "Event", metadata: {} },
-  ]);
 }
 
 /** Two CRs installed at 1.21 under a HaltAndRevert policy (no soak, no time limit), the rollout complete. */

@@ -3,13 +3,23 @@ import type { FleetFile } from "../../../src/fleet/model.ts";
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { type ApplyStep, decideApplies } from "../../../src/mirror/decide.ts";
+import { EventRecorder } from "../../../src/observability/events.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
 import type { InventoryCluster } from "../../../src/placement/inventory.ts";
 import { type GateOutcome, gateApplies } from "../../../src/rollout/gate.ts";
 import { revertStep, revertsOf, withReverts } from "../../../src/rollout/revert.ts";
+import { RolloutStage } from "../../../src/rollout/stage.ts";
 import { type RolloutState, RolloutStateSchema } from "../../../src/rollout/state.ts";
 import type { GateInput } from "../../../src/rollout/weigh.ts";
 import { chainUpgrades, upgradeMemory } from "../../../src/upgrade/chain.ts";
-import { cluster, crFile, TEST_REPOSITORY as REPOSITORY, rolloutText } from "../../support/fleet-files.ts";
+import { FakeKube } from "../../support/fake-kube.ts";
+import {
+  cluster,
+  crFile,
+  crObject,
+  TEST_REPOSITORY as REPOSITORY,
+  rolloutText,
+} from "../../support/fleet-files.ts";
 
 // The shared fleet fixtures (test/support/fleet-files.ts) these tests build on.
 export { cluster, REPOSITORY, rolloutText };
@@ -139,4 +149,35 @@ export class FakeHub {
   version(cr: string): unknown {
     return (this.objects.get(`KnativeServing knative-fleet/${cr}`)?.spec as { version?: string })?.version;
   }
+}
+
+type StageOptions = ConstructorParameters<typeof RolloutStage>[0];
+
+/** A hub that serves the Knative kinds and Events (the stage's own writes), nothing on it yet. */
+export function hubWithKnativeKinds(): FakeKube {
+  return new FakeKube().serveKindsOf([
+    crObject({ name: "x", cluster: "c1" }),
+    crObject({ kind: "KnativeEventing", name: "y", cluster: "c1" }),
+    { apiVersion: "v1", kind: "Event", metadata: {} },
+  ]);
+}
+
+/**
+ * The rollout stage on `kube` as the service builds it, for four clusters c1..c4, with the options a test
+ * sets.
+ */
+export function stageOn(kube: FakeKube, options: Partial<StageOptions> = {}): RolloutStage {
+  const log = options.log ?? silentLogger;
+  return new RolloutStage({
+    hub: kube.client,
+    namespace: "knative-fleet",
+    source: { repository: REPOSITORY, branch: "main" },
+    inventory: () => [cluster("c1"), cluster("c2"), cluster("c3"), cluster("c4")],
+    modelAt: () => Promise.reject(new Error("no revert here")),
+    events: new EventRecorder({ client: kube.client, component: "test", log }),
+    log,
+    checkIntervalMs: 20,
+    onDue: () => {},
+    ...options,
+  });
 }
