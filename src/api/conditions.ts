@@ -10,6 +10,9 @@ export const ConditionType = {
   DeploymentsAvailable: "DeploymentsAvailable",
   VersionMigrationEligible: "VersionMigrationEligible",
   Ready: "Ready",
+  // knative-fleet's own, severity Info (Ready does not depend on it): someone else changed the install on its
+  // cluster. True while the change is kept (report mode); False once it was put back, or is gone.
+  Drifted: "Drifted",
 } as const;
 export type ConditionType = (typeof ConditionType)[keyof typeof ConditionType];
 
@@ -355,3 +358,29 @@ function describeCondition(condition: Pick<Condition, "type" | "status" | "reaso
   const detail = [condition.reason, condition.message?.trim()].filter(Boolean).join(": ");
   return `${condition.type}=${condition.status}${detail ? ` (${detail})` : ""}`;
 }
+
+/** Why Drifted is what it is. */
+export const DriftReason = {
+  Kept: "DriftKept",
+  Corrected: "DriftCorrected",
+  Gone: "NoDrift",
+} as const;
+
+/** Drifted, as the last pass found it; an Info condition, so Ready is untouched (setCondition, not markCondition). */
+export const markDrifted = (
+  conditions: Condition[],
+  reason: (typeof DriftReason)[keyof typeof DriftReason],
+  message: string,
+  now: Date,
+): Condition[] =>
+  setCondition(
+    conditions,
+    {
+      type: ConditionType.Drifted,
+      status: reason === DriftReason.Kept ? "True" : "False",
+      severity: "Info",
+      reason,
+      message,
+    },
+    now,
+  );

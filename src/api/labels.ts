@@ -134,6 +134,16 @@ export const ADOPT_ROLLOUT_KEY_ANNOTATION = `${FLEET}adopt-rollout-key`;
  */
 export const UPGRADE_TARGET_ANNOTATION = `${FLEET}upgrade-target`;
 
+// --- Drift (src/apply/drift.ts, src/install/drift-owner.ts) ---
+
+/**
+ * On a fleet file's CR (or a placement's template): `report` leaves a change made on the spoke in place and
+ * reports it; `correct` (the default) puts back what Git wants and reports what it put back.
+ */
+export const DRIFT_MODE_ANNOTATION = `${FLEET}drift`;
+/** In a hub CR's status.annotations: the last drift found on its cluster, as JSON (api/drift.ts). */
+export const DRIFT_STATUS_ANNOTATION = `${FLEET}last-drift`;
+
 // --- Verification gates (src/verify) ---
 
 /** On a Secret in knative-fleet's namespace, "true": a verification gate may read its token from it. */

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { DESIRED_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL } from "../api/labels.ts";
-import type { KubeClient } from "../kube/client.ts";
+import { FIELD_MANAGER, type KubeClient } from "../kube/client.ts";
 import {
   field,
   isCrd,
@@ -14,6 +14,7 @@ import {
 } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
 import { containsDesired, isUpToDate, withDesiredHash } from "./compare.ts";
+import { type DriftedObject, describeDrift } from "./drift.ts";
 import { waitEstablished } from "./established.ts";
 import { decodeInventory } from "./inventory.ts";
 import { withLastApplied } from "./last-applied.ts";
@@ -49,6 +50,8 @@ export interface ApplySet {
   rootOwner?: OwnerReference;
   /** Objects applied at once. */
   concurrency: number;
+  /** Report mode: objects someone else changed or deleted are left as they are (plan.drift still says so). */
+  keepDrift?: boolean;
   /** How long to wait for a CRD to become Established. */
   crdTimeoutMs?: number;
   /** Told when the watch of new CRDs failed and their Established wait went on by polling. */
@@ -91,8 +94,8 @@ export interface ApplyPlan {
   unchanged: KubeObject[];
   /** Objects applied before (inventory) that the desired set no longer has. CRDs are never pruned. */
   prune: ObjectRef[];
-  /** Objects restored because someone changed or deleted them on the cluster. */
-  drift: ObjectRef[];
+  /** Objects someone else changed or deleted on the cluster: which fields, who (apply/drift.ts). */
+  drift: DriftedObject[];
 }
 
 /** The server's answer to a dry-run update: the object as it would be stored, or why it was refused. */
@@ -139,14 +142,16 @@ export function diffAgainstLive(
     const current = state.objects.get(key);
     if (!current) {
       plan.create.push(object);
-      if (inventoried.has(key)) plan.drift.push(refOf(object)); // applied before, deleted by hand
+      // applied before, deleted by hand
+      if (inventoried.has(key)) plan.drift.push(describeDrift(object, undefined, FIELD_MANAGER));
     } else if (isUpToDate(object, current)) plan.unchanged.push(object);
     else {
       plan.update.push({ desired: object, live: current });
       const sameDesired =
         current.metadata.annotations?.[DESIRED_HASH_ANNOTATION] ===
         object.metadata.annotations?.[DESIRED_HASH_ANNOTATION];
-      if (sameDesired) plan.drift.push(refOf(object)); // we did not change it: someone else did
+      // we did not change it: someone else did
+      if (sameDesired) plan.drift.push(describeDrift(object, current, FIELD_MANAGER));
     }
   }
   for (const ref of state.inventory) {
@@ -258,7 +263,10 @@ export async function runApplySet(
     return { mode, desired, state, plan, writes: 0, answers: await dryRunUpdates(set, plan) };
   }
 
-  const toApply = [...plan.create, ...plan.update.map((u) => u.desired)];
+  const kept = new Set(set.keepDrift ? plan.drift.map((d) => refKey(d.ref)) : []);
+  const toApply = [...plan.create, ...plan.update.map((u) => u.desired)].filter(
+    (o) => !kept.has(objectKey(o)),
+  );
   const order = new Map(desired.map((o, i) => [objectKey(o), i]));
   toApply.sort((a, b) => order.get(objectKey(a))! - order.get(objectKey(b))!);
   const crds = toApply.filter(isCrd);

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { DriftModeSchema } from "../api/drift.ts";
 import {
   ClusterProfileRefSchema,
   EVENT_SOURCES,
@@ -9,7 +10,12 @@ import {
   KnativeServingSpecSchema,
   withEveryEventSource,
 } from "../api/knative.ts";
-import { ABANDON_CLEANUP_ANNOTATION, PRUNE_ANNOTATION, PRUNE_DISABLED } from "../api/labels.ts";
+import {
+  ABANDON_CLEANUP_ANNOTATION,
+  DRIFT_MODE_ANNOTATION,
+  PRUNE_ANNOTATION,
+  PRUNE_DISABLED,
+} from "../api/labels.ts";
 
 // What a fleet file may say, which is stricter than what the API accepts: the API's metadata is loose
 // (objects read back carry uid, resourceVersion, ...), but in Git an unknown metadata field is a typo,
@@ -105,6 +111,15 @@ const FleetAnnotationsSchema = z.record(LabelKeySchema, z.string()).superRefine(
       path: [PRUNE_ANNOTATION],
       input: prune,
       message: `must be "${PRUNE_DISABLED}"; remove the annotation to allow pruning`,
+    });
+  }
+  const drift = annotations[DRIFT_MODE_ANNOTATION];
+  if (drift !== undefined && !DriftModeSchema.safeParse(drift).success) {
+    ctx.addIssue({
+      code: "custom",
+      path: [DRIFT_MODE_ANNOTATION],
+      input: drift,
+      message: `must be ${DriftModeSchema.options.map((o) => `"${o}"`).join(" or ")}: "report" leaves changes made on the cluster in place and reports them, "correct" (the default) puts back what Git wants`,
     });
   }
   // The mirror refuses such a CR at every sync, which would block every prune of the fleet.

@@ -1,4 +1,5 @@
 import type { KnativeResource } from "../api/knative.ts";
+import { DRIFT_MODE_ANNOTATION } from "../api/labels.ts";
 import {
   type ApplyMode,
   type ApplyResult,
@@ -30,6 +31,7 @@ function installFrame(resource: KnativeResource, namespace = installNamespace(re
     labels: ownershipLabels(owner),
     inventoryObject: (refs) => buildAnchor(owner, namespace, refs),
     rootOwner: hubOwnerRef(resource),
+    keepDrift: resource.metadata.annotations?.[DRIFT_MODE_ANNOTATION] === "report",
   };
 }
 

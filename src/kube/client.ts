@@ -22,7 +22,8 @@ export interface Selection {
   fieldSelector?: string;
 }
 
-const FIELD_MANAGER = "knative-fleet";
+/** The one field manager knative-fleet writes with: any other one on its objects is someone else. */
+export const FIELD_MANAGER = "knative-fleet";
 
 /**
  * Unstructured Kubernetes client: discovery-based paths, server-side apply with one field manager, list,

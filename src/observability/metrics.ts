@@ -18,6 +18,8 @@ export interface FleetMetrics {
     error: boolean;
     ready: boolean;
     drift: number;
+    /** Drift recorded for the first time: who changed the objects, and whether they were put back. */
+    drifted?: readonly { manager?: string; outcome: string }[] | undefined;
     /** Requests the pass sent to the cluster. */
     requests: number;
     /** Whether the cluster answered; undefined when the pass did not try to reach it. */
@@ -102,6 +104,18 @@ export function createMetrics(): FleetMetrics {
     labelNames: ["kind", "cluster"] as const,
     registers,
   });
+  const driftByManager = new Counter({
+    name: "knative_fleet_drift_objects_total",
+    help: "Objects someone else changed on a cluster, by the field manager that changed them (the first 16 names, then other) and by outcome (corrected, kept).",
+    labelNames: ["manager", "outcome"] as const,
+    registers,
+  });
+  const managers = new Set<string>();
+  const boundedManager = (manager: string | undefined): string => {
+    const name = manager ?? "unknown";
+    if (managers.has(name) || managers.size < 16) return (managers.add(name), name);
+    return "other";
+  };
   const spokeVersion = new Gauge({
     name: "knative_fleet_spoke_version_info",
     help: "1 for the Knative release installed on the cluster (status.version, one of the image's releases).",
@@ -269,8 +283,21 @@ export function createMetrics(): FleetMetrics {
       providersOf.delete(cluster);
     },
     reportedClusters: () => [...new Set([...kindsOf.keys(), ...providersOf.keys()])],
-    reconcileFinished({ kind, cluster, durationMs, error, ready, drift, requests, reachable, version }) {
+    reconcileFinished({
+      kind,
+      cluster,
+      durationMs,
+      error,
+      ready,
+      drift,
+      drifted,
+      requests,
+      reachable,
+      version,
+    }) {
       const labels = { kind, cluster };
+      for (const { manager, outcome } of drifted ?? [])
+        driftByManager.inc({ manager: boundedManager(manager), outcome });
       remember(kindsOf, cluster, kind);
       reconcileDuration.observe({ ...labels, result: error ? "error" : "success" }, seconds(durationMs));
       reconcileErrors.inc(labels, error ? 1 : 0);

@@ -1,5 +1,6 @@
 import type { CrAdmission } from "../admission/tenancy.ts";
 import { readinessOf } from "../api/conditions.ts";
+import type { DriftRecord } from "../api/drift.ts";
 import {
   KNATIVE_KINDS,
   type KnativeKind,
@@ -60,7 +61,10 @@ export interface ReconcileReport {
   durationMs: number;
   error?: Error;
   ready: boolean;
+  /** Objects someone else changed that this pass put back. */
   drift: number;
+  /** Drift this pass recorded for the first time (put back, or kept in report mode). */
+  drifted?: DriftRecord[];
   writes: number;
   /** Requests to the target cluster (reads and writes). */
   requests: number;
@@ -223,7 +227,8 @@ export class KnativeController {
       cluster: outcome.cluster,
       error: outcome.error,
       ready,
-      drift: outcome.apply?.plan.drift.length ?? 0,
+      drift: outcome.drifted?.filter((r) => r.outcome === "corrected").length ?? 0,
+      ...(outcome.drifted && { drifted: outcome.drifted }),
       writes: (outcome.apply?.writes ?? 0) + (statusWritten ? 1 : 0),
       requests: outcome.requests ?? 0,
       ...(outcome.reachable !== undefined && { reachable: outcome.reachable }),

@@ -14,8 +14,10 @@ import {
   markWebhooksUnverified,
   TargetClusterReason,
 } from "../api/conditions.ts";
+import type { DriftRecord } from "../api/drift.ts";
+import { describeRecord } from "../api/drift.ts";
 import type { Condition, KnativeResource, KnativeStatus } from "../api/knative.ts";
-import { ABANDON_CLEANUP_ANNOTATION } from "../api/labels.ts";
+import { ABANDON_CLEANUP_ANNOTATION, DRIFT_MODE_ANNOTATION } from "../api/labels.ts";
 import type { ApplyResult } from "../apply/engine.ts";
 import { clusterLabel } from "../fleet/identity.ts";
 import { applyInstall } from "../install/apply.ts";
@@ -36,6 +38,7 @@ import {
   type ReleaseLoader,
   VersionError,
 } from "../render/index.ts";
+import { driftRecords, type FieldLocator, withDrift } from "./drift.ts";
 
 // The reconcile of one CR as upstream's stages (pkg/reconciler/common/stages.go): a named list of steps
 // over one context, each returning what happens next, and one place (`outcomeOf`) that turns that into
@@ -53,6 +56,8 @@ export interface ReconcileDeps {
   deploymentWatches?: DeploymentWatches;
   /** Objects applied at once per cluster. */
   applyConcurrency: number;
+  /** Where a CR field is in its fleet file, for the drift records (the service reads its Git clone). */
+  locate?: FieldLocator;
   now(): Date;
   log: Logger;
 }
@@ -68,6 +73,8 @@ interface ReconcileOutcome {
   /** Set when the reconcile failed and should be retried with backoff (after the status is written). */
   error?: Error;
   apply?: ApplyResult;
+  /** Drift this pass found that the CR's status did not record yet: an Event each. */
+  drifted?: DriftRecord[];
   /** Whether the cluster answered; undefined when the pass stopped before trying to reach it. */
   reachable?: boolean;
 }
@@ -101,6 +108,7 @@ interface InstallContext {
   requestsBefore?: number;
   desired?: KubeObject[];
   applied?: ApplyResult;
+  drifted?: DriftRecord[];
 }
 
 type Step = (context: InstallContext) => Promise<StepResult>;
@@ -203,14 +211,23 @@ const install: Step = async (context) => {
     return { next: "fail", error: errorOf(err), retry: true };
   }
   context.conditions = markInstallSucceeded(context.conditions, context.now);
-  const drift = context.applied.plan.drift.length;
-  if (drift > 0) {
-    const cr = `${resource.metadata.namespace}/${resource.metadata.name}`;
-    deps.log.info({ cr, cluster: target!.cluster, drift }, "restored drifted objects");
-  }
+  await recordDrift(context);
   context.status.manifests = [...release!.locations];
   return CONTINUE;
 };
+
+/** What someone else changed on the cluster, put back or kept (report mode): into the status, and logged. */
+async function recordDrift(context: InstallContext): Promise<void> {
+  const { resource, deps, applied } = context;
+  const kept = resource.metadata.annotations?.[DRIFT_MODE_ANNOTATION] === "report";
+  const records = await driftRecords(resource, applied!.plan.drift, kept ? "kept" : "corrected", deps.locate);
+  const status = { annotations: resource.status?.annotations, conditions: context.conditions };
+  const { annotations, conditions, fresh } = withDrift(status, records, context.now);
+  context.conditions = conditions;
+  if (annotations !== undefined) context.status.annotations = annotations;
+  context.drifted = fresh;
+  for (const record of fresh) context.log.info({ cluster: context.target!.cluster }, describeRecord(record));
+}
 
 /**
  * Deployments Available at the version just applied, then the webhooks served (install/webhooks.ts)? While
@@ -309,6 +326,7 @@ function outcomeOf(context: InstallContext, result: StepResult): ReconcileOutcom
     },
     cluster: clusterLabel(resource.spec.clusterProfileRef),
     ...(context.applied ? { apply: context.applied } : {}),
+    ...(context.drifted?.length ? { drifted: context.drifted } : {}),
     ...(context.reachable !== undefined ? { reachable: context.reachable } : {}),
     ...(target ? { requests: totalRequests(target.client) - context.requestsBefore! } : {}),
   };

@@ -4,12 +4,14 @@ import { loadProviderConfig } from "../access/provider-config.ts";
 import { createTargetResolver } from "../access/target.ts";
 import type { LocationPolicy } from "../admission/locations.ts";
 import type { CrAdmission } from "../admission/tenancy.ts";
+import type { FleetFile } from "../fleet/file-text.ts";
 import { clusterLabel, identityOf } from "../fleet/identity.ts";
 import { DeploymentWatches } from "../install/deployment-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { Logger } from "../observability/log.ts";
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { KnativeController, type ReconcileReport } from "./controller.ts";
+import { locatorOver } from "./drift.ts";
 
 interface ReconcilerOptions {
   /** The process's one hub client. */
@@ -40,6 +42,8 @@ interface ReconcilerOptions {
   /** At most this many workers on one cluster at once; unbounded (up to `workers`) when unset. */
   workersPerCluster?: number;
   applyConcurrency: number;
+  /** The fleet repository's files at a commit: drift records name the line of a fleet file to edit. */
+  fleetFilesAt?(commit: string): Promise<{ files: FleetFile[] }>;
   log: Logger;
   onReconciled?(report: ReconcileReport): void;
   /** The sharding filter: whether this replica reconciles a cluster's CRs now; all when unset. */
@@ -120,6 +124,7 @@ export async function startReconciler(options: ReconcilerOptions): Promise<Recon
       pollIntervalMs: options.pollIntervalMs,
       deploymentWatches,
       applyConcurrency: options.applyConcurrency,
+      ...(options.fleetFilesAt && { locate: locatorOver(options.fleetFilesAt) }),
       now: () => new Date(),
       log: options.log,
     },

@@ -1,3 +1,5 @@
+import { DriftReason } from "../api/conditions.ts";
+import { describeRecord } from "../api/drift.ts";
 import { OPERATOR_API_VERSION } from "../api/knative.ts";
 import type { EventRecorder } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
@@ -21,7 +23,8 @@ export interface ReconcileSinks {
 
 /**
  * One reconcile pass of a hub CR: its series updated (or dropped once the CR is finalized), and a Warning
- * Event when it failed or a Normal one when it restored drift on the cluster.
+ * Event when it failed, and a Normal one for each drift on the cluster it put back or kept: who, which fields,
+ * and which line of which fleet file to edit instead.
  */
 export function reportReconcile(report: ReconciledCr, to: ReconcileSinks): void {
   if (report.finalized) to.metrics.forgetResource(report);
@@ -32,13 +35,10 @@ export function reportReconcile(report: ReconciledCr, to: ReconcileSinks): void 
     metadata: { name: report.name, namespace: report.namespace },
   };
   if (report.error) void to.events.record(involved, "Warning", "ReconcileFailed", report.error.message);
-  else if (report.drift > 0)
-    void to.events.record(
-      involved,
-      "Normal",
-      "DriftCorrected",
-      `restored ${report.drift} object(s) changed on ${report.cluster}`,
-    );
+  for (const record of report.drifted ?? []) {
+    const reason = record.outcome === "kept" ? DriftReason.Kept : DriftReason.Corrected;
+    void to.events.record(involved, "Normal", reason, `${report.cluster}: ${describeRecord(record)}`);
+  }
 }
 
 /** One sync as it ran: the commit, what set it off, and how long it took. */

@@ -253,10 +253,7 @@ export class FleetService {
     log.info(this.membership ? "leading: the Git side of the fleet" : "leading: reconciling the fleet");
   }
 
-  /**
-   * The reconciler: started on becoming leader, or, when sharded, at start on every replica, each
-   * reconciling the clusters of its share.
-   */
+  /** The reconciler: started on becoming leader, or, sharded, at start on every replica for its share. */
   private startReconcile(): Promise<Reconciler> {
     const { config, log } = this.options;
     const { access, defaultNamespace, hubInstall, locations } = this.settings;
@@ -279,6 +276,7 @@ export class FleetService {
       workers: config.workers,
       workersPerCluster: config.workersPerCluster,
       applyConcurrency: 8,
+      fleetFilesAt: (commit) => this.source!.snapshotAt(commit),
       log,
       owns: this.membership && ((cluster) => this.membership!.owns(cluster)),
       onStatusChanged: () => this.statusWriter?.request(),

@@ -1,6 +1,14 @@
-import { type ReadinessPhase, readinessOf } from "../api/conditions.ts";
+import {
+  ConditionType,
+  DriftReason,
+  findCondition,
+  type ReadinessPhase,
+  readinessOf,
+} from "../api/conditions.ts";
+import { type DriftRecord, parseDriftRecords } from "../api/drift.ts";
 import type { KnativeStatus } from "../api/knative.ts";
 import {
+  DRIFT_STATUS_ANNOTATION,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
   UPGRADE_TARGET_ANNOTATION,
@@ -28,6 +36,11 @@ export interface HubCrRow extends ResourceIdentity {
   /** The commit the hub CR's content came from, and its fleet file relative to the repository root. */
   commit?: string;
   path?: string;
+  /**
+   * Someone else's change on its cluster (src/reconcile/drift.ts): `kept` while report mode leaves it there,
+   * `corrected` once it was put back; with the last records, newest first.
+   */
+  drift?: { state: "kept" | "corrected"; records: DriftRecord[] };
 }
 
 /** The row of a hub CR; a field the CR does not have is left out (not undefined). */
@@ -45,7 +58,17 @@ export function hubCrRow(cr: KubeObject): HubCrRow {
     upgradeTarget: annotations[UPGRADE_TARGET_ANNOTATION],
     commit: annotations[SOURCE_COMMIT_ANNOTATION],
     path: annotations[SOURCE_PATH_ANNOTATION],
+    drift: driftOf(status),
   });
+}
+
+/** The row's drift: none for a CR whose cluster never drifted (or whose drift went away). */
+function driftOf(status: KnativeStatus | undefined): HubCrRow["drift"] {
+  const condition = findCondition(status?.conditions, ConditionType.Drifted);
+  const records = parseDriftRecords(status?.annotations?.[DRIFT_STATUS_ANNOTATION]);
+  if (condition === undefined || records.length === 0 || condition.reason === DriftReason.Gone)
+    return undefined;
+  return { state: condition.status === "True" ? "kept" : "corrected", records };
 }
 
 /** The installed version, and where an upgrade chain takes it: `1.21.4 (chain to 1.23)`. */

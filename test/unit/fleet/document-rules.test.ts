@@ -78,6 +78,22 @@ describe("one set of rules for every document kind", () => {
     }
   });
 
+  it("fleet.knative.dev/drift is report or correct, and a misspelling names both", () => {
+    for (const kind of KINDS) {
+      for (const value of ["report", "correct"]) {
+        expect(errorsOf(kind, { metadata: { annotations: { "fleet.knative.dev/drift": value } } })).toEqual(
+          [],
+        );
+      }
+      expect(
+        errorsOf(kind, { metadata: { annotations: { "fleet.knative.dev/drift": "Report" } } }),
+        kind,
+      ).toEqual([
+        'metadata.annotations["fleet.knative.dev/drift"]: must be "correct" or "report": "report" leaves changes made on the cluster in place and reports them, "correct" (the default) puts back what Git wants',
+      ]);
+    }
+  });
+
   it("fleet.knative.dev/abandon-cleanup cannot come from a fleet file, whatever its value", () => {
     for (const kind of KINDS) {
       for (const value of ["true", "false", ""]) {
