@@ -12,11 +12,13 @@ export function locateCrField(
   field: FieldPath,
 ): string | undefined {
   const { documents } = parseYamlFile(file.path, file.text);
-  const valueOf = (d: (typeof documents)[number]) =>
+  const documentValue = (d: (typeof documents)[number]) =>
     (d.value ?? {}) as { kind?: unknown; metadata?: { name?: unknown } };
-  const own = documents.find((d) => valueOf(d).kind === cr.kind && valueOf(d).metadata?.name === cr.name);
+  const own = documents.find(
+    (d) => documentValue(d).kind === cr.kind && documentValue(d).metadata?.name === cr.name,
+  );
   if (own) return `${file.path}:${locateField(own, field, "key").line}`;
-  const placements = documents.filter((d) => valueOf(d).kind === `${cr.kind}Placement`);
+  const placements = documents.filter((d) => documentValue(d).kind === `${cr.kind}Placement`);
   if (placements.length !== 1 || field[0] !== "spec") return undefined;
   const inTemplate = ["spec", "template", "spec", ...field.slice(1)];
   return `${file.path}:${locateField(placements[0]!, inTemplate, "key").line}`;

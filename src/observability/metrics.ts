@@ -113,8 +113,9 @@ export function createMetrics(): FleetMetrics {
   const managers = new Set<string>();
   const boundedManager = (manager: string | undefined): string => {
     const name = manager ?? "unknown";
-    if (managers.has(name) || managers.size < 16) return (managers.add(name), name);
-    return "other";
+    if (!managers.has(name) && managers.size >= 16) return "other";
+    managers.add(name);
+    return name;
   };
   const spokeVersion = new Gauge({
     name: "knative_fleet_spoke_version_info",

@@ -29,6 +29,34 @@ describe("fleet metrics", () => {
     expect(lines).toContain("knative_fleet_leader 0");
   });
 
+  it("counts drifted objects by the field manager that changed them, at most 16 names then other", async () => {
+    const metrics = createMetrics();
+    const pass = (drifted: { manager?: string; outcome: string }[]) =>
+      metrics.reconcileFinished({
+        kind: "KnativeServing",
+        cluster: "fleet/spoke-1",
+        durationMs: 10,
+        error: false,
+        ready: true,
+        drift: drifted.filter((d) => d.outcome === "corrected").length,
+        drifted,
+        requests: 1,
+      });
+    pass([{ manager: "kubectl-edit", outcome: "corrected" }, { outcome: "kept" }]);
+    pass(Array.from({ length: 20 }, (_, i) => ({ manager: `script-${i}`, outcome: "corrected" })));
+    const lines = await samples(metrics);
+    expect(lines).toContain(
+      'knative_fleet_drift_objects_total{manager="kubectl-edit",outcome="corrected"} 1',
+    );
+    expect(lines).toContain('knative_fleet_drift_objects_total{manager="unknown",outcome="kept"} 1');
+    expect(lines).toContain('knative_fleet_drift_objects_total{manager="script-13",outcome="corrected"} 1');
+    expect(lines).not.toContain(
+      'knative_fleet_drift_objects_total{manager="script-14",outcome="corrected"} 1',
+    );
+    expect(lines).toContain('knative_fleet_drift_objects_total{manager="other",outcome="corrected"} 6');
+    expect(lines.filter((l) => l.startsWith("knative_fleet_drift_objects_total{"))).toHaveLength(17);
+  });
+
   it("records a reconcile: duration by result, errors, readiness and drift per kind and cluster", async () => {
     const metrics = createMetrics();
     const labels = 'kind="KnativeServing",cluster="fleet/spoke-1"';

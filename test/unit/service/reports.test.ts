@@ -79,15 +79,38 @@ describe("reportReconcile", () => {
     ]);
   });
 
-  it("a pass that restored drift: a Normal DriftCorrected Event naming the cluster", () => {
+  it("each new drift: a Normal Event naming the cluster, who changed what, and the fleet file line to edit", () => {
     const to = sinks();
-    reportReconcile(pass({ drift: 2 }), to);
-    expect(to.calls.at(-1)).toEqual([
-      "event",
-      INVOLVED,
-      "Normal",
-      "DriftCorrected",
-      "restored 2 object(s) changed on fleet/spoke-1",
+    const record = (outcome: "corrected" | "kept") => ({
+      object: "ConfigMap knative-serving/config-autoscaler",
+      change: "changed" as const,
+      fields: [
+        {
+          path: "data.max-scale",
+          want: '"3"',
+          have: '"9"',
+          owner: { field: "spec.config.autoscaler.max-scale", set: true, at: "clusters/a.yaml:12" },
+        },
+      ],
+      manager: "kubectl-edit",
+      outcome,
+    });
+    reportReconcile(pass({ drift: 1, drifted: [record("corrected"), record("kept")] }), to);
+    expect(to.calls.filter(([method]) => method === "event")).toEqual([
+      [
+        "event",
+        INVOLVED,
+        "Normal",
+        "DriftCorrected",
+        'fleet/spoke-1: put back ConfigMap knative-serving/config-autoscaler changed by kubectl-edit; data.max-scale: "3" -> "9"; edit spec.config.autoscaler.max-scale in clusters/a.yaml:12 instead',
+      ],
+      [
+        "event",
+        INVOLVED,
+        "Normal",
+        "DriftKept",
+        'fleet/spoke-1: kept ConfigMap knative-serving/config-autoscaler changed by kubectl-edit; data.max-scale: "3" -> "9"; edit spec.config.autoscaler.max-scale in clusters/a.yaml:12 instead',
+      ],
     ]);
   });
 
