@@ -8,6 +8,9 @@ import type { PlacementReport } from "./combine.ts";
 interface CrReadiness extends ObjectIdentity {
   phase: ReadinessPhase;
   reason?: string;
+  /** The installed version, and a change made on its cluster that report mode keeps (status/row.ts). */
+  version?: string;
+  drift?: { state: "kept" | "corrected" };
 }
 
 /** One placement in the status files: no timestamps, so an unchanged fleet writes no status commit. */
@@ -25,6 +28,11 @@ export interface PlacementRollupRow {
   left: string[];
   /** Why the placement was not expanded this sync. */
   pending?: string;
+  /**
+   * Clusters that differ from the others of the placement: on another version than most (a straggler of an
+   * upgrade chain, a held wave), or keeping a change made on the cluster (drift in report mode).
+   */
+  differs?: string[];
 }
 
 export function placementRollup(report: PlacementReport, crs: readonly CrReadiness[]): PlacementRollupRow[] {
@@ -58,7 +66,32 @@ export function placementRollup(report: PlacementReport, crs: readonly CrReadine
           : {}),
         left,
         ...(selection.pending ? { pending: selection.pending } : {}),
+        ...differing(readiness),
       };
     })
     .sort((a, b) => compareStrings(a.placement, b.placement));
 }
+
+/** The clusters of one placement off its common version, or keeping drift; nothing when none is. */
+function differing(readiness: readonly { cluster: string; cr?: CrReadiness }[]): { differs?: string[] } {
+  const counts = new Map<string, number>();
+  for (const { cr } of readiness) if (cr?.version) counts.set(cr.version, (counts.get(cr.version) ?? 0) + 1);
+  // The most common version; between equally common ones the newest, so a straggler is the one named.
+  const common = [...counts].sort(([a, m], [b, n]) => n - m || newerFirst(a, b))[0]?.[0];
+  const differs = readiness.flatMap(({ cluster, cr }) => [
+    ...(cr?.version && cr.version !== common
+      ? [`${cluster}: version ${cr.version}, the others ${common}`]
+      : []),
+    ...(cr?.drift?.state === "kept"
+      ? [`${cluster}: keeps a change made on the cluster (drift, report mode)`]
+      : []),
+  ]);
+  return differs.length > 0 ? { differs } : {};
+}
+
+/** Newer first, numerically part by part (`1.10.0` before `1.9.3`); the render stage, which has the full order, sits above placement. */
+const newerFirst = (a: string, b: string): number => {
+  const [x, y] = [a.split(".").map(Number), b.split(".").map(Number)];
+  const i = x.findIndex((part, at) => part !== y[at]);
+  return i < 0 ? y.length - x.length : (y[i] ?? 0) - (x[i] ?? 0);
+};

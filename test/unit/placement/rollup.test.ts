@@ -69,4 +69,40 @@ describe("the status rollup per placement", () => {
       },
     ]);
   });
+
+  it("names the clusters that differ from the others: another version than most, or a kept drift", () => {
+    const parsed = model({
+      "p.yaml": placementFile("serving", "  clusterSelectorTerms:\n  - labelSelector: {}"),
+    });
+    const names = ["a", "b", "c", "d", "e"];
+    const expansion = expandPlacements(parsed.placements, inventory(names.map((n) => cluster(n))));
+    const report = { selections: expansion.selections, departures: [] };
+    const cr = (name: string, version: string, drift?: "kept" | "corrected") => ({
+      kind: "KnativeServing",
+      namespace: "knative-fleet",
+      name: `serving-${name}`,
+      phase: "Current" as const,
+      version,
+      ...(drift && { drift: { state: drift } }),
+    });
+    const [row] = placementRollup(report, [
+      cr("a", "1.10.0"),
+      cr("b", "1.9.3", "kept"),
+      cr("c", "1.10.0", "corrected"),
+      cr("d", "1.9.3"),
+      cr("e", "1.8.1"),
+    ]);
+    // 1.10.0 and 1.9.3 twice each: the newer is the fleet's, the older ones are named.
+    expect(row!.differs).toEqual([
+      "fleet-system/b: version 1.9.3, the others 1.10.0",
+      "fleet-system/b: keeps a change made on the cluster (drift, report mode)",
+      "fleet-system/d: version 1.9.3, the others 1.10.0",
+      "fleet-system/e: version 1.8.1, the others 1.10.0",
+    ]);
+    const [same] = placementRollup(
+      report,
+      names.map((n) => cr(n, "1.22.2", "corrected")),
+    );
+    expect(same!.differs).toBeUndefined();
+  });
 });
