@@ -3,7 +3,8 @@
 // of a running sandbox at once, and printed per N: time from the push until every CR is Ready (first,
 // median, last), requests the controller sent to the hub and to the spokes per install and per idle
 // minute after (reads = GET, writes = the rest), the cost of one no-op reconcile per CR (what the 5-minute
-// drift resync costs; forced here by annotating every hub CR), the controller's CPU time, and its memory:
+// drift resync costs; forced here by annotating every hub CR) and of one that puts back a hand edit (requests
+// and CPU per CR, docs/drift.md), the controller's CPU time, and its memory:
 // RSS at start, peak (VmHWM) and settled (the lowest RSS of the idle window after every CR is Ready, once
 // V8's memory reducer has collected what the installs left), and the V8 heap used, settled the same way.
 // Then the slopes over N (least squares): MiB of settled RSS and heap per additional CR/cluster, and MiB of
@@ -60,6 +61,10 @@ interface Row {
   install: Requests;
   idlePerMinute: Requests;
   noopPerCr: Requests;
+  /** Controller CPU per CR of that no-op round, and of a round where every CR's cluster had a hand edit to put back. */
+  noopCpuPerCrMs: number;
+  driftPerCr: Requests;
+  driftCpuPerCrMs: number;
   rssStartMiB: number;
   rssPeakMiB: number;
   rssSettledMiB: number;
@@ -205,6 +210,23 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
       });
     }
     const afterNoop = await settledRequests(countsFile, sandbox.hub.server);
+    const cpuNoop = cpuSeconds(service.pid);
+    // A drift check that finds drift: a hand edit (kubectl edit's field manager) on every spoke, then the
+    // same touch; the pass puts it back, reads the fleet file for the line and records it on the CR.
+    for (const [i, s] of spokes.entries()) {
+      await adminClient(sandbox.spokes[i]!).rest.request({
+        method: "PATCH",
+        path: "/api/v1/namespaces/knative-serving/configmaps/config-autoscaler",
+        query: { fieldManager: "kubectl-edit" },
+        body: { data: { "enable-scale-to-zero": "false" } },
+        contentType: "application/strategic-merge-patch+json",
+      });
+      await hub.mergePatch(OPERATOR_API_VERSION, "KnativeServing", FLEET_NAMESPACE, `serving-${s}`, {
+        metadata: { annotations: { "bench.knative-fleet.dev/touched": String(Date.now()) } },
+      });
+    }
+    const afterDrift = await settledRequests(countsFile, sandbox.hub.server);
+    const cpuDrift = cpuSeconds(service.pid);
     const rssPeakMiB = statusMiB(service.pid, "VmHWM");
     if (heapSnapshots) await heapSnapshot(service, heapSnapshots, n);
     const times = [...readyAt.values()].sort((a, b) => a - b);
@@ -216,6 +238,9 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
       install: minus(afterInstall, before, n),
       idlePerMinute: minus(afterIdle, afterInstall, idleSeconds / 60),
       noopPerCr: minus(afterNoop, afterIdle, n),
+      noopCpuPerCrMs: ((cpuNoop - cpuIdle) / n) * 1000,
+      driftPerCr: minus(afterDrift, afterNoop, n),
+      driftCpuPerCrMs: ((cpuDrift - cpuNoop) / n) * 1000,
       rssStartMiB,
       rssPeakMiB,
       rssSettledMiB,
@@ -285,16 +310,17 @@ console.log(
       .join(" ")} (the Dockerfile's)`,
 );
 console.log(
-  "| spokes | Ready first / median / all (s) | hub req per install (r/w) | spoke req per install (r/w) | hub req per idle min (r/w) | spoke req per idle min (r/w) | no-op reconcile per CR, hub / spoke (r/w) | RSS start / peak / settled (MiB) | V8 heap used start / settled (MiB) | CPU install (s) | CPU idle |",
+  "| spokes | Ready first / median / all (s) | hub req per install (r/w) | spoke req per install (r/w) | hub req per idle min (r/w) | spoke req per idle min (r/w) | no-op reconcile per CR, hub / spoke (r/w), CPU | drift put back per CR, hub / spoke (r/w), CPU | RSS start / peak / settled (MiB) | V8 heap used start / settled (MiB) | CPU install (s) | CPU idle |",
 );
-console.log("|---|---|---|---|---|---|---|---|---|---|---|");
+console.log("|---|---|---|---|---|---|---|---|---|---|---|---|");
 for (const r of rows) {
   console.log(
     `| ${r.spokes} | ${f(r.readyFirstS)} / ${f(r.readyMedianS)} / ${f(r.readyAllS)} | ` +
       `${rw(r.install.hubReads, r.install.hubWrites)} | ${rw(r.install.spokeReads, r.install.spokeWrites)} | ` +
       `${rw(r.idlePerMinute.hubReads, r.idlePerMinute.hubWrites)} | ` +
       `${rw(r.idlePerMinute.spokeReads, r.idlePerMinute.spokeWrites)} | ` +
-      `${rw(r.noopPerCr.hubReads, r.noopPerCr.hubWrites)}; ${rw(r.noopPerCr.spokeReads, r.noopPerCr.spokeWrites)} | ` +
+      `${rw(r.noopPerCr.hubReads, r.noopPerCr.hubWrites)}; ${rw(r.noopPerCr.spokeReads, r.noopPerCr.spokeWrites)}; ${f(r.noopCpuPerCrMs, 0)} ms | ` +
+      `${rw(r.driftPerCr.hubReads, r.driftPerCr.hubWrites)}; ${rw(r.driftPerCr.spokeReads, r.driftPerCr.spokeWrites)}; ${f(r.driftCpuPerCrMs, 0)} ms | ` +
       `${f(r.rssStartMiB, 0)} / ${f(r.rssPeakMiB, 0)} / ${f(r.rssSettledMiB, 0)} | ` +
       `${f(r.heapStartMiB)} / ${f(r.heapSettledMiB)} | ${f(r.cpuInstallS)} | ${f(r.cpuIdlePercent)} % |`,
   );

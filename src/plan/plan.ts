@@ -1,4 +1,5 @@
 import type { KnativeResource } from "../api/knative.ts";
+import { DRIFT_MODE_ANNOTATION } from "../api/labels.ts";
 import type { ApplyResult } from "../apply/engine.ts";
 import { inParallel } from "../apply/parallel.ts";
 import { compareStrings, isError } from "../fleet/diagnostic.ts";
@@ -375,6 +376,7 @@ async function planApplied(
           },
         ],
   );
+  const drift = viewed.source === "live" ? driftFindings(head, pass) : [];
   return {
     ...plan,
     ...viewed,
@@ -384,8 +386,31 @@ async function planApplied(
       changed,
       deleted: sortRefs(pass.plan.prune),
     },
-    findings: [...viewed.findings, ...preflight, ...(ingress ? [ingress] : []), ...refused],
+    findings: [...viewed.findings, ...preflight, ...(ingress ? [ingress] : []), ...refused, ...drift],
   };
+}
+
+/**
+ * What someone else changed on the cluster that head leaves as it is (docs/drift.md): a reviewer sees the
+ * cluster's real state, and whether knative-fleet puts it back or, in report mode, keeps it.
+ */
+function driftFindings(head: KnativeResource, pass: ApplyResult): Finding[] {
+  const kept = head.metadata.annotations?.[DRIFT_MODE_ANNOTATION] === "report";
+  return pass.plan.drift.map((object): Finding => {
+    const who = object.manager ? ` by ${object.manager}${object.at ? ` at ${object.at}` : ""}` : "";
+    const what =
+      object.change === "deleted"
+        ? "deleted"
+        : `changed${who}: ${object.fields.map((f) => `${f.path} ${f.want ?? "(absent)"} -> ${f.have ?? "(absent)"}`).join(", ")}`;
+    const outcome = kept
+      ? "kept (fleet.knative.dev/drift: report); a merge that changes this object overwrites it"
+      : "knative-fleet puts it back at its next drift check, merged or not";
+    return {
+      severity: "warning",
+      code: "drift",
+      message: maskText(`${object.ref.kind} ${object.ref.name} ${what}; ${outcome}`),
+    };
+  });
 }
 
 /** A removed CR: whether and when the mirror prunes it, and what FinalizeRemoteCluster then deletes. */

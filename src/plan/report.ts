@@ -32,6 +32,8 @@ type FindingCode =
   | "preflight"
   /** the CR's cluster could not be read: its part of the plan is offline */
   | "cluster-unreachable"
+  /** live: someone else changed the install on the cluster (who, which fields), and what happens to it */
+  | "drift"
   /** the cluster's install is in the older upstream layout (the hub CR's namespace) and is adopted there */
   | "layout-adopted"
   /** merging uninstalls Knative from a cluster */

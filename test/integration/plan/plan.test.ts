@@ -220,6 +220,52 @@ describe("knative-fleet plan against the sandbox", () => {
     expect(resourceOf(again.plan, "plan-serving").objects).toEqual({ created: [], changed: [], deleted: [] });
   });
 
+  it("a hand edit on the spoke: the live plan shows who changed what, and that it is put back merged or not", async () => {
+    await spokeOne.rest.request({
+      method: "PATCH",
+      path: "/api/v1/namespaces/knative-serving/configmaps/config-autoscaler",
+      query: { fieldManager: "kubectl-edit" },
+      body: { data: { "enable-scale-to-zero": "true" } },
+      contentType: "application/strategic-merge-patch+json",
+    });
+    try {
+      await repo.commit("domain", {
+        [SERVING]: serving({
+          config: {
+            autoscaler: { "enable-scale-to-zero": "false" },
+            network: { "domain-template": "{{.Name}}.{{.Namespace}}.{{.Domain}}" },
+          },
+          registry: { override: { controller: "registry.example/knative/controller:pinned" } },
+        }),
+      });
+      const { plan } = await planJson("--repo", repo.dir, "--base", "config", "--head", "domain", ...live);
+      const planned = resourceOf(plan, "plan-serving");
+      const drift = planned.findings.filter((finding) => finding.code === "drift");
+      expect(drift).toHaveLength(1);
+      expect(drift[0]!.severity).toBe("warning");
+      expect(drift[0]!.message).toMatch(
+        /^ConfigMap config-autoscaler changed by kubectl-edit at \S+: data\.enable-scale-to-zero "false" -> "true"; knative-fleet puts it back at its next drift check, merged or not$/,
+      );
+      // The merge's own change, and the drifted object's revert, which the same apply makes.
+      const changed = new Map(planned.objects.changed.map((change) => [describeRef(change), change.fields]));
+      expect([...changed.keys()]).toEqual([
+        "ConfigMap knative-serving/config-autoscaler",
+        "ConfigMap knative-serving/config-network",
+      ]);
+      expect(changed.get("ConfigMap knative-serving/config-autoscaler")).toContainEqual(
+        expect.objectContaining({ path: "data.enable-scale-to-zero", after: "false" }),
+      );
+    } finally {
+      await spokeOne.rest.request({
+        method: "PATCH",
+        path: "/api/v1/namespaces/knative-serving/configmaps/config-autoscaler",
+        query: { fieldManager: "kubectl-edit" },
+        body: { data: { "enable-scale-to-zero": "false" } },
+        contentType: "application/strategic-merge-patch+json",
+      });
+    }
+  });
+
   it("two minors ahead of the version the hub reports installed: the upgrade chain's first step, dry-run on the cluster", async () => {
     await repo.commit("jump", { [EVENTING]: eventing("1.23") });
     const { code, plan } = await planJson("--repo", repo.dir, "--base", "main", "--head", "jump", ...live);
