@@ -18,6 +18,8 @@ export interface TestServiceConfig {
   statusInterval?: string;
   metricsPort?: number;
   leaderElection?: { leaseName: string; namespace: string };
+  /** How often a converged CR is checked for drift (the service's default: 5m). */
+  resyncInterval?: string;
 }
 
 /** Writes a service config file (the chart's contract) for a test or the demo; returns its path. */
@@ -45,6 +47,7 @@ export function writeServiceConfig(options: TestServiceConfig): string {
     writeFileSync(secretFile, options.webhookSecret);
     config.webhook = { port: 0, secretFile };
   }
+  if (options.resyncInterval) config.resyncInterval = options.resyncInterval;
   if (options.leaderElection) config.leaderElection = { enabled: true, ...options.leaderElection };
   const path = join(dir, "config.yaml");
   writeFileSync(path, stringify(config));

@@ -13,10 +13,13 @@ import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { repoRoot } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
+import { applyWrites, spokeWriteCount } from "../engine/metrics.ts";
 
 const sandbox = loadSandbox();
 const spoke2 = sandbox.spokes[1]!;
 const REPO = "fleet";
+/** The drift check's period here: each converged CR is read back from its spoke this often. */
+const RESYNC_S = 10;
 const SECRET = "push-secret";
 
 /** A KnativeServing fleet file for a spoke, as a person would write it. */
@@ -43,7 +46,11 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
   const figures: Record<string, number> = {};
 
   const startService = async () => {
-    const configPath = writeServiceConfig({ repositoryUrl: git.url(REPO), webhookSecret: SECRET });
+    const configPath = writeServiceConfig({
+      repositoryUrl: git.url(REPO),
+      webhookSecret: SECRET,
+      resyncInterval: `${RESYNC_S}s`,
+    });
     const s = await startServiceOnSandbox(sandbox, loadServiceConfig(configPath), "gitops-test");
     return s;
   };
@@ -186,6 +193,180 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
         ? true
         : undefined;
     });
+  });
+
+  /** A person's or a controller's write on spoke-2, with the field manager kubectl or the HPA would send. */
+  const editOnSpoke = async (path: string, manager: string, patch: object) =>
+    spokeTwo.rest.request({
+      method: "PATCH",
+      path,
+      query: { fieldManager: manager },
+      body: patch,
+      // What kubectl edit and patch send: a strategic merge patch (containers merged by name).
+      contentType: "application/strategic-merge-patch+json",
+    });
+  const HAND_EDITS = async () => {
+    await editOnSpoke("/api/v1/namespaces/knative-serving/configmaps/config-autoscaler", "kubectl-edit", {
+      data: { "enable-scale-to-zero": "true", _example: null },
+    });
+    await editOnSpoke(
+      "/apis/apps/v1/namespaces/knative-serving/deployments/autoscaler/scale",
+      "kube-controller-manager",
+      {
+        spec: { replicas: 2 },
+      },
+    );
+    await editOnSpoke("/apis/apps/v1/namespaces/knative-serving/deployments/controller", "kubectl-edit", {
+      spec: {
+        template: { spec: { containers: [{ name: "controller", resources: { limits: { cpu: "2" } } }] } },
+      },
+    });
+  };
+  const spokeState = async () => {
+    const cm = await spokeTwo.get("v1", "ConfigMap", "knative-serving", "config-autoscaler");
+    const scaler = await spokeTwo.get("apps/v1", "Deployment", "knative-serving", "autoscaler");
+    const controller = await spokeTwo.get("apps/v1", "Deployment", "knative-serving", "controller");
+    const data = (cm?.data ?? {}) as Record<string, string>;
+    const containers =
+      (
+        controller?.spec as
+          | { template: { spec: { containers: { name: string; resources: { limits: { cpu: string } } }[] } } }
+          | undefined
+      )?.template.spec.containers ?? [];
+    return {
+      scaleToZero: data["enable-scale-to-zero"],
+      example: "_example" in data,
+      replicas: (scaler?.spec as { replicas?: number } | undefined)?.replicas,
+      cpu: containers.find((c) => c.name === "controller")?.resources.limits.cpu,
+    };
+  };
+  const servingStatus = async () =>
+    (await hubCr("KnativeServing", "spoke-2-serving"))?.status as
+      | {
+          conditions?: { type: string; status: string; reason?: string; message?: string }[];
+          annotations?: Record<string, string>;
+        }
+      | undefined;
+  const driftEvents = async (reason: string) =>
+    (await hub.list("v1", "Event", { namespace: "knative-fleet" })).items.filter(
+      (e) =>
+        (e.involvedObject as { name?: string }).name === "spoke-2-serving" &&
+        (e as { reason?: string }).reason === reason,
+    ) as unknown as { message: string }[];
+  /** Spoke writes over `seconds` at rest: server-side applies and any other write knative-fleet could make. */
+  const writesAtRest = async (seconds: number) => {
+    const [applies, writes] = [await applyWrites(spoke2), await spokeWriteCount(spoke2)];
+    await new Promise((r) => setTimeout(r, seconds * 1000));
+    return {
+      applies: (await applyWrites(spoke2)) - applies,
+      writes: (await spokeWriteCount(spoke2)) - writes,
+    };
+  };
+
+  it("hand edits on the spoke are put back within one drift check, named with manager, fields and the fleet file line", async () => {
+    await waitReady("KnativeServing", "spoke-2-serving");
+    const edited = Date.now();
+    await HAND_EDITS();
+    const restored = await waitUntil(
+      "the edits put back",
+      async () => {
+        const state = await spokeState();
+        // The API server keeps a quantity in its canonical form: the release's 1000m reads back as 1.
+        return state.scaleToZero === "false" && state.example && state.replicas === 1 && state.cpu === "1"
+          ? state
+          : undefined;
+      },
+      (RESYNC_S + 30) * 1000,
+    );
+    expect(restored).toBeDefined();
+    figures.driftPutBackMs = Date.now() - edited;
+    const events = await waitUntil("an Event per object", async () => {
+      const found = await driftEvents("DriftCorrected");
+      return found.length >= 3 ? found : undefined;
+    });
+    const text = events.map((e) => e.message).join("\n");
+    expect(text).toContain("put back ConfigMap knative-serving/config-autoscaler changed by kubectl-edit");
+    expect(text).toContain(
+      'data.enable-scale-to-zero: "false" -> "true"; edit spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-2/knative-serving.yaml:16 instead',
+    );
+    // The release's long _example, removed: its value cut short, and where it would go in the file.
+    expect(text).toMatch(
+      /data\._example: "#{16}[^;]*… -> \(absent\); set spec\.config\.autoscaler\._example in clusters\/spoke-2\/knative-serving\.yaml:15 instead/,
+    );
+    expect(text).toContain(
+      "put back Deployment knative-serving/autoscaler changed by kube-controller-manager",
+    );
+    expect(text).toContain(
+      "spec.replicas: 1 -> 2; set spec.workloads in clusters/spoke-2/knative-serving.yaml:6 instead",
+    );
+    expect(text).toContain(
+      'spec.template.spec.containers[name=controller].resources.limits.cpu: "1000m" -> "2"',
+    );
+    const status = await servingStatus();
+    expect(status?.conditions?.find((c) => c.type === "Drifted")).toMatchObject({
+      status: "False",
+      reason: "DriftCorrected",
+    });
+    expect(JSON.parse(status?.annotations?.["fleet.knative.dev/last-drift"] ?? "[]")).toHaveLength(3);
+    // Ready never moved: drift is Info.
+    expect(isReady(await hubCr("KnativeServing", "spoke-2-serving"))).toBe(true);
+    const rest = await writesAtRest(2 * RESYNC_S + 2);
+    figures.correctModeWritesAtRest = rest.writes;
+    expect(rest).toEqual({ applies: 0, writes: 0 });
+  });
+
+  it("report mode keeps the edits, says so on the CR and in an Event, and writes nothing at rest", async () => {
+    await push(
+      {
+        "clusters/spoke-2/knative-serving.yaml": servingFile(
+          "spoke-2",
+          '  config:\n    autoscaler:\n      enable-scale-to-zero: "false"\n',
+        ).replace(
+          "  namespace: knative-fleet\n",
+          "  namespace: knative-fleet\n  annotations:\n    fleet.knative.dev/drift: report\n",
+        ),
+      },
+      "Report drift on spoke-2 instead of reverting it",
+    );
+    await service.syncNow();
+    await waitUntil(
+      "the annotation on the hub CR",
+      async () =>
+        (await hubCr("KnativeServing", "spoke-2-serving"))?.metadata.annotations?.[
+          "fleet.knative.dev/drift"
+        ] === "report"
+          ? true
+          : undefined,
+      180_000,
+    );
+    await waitReady("KnativeServing", "spoke-2-serving");
+    await HAND_EDITS();
+    const condition = await waitUntil(
+      "Drifted True",
+      async () =>
+        (await servingStatus())?.conditions?.find((c) => c.type === "Drifted" && c.status === "True"),
+      (RESYNC_S + 30) * 1000,
+    );
+    expect(condition.reason).toBe("DriftKept");
+    expect(condition.message).toContain(
+      "ConfigMap knative-serving/config-autoscaler changed by kubectl-edit",
+    );
+    const kept = await waitUntil("DriftKept Events", async () => {
+      const found = await driftEvents("DriftKept");
+      return found.length >= 3 ? found : undefined;
+    });
+    expect(kept.map((e) => e.message).join("\n")).toContain(
+      "edit spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-2/knative-serving.yaml:18 instead",
+    );
+    const rest = await writesAtRest(2 * RESYNC_S + 2);
+    figures.reportModeWritesAtRest = rest.writes;
+    expect(rest).toEqual({ applies: 0, writes: 0 });
+    expect(await spokeState()).toEqual({ scaleToZero: "true", example: false, replicas: 2, cpu: "2" });
+    const readme = await waitUntil("the status file's drift section", async () => {
+      const text = await statusReadme();
+      return text.includes("## Drift") ? text : undefined;
+    });
+    expect(readme).toContain("kubectl-edit");
   });
 
   it("an invalid file is reported with file:line in the status, prunes nothing, and others still apply", async () => {
