@@ -14,6 +14,11 @@ export interface DriftedObject {
   /** The fields that differ, with their path as steps (install/drift-owner.ts maps them to the CR). */
   fields: (FieldChange & { steps: FieldStep[] })[];
   omittedFields: number;
+  /**
+   * Whether applying what the install wants puts it back. A key someone added to a ConfigMap is not: server-
+   * side apply leaves fields it does not own, so the addition is reported and stays.
+   */
+  putBack: boolean;
   /** The field manager that changed it, its operation and when, as the live object's managedFields say. */
   manager?: string;
   operation?: string;
@@ -32,6 +37,7 @@ export function describeDrift(
   desired: KubeObject,
   live: KubeObject | undefined,
   ours: string,
+  addedKeys = false,
 ): DriftedObject {
   const ref = {
     apiVersion: desired.apiVersion,
@@ -39,9 +45,13 @@ export function describeDrift(
     namespace: desired.metadata.namespace ?? "",
     name: desired.metadata.name ?? "",
   };
-  if (!live) return { ref, change: "deleted", fields: [], omittedFields: 0 };
+  if (!live) return { ref, change: "deleted", fields: [], omittedFields: 0, putBack: true };
   const found: { steps: FieldStep[]; want: unknown; have: unknown }[] = [];
   differences(desired, live, [], found);
+  const changed = found.length;
+  // Added keys alone: a record of its own, kept. Beside an edit they wait for the next check, after the
+  // edit was put back, so that no record says "put back" of a key that stays.
+  if (addedKeys && changed === 0) found.push(...keysAdded(desired, live));
   const secret = desired.kind === "Secret";
   const fields = found.slice(0, DRIFT_LIMITS.fields).map(({ steps, want, have }) => {
     const hidden = secret && (steps[0] === "data" || steps[0] === "stringData");
@@ -62,11 +72,29 @@ export function describeDrift(
     change: "changed",
     fields,
     omittedFields: found.length - fields.length,
+    putBack: changed > 0,
     ...(writer?.manager !== undefined && { manager: writer.manager }),
     ...(writer?.operation !== undefined && { operation: writer.operation }),
     ...(writer?.time !== undefined && { at: writer.time }),
   };
 }
+
+/** `data` keys of a ConfigMap that `live` has and `desired` does not: someone else added them. */
+function keysAdded(
+  desired: KubeObject,
+  live: KubeObject,
+): { steps: FieldStep[]; want: unknown; have: unknown }[] {
+  const want = isRecord(desired.data) ? desired.data : {};
+  const have = isRecord(live.data) ? live.data : {};
+  return Object.keys(have)
+    .filter((key) => !Object.hasOwn(want, key))
+    .sort()
+    .map((key) => ({ steps: ["data", key], want: undefined, have: have[key] }));
+}
+
+/** Whether a ConfigMap has `data` keys the install does not set. */
+export const hasAddedKeys = (desired: KubeObject, live: KubeObject): boolean =>
+  keysAdded(desired, live).length > 0;
 
 /** The leaves (or the smallest subtrees) of `desired` that `live` does not hold. */
 function differences(

@@ -14,7 +14,7 @@ import {
 } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
 import { containsDesired, isUpToDate, withDesiredHash } from "./compare.ts";
-import { type DriftedObject, describeDrift } from "./drift.ts";
+import { type DriftedObject, describeDrift, hasAddedKeys } from "./drift.ts";
 import { waitEstablished } from "./established.ts";
 import { decodeInventory } from "./inventory.ts";
 import { withLastApplied } from "./last-applied.ts";
@@ -52,6 +52,8 @@ export interface ApplySet {
   concurrency: number;
   /** Report mode: objects someone else changed or deleted are left as they are (plan.drift still says so). */
   keepDrift?: boolean;
+  /** Objects whose `data` keys added by someone else are drift too (a config ConfigMap the program reads whole). */
+  watchAddedKeys?(object: KubeObject): boolean;
   /** How long to wait for a CRD to become Established. */
   crdTimeoutMs?: number;
   /** Told when the watch of new CRDs failed and their Established wait went on by polling. */
@@ -119,7 +121,7 @@ export interface ApplyResult {
  * offline plan over an in-memory state.
  */
 export function diffAgainstLive(
-  set: Pick<ApplySet, "namespace" | "inventoryObject">,
+  set: Pick<ApplySet, "namespace" | "inventoryObject" | "watchAddedKeys">,
   desired: readonly KubeObject[],
   state: ApplyState,
 ): ApplyPlan {
@@ -144,15 +146,22 @@ export function diffAgainstLive(
       plan.create.push(object);
       // applied before, deleted by hand
       if (inventoried.has(key)) plan.drift.push(describeDrift(object, undefined, FIELD_MANAGER));
-    } else if (isUpToDate(object, current)) plan.unchanged.push(object);
-    else {
-      plan.update.push({ desired: object, live: current });
-      const sameDesired =
-        current.metadata.annotations?.[DESIRED_HASH_ANNOTATION] ===
-        object.metadata.annotations?.[DESIRED_HASH_ANNOTATION];
-      // we did not change it: someone else did
-      if (sameDesired) plan.drift.push(describeDrift(object, current, FIELD_MANAGER));
+      continue;
     }
+    const addedKeys = set.watchAddedKeys?.(object) === true;
+    if (isUpToDate(object, current)) {
+      plan.unchanged.push(object);
+      // Nothing to apply, but a key someone added is reported (an apply would not remove it).
+      if (addedKeys && hasAddedKeys(object, current))
+        plan.drift.push(describeDrift(object, current, FIELD_MANAGER, true));
+      continue;
+    }
+    plan.update.push({ desired: object, live: current });
+    const sameDesired =
+      current.metadata.annotations?.[DESIRED_HASH_ANNOTATION] ===
+      object.metadata.annotations?.[DESIRED_HASH_ANNOTATION];
+    // we did not change it: someone else did
+    if (sameDesired) plan.drift.push(describeDrift(object, current, FIELD_MANAGER, addedKeys));
   }
   for (const ref of state.inventory) {
     if (!wanted.has(refKey(ref)) && !isCrd(ref)) plan.prune.push(ref);

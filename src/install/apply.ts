@@ -12,7 +12,7 @@ import {
   stampForApply,
 } from "../apply/engine.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { type KubeObject, type ObjectRef, objectKey, refOf } from "../kube/object.ts";
+import { type KubeObject, nameOf, type ObjectRef, objectKey, refOf } from "../kube/object.ts";
 import { buildAnchor, hubOwnerRef, installNamespace, ownerOf, ownershipLabels } from "./identity.ts";
 
 type InstallFrame = Omit<ApplySet, "client" | "concurrency" | "crdTimeoutMs" | "onPhase" | "onCrdWatchError">;
@@ -32,6 +32,8 @@ function installFrame(resource: KnativeResource, namespace = installNamespace(re
     inventoryObject: (refs) => buildAnchor(owner, namespace, refs),
     rootOwner: hubOwnerRef(resource),
     keepDrift: resource.metadata.annotations?.[DRIFT_MODE_ANNOTATION] === "report",
+    // Knative reads its config-* ConfigMaps whole: a key added by hand changes its behaviour as much as an edit.
+    watchAddedKeys: (object) => object.kind === "ConfigMap" && nameOf(object).startsWith("config-"),
   };
 }
 

@@ -53,7 +53,8 @@ export async function driftRecords(
         ...(object.manager !== undefined && { manager: object.manager }),
         ...(object.operation !== undefined && { operation: object.operation }),
         ...(object.at !== undefined && { at: object.at }),
-        outcome,
+        // What an apply cannot take back (a key someone added) stays, whatever the mode.
+        outcome: object.putBack ? outcome : "kept",
       };
     }),
   );

@@ -207,7 +207,7 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     });
   const HAND_EDITS = async () => {
     await editOnSpoke("/api/v1/namespaces/knative-serving/configmaps/config-autoscaler", "kubectl-edit", {
-      data: { "enable-scale-to-zero": "true", _example: null },
+      data: { "enable-scale-to-zero": "true", _example: null, "max-scale": "5" },
     });
     await editOnSpoke(
       "/apis/apps/v1/namespaces/knative-serving/deployments/autoscaler/scale",
@@ -236,6 +236,7 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     return {
       scaleToZero: data["enable-scale-to-zero"],
       example: "_example" in data,
+      maxScale: data["max-scale"],
       replicas: (scaler?.spec as { replicas?: number } | undefined)?.replicas,
       cpu: containers.find((c) => c.name === "controller")?.resources.limits.cpu,
     };
@@ -302,12 +303,22 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     expect(text).toContain(
       'spec.template.spec.containers[name=controller].resources.limits.cpu: "1000m" -> "2"',
     );
+    // The key added by hand stays (an apply removes no field it does not own): reported at the next check, kept.
+    const added = await waitUntil(
+      "the added key reported as kept",
+      async () => (await driftEvents("DriftKept")).find((e) => e.message.includes("data.max-scale")),
+      (RESYNC_S + 30) * 1000,
+    );
+    expect(added.message).toContain(
+      'data.max-scale: (absent) -> "5"; set spec.config.autoscaler.max-scale in clusters/spoke-2/knative-serving.yaml:15 instead',
+    );
+    expect((await spokeState()).maxScale).toBe("5");
     const status = await servingStatus();
     expect(status?.conditions?.find((c) => c.type === "Drifted")).toMatchObject({
-      status: "False",
-      reason: "DriftCorrected",
+      status: "True",
+      reason: "DriftKept",
     });
-    expect(JSON.parse(status?.annotations?.["fleet.knative.dev/last-drift"] ?? "[]")).toHaveLength(3);
+    expect(JSON.parse(status?.annotations?.["fleet.knative.dev/last-drift"] ?? "[]")).toHaveLength(4);
     // Ready never moved: drift is Info.
     expect(isReady(await hubCr("KnativeServing", "spoke-2-serving"))).toBe(true);
     const rest = await writesAtRest(2 * RESYNC_S + 2);
@@ -351,8 +362,8 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     expect(condition.message).toContain(
       "ConfigMap knative-serving/config-autoscaler changed by kubectl-edit",
     );
-    const kept = await waitUntil("DriftKept Events", async () => {
-      const found = await driftEvents("DriftKept");
+    const kept = await waitUntil("DriftKept Events of the edits", async () => {
+      const found = (await driftEvents("DriftKept")).filter((e) => !e.message.includes("data.max-scale"));
       return found.length >= 3 ? found : undefined;
     });
     expect(kept.map((e) => e.message).join("\n")).toContain(
@@ -361,7 +372,13 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     const rest = await writesAtRest(2 * RESYNC_S + 2);
     figures.reportModeWritesAtRest = rest.writes;
     expect(rest).toEqual({ applies: 0, writes: 0 });
-    expect(await spokeState()).toEqual({ scaleToZero: "true", example: false, replicas: 2, cpu: "2" });
+    expect(await spokeState()).toEqual({
+      scaleToZero: "true",
+      example: false,
+      maxScale: "5",
+      replicas: 2,
+      cpu: "2",
+    });
     const readme = await waitUntil("the status file's drift section", async () => {
       const text = await statusReadme();
       return text.includes("## Drift") ? text : undefined;

@@ -174,4 +174,26 @@ describe("describeDrift", () => {
       fields: [],
     });
   });
+
+  it("keys someone added to a watched ConfigMap are drift that an apply does not put back", () => {
+    const live = autoscaler({ "enable-scale-to-zero": "true", "max-scale": "5" }, [
+      ours({ "f:data": { "f:enable-scale-to-zero": {} } }),
+      update("kubectl-edit", { "f:data": { "f:max-scale": {} } }, "2026-11-28T10:05:00Z"),
+    ]);
+    const wanted = autoscaler({ "enable-scale-to-zero": "true" });
+    expect(describeDrift(wanted, live, "knative-fleet", true)).toMatchObject({
+      fields: [{ path: "data.max-scale", have: '"5"' }],
+      putBack: false,
+      manager: "kubectl-edit",
+    });
+    // An edit beside the addition: the edit is put back; the added key is reported at the next check.
+    const edited = { ...live, data: { "enable-scale-to-zero": "false", "max-scale": "5" } };
+    const both = describeDrift(wanted, edited, "knative-fleet", true);
+    expect(both.fields.map((f) => f.path)).toEqual(["data.enable-scale-to-zero"]);
+    expect(both.putBack).toBe(true);
+    // Not watched: only what the install sets counts.
+    expect(describeDrift(wanted, edited, "knative-fleet").fields.map((f) => f.path)).toEqual([
+      "data.enable-scale-to-zero",
+    ]);
+  });
 });

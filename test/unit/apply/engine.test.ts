@@ -34,6 +34,30 @@ const planIsEmpty = (plan: ApplyPlan): boolean =>
   plan.setup.length === 0 && plan.create.length === 0 && plan.update.length === 0 && plan.prune.length === 0;
 
 describe("apply plan", () => {
+  it("drift: an edit by hand is put back; a key added by hand to a watched ConfigMap is reported, not applied", () => {
+    const edited = cm("config-a", { x: "1" });
+    const added = cm("config-b", { y: "2" });
+    const live = new Map([
+      [objectKey(edited), { ...structuredClone(edited), data: { x: "by hand" } }],
+      [objectKey(added), { ...structuredClone(added), data: { y: "2", z: "by hand" } }],
+    ]);
+    const watching = { ...set, watchAddedKeys: (o: KubeObject) => o.metadata.name === "config-b" };
+    const plan = diffAgainstLive(watching, [edited, added], {
+      objects: live,
+      inventory: [refOf(edited), refOf(added)],
+      inventoryExists: true,
+      namespaceExists: true,
+    });
+    expect(plan.update.map((u) => objectKey(u.desired))).toEqual([objectKey(edited)]);
+    expect(plan.unchanged.map(objectKey)).toEqual([objectKey(added)]);
+    expect(plan.drift.map((d) => [d.ref.name, d.putBack, d.fields.map((f) => f.path)])).toEqual([
+      ["config-a", true, ["data.x"]],
+      ["config-b", false, ["data.z"]],
+    ]);
+    // Unwatched, the added key is none of the install's business.
+    expect(planApply([edited, added], live, []).drift.map((d) => d.ref.name)).toEqual(["config-a"]);
+  });
+
   it("creates what is missing, updates what differs, leaves the rest alone", () => {
     const a = cm("config-a", { x: "1" });
     const b = cm("config-b", { y: "2" });

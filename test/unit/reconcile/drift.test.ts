@@ -102,6 +102,30 @@ describe("drift records", () => {
     );
   });
 
+  it("a key added by hand is kept whatever the mode (an apply cannot take it back), and says where it would go", async () => {
+    const live = { ...autoscaler("true"), data: { "enable-scale-to-zero": "true", "max-scale": "5" } };
+    const [record] = await driftRecords(
+      cr,
+      [describeDrift(wanted, live, "knative-fleet", true)],
+      "corrected",
+      locatorOver(files),
+    );
+    expect(record).toMatchObject({
+      outcome: "kept",
+      fields: [
+        {
+          path: "data.max-scale",
+          have: '"5"',
+          owner: {
+            field: "spec.config.autoscaler.max-scale",
+            set: false,
+            at: "clusters/spoke-2/serving.yaml:9",
+          },
+        },
+      ],
+    });
+  });
+
   it("without the file (or when reading it fails), still name the file", async () => {
     const failing = locatorOver(async () => {
       throw new Error("git 500");
