@@ -218,7 +218,7 @@ async function measure(sandbox: Sandbox, n: number): Promise<Row> {
         method: "PATCH",
         path: "/api/v1/namespaces/knative-serving/configmaps/config-autoscaler",
         query: { fieldManager: "kubectl-edit" },
-        body: { data: { "enable-scale-to-zero": "false" } },
+        body: { data: { _example: null } }, // a key the release sets: put back by the pass
         contentType: "application/strategic-merge-patch+json",
       });
       await hub.mergePatch(OPERATOR_API_VERSION, "KnativeServing", FLEET_NAMESPACE, `serving-${s}`, {
