@@ -1,7 +1,13 @@
 import { stringify } from "yaml";
 import type { ReadinessPhase } from "../api/conditions.ts";
-import { CONFIRM_PRUNE_ANNOTATION, isManagedByFleet, PRUNE_CONFIRMATION_CONFIGMAP } from "../api/labels.ts";
-import type { Diagnostic } from "../fleet/diagnostic.ts";
+import type { DriftRecord, FieldChange } from "../api/drift.ts";
+import {
+  CONFIRM_PRUNE_ANNOTATION,
+  DRIFT_MODE_ANNOTATION,
+  isManagedByFleet,
+  PRUNE_CONFIRMATION_CONFIGMAP,
+} from "../api/labels.ts";
+import { type Diagnostic, escapeControlCharacters } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
@@ -179,6 +185,7 @@ function renderReadme(summary: Summary, rollout: RolloutVerdict | undefined): st
     readinessCounts(summary.resources),
     resourcesTable(summary.resources),
     placementsSection(summary.placements),
+    driftSection(summary.resources),
     rolloutSection(summary.rollout, rollout),
     validationSection(summary),
     conflictsSection(summary.conflicts),
@@ -351,6 +358,50 @@ function placementsSection(rows: readonly PlacementRollupRow[] | undefined): str
     ),
   ].join("\n\n");
 }
+
+/**
+ * The CRs whose cluster someone else changed, each with its newest record: the object, who changed it and
+ * when, the fields (what Git wants -> what the cluster has), the CR field to edit instead, and the outcome.
+ */
+function driftSection(rows: readonly HubCrRow[]): string {
+  const drifted = rows.flatMap((row) => (row.drift ? [{ row, record: row.drift.records[0]! }] : []));
+  if (drifted.length === 0) return "";
+  return [
+    "## Drift",
+    "Someone else changed these objects on their cluster (the newest change per CR). knative-fleet puts back " +
+      `what Git wants unless the CR (or its placement) is annotated \`${DRIFT_MODE_ANNOTATION}: report\`; to ` +
+      "keep a change, make it in the fleet file at the line given.",
+    table(
+      ["Cluster", "CR", "Object", "Changed by", "Fields", "Edit instead", "Outcome"],
+      drifted.map(({ row, record }) => [
+        row.cluster,
+        formatIdentity(row),
+        escapeControlCharacters(record.object),
+        escapeControlCharacters(changedBy(record)),
+        lines([
+          ...(record.change === "deleted" ? ["(deleted)"] : []),
+          ...record.fields.map((f) => `${f.path}: ${f.want ?? "(absent)"} -> ${f.have ?? "(absent)"}`),
+          ...(record.omittedFields ? [`${record.omittedFields} more field(s)`] : []),
+        ]),
+        lines([...new Set(record.fields.map(editInstead))]),
+        record.outcome === "kept" ? "kept (report mode)" : "put back",
+      ]),
+    ),
+  ].join("\n\n");
+}
+
+/** `kubectl-edit (Update) at 2026-11-28T15:00:00Z`; a deletion has no manager (Kubernetes records none). */
+const changedBy = ({ manager, operation, at }: DriftRecord): string =>
+  `${manager ?? "unknown"}${operation ? ` (${operation})` : ""}${at ? ` at ${at}` : ""}`;
+
+/** The CR field that sets a field, and where in the fleet file; `add` when the CR does not set it yet. */
+function editInstead({ owner }: FieldChange): string {
+  if (!owner) return "release manifests";
+  return `${owner.set ? "" : "add "}${owner.field}${owner.at ? ` in ${owner.at}` : ""}`;
+}
+
+/** Values one per line of a cell: a line break inside a value is escaped, so it stays one line. */
+const lines = (values: readonly string[]): string => values.map(escapeControlCharacters).join("\n");
 
 /** A table of values from the hub and the repository, each escaped for its cell. */
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {

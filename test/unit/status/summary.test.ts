@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import type { DriftRecord } from "../../../src/api/drift.ts";
 import type { Condition } from "../../../src/api/knative.ts";
 import {
+  DRIFT_STATUS_ANNOTATION,
   SOURCE_COMMIT_ANNOTATION,
   SOURCE_PATH_ANNOTATION,
   SOURCE_REPOSITORY_ANNOTATION,
@@ -400,5 +402,208 @@ describe("renderStatusSummary with hostile values", () => {
     const validationRows = readme.split("\n").filter((line) => line.startsWith("| clusters/"));
     expect(validationRows).toHaveLength(1);
     expect(validationRows[0]!.replaceAll("\\|", "").split("|")).toHaveLength(5);
+  });
+});
+
+const KEPT: DriftRecord = {
+  object: "ConfigMap knative-serving/config-autoscaler",
+  change: "changed",
+  fields: [
+    {
+      path: "data.enable-scale-to-zero",
+      want: '"true"',
+      have: '"false"',
+      owner: {
+        field: "spec.config.autoscaler.enable-scale-to-zero",
+        set: true,
+        at: "clusters/spoke-1-serving.yaml:14",
+      },
+    },
+  ],
+  manager: "kubectl-edit",
+  operation: "Update",
+  at: "2026-11-28T15:00:00Z",
+  outcome: "kept",
+};
+
+const CORRECTED: DriftRecord = {
+  object: "Deployment knative-serving/activator",
+  change: "changed",
+  fields: [
+    {
+      path: "spec.replicas",
+      want: "2",
+      have: "5",
+      owner: { field: "spec.workloads", set: false, at: "clusters/spoke-2-serving.yaml:6" },
+    },
+    { path: "spec.template.spec.priorityClassName", have: '"high"' },
+    {
+      path: "spec.template.spec.containers[name=activator].resources",
+      want: '{"limits":{"cpu":"1"}}',
+      have: '{"limits":{"cpu":"2"}}',
+      owner: { field: "spec.workloads", set: false, at: "clusters/spoke-2-serving.yaml:6" },
+    },
+  ],
+  omittedFields: 2,
+  manager: "kube-controller-manager",
+  operation: "Update",
+  at: "2026-11-28T14:00:00Z",
+  outcome: "corrected",
+};
+
+/** A hub CR whose status says it drifted, as src/reconcile/drift.ts writes it: Drifted, and the records. */
+function drifted(cr: KubeObject, reason: string, records: readonly DriftRecord[]): KubeObject {
+  const status = cr.status as { conditions: Condition[] };
+  return {
+    ...cr,
+    status: {
+      ...status,
+      conditions: [
+        ...status.conditions,
+        { type: "Drifted", status: reason === "DriftKept" ? "True" : "False", reason },
+      ],
+      annotations: { [DRIFT_STATUS_ANNOTATION]: JSON.stringify(records) },
+    },
+  };
+}
+
+const DRIFTED_RESOURCES: KubeObject[] = [
+  drifted(
+    hubCr("spoke-1-serving", { cluster: "spoke-1", version: "1.22.1", conditions: ready }),
+    "DriftKept",
+    [KEPT, { ...CORRECTED, outcome: "corrected", at: "2026-11-27T09:00:00Z" }],
+  ),
+  drifted(
+    hubCr("spoke-2-serving", { cluster: "spoke-2", version: "1.22.1", conditions: ready }),
+    "DriftCorrected",
+    [CORRECTED],
+  ),
+  // A kept change that went away: no drift to show, whatever records are left.
+  drifted(hubCr("spoke-3-serving", { cluster: "spoke-3", version: "1.22.1", conditions: ready }), "NoDrift", [
+    KEPT,
+  ]),
+];
+
+describe("renderStatusSummary with drift", () => {
+  it("adds a Drift section after the CRs: the newest record per drifted CR, and what to edit instead", () => {
+    const readme = readmeOf(DRIFTED_RESOURCES, mirrorResult());
+    expect(readme).toBe(`# Fleet status
+
+Written by knative-fleet from the hub after each sync; edits here are overwritten.
+
+CRs on the hub: 3; ready ✓ 3, not ready ✗ 0, in progress … 0.
+
+| Cluster | Kind | CR | Ready | Version | Status | Commit |
+| --- | --- | --- | --- | --- | --- | --- |
+| fleet-system/spoke-1 | KnativeServing | knative-fleet/spoke-1-serving | ✓ | 1.22.1 |  | 0123456 |
+| fleet-system/spoke-2 | KnativeServing | knative-fleet/spoke-2-serving | ✓ | 1.22.1 |  | 0123456 |
+| fleet-system/spoke-3 | KnativeServing | knative-fleet/spoke-3-serving | ✓ | 1.22.1 |  | 0123456 |
+
+## Drift
+
+Someone else changed these objects on their cluster (the newest change per CR). knative-fleet puts back what Git wants unless the CR (or its placement) is annotated \`fleet.knative.dev/drift: report\`; to keep a change, make it in the fleet file at the line given.
+
+| Cluster | CR | Object | Changed by | Fields | Edit instead | Outcome |
+| --- | --- | --- | --- | --- | --- | --- |
+| fleet-system/spoke-1 | KnativeServing knative-fleet/spoke-1-serving | ConfigMap knative-serving/config-autoscaler | kubectl-edit (Update) at 2026-11-28T15:00:00Z | data.enable-scale-to-zero: "true" -&gt; "false" | spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-1-serving.yaml:14 | kept (report mode) |
+| fleet-system/spoke-2 | KnativeServing knative-fleet/spoke-2-serving | Deployment knative-serving/activator | kube-controller-manager (Update) at 2026-11-28T14:00:00Z | spec.replicas: 2 -&gt; 5<br>spec.template.spec.priorityClassName: (absent) -&gt; "high"<br>spec.template.spec.containers\\[name=activator\\].resources: {"limits":{"cpu":"1"}} -&gt; {"limits":{"cpu":"2"}}<br>2 more field(s) | add spec.workloads in clusters/spoke-2-serving.yaml:6<br>release manifests | put back |
+`);
+  });
+
+  it("places the Drift section after the placements and before the rollout, and shows a deletion", () => {
+    const deleted: DriftRecord = {
+      object: "Service knative-serving/activator-service",
+      change: "deleted",
+      fields: [],
+      outcome: "corrected",
+    };
+    const placements = {
+      selections: [
+        {
+          path: "placements/all.yaml",
+          line: 3,
+          kind: "KnativeServingPlacement" as const,
+          namespace: "knative-fleet",
+          name: "all",
+          clusters: [],
+          skipped: [],
+        },
+      ],
+      departures: [],
+    };
+    const readme = readmeOf(
+      [drifted(hubCr("hub-serving", { conditions: ready }), "DriftCorrected", [deleted])],
+      mirrorResult({
+        placements,
+        rollout: { phase: "Complete", commit: COMMIT, paused: false, waiting: 0, history: [] },
+      }),
+    );
+    const headings = readme.split("\n").filter((line) => line.startsWith("## "));
+    expect(headings).toEqual(["## Placements", "## Drift", "## Rollout"]);
+    expect(readme).toContain(
+      "| hub | KnativeServing knative-fleet/hub-serving | Service knative-serving/activator-service | unknown | (deleted) |  | put back |",
+    );
+  });
+
+  it("writes the rows' drift to fleet.yaml: the state and every record, newest first", () => {
+    const parsed = parse(dataOf(DRIFTED_RESOURCES, mirrorResult()));
+    expect(parsed.resources.map((row: { drift?: unknown }) => row.drift)).toEqual([
+      { state: "kept", records: [KEPT, { ...CORRECTED, at: "2026-11-27T09:00:00Z" }] },
+      { state: "corrected", records: [CORRECTED] },
+      undefined,
+    ]);
+    expect(Object.keys(parsed.resources[0]).at(-1)).toBe("drift");
+  });
+
+  it("is byte-identical for the same drift, whatever the input order; no drift leaves the files as they were", () => {
+    const first = renderStatusSummary({ resources: DRIFTED_RESOURCES, sync: mirrorResult() });
+    expect(renderStatusSummary({ resources: DRIFTED_RESOURCES.toReversed(), sync: mirrorResult() })).toEqual(
+      first,
+    );
+    const clean = DRIFTED_RESOURCES.map((cr) => ({
+      ...cr,
+      status: { ...(cr.status as object), conditions: ready, annotations: undefined },
+    }));
+    const gone = DRIFTED_RESOURCES.map((cr) =>
+      drifted({ ...cr, status: { conditions: ready } }, "NoDrift", [KEPT]),
+    );
+    const withoutDrift = renderStatusSummary({ resources: clean, sync: mirrorResult() });
+    expect(withoutDrift[0]!.content).not.toContain("## Drift");
+    expect(withoutDrift[1]!.content).not.toContain("drift");
+    expect(renderStatusSummary({ resources: gone, sync: mirrorResult() }).map((f) => f.content)).toEqual(
+      renderStatusSummary({
+        resources: gone.map((cr) => ({ ...cr, status: { conditions: ready } })),
+        sync: mirrorResult(),
+      }).map((f) => f.content),
+    );
+  });
+
+  it("escapes a hostile manager, object and field path: one line per value, no extra cell, no live Markdown", () => {
+    const hostile: DriftRecord = {
+      ...KEPT,
+      object: "ConfigMap knative-serving/<!--x",
+      manager: "evil|bot\n| --- | injected |",
+      fields: [
+        {
+          path: "data.**bold**[link](https://e.example)|`code`",
+          want: "![img](https://e.example/p.png)",
+          have: "<img src=x>",
+          owner: { field: "spec.config.x\ny", set: true, at: "clusters/a.yaml:1" },
+        },
+      ],
+    };
+    const readme = readmeOf(
+      [drifted(hubCr("hub-serving", { conditions: ready }), "DriftKept", [hostile])],
+      mirrorResult(),
+    );
+    const section = readme.slice(readme.indexOf("## Drift"));
+    const rows = section.split("\n").filter((line) => line.startsWith("| hub"));
+    expect(rows).toHaveLength(1);
+    // The row has exactly the header's 7 cells: every remaining `|` is a delimiter.
+    expect(rows[0]!.replaceAll("\\\\", "").replaceAll("\\|", "").split("|")).toHaveLength(9);
+    expect(rows[0]).toContain("evil\\|bot\\\\n\\| --- \\| injected \\| (Update)");
+    expect(rows[0]).toContain("spec.config.x\\\\ny in clusters/a.yaml:1");
+    // What Markdown reads once backslash escapes are taken out: no live syntax may remain.
+    expect(section.replace(/\\./g, "")).not.toMatch(/<!--|<img|!\[|\]\(|\*\*|`code/);
   });
 });
