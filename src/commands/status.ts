@@ -1,5 +1,6 @@
 import { causeText } from "../access/errors.ts";
 import { ConditionType, findCondition, readinessOf } from "../api/conditions.ts";
+import { describeRecord, summary } from "../api/drift.ts";
 import { type Condition, KNATIVE_KINDS, type KnativeStatus, OPERATOR_API_VERSION } from "../api/knative.ts";
 import {
   ABANDON_CLEANUP_ANNOTATION,
@@ -7,6 +8,7 @@ import {
   PRUNE_CONFIRMATION_CONFIGMAP,
   ROLLOUT_REFUSED_ANNOTATION,
 } from "../api/labels.ts";
+import { escapeControlCharacters } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
@@ -43,26 +45,31 @@ export const statusCommand: Command = {
 Lists every KnativeServing and KnativeEventing CR on the hub, one row each: its target cluster, Ready, the
 installed version and its status: Current, InProgress, Failed or Terminating (the verdict the status file
 and the rollout gate read too) and what holds it back (the first condition that is not True); -o wide adds whether the
-controller has caught up with its spec and the fleet file and commit it came from. A CR being deleted says so.
+controller has caught up with its spec, the fleet file and commit it came from, and its newest drift (a change
+someone else made on its cluster, kept in report mode or put back; docs/drift.md). A CR being deleted says so.
+With --drift, each CR's last drift records follow in full: the fields, who changed them and when, and the CR
+field and fleet-file line to edit instead.
 With a rollout policy, a line says where the current rollout is, and for a halt which wave, CR and cluster
 halted it and why (docs/rollout.md). With a prune held for a person's confirmation (more than
 maxPruneFraction of the CRs), a line names the CRs and gives the command that confirms it.
 With -w, it prints the listing again whenever a CR changes, until interrupted (Ctrl-C).
 Exit code 0 when every CR is Current, 1 when any is not (or is stale, or being deleted, or the rollout is
 halted or its state refused, or a prune waits for confirmation), 2 when the hub cannot be read
-(docs/cli.md#exit-codes).
+(docs/cli.md#exit-codes). Drift alone does not change the exit code.
 
 Flags:
 ${HUB_FLAGS_HELP}
   -n, --namespace NS                    only CRs in NS (default: all namespaces)
   -o, --output table|wide|json|yaml     output format (default table)
   -w, --watch                           print the listing again on every change
+  --drift                               print each CR's drift records after the listing
   -h, --help                            show this help`,
   options: {
     ...HUB_OPTIONS,
     namespace: { type: "string", short: "n" },
     ...OUTPUT_OPTION,
     watch: { type: "boolean", short: "w" },
+    drift: { type: "boolean" },
   },
   outputFormats: LISTING_FORMATS,
   allowPositionals: false,
@@ -78,9 +85,10 @@ ${HUB_FLAGS_HELP}
       return EXIT_ERROR;
     }
     const listing = await readListing(hub, namespace, objects);
-    ctx.stdout.write(renderListing(listing, output));
+    const shown: Shown = { output, drift: args.values.drift === true };
+    ctx.stdout.write(renderListing(listing, shown));
     if (args.values.watch !== true) return listingExitCode(listing);
-    return watchListing(hub, namespace, output, listing, ctx);
+    return watchListing(hub, namespace, shown, listing, ctx);
   },
 };
 
@@ -107,15 +115,22 @@ async function readListing(
   return { rows: statusRows(objects), rollout, heldPrune, fleetNamespace };
 }
 
-function renderListing({ rows, rollout, heldPrune, fleetNamespace }: Listing, output: ListingFormat): string {
+/** How the listing is printed: -o, and --drift (each CR's drift records after the table). */
+interface Shown {
+  output: ListingFormat;
+  drift: boolean;
+}
+
+function renderListing({ rows, rollout, heldPrune, fleetNamespace }: Listing, shown: Shown): string {
   return (
-    renderData(output, rows) ??
-    `${renderStatusTable(rows, output === "wide")}${rollout ? `${describeRollout(rollout)}\n` : ""}${
+    renderData(shown.output, rows) ??
+    `${renderStatusTable(rows, shown.output === "wide")}${rollout ? `${describeRollout(rollout)}\n` : ""}${
       heldPrune ? describeHeldPrune(heldPrune, fleetNamespace) : ""
-    }`
+    }${shown.drift ? renderDriftRecords(rows) : ""}`
   );
 }
 
+// Drift is not in the exit code: a change kept in report mode, or put back, leaves the CR as ready as it was.
 const listingExitCode = ({ rows, rollout, heldPrune }: Listing): number =>
   rows.every(isSettled) &&
   rollout?.phase !== "Halted" &&
@@ -131,13 +146,13 @@ const listingExitCode = ({ rows, rollout, heldPrune }: Listing): number =>
 async function watchListing(
   hub: KubeClient,
   namespace: string | undefined,
-  output: ListingFormat,
+  shown: Shown,
   first: Listing,
   ctx: CommandContext,
 ): Promise<number> {
   const signal = ctx.signal ?? interruption();
   let listing = first;
-  let printed = renderListing(first, output);
+  let printed = renderListing(first, shown);
   const informers = KNATIVE_KINDS.map(
     (kind) => new Informer(hub, OPERATOR_API_VERSION, kind, () => {}, namespace),
   );
@@ -150,10 +165,10 @@ async function watchListing(
       namespace,
       informers.flatMap((informer) => informer.list()),
     );
-    const text = renderListing(listing, output);
+    const text = renderListing(listing, shown);
     if (text === printed) return;
     printed = text;
-    ctx.stdout.write(`${output === "yaml" ? "---\n" : "\n"}${text}`);
+    ctx.stdout.write(`${shown.output === "yaml" ? "---\n" : "\n"}${text}`);
   };
   const changed = () => {
     if (!synced || pending) return;
@@ -306,6 +321,7 @@ function statusRow(object: KubeObject): StatusRow {
     commit,
     deleting: read.deleting ? deletion(object, row, status?.conditions ?? []) : undefined,
     upgradeTarget,
+    drift: row.drift,
   };
 }
 
@@ -334,6 +350,7 @@ const STATUS_COLUMNS: readonly Column<StatusRow>[] = [
   { header: "VERSION", cell: (row) => versionText(row) ?? "-" },
   { header: "GENERATION", cell: generationCell, wide: true },
   { header: "SOURCE", cell: sourceCell, wide: true },
+  { header: "DRIFT", cell: driftCell, wide: true },
   { header: "STATUS", cell: statusCell },
 ];
 
@@ -354,6 +371,33 @@ export function renderStatusTable(rows: readonly StatusRow[], wide = false): str
       : [],
   );
   return [table, ...hints].join("\n");
+}
+
+/**
+ * --drift: for each CR whose cluster drifted, its last records in full (newest first), one line each;
+ * `No drift recorded.` when none did.
+ */
+export function renderDriftRecords(rows: readonly StatusRow[]): string {
+  const blocks = rows.flatMap(({ drift, ...row }) =>
+    drift
+      ? [
+          [
+            `Drift on ${formatIdentity(row)} (cluster ${row.cluster}): ${
+              drift.state === "kept" ? "a change is kept (report mode)" : "the last change was put back"
+            }`,
+            ...drift.records.map((record) => `  ${escapeControlCharacters(describeRecord(record))}`),
+          ].join("\n"),
+        ]
+      : [],
+  );
+  return `\n${blocks.length === 0 ? "No drift recorded." : blocks.join("\n\n")}\n`;
+}
+
+/** The newest drift record: `kept: ConfigMap knative-serving/config-autoscaler changed by kubectl-edit`. */
+function driftCell({ drift }: StatusRow): string {
+  const record = drift?.records[0];
+  if (record === undefined) return "-";
+  return `${record.outcome === "kept" ? "kept" : "put back"}: ${escapeControlCharacters(summary(record))}`;
 }
 
 /** `observed/generation`, e.g. `2/3 stale`; `-` for a generation the controller never observed. */

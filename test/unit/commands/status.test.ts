@@ -1,7 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { ConditionType } from "../../../src/api/conditions.ts";
+import type { DriftRecord } from "../../../src/api/drift.ts";
 import type { Condition } from "../../../src/api/knative.ts";
-import { isSettled, renderStatusTable, statusRows } from "../../../src/commands/status.ts";
+import { DRIFT_STATUS_ANNOTATION } from "../../../src/api/labels.ts";
+import {
+  isSettled,
+  renderDriftRecords,
+  renderStatusTable,
+  statusRows,
+} from "../../../src/commands/status.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { runCli } from "../../support/cli.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
@@ -261,11 +268,11 @@ describe("renderStatusTable", () => {
     ]);
     expect(renderStatusTable(rows, true)).toBe(
       [
-        "CLUSTER               KIND             CR                         READY    VERSION  GENERATION  SOURCE                         STATUS",
-        "fleet-system/spoke-1  KnativeServing   knative-serving/serving    True     1.22.0   1/1         clusters/spoke-1.yaml@0123456  Current",
-        "fleet-system/spoke-9  KnativeEventing  knative-eventing/eventing  False    -        1/1         -                              Terminating (finalizer knativeeventings.operator.knative.dev pending): the CR is being deleted; its cluster is being cleaned up; TargetClusterResolved=False (ClusterProfileNotReady)",
-        "hub                   KnativeServing   team-a/fresh               Unknown  -        -/1 stale   -                              InProgress: the hub controller has not reported on the current spec yet",
-        "hub                   KnativeServing   team-a/serving             False    1.21.1   3/3         -                              Failed: InstallSucceeded=False (InstallFailed: apply failed)",
+        "CLUSTER               KIND             CR                         READY    VERSION  GENERATION  SOURCE                         DRIFT  STATUS",
+        "fleet-system/spoke-1  KnativeServing   knative-serving/serving    True     1.22.0   1/1         clusters/spoke-1.yaml@0123456  -      Current",
+        "fleet-system/spoke-9  KnativeEventing  knative-eventing/eventing  False    -        1/1         -                              -      Terminating (finalizer knativeeventings.operator.knative.dev pending): the CR is being deleted; its cluster is being cleaned up; TargetClusterResolved=False (ClusterProfileNotReady)",
+        "hub                   KnativeServing   team-a/fresh               Unknown  -        -/1 stale   -                              -      InProgress: the hub controller has not reported on the current spec yet",
+        "hub                   KnativeServing   team-a/serving             False    1.21.1   3/3         -                              -      Failed: InstallSucceeded=False (InstallFailed: apply failed)",
         "",
         "KnativeEventing knative-eventing/eventing is being deleted, but its cluster fleet-system/spoke-9 cannot be reached to clean it up. If that cluster is gone for good, release the CR without cleanup:",
         "  kubectl -n knative-eventing annotate knativeeventing eventing fleet.knative.dev/abandon-cleanup=true",
@@ -287,6 +294,136 @@ describe("renderStatusTable", () => {
 
   it("says when there is nothing to show", () => {
     expect(renderStatusTable([])).toBe("No KnativeServing or KnativeEventing CRs found.\n");
+  });
+});
+
+const KEPT: DriftRecord = {
+  object: "ConfigMap knative-serving/config-autoscaler",
+  change: "changed",
+  fields: [
+    {
+      path: "data.enable-scale-to-zero",
+      want: '"true"',
+      have: '"false"',
+      owner: {
+        field: "spec.config.autoscaler.enable-scale-to-zero",
+        set: true,
+        at: "clusters/spoke-1/serving.yaml:14",
+      },
+    },
+  ],
+  manager: "kubectl-edit",
+  operation: "Update",
+  at: "2026-11-28T15:00:00Z",
+  outcome: "kept",
+};
+
+const CORRECTED: DriftRecord = {
+  object: "Deployment knative-serving/activator",
+  change: "changed",
+  fields: [
+    {
+      path: "spec.replicas",
+      want: "2",
+      have: "5",
+      owner: { field: "spec.workloads", set: false, at: "clusters/spoke-2/serving.yaml:6" },
+    },
+    { path: "spec.template.spec.priorityClassName", have: '"high"' },
+  ],
+  omittedFields: 1,
+  manager: "kube-controller-manager",
+  operation: "Update",
+  at: "2026-11-28T14:00:00Z",
+  outcome: "corrected",
+};
+
+/** A Ready CR whose status says it drifted, as src/reconcile/drift.ts writes it: Drifted, and the records. */
+function drifted(name: string, cluster: string, reason: string, records: readonly DriftRecord[]): KubeObject {
+  return cr(name, {
+    cluster,
+    status: {
+      observedGeneration: 1,
+      version: "1.22.0",
+      conditions: withConditions({
+        type: "Drifted",
+        status: reason === "DriftKept" ? "True" : "False",
+        reason,
+      }),
+      annotations: { [DRIFT_STATUS_ANNOTATION]: JSON.stringify(records) },
+    },
+  });
+}
+
+const DRIFTED = [
+  drifted("serving", "fleet-system/spoke-1", "DriftKept", [KEPT, CORRECTED]),
+  drifted("serving", "fleet-system/spoke-2", "DriftCorrected", [CORRECTED]),
+  cr("serving", { cluster: "fleet-system/spoke-3" }),
+  drifted("serving", "fleet-system/spoke-4", "NoDrift", [KEPT]),
+];
+
+describe("knative-fleet status with drift", () => {
+  it("carries each row's drift for -o json and yaml; drift alone leaves a Ready CR settled", () => {
+    const rows = statusRows(DRIFTED);
+    expect(rows.map((r) => r.drift)).toEqual([
+      { state: "kept", records: [KEPT, CORRECTED] },
+      { state: "corrected", records: [CORRECTED] },
+      undefined,
+      undefined,
+    ]);
+    expect(rows.every(isSettled)).toBe(true);
+    expect(JSON.parse(JSON.stringify(rows[0]))).toMatchObject({
+      drift: { state: "kept", records: [KEPT, CORRECTED] },
+    });
+  });
+
+  it("-o wide shows the newest record in a DRIFT column; the plain table leaves it out", () => {
+    const rows = statusRows(DRIFTED);
+    expect(renderStatusTable(rows, true)).toBe(
+      [
+        "CLUSTER               KIND            CR                       READY  VERSION  GENERATION  SOURCE  DRIFT                                                                              STATUS",
+        "fleet-system/spoke-1  KnativeServing  knative-serving/serving  True   1.22.0   1/1         -       kept: ConfigMap knative-serving/config-autoscaler changed by kubectl-edit          Current",
+        "fleet-system/spoke-2  KnativeServing  knative-serving/serving  True   1.22.0   1/1         -       put back: Deployment knative-serving/activator changed by kube-controller-manager  Current",
+        "fleet-system/spoke-3  KnativeServing  knative-serving/serving  True   1.22.0   1/1         -       -                                                                                  Current",
+        "fleet-system/spoke-4  KnativeServing  knative-serving/serving  True   1.22.0   1/1         -       -                                                                                  Current",
+        "",
+      ].join("\n"),
+    );
+    expect(renderStatusTable(rows)).not.toContain("DRIFT");
+  });
+
+  it("--drift prints each drifted CR's records in full, newest first, one block per CR", () => {
+    expect(renderDriftRecords(statusRows(DRIFTED))).toBe(
+      [
+        "",
+        "Drift on KnativeServing knative-serving/serving (cluster fleet-system/spoke-1): a change is kept (report mode)",
+        '  kept ConfigMap knative-serving/config-autoscaler changed by kubectl-edit at 2026-11-28T15:00:00Z; data.enable-scale-to-zero: "true" -> "false"; edit spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-1/serving.yaml:14 instead',
+        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2/serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); 1 more field(s)',
+        "",
+        "Drift on KnativeServing knative-serving/serving (cluster fleet-system/spoke-2): the last change was put back",
+        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2/serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); 1 more field(s)',
+        "",
+      ].join("\n"),
+    );
+    expect(renderDriftRecords(statusRows([cr("serving")]))).toBe("\nNo drift recorded.\n");
+  });
+
+  it("keeps a hostile manager on its line, in the DRIFT column and in --drift", () => {
+    const hostile = { ...KEPT, manager: "evil\nCLUSTER  fake-row\u001b[2J" };
+    const rows = statusRows([drifted("serving", "fleet-system/spoke-1", "DriftKept", [hostile])]);
+    const table = renderStatusTable(rows, true);
+    expect(table.split("\n")).toHaveLength(3);
+    expect(table).toContain(
+      "kept: ConfigMap knative-serving/config-autoscaler changed by evil\\nCLUSTER  fake-row\\u001b[2J",
+    );
+    const records = renderDriftRecords(rows).split("\n");
+    expect(records).toHaveLength(4);
+    expect(records[2]).toContain("changed by evil\\nCLUSTER  fake-row\\u001b[2J at ");
+  });
+
+  it("documents --drift in its help", async () => {
+    const { code, stdout } = await runCli("status", "--help");
+    expect(code).toBe(0);
+    expect(stdout).toContain("  --drift ");
   });
 });
 
