@@ -81,7 +81,9 @@ export function withDrift(
   now: Date,
 ): { annotations?: Record<string, string>; conditions: Condition[]; fresh: DriftRecord[] } {
   const before = parseDriftRecords(status.annotations?.[DRIFT_STATUS_ANNOTATION]);
-  const fresh = records.filter((r) => !before.some((b) => sameDrift(b, r)));
+  // A correction happened this pass, so it is news even when it looks like the last one (an object deleted
+  // again: Kubernetes records no time of a delete); a kept drift is news only the first time it is seen.
+  const fresh = records.filter((r) => r.outcome === "corrected" || !before.some((b) => sameDrift(b, r)));
   const condition = findCondition(status.conditions, ConditionType.Drifted);
   let conditions = status.conditions;
   const kept = records.filter((r) => r.outcome === "kept");

@@ -192,6 +192,20 @@ describe("withDrift: the status a pass leaves", () => {
     expect(stored.map((r) => r.fields[0]!.have)).toEqual(['"v6"', '"v5"', '"v4"', '"v3"', '"v2"']);
   });
 
+  it("an object deleted again and put back again is a new record each time (a delete leaves no time to tell them apart)", async () => {
+    const deleted = await driftRecords(cr, [describeDrift(wanted, undefined, "knative-fleet")], "corrected");
+    const first = withDrift({ conditions: [] }, deleted, NOW);
+    const again = withDrift(
+      { annotations: first.annotations!, conditions: first.conditions },
+      deleted,
+      LATER,
+    );
+    expect(first.fresh).toHaveLength(1);
+    expect(again.fresh).toHaveLength(1);
+    // Its Event and count, each time; the status keeps one record of it (the two say the same).
+    expect(parseDriftRecords(again.annotations![DRIFT_STATUS_ANNOTATION])).toHaveLength(1);
+  });
+
   it("an annotation that is not ours to read counts as no record", () => {
     expect(parseDriftRecords("{not json")).toEqual([]);
     expect(parseDriftRecords('[{"object": 1}]')).toEqual([]);
