@@ -383,7 +383,7 @@ export function renderDriftRecords(rows: readonly StatusRow[]): string {
       ? [
           [
             `Drift on ${formatIdentity(row)} (cluster ${row.cluster}): ${
-              drift.state === "kept" ? "a change is kept (report mode)" : "the last change was put back"
+              drift.state === "kept" ? "a change is kept" : "the last change was put back"
             }`,
             ...drift.records.map((record) => `  ${escapeControlCharacters(describeRecord(record))}`),
           ].join("\n"),

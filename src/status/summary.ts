@@ -356,7 +356,18 @@ function placementsSection(rows: readonly PlacementRollupRow[] | undefined): str
         row.left.join(", "),
       ]),
     ),
+    ...differsList(rows),
   ].join("\n\n");
+}
+
+/** The clusters that differ from the others of their placement (placement/rollup.ts), when some do. */
+function differsList(rows: readonly PlacementRollupRow[]): string[] {
+  const lines = rows.flatMap((row) =>
+    (row.differs ?? []).map((what) => `- ${markdownText(row.placement)}: ${markdownText(what)}`),
+  );
+  return lines.length > 0
+    ? ["Clusters that differ from the others of their placement:", lines.join("\n")]
+    : [];
 }
 
 /**
@@ -384,7 +395,7 @@ function driftSection(rows: readonly HubCrRow[]): string {
           ...(record.omittedFields ? [`${record.omittedFields} more field(s)`] : []),
         ]),
         lines([...new Set(record.fields.map(editInstead))]),
-        record.outcome === "kept" ? "kept (report mode)" : "put back",
+        record.outcome === "kept" ? "kept" : "put back",
       ]),
     ),
   ].join("\n\n");

@@ -395,7 +395,7 @@ describe("knative-fleet status with drift", () => {
     expect(renderDriftRecords(statusRows(DRIFTED))).toBe(
       [
         "",
-        "Drift on KnativeServing knative-serving/serving (cluster fleet-system/spoke-1): a change is kept (report mode)",
+        "Drift on KnativeServing knative-serving/serving (cluster fleet-system/spoke-1): a change is kept",
         '  kept ConfigMap knative-serving/config-autoscaler changed by kubectl-edit at 2026-11-28T15:00:00Z; data.enable-scale-to-zero: "true" -> "false"; edit spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-1/serving.yaml:14 instead',
         '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2/serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); 1 more field(s)',
         "",

@@ -505,7 +505,7 @@ Someone else changed these objects on their cluster (the newest change per CR). 
 
 | Cluster | CR | Object | Changed by | Fields | Edit instead | Outcome |
 | --- | --- | --- | --- | --- | --- | --- |
-| fleet-system/spoke-1 | KnativeServing knative-fleet/spoke-1-serving | ConfigMap knative-serving/config-autoscaler | kubectl-edit (Update) at 2026-11-28T15:00:00Z | data.enable-scale-to-zero: "true" -&gt; "false" | spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-1-serving.yaml:14 | kept (report mode) |
+| fleet-system/spoke-1 | KnativeServing knative-fleet/spoke-1-serving | ConfigMap knative-serving/config-autoscaler | kubectl-edit (Update) at 2026-11-28T15:00:00Z | data.enable-scale-to-zero: "true" -&gt; "false" | spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-1-serving.yaml:14 | kept |
 | fleet-system/spoke-2 | KnativeServing knative-fleet/spoke-2-serving | Deployment knative-serving/activator | kube-controller-manager (Update) at 2026-11-28T14:00:00Z | spec.replicas: 2 -&gt; 5<br>spec.template.spec.priorityClassName: (absent) -&gt; "high"<br>spec.template.spec.containers\\[name=activator\\].resources: {"limits":{"cpu":"1"}} -&gt; {"limits":{"cpu":"2"}}<br>2 more field(s) | add spec.workloads in clusters/spoke-2-serving.yaml:6<br>release manifests | put back |
 `);
   });
@@ -543,6 +543,45 @@ Someone else changed these objects on their cluster (the newest change per CR). 
     expect(readme).toContain(
       "| hub | KnativeServing knative-fleet/hub-serving | Service knative-serving/activator-service | unknown | (deleted) |  | put back |",
     );
+  });
+
+  it("names, under the placements, the clusters on another version than most of their placement", () => {
+    const cluster = (name: string) => ({
+      namespace: "fleet-system",
+      name,
+      crName: `all-${name}`,
+      via: ["selector" as const],
+      overrides: [],
+      spec: {},
+    });
+    const placements = {
+      selections: [
+        {
+          path: "placements/all.yaml",
+          line: 3,
+          kind: "KnativeServingPlacement" as const,
+          namespace: "knative-fleet",
+          name: "all",
+          clusters: [cluster("a"), cluster("b"), cluster("c")],
+          skipped: [],
+        },
+      ],
+      departures: [],
+    };
+    const crs = [
+      hubCr("all-a", { conditions: ready, version: "1.22.2", cluster: "a" }),
+      hubCr("all-b", { conditions: ready, version: "1.21.4", cluster: "b" }),
+      hubCr("all-c", { conditions: ready, version: "1.22.2", cluster: "c" }),
+    ];
+    const readme = readmeOf(crs, mirrorResult({ placements }));
+    expect(readme).toContain(
+      "Clusters that differ from the others of their placement:\n\n- KnativeServingPlacement knative-fleet/all: fleet-system/b: version 1.21.4, the others 1.22.2\n",
+    );
+    const same = readmeOf(
+      crs.map((cr) => hubCr(cr.metadata.name!, { conditions: ready, version: "1.22.2" })),
+      mirrorResult({ placements }),
+    );
+    expect(same).not.toContain("differ");
   });
 
   it("writes the rows' drift to fleet.yaml: the state and every record, newest first", () => {
