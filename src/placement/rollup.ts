@@ -92,6 +92,6 @@ function differing(readiness: readonly { cluster: string; cr?: CrReadiness }[]):
 /** Newer first, numerically part by part (`1.10.0` before `1.9.3`); the render stage, which has the full order, sits above placement. */
 const newerFirst = (a: string, b: string): number => {
   const [x, y] = [a.split(".").map(Number), b.split(".").map(Number)];
-  const i = x.findIndex((part, at) => part !== y[at]);
-  return i < 0 ? y.length - x.length : (y[i] ?? 0) - (x[i] ?? 0);
+  const i = x.findIndex((part, at) => part !== y[at]); // -1 for equal ones: 0 - 0
+  return (y[i] ?? 0) - (x[i] ?? 0);
 };

@@ -85,12 +85,13 @@ describe("the status rollup per placement", () => {
       version,
       ...(drift && { drift: { state: drift } }),
     });
+    // In an order where neither the first version seen nor a text sort gives the answer.
     const [row] = placementRollup(report, [
-      cr("a", "1.10.0"),
-      cr("b", "1.9.3", "kept"),
-      cr("c", "1.10.0", "corrected"),
-      cr("d", "1.9.3"),
       cr("e", "1.8.1"),
+      cr("b", "1.9.3", "kept"),
+      cr("d", "1.9.3"),
+      cr("a", "1.10.0"),
+      cr("c", "1.10.0", "corrected"),
     ]);
     // 1.10.0 and 1.9.3 twice each: the newer is the fleet's, the older ones are named.
     expect(row!.differs).toEqual([
@@ -104,5 +105,14 @@ describe("the status rollup per placement", () => {
       names.map((n) => cr(n, "1.22.2", "corrected")),
     );
     expect(same!.differs).toBeUndefined();
+    // The most common wins over the newest: one cluster ahead is the one named.
+    const [ahead] = placementRollup(report, [
+      cr("a", "1.22.2"),
+      cr("b", "1.23.0"),
+      cr("c", "1.22.2"),
+      cr("d", "1.22.2"),
+      cr("e", "1.22.2"),
+    ]);
+    expect(ahead!.differs).toEqual(["fleet-system/b: version 1.23.0, the others 1.22.2"]);
   });
 });
