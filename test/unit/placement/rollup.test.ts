@@ -85,20 +85,20 @@ describe("the status rollup per placement", () => {
       version,
       ...(drift && { drift: { state: drift } }),
     });
-    // In an order where neither the first version seen nor a text sort gives the answer.
+    // The clusters in an order (by name) where neither the first version seen nor a text sort gives the answer.
     const [row] = placementRollup(report, [
-      cr("e", "1.8.1"),
+      cr("a", "1.8.1"),
       cr("b", "1.9.3", "kept"),
-      cr("d", "1.9.3"),
-      cr("a", "1.10.0"),
-      cr("c", "1.10.0", "corrected"),
+      cr("c", "1.9.3"),
+      cr("d", "1.10.0"),
+      cr("e", "1.10.0", "corrected"),
     ]);
     // 1.10.0 and 1.9.3 twice each: the newer is the fleet's, the older ones are named.
     expect(row!.differs).toEqual([
+      "fleet-system/a: version 1.8.1, the others 1.10.0",
       "fleet-system/b: version 1.9.3, the others 1.10.0",
       "fleet-system/b: keeps a change made on the cluster (drift, report mode)",
-      "fleet-system/d: version 1.9.3, the others 1.10.0",
-      "fleet-system/e: version 1.8.1, the others 1.10.0",
+      "fleet-system/c: version 1.9.3, the others 1.10.0",
     ]);
     const [same] = placementRollup(
       report,
@@ -107,12 +107,12 @@ describe("the status rollup per placement", () => {
     expect(same!.differs).toBeUndefined();
     // The most common wins over the newest: one cluster ahead is the one named.
     const [ahead] = placementRollup(report, [
-      cr("a", "1.22.2"),
-      cr("b", "1.23.0"),
+      cr("a", "1.23.0"),
+      cr("b", "1.22.2"),
       cr("c", "1.22.2"),
       cr("d", "1.22.2"),
       cr("e", "1.22.2"),
     ]);
-    expect(ahead!.differs).toEqual(["fleet-system/b: version 1.23.0, the others 1.22.2"]);
+    expect(ahead!.differs).toEqual(["fleet-system/a: version 1.23.0, the others 1.22.2"]);
   });
 });
