@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { connect, createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -118,6 +118,44 @@ export function freePort(): Promise<number> {
       const port = typeof address === "object" && address ? address.port : 0;
       server.close(() => resolve(port));
     });
+  });
+}
+
+/**
+ * Starts a server on a port `freePort` chose, and makes sure it got it: between the kernel naming a free
+ * port and the server binding it, another process of the machine (a test's server, another sandbox) may
+ * take it, and the server then exits at once ("address already in use"). It is started again on another
+ * port, up to 5 times. Resolves once the port accepts connections; a server that is alive but slow to
+ * listen is left to the readiness checks after it.
+ */
+export async function startOnFreePort(
+  stateDir: string,
+  name: string,
+  binary: string,
+  args: (port: number) => string[],
+): Promise<ManagedProcess> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const started = startProcess(stateDir, name, binary, args(port));
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      if (await accepts(port)) return started;
+      if (!isRunning(stateDir, name)) break;
+      await sleep(200);
+    }
+    if (isRunning(stateDir, name)) return started;
+    if (attempt === 5) throw new Error(`sandbox: ${name} exited at start 5 times (see logs/${name}.log)`);
+  }
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: "127.0.0.1" });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
   });
 }
 

@@ -4,7 +4,15 @@ import { parseAllDocuments, stringify } from "yaml";
 import { clusterProfileCrdPath } from "../support/shared.ts";
 import { type AdminEndpoint, apply, getJson, kubeRequest } from "./kube-http.ts";
 import { base64File, type ClusterPki, createClusterPki } from "./pki.ts";
-import { freePort, isRunning, signalProcess, startProcess, stopAll, waitFor } from "./processes.ts";
+import {
+  freePort,
+  isRunning,
+  signalProcess,
+  startOnFreePort,
+  startProcess,
+  stopAll,
+  waitFor,
+} from "./processes.ts";
 import { stopNodes } from "./real-node.ts";
 import { ensureTools, kwokStagesPath, toolPath } from "./tools.ts";
 
@@ -241,16 +249,17 @@ async function startNodeSide(
   readyTimeoutMs: number,
 ): Promise<void> {
   const kubeconfig = c.info.adminKubeconfig;
-  startProcess(
+  // Each on a port of its own, started again on another should someone take it first (startOnFreePort).
+  const controllerManager = startOnFreePort(
     stateDir,
     `${c.info.name}-kube-controller-manager`,
     toolPath(binDir, "kube-controller-manager"),
-    [
+    (port) => [
       `--kubeconfig=${kubeconfig}`,
       `--authentication-kubeconfig=${kubeconfig}`,
       `--authorization-kubeconfig=${kubeconfig}`,
       "--bind-address=127.0.0.1",
-      `--secure-port=${await freePort()}`,
+      `--secure-port=${port}`,
       `--cert-dir=${join(c.dir, "kcm")}`,
       "--leader-elect=false",
       `--cluster-name=${c.info.name}`,
@@ -263,16 +272,21 @@ async function startNodeSide(
       "--node-monitor-grace-period=5m",
     ],
   );
-  startProcess(stateDir, `${c.info.name}-kube-scheduler`, toolPath(binDir, "kube-scheduler"), [
-    `--kubeconfig=${kubeconfig}`,
-    `--authentication-kubeconfig=${kubeconfig}`,
-    `--authorization-kubeconfig=${kubeconfig}`,
-    "--bind-address=127.0.0.1",
-    `--secure-port=${await freePort()}`,
-    `--cert-dir=${join(c.dir, "scheduler")}`,
-    "--leader-elect=false",
-  ]);
-  startProcess(stateDir, `${c.info.name}-kwok`, toolPath(binDir, "kwok"), [
+  const scheduler = startOnFreePort(
+    stateDir,
+    `${c.info.name}-kube-scheduler`,
+    toolPath(binDir, "kube-scheduler"),
+    (port) => [
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      "--bind-address=127.0.0.1",
+      `--secure-port=${port}`,
+      `--cert-dir=${join(c.dir, "scheduler")}`,
+      "--leader-elect=false",
+    ],
+  );
+  const kwok = startOnFreePort(stateDir, `${c.info.name}-kwok`, toolPath(binDir, "kwok"), (port) => [
     `--kubeconfig=${kubeconfig}`,
     `--config=${kwokStagesPath(binDir)}`,
     "--node-lease-duration-seconds=40",
@@ -284,8 +298,9 @@ async function startNodeSide(
     // EndpointSlice, and an install is Ready only once its webhook Services have endpoints.
     "--cidr=198.18.0.0/16",
     "--node-ip=127.63.0.1",
-    `--server-address=127.0.0.1:${await freePort()}`,
+    `--server-address=127.0.0.1:${port}`,
   ]);
+  await Promise.all([controllerManager, scheduler, kwok]);
   for (let i = 0; i < FAKE_NODES; i++) {
     const name = `${c.info.name}-node-${i}`;
     await apply(c.admin, `/api/v1/nodes/${name}`, {
