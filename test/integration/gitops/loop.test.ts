@@ -8,6 +8,7 @@ import { nameOf } from "../../../src/kube/object.ts";
 import { loadServiceConfig } from "../../../src/service/config.ts";
 import type { FleetService } from "../../../src/service/service.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { runCli } from "../../support/cli.ts";
 import { startServiceOnSandbox, writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
@@ -352,6 +353,8 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     );
     await waitReady("KnativeServing", "spoke-2-serving");
     await HAND_EDITS();
+    // An object deleted by hand stays deleted too.
+    await spokeTwo.delete("v1", "ConfigMap", "knative-serving", "config-gc");
     const condition = await waitUntil(
       "Drifted True",
       async () =>
@@ -362,10 +365,13 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
     expect(condition.message).toContain(
       "ConfigMap knative-serving/config-autoscaler changed by kubectl-edit",
     );
-    const kept = await waitUntil("DriftKept Events of the edits", async () => {
+    const kept = await waitUntil("DriftKept Events of the edits and the deletion", async () => {
       const found = (await driftEvents("DriftKept")).filter((e) => !e.message.includes("data.max-scale"));
-      return found.length >= 3 ? found : undefined;
+      return found.length >= 4 ? found : undefined;
     });
+    expect(kept.map((e) => e.message).join("\n")).toContain(
+      "kept ConfigMap knative-serving/config-gc deleted",
+    );
     expect(kept.map((e) => e.message).join("\n")).toContain(
       "edit spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-2/knative-serving.yaml:18 instead",
     );
@@ -379,11 +385,38 @@ describe("the GitOps loop: fleet repository -> hub CRs -> spokes -> status in Gi
       replicas: 2,
       cpu: "2",
     });
+    expect(await spokeTwo.get("v1", "ConfigMap", "knative-serving", "config-gc")).toBeUndefined();
+    // `knative-fleet status` at the terminal: -o wide's column, and --drift's records with the line to edit.
+    const wide = await runCli(
+      "status",
+      "--kubeconfig",
+      sandbox.hub.adminKubeconfig,
+      "-n",
+      "knative-fleet",
+      "-o",
+      "wide",
+    );
+    expect(wide.stdout).toMatch(/spoke-2-serving .*kept: /);
+    const detail = await runCli(
+      "status",
+      "--kubeconfig",
+      sandbox.hub.adminKubeconfig,
+      "-n",
+      "knative-fleet",
+      "--drift",
+    );
+    expect(detail.stdout).toContain(
+      "edit spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-2/knative-serving.yaml:18 instead",
+    );
+    expect(detail.stdout).toContain("kube-controller-manager");
     const readme = await waitUntil("the status file's drift section", async () => {
       const text = await statusReadme();
       return text.includes("## Drift") ? text : undefined;
     });
-    expect(readme).toContain("kubectl-edit");
+    // The newest record per CR: the deletion, kept.
+    expect(readme).toMatch(
+      /\| fleet-system\/spoke-2 \| KnativeServing knative-fleet\/spoke-2-serving \| ConfigMap knative-serving\/config-gc \| unknown \| \(deleted\) \| +\| kept \|/,
+    );
   });
 
   it("an invalid file is reported with file:line in the status, prunes nothing, and others still apply", async () => {
