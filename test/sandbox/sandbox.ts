@@ -249,19 +249,23 @@ async function startNodeSide(
   readyTimeoutMs: number,
 ): Promise<void> {
   const kubeconfig = c.info.adminKubeconfig;
+  // What the controller-manager and the scheduler both take: the admin kubeconfig, their port, certificates.
+  const served = (port: number, certDir: string) => [
+    `--kubeconfig=${kubeconfig}`,
+    `--authentication-kubeconfig=${kubeconfig}`,
+    `--authorization-kubeconfig=${kubeconfig}`,
+    "--bind-address=127.0.0.1",
+    `--secure-port=${port}`,
+    `--cert-dir=${join(c.dir, certDir)}`,
+    "--leader-elect=false",
+  ];
   // Each on a port of its own, started again on another should someone take it first (startOnFreePort).
   const controllerManager = startOnFreePort(
     stateDir,
     `${c.info.name}-kube-controller-manager`,
     toolPath(binDir, "kube-controller-manager"),
     (port) => [
-      `--kubeconfig=${kubeconfig}`,
-      `--authentication-kubeconfig=${kubeconfig}`,
-      `--authorization-kubeconfig=${kubeconfig}`,
-      "--bind-address=127.0.0.1",
-      `--secure-port=${port}`,
-      `--cert-dir=${join(c.dir, "kcm")}`,
-      "--leader-elect=false",
+      ...served(port, "kcm"),
       `--cluster-name=${c.info.name}`,
       `--root-ca-file=${c.pki.caCert}`,
       `--service-account-private-key-file=${c.pki.serviceAccountKey}`,
@@ -276,15 +280,7 @@ async function startNodeSide(
     stateDir,
     `${c.info.name}-kube-scheduler`,
     toolPath(binDir, "kube-scheduler"),
-    (port) => [
-      `--kubeconfig=${kubeconfig}`,
-      `--authentication-kubeconfig=${kubeconfig}`,
-      `--authorization-kubeconfig=${kubeconfig}`,
-      "--bind-address=127.0.0.1",
-      `--secure-port=${port}`,
-      `--cert-dir=${join(c.dir, "scheduler")}`,
-      "--leader-elect=false",
-    ],
+    (port) => served(port, "scheduler"),
   );
   const kwok = startOnFreePort(stateDir, `${c.info.name}-kwok`, toolPath(binDir, "kwok"), (port) => [
     `--kubeconfig=${kubeconfig}`,

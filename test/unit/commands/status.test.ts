@@ -12,6 +12,7 @@ import {
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { runCli } from "../../support/cli.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
+import { CORRECTED, KEPT } from "../status/drift-records.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
 const READY: Condition[] = Object.values(ConditionType).map((type) => ({ type, status: "True" }));
@@ -297,46 +298,6 @@ describe("renderStatusTable", () => {
   });
 });
 
-const KEPT: DriftRecord = {
-  object: "ConfigMap knative-serving/config-autoscaler",
-  change: "changed",
-  fields: [
-    {
-      path: "data.enable-scale-to-zero",
-      want: '"true"',
-      have: '"false"',
-      owner: {
-        field: "spec.config.autoscaler.enable-scale-to-zero",
-        set: true,
-        at: "clusters/spoke-1/serving.yaml:14",
-      },
-    },
-  ],
-  manager: "kubectl-edit",
-  operation: "Update",
-  at: "2026-11-28T15:00:00Z",
-  outcome: "kept",
-};
-
-const CORRECTED: DriftRecord = {
-  object: "Deployment knative-serving/activator",
-  change: "changed",
-  fields: [
-    {
-      path: "spec.replicas",
-      want: "2",
-      have: "5",
-      owner: { field: "spec.workloads", set: false, at: "clusters/spoke-2/serving.yaml:6" },
-    },
-    { path: "spec.template.spec.priorityClassName", have: '"high"' },
-  ],
-  omittedFields: 1,
-  manager: "kube-controller-manager",
-  operation: "Update",
-  at: "2026-11-28T14:00:00Z",
-  outcome: "corrected",
-};
-
 /** A Ready CR whose status says it drifted, as src/reconcile/drift.ts writes it: Drifted, and the records. */
 function drifted(name: string, cluster: string, reason: string, records: readonly DriftRecord[]): KubeObject {
   return cr(name, {
@@ -396,11 +357,11 @@ describe("knative-fleet status with drift", () => {
       [
         "",
         "Drift on KnativeServing knative-serving/serving (cluster fleet-system/spoke-1): a change is kept",
-        '  kept ConfigMap knative-serving/config-autoscaler changed by kubectl-edit at 2026-11-28T15:00:00Z; data.enable-scale-to-zero: "true" -> "false"; edit spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-1/serving.yaml:14 instead',
-        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2/serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); 1 more field(s)',
+        '  kept ConfigMap knative-serving/config-autoscaler changed by kubectl-edit at 2026-11-28T15:00:00Z; data.enable-scale-to-zero: "true" -> "false"; edit spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-1-serving.yaml:14 instead',
+        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); spec.template.spec.containers[name=activator].resources: {"limits":{"cpu":"1"}} -> {"limits":{"cpu":"2"}}; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; 2 more field(s)',
         "",
         "Drift on KnativeServing knative-serving/serving (cluster fleet-system/spoke-2): the last change was put back",
-        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2/serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); 1 more field(s)',
+        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); spec.template.spec.containers[name=activator].resources: {"limits":{"cpu":"1"}} -> {"limits":{"cpu":"2"}}; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; 2 more field(s)',
         "",
       ].join("\n"),
     );

@@ -11,6 +11,7 @@ import {
 import type { KubeObject } from "../../../src/kube/object.ts";
 import type { StatusSync } from "../../../src/status/summary.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
+import { CORRECTED, KEPT } from "./drift-records.ts";
 
 const COMMIT = "0123456789abcdef0123456789abcdef01234567";
 const OLDER = "fedcba9876543210fedcba9876543210fedcba98";
@@ -404,52 +405,6 @@ describe("renderStatusSummary with hostile values", () => {
     expect(validationRows[0]!.replaceAll("\\|", "").split("|")).toHaveLength(5);
   });
 });
-
-const KEPT: DriftRecord = {
-  object: "ConfigMap knative-serving/config-autoscaler",
-  change: "changed",
-  fields: [
-    {
-      path: "data.enable-scale-to-zero",
-      want: '"true"',
-      have: '"false"',
-      owner: {
-        field: "spec.config.autoscaler.enable-scale-to-zero",
-        set: true,
-        at: "clusters/spoke-1-serving.yaml:14",
-      },
-    },
-  ],
-  manager: "kubectl-edit",
-  operation: "Update",
-  at: "2026-11-28T15:00:00Z",
-  outcome: "kept",
-};
-
-const CORRECTED: DriftRecord = {
-  object: "Deployment knative-serving/activator",
-  change: "changed",
-  fields: [
-    {
-      path: "spec.replicas",
-      want: "2",
-      have: "5",
-      owner: { field: "spec.workloads", set: false, at: "clusters/spoke-2-serving.yaml:6" },
-    },
-    { path: "spec.template.spec.priorityClassName", have: '"high"' },
-    {
-      path: "spec.template.spec.containers[name=activator].resources",
-      want: '{"limits":{"cpu":"1"}}',
-      have: '{"limits":{"cpu":"2"}}',
-      owner: { field: "spec.workloads", set: false, at: "clusters/spoke-2-serving.yaml:6" },
-    },
-  ],
-  omittedFields: 2,
-  manager: "kube-controller-manager",
-  operation: "Update",
-  at: "2026-11-28T14:00:00Z",
-  outcome: "corrected",
-};
 
 /** A hub CR whose status says it drifted, as src/reconcile/drift.ts writes it: Drifted, and the records. */
 function drifted(cr: KubeObject, reason: string, records: readonly DriftRecord[]): KubeObject {
