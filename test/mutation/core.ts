@@ -10,10 +10,6 @@ export const SAFETY_CORE = [
   "src/admission/**/*.ts",
   "src/access/credential-binding.ts",
   "src/fleet/merge-patch.ts",
-  // Drift: report mode must leave a change, correct mode put it back, and neither may write at rest.
-  "src/apply/drift.ts",
-  "src/install/drift-owner.ts",
-  "src/reconcile/drift.ts",
   "test/soak/checks.ts",
   "test/soak/observer.ts",
 ];
