@@ -173,17 +173,17 @@ describe("knative-fleet status", () => {
     expect(code).toBe(1);
     expect(stderr).toBe("");
     const [header, ...lines] = stdout.trimEnd().split("\n");
-    expect(header).toMatch(/^CLUSTER\s+KIND\s+CR\s+READY\s+VERSION\s+GENERATION\s+SOURCE\s+STATUS$/);
+    expect(header).toMatch(/^CLUSTER\s+KIND\s+CR\s+READY\s+VERSION\s+GENERATION\s+SOURCE\s+DRIFT\s+STATUS$/);
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(
       new RegExp(
         `^fleet-system/spoke-1\\s+KnativeServing\\s+${NAMESPACE}/serving\\s+True\\s+1\\.22\\.0\\s+1/1\\s+` +
-          "clusters/spoke-1/serving\\.yaml@89abcde\\s+Current$",
+          "clusters/spoke-1/serving\\.yaml@89abcde\\s+-\\s+Current$",
       ),
     );
     expect(lines[1]).toMatch(
       new RegExp(
-        `^hub\\s+KnativeEventing\\s+${NAMESPACE}/eventing\\s+False\\s+-\\s+1/1\\s+-\\s+` +
+        `^hub\\s+KnativeEventing\\s+${NAMESPACE}/eventing\\s+False\\s+-\\s+1/1\\s+-\\s+-\\s+` +
           "Failed: InstallSucceeded=False \\(InstallFailed: apply eventing-core: webhook refused\\)$",
       ),
     );
