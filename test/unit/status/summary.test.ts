@@ -9,6 +9,7 @@ import {
   SOURCE_REPOSITORY_ANNOTATION,
 } from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
+import type { SelectedCluster } from "../../../src/placement/expand.ts";
 import type { StatusSync } from "../../../src/status/summary.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 import { CORRECTED, KEPT } from "./drift-records.ts";
@@ -472,20 +473,7 @@ Someone else changed these objects on their cluster (the newest change per CR). 
       fields: [],
       outcome: "corrected",
     };
-    const placements = {
-      selections: [
-        {
-          path: "placements/all.yaml",
-          line: 3,
-          kind: "KnativeServingPlacement" as const,
-          namespace: "knative-fleet",
-          name: "all",
-          clusters: [],
-          skipped: [],
-        },
-      ],
-      departures: [],
-    };
+    const placements = placementAll([]);
     const readme = readmeOf(
       [drifted(hubCr("hub-serving", { conditions: ready }), "DriftCorrected", [deleted])],
       mirrorResult({
@@ -509,20 +497,7 @@ Someone else changed these objects on their cluster (the newest change per CR). 
       overrides: [],
       spec: {},
     });
-    const placements = {
-      selections: [
-        {
-          path: "placements/all.yaml",
-          line: 3,
-          kind: "KnativeServingPlacement" as const,
-          namespace: "knative-fleet",
-          name: "all",
-          clusters: [cluster("a"), cluster("b"), cluster("c")],
-          skipped: [],
-        },
-      ],
-      departures: [],
-    };
+    const placements = placementAll([cluster("a"), cluster("b"), cluster("c")]);
     const crs = [
       hubCr("all-a", { conditions: ready, version: "1.22.2", cluster: "a" }),
       hubCr("all-b", { conditions: ready, version: "1.21.4", cluster: "b" }),
@@ -601,3 +576,17 @@ Someone else changed these objects on their cluster (the newest change per CR). 
     expect(section.replace(/\\./g, "")).not.toMatch(/<!--|<img|!\[|\]\(|\*\*|`code/);
   });
 });
+
+/** The placement report of one placement `all` (placements/all.yaml:3) selecting `clusters`. */
+function placementAll(clusters: SelectedCluster[]) {
+  const selection = {
+    path: "placements/all.yaml",
+    line: 3,
+    kind: "KnativeServingPlacement" as const,
+    namespace: "knative-fleet",
+    name: "all",
+    clusters,
+    skipped: [],
+  };
+  return { selections: [selection], departures: [] };
+}
