@@ -145,7 +145,7 @@ describe("external-reconciler mode: the real upstream operator reconciles, knati
     // Upstream, not knative-fleet, reconciled them: its log says so, and it logged no error.
     await upstream!.waitReconciled(NS, `serving-${SPOKES[0]}`);
     await upstream!.waitReconciled(NS, `serving-${SPOKES[1]}`);
-    expect(upstream!.errors()).toEqual([]);
+    expect(upstream!.errors([NS])).toEqual([]);
   });
 
   it("a version bump waits on upstream's Ready for the current generation of the canary", async () => {
@@ -161,6 +161,6 @@ describe("external-reconciler mode: the real upstream operator reconciles, knati
     expect(applied[SPOKES[1]!]!).toBeGreaterThanOrEqual(healthy[SPOKES[0]!]! + SOAK_S * 1000 - 1500);
     const status = (await hubCr(SPOKES[0]!))?.status as { version?: string };
     expect(status.version).toBe("1.23.0");
-    expect(upstream!.errors()).toEqual([]);
+    expect(upstream!.errors([NS])).toEqual([]);
   });
 });

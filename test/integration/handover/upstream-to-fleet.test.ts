@@ -76,7 +76,7 @@ describe("hand-over from the upstream operator to knative-fleet", () => {
       waitConditions(hub, "KnativeServing", hubNs, "serving", { Ready: "True" }),
       waitConditions(hub, "KnativeEventing", hubNs, "eventing", { Ready: "True" }),
     ]);
-    expect(upstream.errors()).toEqual([]);
+    expect(upstream.errors([hubNs])).toEqual([]);
     await upstream.stop();
   });
 

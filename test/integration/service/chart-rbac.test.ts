@@ -23,6 +23,7 @@ import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollou
 import { LeaderElector } from "../../../src/service/leader-election.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { crFile, rolloutText, TEST_REPOSITORY } from "../../support/fleet-files.ts";
+import { forceDeleteCrs } from "../../support/handover.ts";
 import { type KubeObject, only, renderChart } from "../../support/helm.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
 import { syncInto } from "../../support/sync.ts";
@@ -70,9 +71,18 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const o of rbac.filter((o) => !o.metadata.namespace))
     await hub.delete(o.apiVersion, o.kind, undefined, nameOf(o));
-  await hub.delete("v1", "Namespace", undefined, namespace);
-  await hub.delete("v1", "Namespace", undefined, credentials);
-  await hub.delete("v1", "Namespace", undefined, config.rollout.keyNamespace);
+  // The CRs this file mirrored go first and the namespaces are waited out: the sandbox is shared, and a
+  // later file's upstream operator (which watches the whole hub) must not find them half-deleted.
+  const { items } = await hub.list(OPERATOR_API_VERSION, "KnativeServing", { namespace });
+  await forceDeleteCrs(hub, items);
+  const gone = [namespace, credentials, config.rollout.keyNamespace];
+  for (const name of gone) await hub.delete("v1", "Namespace", undefined, name);
+  for (const name of gone)
+    await waitUntil(
+      `namespace ${name} gone`,
+      async () => ((await hub.get("v1", "Namespace", undefined, name)) ? undefined : true),
+      120_000,
+    );
   rmSync(workDir, { recursive: true, force: true });
 });
 
