@@ -9,6 +9,7 @@ ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 CLUSTER_INVENTORY_API_VERSION=v0.1.2
 HELM_VERSION=v3.22.0
+GITEA_VERSION=v1.26.0
 
 cache="${KNATIVE_FLEET_CACHE:-$HOME/.cache/knative-fleet}"
 bin="$cache/bin"
@@ -35,12 +36,12 @@ new_module() {
   fi
 }
 
-# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: go build PACKAGE inside MODULE_DIR into $bin/NAME-VERSION.
+# build NAME VERSION MODULE_DIR PACKAGE [LDFLAGS] [TAGS]: go build PACKAGE inside MODULE_DIR into $bin/NAME-VERSION.
 build() {
-  local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-} out="$bin/$1-$2"
+  local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-} tags=${6:-} out="$bin/$1-$2"
   local start=$SECONDS
   log "building $name $version"
-  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$out.tmp" "$pkg")
+  (cd "$dir" && go build -trimpath -tags="$tags" -ldflags="-s -w $ldflags" -o "$out.tmp" "$pkg")
   mv "$out.tmp" "$out"
   ln -sfn "$name-$version" "$bin/$name"
   log "built $name $version in $((SECONDS - start))s"
@@ -162,7 +163,37 @@ kubeconfig_secretreader() {
     sigs.k8s.io/cluster-inventory-api/plugins/kubeconfig-secretreader/cmd/plugin
 }
 
-all=(etcd kubernetes kwok secretreader kubeconfig_secretreader helm)
+# A real Git forge for the forge tests (commit statuses, pull requests, webhooks): test/sandbox/gitea.ts.
+# Gitea's go.mod carries replace directives, so it is built as the main module, from a writable copy of
+# its module source; with cgo, for its sqlite driver. Without the bindata tag it reads options/, templates/
+# and public/ from its static root at run time: a copy of those three sits next to the binary.
+gitea() {
+  local static="$bin/gitea-$GITEA_VERSION-static"
+  [ -x "$bin/gitea-$GITEA_VERSION" ] && [ -d "$static" ] && return 0
+  local dir="$src/gitea-$GITEA_VERSION"
+  if [ ! -f "$dir/.ready" ]; then
+    local mod
+    mod=$(cd "$src" && go mod download -json "code.gitea.io/gitea@$GITEA_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    [ -n "$mod" ] || { log "could not download code.gitea.io/gitea@$GITEA_VERSION"; exit 1; }
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp -R "$mod/." "$dir/"
+    chmod -R u+w "$dir"
+    touch "$dir/.ready"
+  fi
+  if [ ! -x "$bin/gitea-$GITEA_VERSION" ]; then
+    command -v "${CC:-gcc}" >/dev/null 2>&1 || { log "gitea needs a C compiler (gcc) for its sqlite driver (cgo)"; exit 1; }
+    CGO_ENABLED=1 build gitea "$GITEA_VERSION" "$dir" . "-X main.Version=${GITEA_VERSION#v}" "sqlite sqlite_unlock_notify"
+  fi
+  if [ ! -d "$static" ]; then
+    rm -rf "$static.tmp"
+    mkdir -p "$static.tmp"
+    cp -R "$dir/options" "$dir/templates" "$dir/public" "$static.tmp/"
+    mv "$static.tmp" "$static"
+  fi
+}
+
+all=(etcd kubernetes kwok secretreader kubeconfig_secretreader helm gitea)
 # Built only when named.
 extra=(kubelet kubectl)
 targets=("$@")

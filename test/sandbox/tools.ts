@@ -14,7 +14,8 @@ export type ToolName =
   | "secretreader"
   | "kubeconfig-secretreader"
   | "helm"
-  | "kubectl";
+  | "kubectl"
+  | "gitea";
 
 /**
  * Builds (first time, or after a version bump) the sandbox's binaries from Go modules and returns the
@@ -36,4 +37,13 @@ export const toolPath = (binDir: string, tool: ToolName): string => join(binDir,
 export function kwokStagesPath(binDir: string): string {
   const target = readlinkSync(join(binDir, "kwok")); // kwok -> kwok-<version>
   return join(binDir, `${target.replace(/^kwok-/, "kwok-stages-")}.yaml`);
+}
+
+/**
+ * Gitea's static root (its options/, templates/ and public/, which a build without bindata reads at run
+ * time), copied from its module by build-tools.sh next to the binary.
+ */
+export function giteaStaticRoot(binDir: string): string {
+  const target = readlinkSync(join(binDir, "gitea")); // gitea -> gitea-<version>
+  return join(binDir, `${target}-static`);
 }
