@@ -46,6 +46,8 @@ export interface FleetMetrics {
   /** The prune of the last sync: what it deleted, or how many CRs wait and why. */
   pruned(r: { outcome: PruneOutcome; count: number }): void;
   statusCommitFinished(r: { outcome: StatusCommitOutcome }): void;
+  /** A commit status sent to the Git host, or a round that failed or was rate limited. */
+  commitStatusSent(r: { outcome: CommitStatusOutcome }): void;
   /** Leadership changed. A replica that stops leading drops the Git side's gauges: it no longer knows. */
   setLeader(isLeader: boolean): void;
   /** The rollout's state after a sync (src/rollout): halted or not, waves completed, CRs held back. */
@@ -58,9 +60,11 @@ export interface FleetMetrics {
 
 type PruneOutcome = "pruned" | "held" | "skipped" | "none";
 export type StatusCommitOutcome = "pushed" | "unchanged" | "failed";
+export type CommitStatusOutcome = "posted" | "failed" | "rate_limited";
 export type SyncTrigger = "git" | "inventory" | "rollout";
 
 const STATUS_COMMIT_OUTCOMES: readonly StatusCommitOutcome[] = ["pushed", "unchanged", "failed"];
+const COMMIT_STATUS_OUTCOMES: readonly CommitStatusOutcome[] = ["posted", "failed", "rate_limited"];
 const PENDING_PRUNE_STATES = ["held", "skipped"] as const;
 
 // A reconcile ranges from a no-op (tens of ms) to a first install that waits for CRDs and rollouts (minutes).
@@ -189,6 +193,12 @@ export function createMetrics(): FleetMetrics {
     labelNames: ["outcome"] as const,
     registers,
   });
+  const commitStatuses = new Counter({
+    name: "knative_fleet_commit_statuses_total",
+    help: "Commit statuses posted to the Git host, and rounds that failed or were rate limited, by outcome.",
+    labelNames: ["outcome"] as const,
+    registers,
+  });
   const statusWriteFailing = new Gauge({
     name: "knative_fleet_status_write_failing",
     help: "1 while the last status write-back to the fleet repository failed, else 0; leader only.",
@@ -238,6 +248,7 @@ export function createMetrics(): FleetMetrics {
 
   // Series with a fixed label set start at 0, so rate() and alerts see them before the first event.
   for (const outcome of STATUS_COMMIT_OUTCOMES) statusCommits.inc({ outcome }, 0);
+  for (const outcome of COMMIT_STATUS_OUTCOMES) commitStatuses.inc({ outcome }, 0);
   for (const state of PENDING_PRUNE_STATES) prunePending.set({ state }, 0);
   prunedTotal.inc(0);
   rolloutHalts.inc(0);
@@ -347,6 +358,9 @@ export function createMetrics(): FleetMetrics {
     pruned({ outcome, count }) {
       if (outcome === "pruned") prunedTotal.inc(count);
       for (const state of PENDING_PRUNE_STATES) prunePending.set({ state }, outcome === state ? count : 0);
+    },
+    commitStatusSent({ outcome }) {
+      commitStatuses.inc({ outcome });
     },
     statusCommitFinished({ outcome }) {
       statusCommits.inc({ outcome });

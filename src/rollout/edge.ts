@@ -25,6 +25,8 @@ export interface RolloutReport {
   /** How many CRs keep their last applied spec this sync. */
   waiting: number;
   history: ReturnType<typeof historyOf>;
+  /** The wave of each cluster a hub CR targets (`namespace/name`), for the commit statuses. */
+  clusterWaves?: Record<string, string>;
   message?: string;
 }
 

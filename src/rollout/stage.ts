@@ -21,6 +21,7 @@ import { revertsFor, withReverts } from "./revert.ts";
 import { historyOf, ROLLOUT_STATE_CONFIGMAP, type RolloutState, rolloutVerdict, stateText } from "./state.ts";
 import { SealedStateStore, stateObject } from "./state-store.ts";
 import { crsToVerify, verify } from "./verification.ts";
+import { clusterWaves } from "./waves.ts";
 import { isWrite } from "./weigh.ts";
 
 interface RolloutStageOptions {
@@ -295,6 +296,13 @@ export class RolloutStage {
       ...(state.halt ? { halt: state.halt } : {}),
       waiting: waiting.size,
       history: historyOf(state),
+      ...(opened.spec && {
+        clusterWaves: clusterWaves(
+          opened.spec,
+          live.flatMap((cr) => targetOf(cr) ?? []),
+          opened.clusters ?? [],
+        ),
+      }),
     };
   }
 

@@ -17,6 +17,9 @@ export interface PlannedWave {
   timeLimitMs: number;
 }
 
+/** The one wave of an `allAtOnce` policy (an emergency change): every CR, no soak, no limit. */
+export const ALL_AT_ONCE_WAVE = "all-at-once";
+
 /** The policy's waves in order, then the implicit `remaining` wave of the clusters no wave selects. */
 export function plannedWaves(spec: RolloutSpec): PlannedWave[] {
   const planned = (wave: Partial<RolloutWave> & { name: string }): PlannedWave => ({
@@ -55,4 +58,20 @@ export function maxUnavailableCount(maxUnavailable: MaxUnavailable, size: number
   if (typeof maxUnavailable === "number") return maxUnavailable;
   const percent = Number(maxUnavailable.slice(0, -1));
   return Math.max(1, Math.floor((size * percent) / 100));
+}
+
+/** The wave of each cluster (by `namespace/name`), as the gate places it: what a commit status names. */
+export function clusterWaves(
+  spec: RolloutSpec,
+  clusters: readonly ClusterRef[],
+  inventory: readonly InventoryCluster[],
+): Record<string, string> {
+  const known = new Map(inventory.map((cluster) => [clusterKey(cluster), cluster]));
+  const names = plannedWaves(spec).map((wave) => wave.name);
+  return Object.fromEntries(
+    clusters.map((ref) => [
+      clusterKey(ref),
+      spec.allAtOnce ? ALL_AT_ONCE_WAVE : names[waveIndexOf(spec, ref, known)]!,
+    ]),
+  );
 }

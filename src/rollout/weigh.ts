@@ -18,7 +18,7 @@ import type { ApplyStep } from "../mirror/decide.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
 import { versionOf } from "../upgrade/chain.ts";
 import type { Content, CrState, RolloutState } from "./state.ts";
-import { type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
+import { ALL_AT_ONCE_WAVE, type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
 
 // The gate's first step, pure: which CRs it weighs (its members), what is known of each (the content Git
 // wants, its health on the content it has), and the questions the phases ask of a member (pending, safe,
@@ -126,7 +126,9 @@ export const isWrite = (step: ApplyStep | undefined): step is ApplyStep & { obje
 /** The waves a sync gates by: the policy's, or with allAtOnce one wave of every CR without soak or limit. */
 function wavesOf(spec: RolloutSpec): PlannedWave[] {
   if (!spec.allAtOnce) return plannedWaves(spec);
-  return [{ name: "all-at-once", maxUnavailable: "100%", soakMs: 0, timeLimitMs: Number.POSITIVE_INFINITY }];
+  return [
+    { name: ALL_AT_ONCE_WAVE, maxUnavailable: "100%", soakMs: 0, timeLimitMs: Number.POSITIVE_INFINITY },
+  ];
 }
 
 /** The members of one sync and what is known of each, from the stored state, the steps and the hub's CRs. */

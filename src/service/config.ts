@@ -17,7 +17,9 @@ import { parseYamlFile } from "../fleet/yaml-source.ts";
 import { MirrorOptionsSchema } from "../mirror/decide.ts";
 import { DEFAULT_DEPARTURE_GRACE_PERIOD } from "../placement/departures.ts";
 import { DEFAULT_MAX_FETCH_BYTES, type GitAuth, type GitSourceSpec } from "../source/index.ts";
-import { statusPathProblem } from "../status/write-back.ts";
+import type { CommitStatusSettings } from "../status/commit-status-writer.ts";
+import { ForgeProviderSchema } from "../status/forge.ts";
+import { type StatusWriteBack, statusPathProblem } from "../status/write-back.ts";
 import { DEFAULT_FLEET_SETTINGS, type FleetSettings } from "../sync/settings.ts";
 
 /**
@@ -53,6 +55,35 @@ const ServiceConfigSchema = z
         authorEmail: z.string().min(1).default("knative-fleet@noreply.invalid"),
         /** At most one status commit per interval: changes in between are coalesced. */
         interval: z.string().default("30s"),
+      })
+      .optional(),
+    /**
+     * Commit statuses on the Git host (docs/commit-status.md): per cluster and for the fleet, on the commit a
+     * rollout started at. Off unless set.
+     */
+    commitStatus: z
+      .strictObject({
+        provider: ForgeProviderSchema,
+        /** The API's base: https://api.github.com, https://<gitea>/api/v1, https://<gitlab>/api/v4. */
+        apiUrl: z.url({ protocol: /^https?$/ }),
+        /** `owner/name` on the host; by default the path of repository.url without `.git`. */
+        repository: z
+          .string()
+          .regex(/^[^/\s]+(\/[^/\s]+)+$/, "owner/name")
+          .optional(),
+        /** A file holding the API token (a mounted Secret, re-read on every request). */
+        tokenFile: z.string().min(1),
+        /** The fleet's name in the contexts (knative-fleet/<fleet>/<cluster>): one per hub that reports. */
+        fleet: z
+          .string()
+          .regex(/^[A-Za-z0-9._-]{1,63}$/)
+          .default("fleet"),
+        /** Above this many clusters, only the fleet's status (with the counts) is sent. */
+        maxClusters: z.number().int().min(0).max(1000).default(50),
+        /** At most one round of statuses per interval. */
+        interval: z.string().default("10s"),
+        /** A link from every status (a dashboard, the status README). */
+        targetUrl: z.url({ protocol: /^https?$/ }).optional(),
       })
       .optional(),
     webhook: z
@@ -241,14 +272,24 @@ export function statusWriteBack(config: ServiceConfig): StatusWriteBack | undefi
   };
 }
 
-/** The StatusWriter's settings a config file holds. */
-interface StatusWriteBack {
-  /** Folder in the repository, e.g. `status/`. */
-  path: string;
-  /** The fleet branch, or a separate one. */
-  branch: string;
-  author: { name: string; email: string };
-  intervalMs: number;
+/** The commit statuses of the config (`commitStatus`), when it has them. */
+export function commitStatusSettings(config: ServiceConfig): CommitStatusSettings | undefined {
+  const { commitStatus } = config;
+  if (!commitStatus) return undefined;
+  const { provider, apiUrl, tokenFile, fleet, maxClusters, interval, targetUrl } = commitStatus;
+  const repository =
+    commitStatus.repository ?? new URL(config.repository.url).pathname.replace(/^\/+|\.git$|\/+$/g, "");
+  return {
+    forge: {
+      provider,
+      apiUrl,
+      repository,
+      token: () => readFileSync(tokenFile, "utf8").trim(),
+      targetUrl,
+    },
+    statuses: { fleet, maxClusters },
+    intervalMs: parseDuration(interval),
+  };
 }
 
 /** The shard membership's Lease timings of the config (`sharding`), in milliseconds. */

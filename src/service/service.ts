@@ -14,11 +14,12 @@ import { effectivePollInterval, type Reconciler, startReconciler } from "../reco
 import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { RolloutStage } from "../rollout/stage.ts";
 import { checkWebhookSecret, GitSource, Poller } from "../source/index.ts";
-import { StatusWriter } from "../status/write-back.ts";
+import { StatusReports } from "../status/reports.ts";
 import type { FleetSettings } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
 import {
   ConfigError,
+  commitStatusSettings,
   fleetSettings,
   gitSourceSpec,
   parseDuration,
@@ -70,7 +71,7 @@ export class FleetService {
   /** This replica's share of the clusters, when the reconcile is sharded. */
   private membership: ShardMembership | undefined;
   private poller: Poller | undefined;
-  private statusWriter: StatusWriter | undefined;
+  private statusWriter: StatusReports | undefined;
   private source: GitSource | undefined;
   /** The one hub client of the process (discovery cache and connection pool shared by every stage). */
   private hubClient: KubeClient | undefined;
@@ -197,16 +198,14 @@ export class FleetService {
     this.metrics.setLeader(true);
     const hub = this.hubClient!;
     const source = this.source!;
-    const writeBack = statusWriteBack(config);
-    if (writeBack) {
-      this.statusWriter = new StatusWriter({
-        source,
-        hub,
-        ...writeBack,
-        log: log.child({ component: "status" }),
-        onCommitted: (outcome) => this.metrics.statusCommitFinished({ outcome }),
-      });
-    }
+    this.statusWriter = new StatusReports({
+      source,
+      hub,
+      writeBack: statusWriteBack(config),
+      commitStatus: commitStatusSettings(config),
+      log,
+      metrics: this.metrics,
+    });
     // In external mode the upstream operator reconciles the hub CRs: no controller here, only what it writes.
     const external = this.settings.reconciler === "external";
     if (!this.membership && !external) this.reconciler = await this.startReconcile();

@@ -7,6 +7,7 @@ import type { StatusCommitOutcome } from "../observability/metrics.ts";
 import { redactSecrets } from "../observability/redact.ts";
 import type { CommitBase, GitSource } from "../source/index.ts";
 import { commitInMessage } from "../text/commit.ts";
+import { CoalescedRun } from "./coalesce.ts";
 import { renderStatusSummary, STATUS_FILE_HEADS, type StatusFile, type StatusSync } from "./summary.ts";
 
 /**
@@ -50,6 +51,16 @@ class StatusPathTakenError extends Error {
   override name = "StatusPathTakenError";
 }
 
+/** The StatusWriter's settings a config file holds. */
+export interface StatusWriteBack {
+  /** Folder in the repository, e.g. `status/`. */
+  path: string;
+  /** The fleet branch, or a separate one. */
+  branch: string;
+  author: { name: string; email: string };
+  intervalMs: number;
+}
+
 interface StatusWriterOptions {
   source: GitSource;
   hub: KubeClient;
@@ -72,15 +83,12 @@ interface StatusWriterOptions {
  */
 export class StatusWriter {
   private readonly options: StatusWriterOptions;
+  private readonly schedule: CoalescedRun;
   private lastSync: StatusSync | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private dirty = false;
-  private lastRun = 0;
-  private stopped = false;
 
   constructor(options: StatusWriterOptions) {
     this.options = options;
+    this.schedule = new CoalescedRun(() => this.write(), options.intervalMs);
   }
 
   /** The status files at their paths, checked against the branch head: none replaces a file not ours. */
@@ -108,40 +116,22 @@ export class StatusWriter {
 
   /** Something the summary shows may have changed (a CR's status). */
   request(): void {
-    if (this.stopped || !this.lastSync) return;
-    this.dirty = true;
-    if (this.timer || this.running) return;
-    const wait = Math.max(0, this.lastRun + this.options.intervalMs - Date.now());
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.running = this.write().finally(() => {
-        this.running = undefined;
-        if (this.dirty) this.request();
-      });
-    }, wait);
-    this.timer.unref();
+    if (this.lastSync) this.schedule.request();
   }
 
   /** Writes now what is pending (used at shutdown and by tests). */
-  async flush(): Promise<void> {
-    if (this.timer) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
-    await this.running;
-    if (this.dirty) await this.write();
+  flush(): Promise<void> {
+    return this.schedule.flush();
   }
 
-  async stop(): Promise<void> {
-    await this.flush().catch(() => undefined);
-    this.stopped = true;
+  stop(): Promise<void> {
+    return this.schedule.stop();
   }
 
+  /** One write-back; throws (after reporting) when it is to be tried again. */
   private async write(): Promise<void> {
     const sync = this.lastSync;
     if (!sync) return;
-    this.dirty = false;
-    this.lastRun = Date.now();
     const { source, hub, branch, author, log } = this.options;
     try {
       const files = renderStatusSummary({ resources: await listHubResources(hub), sync });
@@ -157,11 +147,11 @@ export class StatusWriter {
       );
       this.options.onCommitted?.(result.pushed ? "pushed" : "unchanged");
     } catch (err) {
-      this.dirty = true; // retried with the next request
       const message = redactSecrets((err as Error).message);
       if (err instanceof StatusPathTakenError) log.error({ err: message }, "status write-back refused");
       else log.warn({ err: message }, "status write-back failed; retrying later");
       this.options.onCommitted?.("failed");
+      throw err; // retried with the next run
     }
   }
 }

@@ -60,6 +60,7 @@ app.kubernetes.io/part-of: knative-fleet
 {{- define "knative-fleet.cacheDir" -}}/var/cache/knative-fleet{{- end }}
 {{- define "knative-fleet.credentialsDir" -}}/var/run/secrets/knative-fleet/repository{{- end }}
 {{- define "knative-fleet.webhookSecretDir" -}}/var/run/secrets/knative-fleet/webhook{{- end }}
+{{- define "knative-fleet.commitStatusTokenDir" -}}/var/run/secrets/knative-fleet/commit-status{{- end }}
 {{- define "knative-fleet.caDir" -}}/etc/ssl/knative-fleet{{- end }}
 
 {{/* Leader election is on exactly when more than one pod runs. */}}
@@ -160,6 +161,19 @@ The rendered service config (config.yaml): the contract with the service, docume
   "branch" (default $repo.branch $fleet.status.branch)
   "authorName" $fleet.status.authorName
   "authorEmail" $fleet.status.authorEmail) }}
+{{- end }}
+{{- $cs := $fleet.commitStatus }}
+{{- if $cs.enabled }}
+{{- $commitStatus := dict
+  "provider" $cs.provider
+  "apiUrl" $cs.apiUrl
+  "tokenFile" (printf "%s/token" (include "knative-fleet.commitStatusTokenDir" .))
+  "fleet" $cs.fleet
+  "maxClusters" (int $cs.maxClusters)
+  "interval" $cs.interval }}
+{{- if $cs.repository }}{{- $_ := set $commitStatus "repository" $cs.repository }}{{- end }}
+{{- if $cs.targetUrl }}{{- $_ := set $commitStatus "targetUrl" $cs.targetUrl }}{{- end }}
+{{- $_ := set $config "commitStatus" $commitStatus }}
 {{- end }}
 {{- if .Values.webhook.enabled }}
 {{- $_ := set $config "webhook" (dict

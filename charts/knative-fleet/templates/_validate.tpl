@@ -64,6 +64,9 @@ Where each provider's execConfig.command lives: JSON {"files": {plugin: [path re
 {{- if and $repo.caConfigMapRef.name $repo.caSecretRef.name }}
 {{- fail "fleet.repository.caConfigMapRef and fleet.repository.caSecretRef are both set: the repository CA comes from one of them" }}
 {{- end }}
+{{- if and .Values.fleet.commitStatus.enabled (not .Values.fleet.commitStatus.tokenSecretRef.name) }}
+{{- fail "fleet.commitStatus.enabled requires fleet.commitStatus.tokenSecretRef.name: a Secret with the Git host's API token" }}
+{{- end }}
 {{- if and .Values.webhook.enabled (not .Values.webhook.secretRef.name) }}
 {{- fail "webhook.enabled requires webhook.secretRef.name: a Secret with the GitHub webhook secret or GitLab token, so that only the Git server can trigger syncs" }}
 {{- end }}

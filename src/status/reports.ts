@@ -1,0 +1,76 @@
+import type { KubeClient } from "../kube/client.ts";
+import type { Logger } from "../observability/log.ts";
+import type { FleetMetrics } from "../observability/metrics.ts";
+import type { GitSource } from "../source/index.ts";
+import { type CommitStatusSettings, CommitStatusWriter } from "./commit-status-writer.ts";
+import { Forge } from "./forge.ts";
+import type { StatusSync } from "./summary.ts";
+import { type StatusWriteBack, StatusWriter } from "./write-back.ts";
+
+/** One way the fleet's state goes back to Git: the status files, the commit statuses. */
+interface StatusReport {
+  synced(result: StatusSync): void;
+  request(): void;
+  flush(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The leader's reports back to Git, as the config asks for them: each told of every sync and of every
+ * change the summary shows, each on its own schedule, none in another's way.
+ */
+export class StatusReports implements StatusReport {
+  readonly #reports: StatusReport[];
+
+  constructor(options: {
+    source: GitSource;
+    hub: KubeClient;
+    writeBack: StatusWriteBack | undefined;
+    commitStatus: CommitStatusSettings | undefined;
+    log: Logger;
+    metrics: FleetMetrics;
+  }) {
+    const { source, hub, writeBack, commitStatus, log, metrics } = options;
+    this.#reports = [
+      ...(writeBack
+        ? [
+            new StatusWriter({
+              source,
+              hub,
+              ...writeBack,
+              log: log.child({ component: "status" }),
+              onCommitted: (outcome) => metrics.statusCommitFinished({ outcome }),
+            }),
+          ]
+        : []),
+      ...(commitStatus
+        ? [
+            new CommitStatusWriter({
+              forge: new Forge(commitStatus.forge),
+              hub,
+              statuses: commitStatus.statuses,
+              intervalMs: commitStatus.intervalMs,
+              log: log.child({ component: "commit-status" }),
+              onSent: (outcome) => metrics.commitStatusSent({ outcome }),
+            }),
+          ]
+        : []),
+    ];
+  }
+
+  synced(result: StatusSync): void {
+    for (const report of this.#reports) report.synced(result);
+  }
+
+  request(): void {
+    for (const report of this.#reports) report.request();
+  }
+
+  async flush(): Promise<void> {
+    await Promise.all(this.#reports.map((report) => report.flush()));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.#reports.map((report) => report.stop()));
+  }
+}
