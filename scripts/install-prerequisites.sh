@@ -9,6 +9,8 @@ set -euo pipefail
 missing=()
 need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
 need git git
+# Gitea's sqlite driver is cgo: the sandbox's forge is built with a C compiler.
+need gcc gcc
 need openssl openssl
 need npm npm
 # The shells whose completion scripts `knative-fleet completion` writes (test/unit/cli/completion.test.ts).
@@ -59,10 +61,16 @@ if ! git help -a 2>/dev/null | grep -q http-backend && [ ! -x "$(git --exec-path
   echo "install-prerequisites: git http-backend is missing from this git installation" >&2
   exit 1
 fi
-# Kubernetes 1.35 needs Go 1.25 or newer: Debian's golang-go is older, so Go is not installed from there.
+# Gitea 1.26 needs Go 1.26.2 or newer (Kubernetes 1.35: 1.25): Debian's golang-go is older, so Go is not
+# installed from there, and the sandbox builds with the machine's own Go (GOTOOLCHAIN=local).
 PATH="$PATH:/usr/local/go/bin"
-if ! command -v go >/dev/null 2>&1; then
-  echo "install-prerequisites: Go 1.25+ is needed to build the sandbox binaries (https://go.dev/dl/)" >&2
+go_ok() {
+  local v
+  v=$(go env GOVERSION 2>/dev/null) || return 1
+  [ "$(printf '%s\n%s\n' 1.26.2 "${v#go}" | sort -V | head -1)" = 1.26.2 ]
+}
+if ! command -v go >/dev/null 2>&1 || ! go_ok; then
+  echo "install-prerequisites: Go 1.26.2+ is needed to build the sandbox binaries (https://go.dev/dl/)" >&2
   exit 1
 fi
 node scripts/ensure-deps.mjs
