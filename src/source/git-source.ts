@@ -151,6 +151,27 @@ export class GitSource {
     );
   }
 
+  /**
+   * The commit that brought a snapshot's fleet content: back along first parents while the parent holds the
+   * same fleet content (the bot's status commits, a README change on top of a person's commit), at most
+   * `limit` steps. What a rollout is named after and its statuses are posted on: the person's commit, not a
+   * status commit that landed on it before the poll. A history that cannot be read stops the walk there.
+   */
+  async contentOrigin(snapshot: Snapshot, limit = 8): Promise<string> {
+    let commit = snapshot.commit;
+    for (let step = 0; step < limit; step++) {
+      const at = commit;
+      const parent = await this.exclusive(() =>
+        this.local("read", async () => (await git.readCommit({ ...this.store, oid: at })).commit.parent[0]),
+      ).catch(() => undefined);
+      if (parent === undefined) return commit;
+      const earlier = await this.snapshotAt(parent).catch(() => undefined);
+      if (earlier?.digest !== snapshot.digest) return commit;
+      commit = parent;
+    }
+    return commit;
+  }
+
   /** Fetches the source branch and reads its fleet files. */
   async sync(): Promise<Snapshot> {
     return this.exclusive(() =>

@@ -4,7 +4,7 @@ import type { GitSource, Snapshot } from "./git-source.ts";
 import { type BackoffPolicy, defaultBackoff, retry } from "./retry.ts";
 
 export interface PollerOptions {
-  source: Pick<GitSource, "headOf" | "sync">;
+  source: Pick<GitSource, "headOf" | "sync" | "contentOrigin">;
   /** node-cron expression (5 fields, or 6 with seconds). Default: every minute. */
   schedule?: string;
   /** Each scheduled poll waits a random 0..jitterMs first, so a fleet of reconcilers does not poll in step. */
@@ -121,7 +121,11 @@ export class Poller {
         this.lastHead = snapshot.commit;
         return "content-unchanged";
       }
-      await this.options.onSnapshot(snapshot);
+      // Named by the commit that brought the content, which a status commit may already sit on.
+      await this.options.onSnapshot({
+        ...snapshot,
+        commit: await this.options.source.contentOrigin(snapshot),
+      });
       // Only now: a snapshot the caller failed to take is emitted again by the next poll.
       this.lastHead = snapshot.commit;
       this.lastDigest = snapshot.digest;

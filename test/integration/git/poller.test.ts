@@ -71,6 +71,43 @@ describe("Poller", () => {
     expect(snapshots).toHaveLength(1);
   });
 
+  it("names a change by the person's commit, under the status commits that landed on it before the poll", async () => {
+    const server = await gitServerForTest();
+    await server.createRepo("fleet", fleetFiles);
+    const { source } = await sourceForTest(server.url("fleet"));
+    const { poller, snapshots } = recordingPoller({ source });
+    await poller.syncNow();
+
+    const pushed = await server.pushChange("fleet", {
+      files: { "clusters/us.yaml": "name: us\n" },
+      message: "us",
+    });
+    // Two status commits and a README edit on top, all before the next poll: same fleet content.
+    for (const [path, text] of [
+      ["status/prod.yaml", "ready: false\n"],
+      ["status/prod.yaml", "ready: true\n"],
+    ] as const) {
+      await source.commitAndPush({ files: new Map([[path, text]]), message: "Status", author: bot });
+    }
+    const head = await server.pushChange("fleet", { files: { "docs/notes.md": "a note\n" }, message: "docs" });
+    expect(await poller.syncNow()).toBe("emitted");
+    expect(snapshots[1]!.commit).toBe(pushed);
+    expect(snapshots[1]!.commit).not.toBe(head);
+    // A revert to the content of an earlier commit is named by the revert, not the earlier commit.
+    const reverted = await server.pushChange("fleet", {
+      files: { "clusters/us.yaml": null },
+      message: "revert us",
+    });
+    await source.commitAndPush({
+      files: new Map([["status/prod.yaml", "ready: 1\n"]]),
+      message: "Status",
+      author: bot,
+    });
+    expect(await poller.syncNow()).toBe("emitted");
+    expect(snapshots[2]!.commit).toBe(reverted);
+    expect(snapshots[2]!.digest).toBe(snapshots[0]!.digest);
+  });
+
   it("emits a snapshot again when the caller failed to take it", async () => {
     const server = await gitServerForTest();
     const head = await server.createRepo("fleet", fleetFiles);

@@ -105,8 +105,8 @@ describe("progressive rollout on four spokes", () => {
   };
   /**
    * Waits for the rollout named by another commit than `previous` to reach `phase`. A rollout is named by the
-   * last commit that changed a CR's content: the person's commit, or a status commit the bot pushed on top of
-   * it in the same poll.
+   * last commit that changed a CR's content: the person's commit, even when a status commit of the bot landed
+   * on it before the poll (GitSource.contentOrigin).
    */
   const rolloutOf = (previous: string | undefined, phase: RolloutState["phase"], timeoutMs = 60_000) =>
     waitUntil(
