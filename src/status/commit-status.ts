@@ -137,7 +137,7 @@ function clusterVerdict(
     }
   }
   const versions = [
-    ...new Set(crs.map((row) => `${row.kind.replace(/^Knative/, "")} ${row.version ?? "?"}`)),
+    ...new Set(crs.map((row) => [row.kind.replace(/^Knative/, ""), row.version].filter(Boolean).join(" "))),
   ].sort(compareStrings);
   return { state: "success", description: `healthy: ${versions.join(", ")}` };
 }

@@ -372,3 +372,31 @@ async function git(cwd: string, args: string[], trim = true): Promise<string> {
   });
   return trim ? stdout.trim() : stdout;
 }
+
+/**
+ * A person's change pushed to a repository on another Git host over HTTP (the sandbox's Gitea): cloned with
+ * the basic credentials in a header of the clone's own config (never in the URL), rebased and pushed again
+ * when the bot's status commit landed first. The new commit.
+ */
+export async function pushChangeOverHttp(
+  cloneUrl: string,
+  credentials: { username: string; password: string },
+  change: PersonChange,
+): Promise<string> {
+  const work = await mkdtemp(join(tmpdir(), "knative-fleet-person-"));
+  const header = `Authorization: Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString("base64")}`;
+  try {
+    await git(work, ["-c", `http.extraHeader=${header}`, "clone", "--quiet", cloneUrl, "."]);
+    await git(work, ["config", "http.extraHeader", header]);
+    await writeFiles(work, change.files);
+    return await commitAndPushWorkTree(
+      work,
+      "origin",
+      change.branch ?? "main",
+      change.message,
+      change.author ?? defaultPerson,
+    );
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}

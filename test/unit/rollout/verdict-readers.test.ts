@@ -6,6 +6,7 @@ import { silentLogger } from "../../../src/observability/log.ts";
 import type { GatedSteps } from "../../../src/rollout/edge.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
 import { describeRollout, ROLLOUT_STATE_CONFIGMAP, rolloutVerdict } from "../../../src/rollout/state.ts";
+import { commitStatuses } from "../../../src/status/commit-status.ts";
 import { renderStatusSummary } from "../../../src/status/summary.ts";
 import type { SyncResult, SyncRollout } from "../../../src/sync/sync.ts";
 import { markdownText } from "../../../src/text/markdown.ts";
@@ -100,6 +101,7 @@ function rolloutHub(inventoryRead = true) {
   };
 }
 const stages: RolloutStage[] = [];
+const STATUS_OPTIONS = { fleet: "test", maxClusters: 10 };
 afterEach(() => {
   for (const stage of stages.splice(0)) stage.stop();
 });
@@ -228,6 +230,40 @@ describe("the rollout's verdict, read by the status file, `knative-fleet status`
     // The gate.
     expect(gate).toBeDefined();
     expect(gate!.startsWith(verdict.message)).toBe(true);
+    // The fleet's commit status on the Git host: the tally, then the same sentence (cut at the host's limit).
+    const [fleet] = commitStatuses({ resources: hub.kube.objects(), sync: result }, STATUS_OPTIONS);
+    const sentence = fleet!.description.replace(/^\d+\/\d+ clusters healthy(; \d+ new CRs wait)?; /, "");
+    expect(verdict.message.startsWith(sentence.replace(/…$/, ""))).toBe(true);
+    expect(sentence.length).toBeGreaterThan(20);
+  });
+
+  it("the commit statuses name each cluster's wave: the canary's success while the remaining wave soaks", async () => {
+    const hub = rolloutHub();
+    await hub.sync(files("1.21"));
+    hub.health("c1-serving", true);
+    await hub.sync(files("1.21"));
+    const { result } = await hub.sync(files("1.21"));
+    expect(result.rollout?.clusterWaves).toEqual({
+      "fleet-system/c1": "canary",
+      "fleet-system/c2": "remaining",
+    });
+    const states = (r: SyncResult) =>
+      commitStatuses({ resources: hub.kube.objects(), sync: r }, STATUS_OPTIONS).map(
+        (s) => `${s.context} ${s.state}: ${s.description}`,
+      );
+    expect(states(result).slice(1)).toEqual([
+      "knative-fleet/test/fleet-system/c1 success: healthy: Serving",
+      "knative-fleet/test/fleet-system/c2 pending: KnativeServing not ready: the hub controller has not reported on the current spec yet",
+    ]);
+    hub.health("c2-serving", true);
+    const done = await hub.sync(files("1.21"));
+    expect(states(done.result)).toEqual([
+      expect.stringMatching(
+        /^knative-fleet\/test success: 2\/2 clusters healthy; rollout of 0123456789ab has reached/,
+      ),
+      "knative-fleet/test/fleet-system/c1 success: healthy: Serving",
+      "knative-fleet/test/fleet-system/c2 success: healthy: Serving",
+    ]);
   });
 
   it("says so when the rollout is paused", () => {
