@@ -89,7 +89,10 @@ describe("Poller", () => {
     ] as const) {
       await source.commitAndPush({ files: new Map([[path, text]]), message: "Status", author: bot });
     }
-    const head = await server.pushChange("fleet", { files: { "docs/notes.md": "a note\n" }, message: "docs" });
+    const head = await server.pushChange("fleet", {
+      files: { "docs/notes.md": "a note\n" },
+      message: "docs",
+    });
     expect(await poller.syncNow()).toBe("emitted");
     expect(snapshots[1]!.commit).toBe(pushed);
     expect(snapshots[1]!.commit).not.toBe(head);
