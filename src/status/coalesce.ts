@@ -1,9 +1,11 @@
+import type { StatusSync } from "./summary.ts";
+
 /**
  * One writer's schedule: runs `run` at most once per interval, requests in between coalesced into the next
  * run; a run that ends with work left (it failed, or more was requested) is run again after the interval.
  * `notBefore` holds every run back further (a Git host's rate limit). Never two runs at once.
  */
-export class CoalescedRun {
+class CoalescedRun {
   readonly #run: () => Promise<void>;
   readonly #intervalMs: number;
   #timer: NodeJS.Timeout | undefined;
@@ -62,5 +64,48 @@ export class CoalescedRun {
     } catch {
       this.#dirty = true; // tried again after the interval
     }
+  }
+}
+
+/**
+ * A report back to Git of the last sync (the status files, the commit statuses): told of every sync and of
+ * every change the summary shows, it sends on its own schedule, the last sync at the time it runs.
+ */
+export abstract class SyncReport {
+  readonly #schedule: CoalescedRun;
+  #lastSync: StatusSync | undefined;
+
+  protected constructor(intervalMs: number) {
+    this.#schedule = new CoalescedRun(async () => {
+      if (this.#lastSync) await this.send(this.#lastSync);
+    }, intervalMs);
+  }
+
+  /** Sends what the sync says; throws when something is left to send (tried again after the interval). */
+  protected abstract send(sync: StatusSync): Promise<void>;
+
+  /** No run before this time (a Git host's rate limit). */
+  protected holdUntil(time: number): void {
+    this.#schedule.holdUntil(time);
+  }
+
+  /** A sync finished: its result is what the next run reports. */
+  synced(result: StatusSync): void {
+    this.#lastSync = result;
+    this.request();
+  }
+
+  /** Something the report shows may have changed (a CR's status). */
+  request(): void {
+    if (this.#lastSync) this.#schedule.request();
+  }
+
+  /** Sends now what is pending (at shutdown, and in tests). */
+  flush(): Promise<void> {
+    return this.#schedule.flush();
+  }
+
+  stop(): Promise<void> {
+    return this.#schedule.stop();
   }
 }

@@ -4,7 +4,7 @@ import type { Logger } from "../observability/log.ts";
 import type { CommitStatusOutcome } from "../observability/metrics.ts";
 import { redactSecrets } from "../observability/redact.ts";
 import { commitInMessage } from "../text/commit.ts";
-import { CoalescedRun } from "./coalesce.ts";
+import { SyncReport } from "./coalesce.ts";
 import { type CommitStatus, type CommitStatusOptions, commitStatuses } from "./commit-status.ts";
 import { type Forge, type ForgeSpec, type PostedStatuses, RateLimitedError } from "./forge.ts";
 import type { StatusSync } from "./summary.ts";
@@ -34,39 +34,18 @@ interface CommitStatusWriterOptions {
 /** The commits whose statuses are kept in memory: the rollout's and the few before it. */
 const COMMITS_KEPT = 8;
 
-export class CommitStatusWriter {
+export class CommitStatusWriter extends SyncReport {
   private readonly options: CommitStatusWriterOptions;
-  private readonly schedule: CoalescedRun;
-  private lastSync: StatusSync | undefined;
   /** What the host has, as read or posted, by commit (oldest first) then context. */
   private readonly posted = new Map<string, PostedStatuses>();
 
   constructor(options: CommitStatusWriterOptions) {
+    super(options.intervalMs);
     this.options = options;
-    this.schedule = new CoalescedRun(() => this.send(), options.intervalMs);
-  }
-
-  synced(result: StatusSync): void {
-    this.lastSync = result;
-    this.request();
-  }
-
-  request(): void {
-    if (this.lastSync) this.schedule.request();
-  }
-
-  flush(): Promise<void> {
-    return this.schedule.flush();
-  }
-
-  stop(): Promise<void> {
-    return this.schedule.stop();
   }
 
   /** One run; throws when something is left to send. */
-  private async send(): Promise<void> {
-    const sync = this.lastSync;
-    if (!sync) return;
+  protected async send(sync: StatusSync): Promise<void> {
     const { forge, hub, log } = this.options;
     try {
       const desired = commitStatuses({ resources: await listHubResources(hub), sync }, this.options.statuses);
@@ -81,7 +60,7 @@ export class CommitStatusWriter {
     } catch (err) {
       const message = redactSecrets((err as Error).message);
       if (err instanceof RateLimitedError) {
-        this.schedule.holdUntil(err.until);
+        this.holdUntil(err.until);
         log.warn({ err: message, until: new Date(err.until).toISOString() }, "commit status rate limited");
         this.options.onSent?.("rate_limited");
       } else {

@@ -2,25 +2,18 @@ import type { KubeClient } from "../kube/client.ts";
 import type { Logger } from "../observability/log.ts";
 import type { FleetMetrics } from "../observability/metrics.ts";
 import type { GitSource } from "../source/index.ts";
+import type { SyncReport } from "./coalesce.ts";
 import { type CommitStatusSettings, CommitStatusWriter } from "./commit-status-writer.ts";
 import { Forge } from "./forge.ts";
 import type { StatusSync } from "./summary.ts";
 import { type StatusWriteBack, StatusWriter } from "./write-back.ts";
 
-/** One way the fleet's state goes back to Git: the status files, the commit statuses. */
-interface StatusReport {
-  synced(result: StatusSync): void;
-  request(): void;
-  flush(): Promise<void>;
-  stop(): Promise<void>;
-}
-
 /**
  * The leader's reports back to Git, as the config asks for them: each told of every sync and of every
  * change the summary shows, each on its own schedule, none in another's way.
  */
-export class StatusReports implements StatusReport {
-  readonly #reports: StatusReport[];
+export class StatusReports {
+  readonly #reports: SyncReport[];
 
   constructor(options: {
     source: GitSource;

@@ -7,7 +7,7 @@ import type { StatusCommitOutcome } from "../observability/metrics.ts";
 import { redactSecrets } from "../observability/redact.ts";
 import type { CommitBase, GitSource } from "../source/index.ts";
 import { commitInMessage } from "../text/commit.ts";
-import { CoalescedRun } from "./coalesce.ts";
+import { SyncReport } from "./coalesce.ts";
 import { renderStatusSummary, STATUS_FILE_HEADS, type StatusFile, type StatusSync } from "./summary.ts";
 
 /**
@@ -81,14 +81,12 @@ interface StatusWriterOptions {
  * concurrent commit is never lost, never force-pushed over). The status files are outside the fleet globs,
  * so the status commit triggers no sync.
  */
-export class StatusWriter {
+export class StatusWriter extends SyncReport {
   private readonly options: StatusWriterOptions;
-  private readonly schedule: CoalescedRun;
-  private lastSync: StatusSync | undefined;
 
   constructor(options: StatusWriterOptions) {
+    super(options.intervalMs);
     this.options = options;
-    this.schedule = new CoalescedRun(() => this.write(), options.intervalMs);
   }
 
   /** The status files at their paths, checked against the branch head: none replaces a file not ours. */
@@ -108,30 +106,8 @@ export class StatusWriter {
     return changes;
   }
 
-  /** A sync finished: its result is what the next summary reports. */
-  synced(result: StatusSync): void {
-    this.lastSync = result;
-    this.request();
-  }
-
-  /** Something the summary shows may have changed (a CR's status). */
-  request(): void {
-    if (this.lastSync) this.schedule.request();
-  }
-
-  /** Writes now what is pending (used at shutdown and by tests). */
-  flush(): Promise<void> {
-    return this.schedule.flush();
-  }
-
-  stop(): Promise<void> {
-    return this.schedule.stop();
-  }
-
   /** One write-back; throws (after reporting) when it is to be tried again. */
-  private async write(): Promise<void> {
-    const sync = this.lastSync;
-    if (!sync) return;
+  protected async send(sync: StatusSync): Promise<void> {
     const { source, hub, branch, author, log } = this.options;
     try {
       const files = renderStatusSummary({ resources: await listHubResources(hub), sync });

@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
-import { nameOf } from "../../../src/kube/object.ts";
 import { peekRolloutState, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { type Gitea, type GiteaRepo, startGitea } from "../../sandbox/gitea.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
@@ -13,6 +12,7 @@ import { freePort } from "../../sandbox/processes.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { pushChangeOverHttp } from "../../support/git-server.ts";
+import { forceDeleteCrs } from "../../support/handover.ts";
 import { adminClient, ensureNamespace, installFleetCrds, resetRolloutState } from "../../support/hub.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { waitUntil } from "../../support/wait.ts";
@@ -120,16 +120,8 @@ describe("commit statuses on a real Gitea", () => {
     return peekRolloutState(configMap?.data as Record<string, unknown> | undefined)?.commit;
   };
 
-  async function removeHubCrs() {
-    for (const cr of (await hub.list(OPERATOR_API_VERSION, "KnativeServing", { namespace: NS })).items) {
-      await hub
-        .mergePatch(OPERATOR_API_VERSION, "KnativeServing", NS, nameOf(cr), {
-          metadata: { finalizers: null },
-        })
-        .catch(() => {});
-      await hub.delete(OPERATOR_API_VERSION, "KnativeServing", NS, nameOf(cr)).catch(() => {});
-    }
-  }
+  const removeHubCrs = async () =>
+    forceDeleteCrs(hub, (await hub.list(OPERATOR_API_VERSION, "KnativeServing", { namespace: NS })).items);
 
   beforeAll(async () => {
     expect(sandbox.spokes.length, "this test needs a sandbox with --spokes 6").toBeGreaterThanOrEqual(6);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Condition } from "../../../src/api/knative.ts";
+import type { ResourceOutcome } from "../../../src/mirror/decide.ts";
 import type { RolloutReport } from "../../../src/rollout/edge.ts";
 import { commitStatuses, DESCRIPTION_LIMIT } from "../../../src/status/commit-status.ts";
 import { rateLimitedUntil } from "../../../src/status/forge.ts";
@@ -21,6 +22,16 @@ const rollout = (over: Partial<RolloutReport>): RolloutReport => ({
   history: [],
   clusterWaves: { "fleet-system/c1": "canary", "fleet-system/c2": "prod" },
   ...over,
+});
+
+/** The sync's outcome for the CR of cluster `c`: waiting, or refused by the hub. */
+const outcome = (cluster: string, action: "waiting" | "refused", why?: string): ResourceOutcome => ({
+  kind: "KnativeServing",
+  namespace: "knative-fleet",
+  name: `${cluster}-serving`,
+  path: `${cluster}.yaml`,
+  action,
+  ...(why !== undefined && (action === "waiting" ? { reason: why } : { error: why })),
 });
 
 const byContext = (statuses: ReturnType<typeof commitStatuses>) =>
@@ -53,16 +64,7 @@ describe("commit statuses", () => {
       hubCr("c2-serving", { cluster: "c2", version: "1.22.0", conditions: ready }),
     ];
     const sync = mirrorResult({
-      resources: [
-        {
-          kind: "KnativeServing",
-          namespace: "knative-fleet",
-          name: "c2-serving",
-          path: "c2.yaml",
-          action: "waiting",
-          reason: "wave prod waits for wave canary",
-        },
-      ],
+      resources: [outcome("c2", "waiting", "wave prod waits for wave canary")],
       rollout: rollout({ wave: "canary", opened: true }),
     });
     const soaking = byContext(commitStatuses({ resources, sync }, OPTIONS));
@@ -104,15 +106,7 @@ describe("commit statuses", () => {
       at: "2026-11-28T00:00:00Z",
     };
     const sync = mirrorResult({
-      resources: [
-        {
-          kind: "KnativeServing",
-          namespace: "knative-fleet",
-          name: "c2-serving",
-          path: "c2.yaml",
-          action: "waiting",
-        },
-      ],
+      resources: [outcome("c2", "waiting")],
       rollout: rollout({ phase: "Halted", halt }),
     });
     const statuses = byContext(commitStatuses({ resources, sync }, OPTIONS));
@@ -133,16 +127,7 @@ describe("commit statuses", () => {
       hubCr("c2-serving", { cluster: "c2", conditions: ready }),
     ];
     const sync = mirrorResult({
-      resources: [
-        {
-          kind: "KnativeServing",
-          namespace: "knative-fleet",
-          name: "c2-serving",
-          path: "c2.yaml",
-          action: "refused",
-          error: "admission webhook denied",
-        },
-      ],
+      resources: [outcome("c2", "refused", "admission webhook denied")],
       rollout: rollout({}),
     });
     const statuses = byContext(commitStatuses({ resources, sync }, OPTIONS));
