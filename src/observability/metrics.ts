@@ -48,6 +48,8 @@ export interface FleetMetrics {
   statusCommitFinished(r: { outcome: StatusCommitOutcome }): void;
   /** A commit status sent to the Git host, or a round that failed or was rate limited. */
   commitStatusSent(r: { outcome: CommitStatusOutcome }): void;
+  /** A notification delivered to one endpoint, suppressed as a repeat, or not delivered. */
+  notificationSent(r: { outcome: NotificationOutcome }): void;
   /** Leadership changed. A replica that stops leading drops the Git side's gauges: it no longer knows. */
   setLeader(isLeader: boolean): void;
   /** The rollout's state after a sync (src/rollout): halted or not, waves completed, CRs held back. */
@@ -61,10 +63,12 @@ export interface FleetMetrics {
 type PruneOutcome = "pruned" | "held" | "skipped" | "none";
 export type StatusCommitOutcome = "pushed" | "unchanged" | "failed";
 export type CommitStatusOutcome = "posted" | "failed" | "rate_limited";
+export type NotificationOutcome = "sent" | "suppressed" | "failed";
 export type SyncTrigger = "git" | "inventory" | "rollout";
 
 const STATUS_COMMIT_OUTCOMES: readonly StatusCommitOutcome[] = ["pushed", "unchanged", "failed"];
 const COMMIT_STATUS_OUTCOMES: readonly CommitStatusOutcome[] = ["posted", "failed", "rate_limited"];
+const NOTIFICATION_OUTCOMES: readonly NotificationOutcome[] = ["sent", "suppressed", "failed"];
 const PENDING_PRUNE_STATES = ["held", "skipped"] as const;
 
 // A reconcile ranges from a no-op (tens of ms) to a first install that waits for CRDs and rollouts (minutes).
@@ -199,6 +203,12 @@ export function createMetrics(): FleetMetrics {
     labelNames: ["outcome"] as const,
     registers,
   });
+  const notifications = new Counter({
+    name: "knative_fleet_notifications_total",
+    help: "Notifications delivered to an endpoint, suppressed as repeats, or not delivered, by outcome.",
+    labelNames: ["outcome"] as const,
+    registers,
+  });
   const statusWriteFailing = new Gauge({
     name: "knative_fleet_status_write_failing",
     help: "1 while the last status write-back to the fleet repository failed, else 0; leader only.",
@@ -249,6 +259,7 @@ export function createMetrics(): FleetMetrics {
   // Series with a fixed label set start at 0, so rate() and alerts see them before the first event.
   for (const outcome of STATUS_COMMIT_OUTCOMES) statusCommits.inc({ outcome }, 0);
   for (const outcome of COMMIT_STATUS_OUTCOMES) commitStatuses.inc({ outcome }, 0);
+  for (const outcome of NOTIFICATION_OUTCOMES) notifications.inc({ outcome }, 0);
   for (const state of PENDING_PRUNE_STATES) prunePending.set({ state }, 0);
   prunedTotal.inc(0);
   rolloutHalts.inc(0);
@@ -358,6 +369,9 @@ export function createMetrics(): FleetMetrics {
     pruned({ outcome, count }) {
       if (outcome === "pruned") prunedTotal.inc(count);
       for (const state of PENDING_PRUNE_STATES) prunePending.set({ state }, outcome === state ? count : 0);
+    },
+    notificationSent({ outcome }) {
+      notifications.inc({ outcome });
     },
     commitStatusSent({ outcome }) {
       commitStatuses.inc({ outcome });

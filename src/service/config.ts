@@ -19,6 +19,8 @@ import { DEFAULT_DEPARTURE_GRACE_PERIOD } from "../placement/departures.ts";
 import { DEFAULT_MAX_FETCH_BYTES, type GitAuth, type GitSourceSpec } from "../source/index.ts";
 import type { CommitStatusSettings } from "../status/commit-status-writer.ts";
 import { ForgeProviderSchema } from "../status/forge.ts";
+import { NotificationEventSchema, NotificationFormatSchema } from "../status/notifications.ts";
+import type { NotifierSettings } from "../status/notifier.ts";
 import { type StatusWriteBack, statusPathProblem } from "../status/write-back.ts";
 import { DEFAULT_FLEET_SETTINGS, type FleetSettings } from "../sync/settings.ts";
 
@@ -84,6 +86,34 @@ const ServiceConfigSchema = z
         interval: z.string().default("10s"),
         /** A link from every status (a dashboard, the status README). */
         targetUrl: z.url({ protocol: /^https?$/ }).optional(),
+      })
+      .optional(),
+    /** Messages to people's webhooks on the rollout's transitions (docs/notifications.md). Off unless set. */
+    notifications: z
+      .strictObject({
+        endpoints: z
+          .array(
+            z
+              .strictObject({
+                name: z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/),
+                format: NotificationFormatSchema.default("generic"),
+                url: z.url({ protocol: /^https?$/ }).optional(),
+                /** A file holding the URL (Slack's and Teams' webhook URLs are secrets). */
+                urlFile: z.string().min(1).optional(),
+                /** A file holding the HMAC key of X-Knative-Fleet-Signature-256. */
+                secretFile: z.string().min(1).optional(),
+                /** Only these events; all when absent. */
+                events: z.array(NotificationEventSchema).min(1).optional(),
+              })
+              .refine((e) => (e.url === undefined) !== (e.urlFile === undefined), {
+                message: "give exactly one of url and urlFile",
+              }),
+          )
+          .min(1),
+        /** The same event about the same rollout or cluster is told at most once per interval. */
+        minInterval: z.string().default("10m"),
+        /** How long a cluster stays unhealthy before it is told. */
+        unhealthyAfter: z.string().default("10m"),
       })
       .optional(),
     webhook: z
@@ -269,6 +299,25 @@ export function statusWriteBack(config: ServiceConfig): StatusWriteBack | undefi
     branch: status.branch ?? config.repository.branch,
     author: { name: status.authorName, email: status.authorEmail },
     intervalMs: parseDuration(status.interval),
+  };
+}
+
+/** The notifications of the config (`notifications`), when it has them. */
+export function notifierSettings(config: ServiceConfig): NotifierSettings | undefined {
+  const { notifications } = config;
+  if (!notifications) return undefined;
+  const read = (file: string) => () => readFileSync(file, "utf8").trim();
+  return {
+    endpoints: notifications.endpoints.map(({ name, format, url, urlFile, secretFile, events }) => ({
+      name,
+      format,
+      url: url !== undefined ? () => url : read(urlFile!),
+      ...(secretFile !== undefined && { secret: read(secretFile) }),
+      ...(events !== undefined && { events: new Set(events) }),
+    })),
+    fleet: config.commitStatus?.fleet ?? "fleet",
+    minIntervalMs: parseDuration(notifications.minInterval),
+    unhealthyAfterMs: parseDuration(notifications.unhealthyAfter),
   };
 }
 

@@ -22,6 +22,7 @@ import {
   commitStatusSettings,
   fleetSettings,
   gitSourceSpec,
+  notifierSettings,
   parseDuration,
   rolloutSettings,
   type ServiceConfig,
@@ -203,6 +204,7 @@ export class FleetService {
       hub,
       writeBack: statusWriteBack(config),
       commitStatus: commitStatusSettings(config),
+      notifications: notifierSettings(config),
       log,
       metrics: this.metrics,
     });

@@ -5,6 +5,7 @@ import type { GitSource } from "../source/index.ts";
 import type { SyncReport } from "./coalesce.ts";
 import { type CommitStatusSettings, CommitStatusWriter } from "./commit-status-writer.ts";
 import { Forge } from "./forge.ts";
+import { Notifier, type NotifierSettings } from "./notifier.ts";
 import type { StatusSync } from "./summary.ts";
 import { type StatusWriteBack, StatusWriter } from "./write-back.ts";
 
@@ -20,10 +21,11 @@ export class StatusReports {
     hub: KubeClient;
     writeBack: StatusWriteBack | undefined;
     commitStatus: CommitStatusSettings | undefined;
+    notifications: NotifierSettings | undefined;
     log: Logger;
     metrics: FleetMetrics;
   }) {
-    const { source, hub, writeBack, commitStatus, log, metrics } = options;
+    const { source, hub, writeBack, commitStatus, notifications, log, metrics } = options;
     this.#reports = [
       ...(writeBack
         ? [
@@ -45,6 +47,16 @@ export class StatusReports {
               intervalMs: commitStatus.intervalMs,
               log: log.child({ component: "commit-status" }),
               onSent: (outcome) => metrics.commitStatusSent({ outcome }),
+            }),
+          ]
+        : []),
+      ...(notifications
+        ? [
+            new Notifier({
+              hub,
+              ...notifications,
+              log: log.child({ component: "notifications" }),
+              onSent: (outcome) => metrics.notificationSent({ outcome }),
             }),
           ]
         : []),

@@ -61,6 +61,7 @@ app.kubernetes.io/part-of: knative-fleet
 {{- define "knative-fleet.credentialsDir" -}}/var/run/secrets/knative-fleet/repository{{- end }}
 {{- define "knative-fleet.webhookSecretDir" -}}/var/run/secrets/knative-fleet/webhook{{- end }}
 {{- define "knative-fleet.commitStatusTokenDir" -}}/var/run/secrets/knative-fleet/commit-status{{- end }}
+{{- define "knative-fleet.notificationsDir" -}}/var/run/secrets/knative-fleet/notifications{{- end }}
 {{- define "knative-fleet.caDir" -}}/etc/ssl/knative-fleet{{- end }}
 
 {{/* Leader election is on exactly when more than one pod runs. */}}
@@ -174,6 +175,20 @@ The rendered service config (config.yaml): the contract with the service, docume
 {{- if $cs.repository }}{{- $_ := set $commitStatus "repository" $cs.repository }}{{- end }}
 {{- if $cs.targetUrl }}{{- $_ := set $commitStatus "targetUrl" $cs.targetUrl }}{{- end }}
 {{- $_ := set $config "commitStatus" $commitStatus }}
+{{- end }}
+{{- with $fleet.notifications.endpoints }}
+{{- $endpoints := list }}
+{{- range . }}
+{{- $dir := printf "%s/%s" (include "knative-fleet.notificationsDir" $) .name }}
+{{- $endpoint := dict "name" .name "format" (default "generic" .format) "urlFile" (printf "%s/url" $dir) }}
+{{- if .hmacSecretRef }}{{- $_ := set $endpoint "secretFile" (printf "%s/hmac" $dir) }}{{- end }}
+{{- if .events }}{{- $_ := set $endpoint "events" .events }}{{- end }}
+{{- $endpoints = append $endpoints $endpoint }}
+{{- end }}
+{{- $_ := set $config "notifications" (dict
+  "endpoints" $endpoints
+  "minInterval" $fleet.notifications.minInterval
+  "unhealthyAfter" $fleet.notifications.unhealthyAfter) }}
 {{- end }}
 {{- if .Values.webhook.enabled }}
 {{- $_ := set $config "webhook" (dict

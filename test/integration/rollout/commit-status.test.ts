@@ -1,4 +1,7 @@
+import { createHmac } from "node:crypto";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -62,6 +65,35 @@ const crFiles = (spec: { config?: Record<string, Record<string, string>>; worklo
     ]),
   );
 
+/** A notification as the loopback receiver took it, its signature checked. */
+interface Told {
+  event: string;
+  commit?: string;
+  wave?: string;
+  cluster?: string;
+  text: string;
+  signed: boolean;
+}
+
+/** A webhook receiver on loopback, as a team's chat relay would be: every message, and whether its HMAC holds. */
+async function startReceiver(secret: string) {
+  const told: Told[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const want = `sha256=${createHmac("sha256", secret).update(body).digest("hex")}`;
+      const signed = req.headers["x-knative-fleet-signature-256"] === want;
+      told.push({ ...(JSON.parse(body.toString("utf8")) as Omit<Told, "signed">), signed });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/hook`, told, close: () => new Promise((r) => server.close(r)) };
+}
+
 /** A status as Gitea lists it (every one ever posted, newest first). */
 interface GiteaStatus {
   id: number;
@@ -75,6 +107,9 @@ describe("commit statuses on a real Gitea", () => {
   let repo: GiteaRepo;
   let hub: KubeClient;
   let service: ServiceProcess;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  const toldAbout = (commit: string) =>
+    receiver.told.filter((t) => t.commit === commit).map((t) => `${t.event}${t.wave ? ` ${t.wave}` : ""}`);
   const figures: Record<string, unknown> = {};
 
   /** Every status of the commit, oldest first. */
@@ -145,6 +180,9 @@ describe("commit statuses on a real Gitea", () => {
     const secretFile = join(scratch, "webhook-secret");
     writeFileSync(secretFile, webhookSecret);
     const webhookPort = await freePort();
+    const notifySecretFile = join(scratch, "notify-secret");
+    writeFileSync(notifySecretFile, "notify-secret");
+    receiver = await startReceiver("notify-secret");
     service = startFleetProcess({
       sandbox,
       scratch,
@@ -160,6 +198,10 @@ describe("commit statuses on a real Gitea", () => {
         rollout: { checkInterval: "1s" },
         pollSchedule: "0 0 1 1 *",
         webhook: { port: webhookPort, secretFile },
+        notifications: {
+          endpoints: [{ name: "team", url: receiver.url, secretFile: notifySecretFile }],
+          unhealthyAfter: "20s",
+        },
         commitStatus: {
           provider: "gitea",
           apiUrl: `${gitea.url}/api/v1`,
@@ -182,6 +224,7 @@ describe("commit statuses on a real Gitea", () => {
     await removeHubCrs();
     await resetRolloutState(hub, NS);
     await gitea?.stop();
+    await receiver?.close();
     console.log("commit status figures:", JSON.stringify(figures));
   });
 
@@ -236,6 +279,17 @@ describe("commit statuses on a real Gitea", () => {
     expect(canarySuccess.id).toBeLessThan(second.at(-1)!.id);
     expect(done.get(context())?.description).toMatch(/^2\/2 clusters healthy/);
     figures.changePosts = (await posted()) - before;
+    // People were told each step of it once, signed.
+    await waitUntil("the completion told", async () =>
+      toldAbout(change).includes("RolloutCompleted") ? true : undefined,
+    );
+    expect(toldAbout(change)).toEqual([
+      "RolloutStarted",
+      "WaveOpened canary",
+      "WaveOpened remaining",
+      "RolloutCompleted",
+    ]);
+    expect(receiver.told.every((t) => t.signed)).toBe(true);
     // Idle: nothing changes, nothing is posted (three rounds of the 1 s interval and more).
     const idle = await posted();
     await new Promise((resolve) => setTimeout(resolve, 5_000));
@@ -278,5 +332,21 @@ describe("commit statuses on a real Gitea", () => {
       "every status of the fix success",
     );
     figures.totalPosts = await posted();
+    // The halt told once with its reason; the canary, unhealthy past 20 s, told once, and its recovery.
+    expect(toldAbout(bad)).toEqual(["RolloutStarted", "WaveOpened canary", "RolloutHalted canary"]);
+    expect(receiver.told.find((t) => t.event === "RolloutHalted")?.text).toMatch(
+      /DeploymentsAvailable=False/,
+    );
+    await waitUntil("the fix's completion told", async () =>
+      toldAbout(fix).includes("RolloutCompleted") ? true : undefined,
+    );
+    const about = (cluster: string) =>
+      receiver.told.filter((t) => t.cluster === cluster && t.event.startsWith("Cluster")).map((t) => t.event);
+    expect(about(`${CLUSTER_PROFILE_NAMESPACE}/${SPOKES[0]}`)).toEqual([
+      "ClusterUnhealthy",
+      "ClusterRecovered",
+    ]);
+    expect(about(`${CLUSTER_PROFILE_NAMESPACE}/${SPOKES[1]}`)).toEqual([]);
+    figures.notifications = receiver.told.length;
   }, 420_000);
 });
