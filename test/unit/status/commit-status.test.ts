@@ -4,7 +4,7 @@ import type { ResourceOutcome } from "../../../src/mirror/decide.ts";
 import type { RolloutReport } from "../../../src/rollout/edge.ts";
 import { commitStatuses, DESCRIPTION_LIMIT } from "../../../src/status/commit-status.ts";
 import { rateLimitedUntil } from "../../../src/status/forge.ts";
-import { COMMIT, hubCr, mirrorResult, OLDER, ready } from "./hub-crs.ts";
+import { haltOnC1, hubCr, mirrorResult, OLDER, ready } from "./hub-crs.ts";
 
 const OPTIONS = { fleet: "prod", maxClusters: 50 };
 const installing: Condition[] = [
@@ -95,16 +95,7 @@ describe("commit statuses", () => {
       hubCr("c1-serving", { cluster: "c1", conditions: failing }),
       hubCr("c2-serving", { cluster: "c2", version: "1.22.0", conditions: ready }),
     ];
-    const halt = {
-      wave: "canary",
-      waveIndex: 0,
-      resource: "KnativeServing knative-fleet/c1-serving",
-      cluster: "fleet-system/c1",
-      hash: "ab",
-      commit: COMMIT,
-      reason: "image pull backoff",
-      at: "2026-11-28T00:00:00Z",
-    };
+    const halt = haltOnC1("image pull backoff");
     const sync = mirrorResult({
       resources: [outcome("c2", "waiting")],
       rollout: rollout({ phase: "Halted", halt }),

@@ -64,3 +64,15 @@ export function mirrorResult(overrides: Partial<StatusSync> = {}): StatusSync {
     ...overrides,
   };
 }
+
+/** The rollout's halt on c1's Serving in the canary wave, for `reason`. */
+export const haltOnC1 = (reason: string) => ({
+  wave: "canary",
+  waveIndex: 0,
+  resource: "KnativeServing knative-fleet/c1-serving",
+  cluster: "fleet-system/c1",
+  hash: "ab",
+  commit: COMMIT,
+  reason,
+  at: "2026-11-28T00:00:00Z",
+});

@@ -7,7 +7,7 @@ import {
   readFleet,
 } from "../../../src/status/notifications.ts";
 import { hubCrRow } from "../../../src/status/row.ts";
-import { COMMIT, hubCr, OLDER, ready } from "./hub-crs.ts";
+import { COMMIT, haltOnC1, hubCr, OLDER, ready } from "./hub-crs.ts";
 
 const MIN = 60_000;
 const OPTIONS = { fleet: "prod", unhealthyAfterMs: 10 * MIN };
@@ -41,16 +41,7 @@ function tell(steps: { at: number; rollout?: RolloutReport; c1Healthy?: boolean 
 
 describe("notifications: what happened between two readings, once", () => {
   it("a rollout's life: started, each wave opened, halted with its reason, and a new one completed", () => {
-    const halt = {
-      wave: "canary",
-      waveIndex: 0,
-      resource: "KnativeServing knative-fleet/c1-serving",
-      cluster: "fleet-system/c1",
-      hash: "ab",
-      commit: COMMIT,
-      reason: "DeploymentsAvailable=False",
-      at: "2026-11-28T00:00:00Z",
-    };
+    const halt = haltOnC1("DeploymentsAvailable=False");
     expect(
       tell([
         { at: 0, rollout: report({ phase: "Complete", commit: OLDER }) },
