@@ -60,8 +60,9 @@ export class Notifier extends SyncReport {
   private dueTimer: NodeJS.Timeout | undefined;
 
   constructor(options: NotifierOptions) {
-    // Runs are cheap (one list of the hub's CRs) and a message should not wait: a second at most.
-    super(1_000);
+    // A run lists the hub's CRs: at most one every 5 s, whatever the reconcile reports (1,000 clusters
+    // report often), and a message waits no longer than that.
+    super(5_000);
     this.options = options;
   }
 

@@ -5,7 +5,9 @@ import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import {
   ConfigError,
+  commitStatusSettings,
   loadServiceConfig,
+  notifierSettings,
   rolloutSettings,
   shardTimings,
   statusWriteBack,
@@ -110,6 +112,60 @@ describe("the config's status write-back and timings", () => {
   it("refuses a status interval that is no duration", () => {
     const config = loadServiceConfig(configFile({ repository, status: { interval: "soon" } }));
     expect(() => statusWriteBack(config)).toThrow(ConfigError);
+  });
+
+  it("commit statuses: the repository from the URL's path, the token read on every request", () => {
+    const dir = mkdtempSync(join(tmpdir(), "knative-fleet-token-"));
+    writeFileSync(join(dir, "token"), "first\n");
+    const commitStatus = {
+      provider: "gitea",
+      apiUrl: "https://gitea.example/api/v1",
+      tokenFile: join(dir, "token"),
+    };
+    const settings = commitStatusSettings(loadServiceConfig(configFile({ repository, commitStatus })))!;
+    expect(settings.forge).toMatchObject({
+      provider: "gitea",
+      repository: "fleet",
+      apiUrl: "https://gitea.example/api/v1",
+    });
+    expect(settings).toMatchObject({ statuses: { fleet: "fleet", maxClusters: 50 }, intervalMs: 10_000 });
+    expect(settings.forge.token()).toBe("first");
+    writeFileSync(join(dir, "token"), "rotated");
+    expect(settings.forge.token()).toBe("rotated");
+    const nested = { url: "https://gitlab.example/group/sub/fleet.git" };
+    expect(
+      commitStatusSettings(loadServiceConfig(configFile({ repository: nested, commitStatus })))?.forge
+        .repository,
+    ).toBe("group/sub/fleet");
+    expect(refusal({ repository, commitStatus: { ...commitStatus, provider: "bitbucket" } })).toMatch(
+      /commitStatus\.provider/,
+    );
+    expect(refusal({ repository, commitStatus: { ...commitStatus, fleet: "a/b" } })).toMatch(
+      /commitStatus\.fleet/,
+    );
+    expect(commitStatusSettings(loadServiceConfig(configFile({ repository })))).toBeUndefined();
+  });
+
+  it("notifications: exactly one of url and urlFile per endpoint, known events only", () => {
+    const endpoint = { name: "team", url: "https://hooks.example/x" };
+    const settings = notifierSettings(
+      loadServiceConfig(
+        configFile({ repository, notifications: { endpoints: [endpoint], minInterval: "5m" } }),
+      ),
+    )!;
+    expect(settings).toMatchObject({ fleet: "fleet", minIntervalMs: 300_000, unhealthyAfterMs: 600_000 });
+    expect(settings.endpoints[0]).toMatchObject({ name: "team", format: "generic" });
+    expect(settings.endpoints[0]!.url()).toBe("https://hooks.example/x");
+    expect(refusal({ repository, notifications: { endpoints: [{ name: "team" }] } })).toMatch(
+      /exactly one of url and urlFile/,
+    );
+    expect(refusal({ repository, notifications: { endpoints: [{ ...endpoint, urlFile: "/x" }] } })).toMatch(
+      /exactly one of url and urlFile/,
+    );
+    expect(
+      refusal({ repository, notifications: { endpoints: [{ ...endpoint, events: ["Deployed"] }] } }),
+    ).toMatch(/config\.yaml:\d+:\d+ notifications\.endpoints\[0\]\.events\[0\]: invalid option/);
+    expect(refusal({ repository, notifications: { endpoints: [] } })).toMatch(/notifications\.endpoints/);
   });
 
   it("reads the shard Lease timings in milliseconds", () => {
