@@ -12,6 +12,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 export interface ManagedProcess {
   name: string;
   pid: number;
+  /**
+   * Whether this start has exited, from the child's own exit event: its /proc cmdline says nothing until the
+   * child has exec'd (a wrapper such as setpriv execs twice), so a marker check right after the spawn would
+   * take a starting process for a dead one.
+   */
+  exited(): boolean;
 }
 
 export function startProcess(stateDir: string, name: string, binary: string, args: string[]): ManagedProcess {
@@ -22,9 +28,13 @@ export function startProcess(stateDir: string, name: string, binary: string, arg
   const log = openSync(join(logDir, `${name}.log`), "a");
   const child = spawn(binary, args, { detached: true, stdio: ["ignore", log, log] });
   if (child.pid === undefined) throw new Error(`sandbox: could not start ${name} (${binary})`);
+  let exited = false;
+  child.once("exit", () => {
+    exited = true;
+  });
   child.unref();
   writeFileSync(join(pidDir, `${name}.json`), JSON.stringify({ pid: child.pid, marker: stateDir }));
-  return { name, pid: child.pid };
+  return { name, pid: child.pid, exited: () => exited };
 }
 
 function isOurs(pid: number, marker: string): boolean {
@@ -140,10 +150,10 @@ export async function startOnFreePort(
     const deadline = Date.now() + 30_000;
     while (Date.now() < deadline) {
       if (await accepts(port)) return started;
-      if (!isRunning(stateDir, name)) break;
+      if (started.exited()) break;
       await sleep(200);
     }
-    if (isRunning(stateDir, name)) return started;
+    if (!started.exited()) return started;
     if (attempt === 5) throw new Error(`sandbox: ${name} exited at start 5 times (see logs/${name}.log)`);
   }
 }
