@@ -58,6 +58,8 @@ export class Notifier extends SyncReport {
   /** When each key was last told. */
   private readonly told = new Map<string, number>();
   private dueTimer: NodeJS.Timeout | undefined;
+  /** Told by a sync's report, not yet delivered. */
+  private readonly pending: Notification[] = [];
 
   constructor(options: NotifierOptions) {
     // A run lists the hub's CRs: at most one every 5 s, whatever the reconcile reports (1,000 clusters
@@ -66,14 +68,35 @@ export class Notifier extends SyncReport {
     this.options = options;
   }
 
-  protected async send(sync: StatusSync): Promise<void> {
-    const { hub, fleet, minIntervalMs, unhealthyAfterMs } = this.options;
-    const rows = (await listHubResources(hub)).filter(isManagedByFleet).map(hubCrRow);
-    const now = Date.now();
-    const reading = readFleet(sync.rollout, rows, this.last, now);
+  /**
+   * Every sync's report is a reading of its own, taken at once: runs are coalesced, and a halt that a fix
+   * lifts before the next run would otherwise never be told.
+   */
+  override synced(result: StatusSync): void {
+    const reading: FleetReading = {
+      ...(result.rollout && { rollout: result.rollout }),
+      unhealthySince: this.last?.unhealthySince ?? new Map(),
+      at: Date.now(),
+    };
+    this.pending.push(...this.between(reading));
+    super.synced(result);
+  }
+
+  /** What happened since the last reading, which `reading` becomes. */
+  private between(reading: FleetReading): Notification[] {
+    const { fleet, unhealthyAfterMs } = this.options;
     const notes = notificationsBetween(this.last, reading, { fleet, unhealthyAfterMs });
     this.last = reading;
+    return notes;
+  }
+
+  protected async send(sync: StatusSync): Promise<void> {
+    const rows = (await listHubResources(this.options.hub)).filter(isManagedByFleet).map(hubCrRow);
+    const now = Date.now();
+    const reading = readFleet(sync.rollout, rows, this.last, now);
+    const notes = [...this.pending.splice(0), ...this.between(reading)];
     this.wakeWhenDue(reading, now);
+    const { minIntervalMs } = this.options;
     for (const note of notes) {
       const told = this.told.get(note.key);
       if (told !== undefined && now - told < minIntervalMs) {

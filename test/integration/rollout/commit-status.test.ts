@@ -107,6 +107,7 @@ describe("commit statuses on a real Gitea", () => {
   let repo: GiteaRepo;
   let hub: KubeClient;
   let service: ServiceProcess;
+  let startService: (name: string) => ServiceProcess;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   const toldAbout = (commit: string) =>
     receiver.told.filter((t) => t.commit === commit).map((t) => `${t.event}${t.wave ? ` ${t.wave}` : ""}`);
@@ -183,34 +184,36 @@ describe("commit statuses on a real Gitea", () => {
     const notifySecretFile = join(scratch, "notify-secret");
     writeFileSync(notifySecretFile, "notify-secret");
     receiver = await startReceiver("notify-secret");
-    service = startFleetProcess({
-      sandbox,
-      scratch,
-      name: "commit-status",
-      service: { repositoryUrl: repo.cloneUrl, namespace: NS, statusInterval: "2s" },
-      config: {
-        repository: {
-          url: repo.cloneUrl,
-          branch: "main",
-          pathGlob: "clusters/**/*.yaml",
-          credentialsDir: credentials,
+    startService = (name) =>
+      startFleetProcess({
+        sandbox,
+        scratch,
+        name,
+        service: { repositoryUrl: repo.cloneUrl, namespace: NS, statusInterval: "2s" },
+        config: {
+          repository: {
+            url: repo.cloneUrl,
+            branch: "main",
+            pathGlob: "clusters/**/*.yaml",
+            credentialsDir: credentials,
+          },
+          rollout: { checkInterval: "1s" },
+          pollSchedule: "0 0 1 1 *",
+          webhook: { port: webhookPort, secretFile },
+          notifications: {
+            endpoints: [{ name: "team", url: receiver.url, secretFile: notifySecretFile }],
+            unhealthyAfter: "20s",
+          },
+          commitStatus: {
+            provider: "gitea",
+            apiUrl: `${gitea.url}/api/v1`,
+            tokenFile,
+            fleet: FLEET,
+            interval: "1s",
+          },
         },
-        rollout: { checkInterval: "1s" },
-        pollSchedule: "0 0 1 1 *",
-        webhook: { port: webhookPort, secretFile },
-        notifications: {
-          endpoints: [{ name: "team", url: receiver.url, secretFile: notifySecretFile }],
-          unhealthyAfter: "20s",
-        },
-        commitStatus: {
-          provider: "gitea",
-          apiUrl: `${gitea.url}/api/v1`,
-          tokenFile,
-          fleet: FLEET,
-          interval: "1s",
-        },
-      },
-    });
+      });
+    service = startService("commit-status");
     await gitea.api("POST", `/repos/${repo.owner}/${repo.name}/hooks`, {
       type: "gitea",
       active: true,
@@ -294,6 +297,21 @@ describe("commit statuses on a real Gitea", () => {
     const idle = await posted();
     await new Promise((resolve) => setTimeout(resolve, 5_000));
     expect(await posted()).toBe(idle);
+    // A new leader reads what the last one posted: it posts nothing again, and tells nobody anything.
+    const [statusesBefore, toldBefore] = [(await history(change)).length, receiver.told.length];
+    await service.stop();
+    service = startService("commit-status-next");
+    await waitUntil("the new process leading", async () => {
+      const text = await fetch(`http://127.0.0.1:${service.metricsPort}/metrics`).then(
+        (r) => r.text(),
+        () => "",
+      );
+      return /^knative_fleet_leader 1$/m.test(text) ? true : undefined;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    expect(await posted()).toBe(0);
+    expect((await history(change)).length).toBe(statusesBefore);
+    expect(receiver.told.length).toBe(toldBefore);
   }, 300_000);
 
   it("a bad change fails on the canary with the halt's reason; the fix supersedes what the halt held", async () => {
