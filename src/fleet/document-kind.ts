@@ -1,13 +1,18 @@
 import { KNATIVE_KINDS } from "../api/knative.ts";
 import { PLACEMENT_API_VERSION, PLACEMENT_KINDS } from "./placement-schema.ts";
-import { ROLLOUT_KIND } from "./rollout-schema.ts";
+import { APPROVAL_KIND, ROLLOUT_KIND } from "./rollout-schema.ts";
 
 // What a fleet document is meant to be, also when it does not say so correctly. This matters most for a
 // rollout policy: a broken policy holds every change (docs/rollout.md), so a policy must not stop being
 // one by a typo in its kind, its encoding or its syntax, or it would let every change out at once.
 
 /** Every kind a fleet file may hold. */
-const FLEET_KINDS: readonly string[] = [...KNATIVE_KINDS, ...Object.keys(PLACEMENT_KINDS), ROLLOUT_KIND];
+const FLEET_KINDS: readonly string[] = [
+  ...KNATIVE_KINDS,
+  ...Object.keys(PLACEMENT_KINDS),
+  ROLLOUT_KIND,
+  APPROVAL_KIND,
+];
 
 const FLEET_GROUP = PLACEMENT_API_VERSION.split("/")[0]!;
 

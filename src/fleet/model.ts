@@ -5,6 +5,7 @@ import { type FleetFile, shapeProblem } from "./file-text.ts";
 import { formatIdentity, type ResourceIdentity } from "./identity.ts";
 import { type Declaration, type ParsedFleetFile, type ParseOptions, parseFleetFile } from "./parse.ts";
 import type { DeclaredPlacement } from "./placement-document.ts";
+import type { DeclaredApproval } from "./approval-document.ts";
 import type { DeclaredRollout } from "./rollout-document.ts";
 import { ROLLOUT_KIND } from "./rollout-schema.ts";
 
@@ -49,6 +50,8 @@ export interface FleetModel {
   /** The placements of the valid files (src/placement expands them against the hub's inventory). */
   placements: DeclaredPlacement[];
   rollout: FleetRolloutPolicy;
+  /** The approvals of rollout waves in valid files (a broken one approves nothing). */
+  approvals: DeclaredApproval[];
 }
 
 /** The repository's rollout policy (src/rollout); without one, every change goes out at once. */
@@ -93,6 +96,9 @@ export function buildFleetModel(files: readonly FleetFile[], options: ParseOptio
     placements: parsed
       .filter((file) => !failedPaths.has(file.path))
       .flatMap((file) => file.documents.flatMap((document) => document.placement ?? [])),
+    approvals: parsed
+      .filter((file) => !failedPaths.has(file.path))
+      .flatMap((file) => file.documents.flatMap((document) => document.approval ?? [])),
     rollout: {
       ...(failedRollouts.length === 0 && policies.length === 1 ? { policy: policies[0]! } : {}),
       failedPaths: failedRollouts,

@@ -1,13 +1,14 @@
 import { KNATIVE_KINDS, type KnativeKind, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { isRecord } from "../kube/object.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
+import { type DeclaredApproval, parseApprovalDocument } from "./approval-document.ts";
 import { looksLikeRollout, meantKind, misspelledKind } from "./document-kind.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
 import { clusterKey, type ResourceIdentity } from "./identity.ts";
 import { type DeclaredPlacement, isPlacementDocument, parsePlacementDocument } from "./placement-document.ts";
 import { PLACEMENT_API_VERSION } from "./placement-schema.ts";
 import { type DeclaredRollout, parseRolloutDocument } from "./rollout-document.ts";
-import { ROLLOUT_API_VERSION, ROLLOUT_KIND } from "./rollout-schema.ts";
+import { APPROVAL_KIND, ROLLOUT_API_VERSION, ROLLOUT_KIND } from "./rollout-schema.ts";
 import { validateAgainstSchema } from "./schema-diagnostics.ts";
 import { withDefaultNamespace, withoutNullFields } from "./values.ts";
 import { locateField, parseYamlFile, type SourceDocument } from "./yaml-source.ts";
@@ -50,6 +51,8 @@ interface ParsedDocument {
   meantKind?: string;
   /** The validated rollout policy (src/rollout), when the document is one. */
   rollout?: DeclaredRollout;
+  /** The validated approval of a wave (src/rollout), when the document is one. */
+  approval?: DeclaredApproval;
 }
 
 export interface ParsedFleetFile {
@@ -95,6 +98,12 @@ function parseDocument(
   }
   if (meant === ROLLOUT_KIND)
     return { document: parsed, diagnostics: [rolloutKindError(path, document, kind)] };
+  // Before the placement's check: an approval shares the placements' apiVersion.
+  if (meant === APPROVAL_KIND) {
+    if (kind !== APPROVAL_KIND) return { document: parsed, diagnostics: [approvalKindError(path, document, kind)] };
+    const { approval, diagnostics } = parseApprovalDocument(path, document, options.defaultNamespace);
+    return { document: { ...parsed, ...(approval ? { approval } : {}) }, diagnostics };
+  }
   if (isPlacementDocument(document.value)) {
     const { placement, diagnostics } = parsePlacementDocument(path, document, options.defaultNamespace);
     return { document: { ...parsed, ...(placement ? { placement } : {}) }, diagnostics };
@@ -117,6 +126,16 @@ function rolloutKindError(path: string, document: SourceDocument, kind: unknown)
         ? `${JSON.stringify(kind)} is not a kind; did you mean ${ROLLOUT_KIND}? A rollout policy that does not validate holds every change`
         : `${JSON.stringify(kind)} is not a kind of ${PLACEMENT_API_VERSION}, which holds KnativeServingPlacement, KnativeEventingPlacement and ${ROLLOUT_KIND}; ${holds}`;
   return { path, ...locateField(document, ["kind"], "value"), field: "kind", message: problem };
+}
+
+/** A misspelled approval: it approves nothing until it is spelled right. */
+function approvalKindError(path: string, document: SourceDocument, kind: unknown): Diagnostic {
+  return {
+    path,
+    ...locateField(document, ["kind"], "value"),
+    field: "kind",
+    message: `${JSON.stringify(kind)} is not a kind; did you mean ${APPROVAL_KIND}? It approves nothing until it validates`,
+  };
 }
 
 /** Rejects anything but the operator kinds up front, with a message that says what a fleet file holds. */

@@ -17,6 +17,8 @@ import { ClusterSelectorTermSchema, MAX_LISTED_CLUSTERS, MAX_TERMS } from "./pla
 
 export const ROLLOUT_API_VERSION = "fleet.knative.dev/v1alpha1";
 export const ROLLOUT_KIND = "KnativeRollout";
+/** A wave's approval in Git (approval-document.ts). */
+export const APPROVAL_KIND = "KnativeRolloutApproval";
 
 const MAX_WAVES = 20;
 const MAX_WINDOWS = 32;
@@ -49,7 +51,7 @@ export type Weekday = (typeof WEEKDAYS)[number];
 
 const TIME_OF_DAY = /^([01][0-9]|2[0-3]):[0-5][0-9]$/;
 
-function isTimeZone(zone: string): boolean {
+export function isTimeZone(zone: string): boolean {
   try {
     new Intl.DateTimeFormat("en-US", { timeZone: zone });
     return true;
@@ -58,29 +60,66 @@ function isTimeZone(zone: string): boolean {
   }
 }
 
-const WindowSchema = z
-  .strictObject({
-    days: z
+const TimeZoneSchema = z
+  .string()
+  .refine(isTimeZone, { error: "must be UTC or an IANA time zone such as Europe/Berlin" });
+
+const windowFields = {
+  days: z
       .array(z.enum(WEEKDAYS, { error: `must be one of ${WEEKDAYS.join(", ")}` }))
       .min(1)
       .max(7)
       .optional()
-      .describe("The days the window starts on; every day when absent."),
-    start: z.string().regex(TIME_OF_DAY, { error: 'must be a time of day "HH:MM" (00:00 to 23:59)' }),
-    end: z
-      .string()
-      .regex(TIME_OF_DAY, { error: 'must be a time of day "HH:MM" (00:00 to 23:59)' })
-      .describe("Earlier than start: the window runs past midnight into the next day."),
-    timeZone: z
-      .string()
-      .refine(isTimeZone, { error: "must be UTC or an IANA time zone such as Europe/Berlin" })
-      .default("UTC"),
-  })
-  .refine((window) => window.start !== window.end, {
-    path: ["end"],
-    error: "a window must not end when it starts; 00:00 to 23:59 is almost the whole day",
-  });
+    .describe("The days the window starts on; every day when absent."),
+  start: z.string().regex(TIME_OF_DAY, { error: 'must be a time of day "HH:MM" (00:00 to 23:59)' }),
+  end: z
+    .string()
+    .regex(TIME_OF_DAY, { error: 'must be a time of day "HH:MM" (00:00 to 23:59)' })
+    .describe("Earlier than start: the window runs past midnight into the next day."),
+};
+
+const notEmpty = {
+  path: ["end"],
+  error: "a window must not end when it starts; 00:00 to 23:59 is almost the whole day",
+};
+
+const WindowSchema = z
+  .strictObject({ ...windowFields, timeZone: TimeZoneSchema.default("UTC") })
+  .refine((window) => window.start !== window.end, notEmpty);
 export type RolloutWindow = z.infer<typeof WindowSchema>;
+
+/** A cluster's window: without a time zone of its own, it is read in the cluster's (its property) or UTC. */
+const ClusterWindowSchema = z
+  .strictObject({ ...windowFields, timeZone: TimeZoneSchema.optional() })
+  .refine((window) => window.start !== window.end, notEmpty);
+
+const PROPERTY_NAME = /^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+/**
+ * Maintenance windows of the clusters a selection picks (by name, or by their ClusterProfile's labels and
+ * properties): such a cluster takes new content only inside one of them, whatever wave is open.
+ */
+const ClusterWindowsSchema = z
+  .strictObject({
+    name: Dns1123LabelSchema,
+    clusterProfiles: z.array(ClusterRefSchema).min(1).max(MAX_LISTED_CLUSTERS).optional(),
+    clusterSelectorTerms: z.array(ClusterSelectorTermSchema).min(1).max(MAX_TERMS).optional(),
+    windows: z.array(ClusterWindowSchema).min(1).max(MAX_WINDOWS),
+    timeZoneProperty: z
+      .string()
+      .max(316)
+      .regex(PROPERTY_NAME, { error: "must be a ClusterProfile property name such as example.com/time-zone" })
+      .optional()
+      .describe(
+        "A ClusterProfile status property holding the cluster's IANA time zone: windows without a timeZone are read in it (UTC when the cluster has no such property).",
+      ),
+  })
+  .refine((entry) => entry.clusterProfiles !== undefined || entry.clusterSelectorTerms !== undefined, {
+    error: "clusterWindows need clusterProfiles or clusterSelectorTerms (a cluster either matches)",
+  });
+export type ClusterWindows = z.infer<typeof ClusterWindowsSchema>;
+
+const APPROVALS = ["None", "Required"] as const;
 
 /** What a wave may override of the policy's defaults. */
 const WaveTimingSchema = {
@@ -95,6 +134,12 @@ const WaveSchema = z
     clusterProfiles: z.array(ClusterRefSchema).min(1).max(MAX_LISTED_CLUSTERS).optional(),
     clusterSelectorTerms: z.array(ClusterSelectorTermSchema).min(1).max(MAX_TERMS).optional(),
     ...WaveTimingSchema,
+    approval: z
+      .enum(APPROVALS, { error: `must be ${APPROVALS.join(" or ")}` })
+      .default("None")
+      .describe(
+        "Required: the wave opens only once the tracked branch holds a KnativeRolloutApproval for the rollout's commit and this wave (docs/approvals.md).",
+      ),
   })
   .refine((wave) => wave.clusterProfiles !== undefined || wave.clusterSelectorTerms !== undefined, {
     error: "a wave needs clusterProfiles or clusterSelectorTerms (a cluster either matches)",
@@ -227,6 +272,14 @@ export const RolloutDocumentSchema = z.strictObject({
       timeLimit: DurationSchema.default("30m"),
       onFailure: z.enum(ON_FAILURE, { error: `must be ${ON_FAILURE.join(" or ")}` }).default("Halt"),
       windows: z.array(WindowSchema).min(1).max(MAX_WINDOWS).optional(),
+      clusterWindows: z
+        .array(ClusterWindowsSchema)
+        .min(1)
+        .max(MAX_WINDOWS)
+        .optional()
+        .describe(
+          "Per-cluster maintenance windows: a cluster takes new content only inside a window of every entry that selects it.",
+        ),
       paused: z.boolean().default(false),
       allAtOnce: z.boolean().default(false),
       onPreflightFailure: z

@@ -54,6 +54,7 @@ export function withPlacements(model: FleetModel, expansion: Expansion): FleetMo
       model.omittedDiagnostics + model.diagnostics.length + found.length - diagnostics.length,
     placements: model.placements,
     rollout: model.rollout,
+    approvals: model.approvals,
     files: model.files.map((file) => ({
       ...file,
       status: failed.has(file.path) ? "failed" : file.status,

@@ -22,6 +22,8 @@ export interface RolloutReport {
   opened?: boolean;
   paused: boolean;
   halt?: RolloutState["halt"];
+  /** The open wave waits for an approval in Git of the rollout's commit. */
+  approval?: { wave: string; commit: string };
   /** How many CRs keep their last applied spec this sync. */
   waiting: number;
   history: ReturnType<typeof historyOf>;
@@ -50,6 +52,8 @@ export interface OpenedRollout {
   stateText?: string;
   /** The CRs of fleet files that failed validation: they keep their last applied content. */
   frozen: ResourceIdentity[];
+  /** The approvals in Git, by `approvalKey(commit, wave)`. */
+  approvals: ReadonlySet<string>;
 }
 
 /** The gate's decision on one sync's steps. */

@@ -6,11 +6,13 @@ import {
   type ResourceIdentity,
   targetOf,
 } from "../fleet/identity.ts";
+import { approvalKey } from "../fleet/approval-document.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep, PruneCandidate } from "../mirror/decide.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
 import {
+  approvalVerdict,
   type Content,
   type Halt,
   type RolloutState,
@@ -94,6 +96,8 @@ export interface GateOutcome {
   events: RolloutEvent[];
   /** The wave that is open (or next to open), for plan, status and metrics. */
   openWave?: string;
+  /** The open wave waits for an approval in Git of the rollout's commit. */
+  awaitingApproval?: { wave: string; commit: string };
 }
 
 /** The CRs let through this sync, and why each held one waits. */
@@ -137,6 +141,10 @@ export function gateApplies(
   const reverts = revertRequests(w, state, released.release);
   const stillOpen = openWaveIndex(w);
   const openWave = state.phase === "Progressing" && stillOpen !== -1 ? w.waves[stillOpen]!.name : undefined;
+  const awaitingApproval =
+    openWave !== undefined && !paused && awaitedApproval(w, state, w.waves[stillOpen]!) !== undefined
+      ? { wave: openWave, commit: state.commit }
+      : undefined;
   if (openWave === undefined) delete state.waveName;
   else state.waveName = openWave;
   if (Object.keys(input.upgrades ?? {}).length > 0) state.upgrades = { ...input.upgrades };
@@ -153,6 +161,7 @@ export function gateApplies(
     waiting: released.waiting,
     events,
     ...(openWave ? { openWave } : {}),
+    ...(awaitingApproval && { awaitingApproval }),
   };
 }
 
@@ -302,6 +311,14 @@ function releaseWave(w: Weighing, state: RolloutState, open: number, released: R
     }
     return { state, events: [] };
   }
+  const approval = awaitedApproval(w, state, wave);
+  if (approval !== undefined) {
+    for (const m of w.members) {
+      if (!isGated(w, m) || m.wave < open) continue;
+      released.waiting.set(m.key, m.wave === open ? approval : waitsForWave(rollout, w.waves[m.wave]!));
+    }
+    return { state, events: [] };
+  }
   const inWave = w.members.filter((m) => m.wave === open);
   let budget = spec.allAtOnce
     ? Number.POSITIVE_INFINITY
@@ -309,6 +326,10 @@ function releaseWave(w: Weighing, state: RolloutState, open: number, released: R
       inWave.filter((m) => isUnavailable(w, m)).length;
   for (const m of inWave.filter((m) => isGated(w, m))) {
     if (isBlocked(w, m)) continue; // holdBlocked said why
+    if (m.outsideWindow !== undefined) {
+      released.waiting.set(m.key, `${rollout}: ${m.cluster} is ${m.outsideWindow}`);
+      continue;
+    }
     // A CR already counted takes its new content in its own place: the count does not grow.
     const ownPlace = isUnavailable(w, m);
     if ((ownPlace || budget > 0) && isWrite(m.step)) {
@@ -337,6 +358,17 @@ function releaseWave(w: Weighing, state: RolloutState, open: number, released: R
     if (isGated(w, m) && m.wave > open) released.waiting.set(m.key, waitsForWave(rollout, w.waves[m.wave]!));
   }
   return { state, events };
+}
+
+/**
+ * Why a wave that needs an approval waits for it: none in Git names the rollout's commit and the wave (an
+ * approval of an earlier commit of the same rollout does not count for content a later one brought).
+ * Undefined when it needs none, has one, or allAtOnce is set (an emergency commit is itself reviewed).
+ */
+function awaitedApproval(w: Weighing, state: RolloutState, wave: PlannedWave): string | undefined {
+  if (!wave.approval || w.input.spec.allAtOnce) return undefined;
+  if (w.input.approvals?.has(approvalKey(state.commit, wave.name))) return undefined;
+  return approvalVerdict({ commit: state.commit, wave: wave.name });
 }
 
 /**

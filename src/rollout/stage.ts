@@ -2,6 +2,7 @@ import { KnativeResourceSchema, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../api/labels.ts";
 import { inParallel } from "../apply/parallel.ts";
 import { formatIdentity, identityOf, type ResourceIdentity, targetOf } from "../fleet/identity.ts";
+import { approvalKey } from "../fleet/approval-document.ts";
 import type { FleetModel } from "../fleet/model.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -136,6 +137,7 @@ export class RolloutStage {
       ...(opened?.kind === "ready" && opened.text !== undefined && { stateText: opened.text }),
       startedOver: opened?.kind === "ready" && opened.startedOver !== undefined,
       frozen: model.files.filter((file) => file.status === "failed").flatMap((file) => file.declares),
+      approvals: new Set(model.approvals.map((approval) => approvalKey(approval.commit, approval.wave))),
     };
   }
 
@@ -157,7 +159,7 @@ export class RolloutStage {
     if (holdAll !== undefined || spec === undefined || clusters === undefined) {
       return { steps: steps.map((step) => holdStep(step, holdAll ?? "")), revertEvents: [], chainsUnderWay };
     }
-    const { commit, hubPaused, state, frozen, now, startedOver } = opened;
+    const { commit, hubPaused, state, frozen, now, startedOver, approvals } = opened;
     const failing = await this.#verify(spec, clusters, state, live);
     const blocked = await this.#preflight(steps);
     const outcome = gateApplies(
@@ -173,6 +175,7 @@ export class RolloutStage {
         ...(upgrades && { upgrades: upgrades.steps }),
         failing,
         blocked,
+        approvals,
         ...(startedOver && { startedOver }),
       },
       steps,
@@ -294,6 +297,7 @@ export class RolloutStage {
       }),
       paused: opened.paused,
       ...(state.halt ? { halt: state.halt } : {}),
+      ...(outcome.awaitingApproval && { approval: outcome.awaitingApproval }),
       waiting: waiting.size,
       history: historyOf(state),
       ...(opened.spec && {

@@ -250,6 +250,8 @@ export interface RolloutView {
   opened?: boolean;
   paused?: boolean;
   halt?: Pick<Halt, "wave" | "resource" | "cluster" | "reason">;
+  /** The open wave waits for an approval in Git (known to the sync's report, not to the stored state). */
+  approval?: { wave: string; commit: string };
   /** Refused: the state ConfigMap (`namespace/name`) and why it is refused. */
   refused?: { configMap: string; reason: string };
   /** Invalid, Waiting (or a Refused one already worded): why every change waits. */
@@ -298,6 +300,7 @@ function verdictSentence(r: RolloutView): string {
       return `${name} has reached every wave`;
     case "Progressing":
       if (r.wave === undefined) return `${name} in progress`;
+      if (r.approval?.wave === r.wave) return approvalVerdict(r.approval);
       return `${name} in progress: wave ${r.wave} ${r.opened === false ? "waits to open" : "is open"}`;
     case "Refused":
       if (r.refused === undefined) return r.message ?? "the rollout state is refused; every change waits";
@@ -310,6 +313,19 @@ function verdictSentence(r: RolloutView): string {
     case "Waiting":
       return r.message ?? "every change waits";
   }
+}
+
+/**
+ * What a wave that needs an approval waits for, with the whole commit id an approval must name and the
+ * command that writes one.
+ */
+export function approvalVerdict(approval: { commit: string; wave: string }): string {
+  const { commit, wave } = approval;
+  return (
+    `${rolloutName({ commit })} waits for approval of wave ${wave}: a KnativeRolloutApproval of commit ` +
+    `${commit} and wave ${wave} on the tracked branch opens it (knative-fleet approve --wave ${wave} ` +
+    `--commit ${commit})`
+  );
 }
 
 /** The line of `knative-fleet status`: the rollout's verdict. */

@@ -15,6 +15,8 @@ export interface PlannedWave {
   maxUnavailable: MaxUnavailable;
   soakMs: number;
   timeLimitMs: number;
+  /** It opens only once approved in Git for the rollout's commit (the remaining wave never needs one). */
+  approval: boolean;
 }
 
 /** The one wave of an `allAtOnce` policy (an emergency change): every CR, no soak, no limit. */
@@ -27,6 +29,7 @@ export function plannedWaves(spec: RolloutSpec): PlannedWave[] {
     maxUnavailable: wave.maxUnavailable ?? spec.maxUnavailable,
     soakMs: durationMs(wave.soak ?? spec.soak)!,
     timeLimitMs: durationMs(wave.timeLimit ?? spec.timeLimit)!,
+    approval: wave.approval === "Required",
   });
   return [...spec.waves.map(planned), planned({ name: REMAINING_WAVE })];
 }
@@ -43,14 +46,22 @@ export function waveIndexOf(
 ): number {
   if (cluster === undefined) return spec.waves.length;
   const known = inventory.get(clusterKey(cluster));
-  const index = spec.waves.findIndex(
-    (wave) =>
-      (wave.clusterProfiles ?? []).some(
-        (ref) => ref.namespace === cluster.namespace && ref.name === cluster.name,
-      ) ||
-      (known !== undefined && (wave.clusterSelectorTerms ?? []).some((term) => matchesTerm(term, known))),
-  );
+  const index = spec.waves.findIndex((wave) => selects(wave, cluster, known));
   return index === -1 ? spec.waves.length : index;
+}
+
+/** Whether a selection of the policy (a wave, a cluster's windows) picks the cluster: by name, or by a term. */
+export function selects(
+  selection: Pick<RolloutWave, "clusterProfiles" | "clusterSelectorTerms">,
+  cluster: ClusterRef,
+  known: InventoryCluster | undefined,
+): boolean {
+  return (
+    (selection.clusterProfiles ?? []).some(
+      (ref) => ref.namespace === cluster.namespace && ref.name === cluster.name,
+    ) ||
+    (known !== undefined && (selection.clusterSelectorTerms ?? []).some((term) => matchesTerm(term, known)))
+  );
 }
 
 /** How many CRs of a wave of `size` may be changing at once: a count, or a percentage rounded down, at least 1. */

@@ -18,6 +18,7 @@ import type { ApplyStep } from "../mirror/decide.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
 import { versionOf } from "../upgrade/chain.ts";
 import type { Content, CrState, RolloutState } from "./state.ts";
+import { clusterWindowClosed } from "./windows.ts";
 import { ALL_AT_ONCE_WAVE, type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
 
 // The gate's first step, pure: which CRs it weighs (its members), what is known of each (the content Git
@@ -58,6 +59,8 @@ export interface GateInput {
    * gate, its query or URL and the value: the gate reads them as not healthy.
    */
   failing?: ReadonlyMap<string, string>;
+  /** The approvals in Git, by `approvalKey(commit, wave)`: a wave that needs one opens only with it. */
+  approvals?: ReadonlySet<string>;
 }
 
 /** One CR the gate weighs: wanted by the fleet (a step), or kept at its last state by a failed file. */
@@ -76,6 +79,8 @@ export interface Member {
   health: { healthy: boolean; reason: string };
   /** Why its cluster is not ready for its change (the spoke preflight). */
   blocked?: string;
+  /** Why its cluster takes no new content now: outside its own maintenance windows. */
+  outsideWindow?: string;
 }
 
 /** What one sync weighs: the members by wave then key, and what is known of each CR (updated in place). */
@@ -127,7 +132,13 @@ export const isWrite = (step: ApplyStep | undefined): step is ApplyStep & { obje
 function wavesOf(spec: RolloutSpec): PlannedWave[] {
   if (!spec.allAtOnce) return plannedWaves(spec);
   return [
-    { name: ALL_AT_ONCE_WAVE, maxUnavailable: "100%", soakMs: 0, timeLimitMs: Number.POSITIVE_INFINITY },
+    {
+      name: ALL_AT_ONCE_WAVE,
+      maxUnavailable: "100%",
+      soakMs: 0,
+      timeLimitMs: Number.POSITIVE_INFINITY,
+      approval: false,
+    },
   ];
 }
 
@@ -151,6 +162,9 @@ export function weigh(input: GateInput, steps: readonly ApplyStep[], live: reado
       : isWrite(step)
         ? (hashOf(step.object) ?? desiredHash(step.object))
         : hashOf(current);
+    const outsideWindow = spec.allAtOnce
+      ? undefined
+      : clusterWindowClosed(spec, ref, ref && inventory.get(clusterKey(ref)), now);
     if (ref) {
       crs[key] ??= {};
       crs[key].cluster = { namespace: ref.namespace, name: ref.name };
@@ -169,6 +183,7 @@ export function weigh(input: GateInput, steps: readonly ApplyStep[], live: reado
         ? verifiedHealthOf(current, input.failing?.get(key))
         : { healthy: false, reason: "not applied yet" },
       ...(input.blocked?.has(key) && { blocked: input.blocked.get(key) }),
+      ...(outsideWindow !== undefined && { outsideWindow }),
     });
   };
   for (const step of steps) {

@@ -1,6 +1,15 @@
-import { type RolloutWindow, WEEKDAYS, type Weekday } from "../fleet/rollout-schema.ts";
+import type { ClusterRef } from "../fleet/identity.ts";
+import {
+  isTimeZone,
+  type RolloutSpec,
+  type RolloutWindow,
+  WEEKDAYS,
+  type Weekday,
+} from "../fleet/rollout-schema.ts";
+import type { InventoryCluster } from "../placement/inventory.ts";
+import { selects } from "./waves.ts";
 
-// Maintenance windows: no wave opens outside them. A window is read in its own time zone (Intl, so daylight
+// Maintenance windows: no wave opens outside the policy's, and no cluster takes new content outside its own. A window is read in its own time zone (Intl, so daylight
 // saving follows the zone's rules); one that ends before it starts runs past midnight into the next day and
 // belongs to the day it started on.
 
@@ -38,4 +47,35 @@ export function inWindow(window: RolloutWindow, now: Date): boolean {
 /** Whether a wave may open now: always without windows, else inside any of them. */
 export function windowOpen(windows: readonly RolloutWindow[] | undefined, now: Date): boolean {
   return windows === undefined || windows.some((window) => inWindow(window, now));
+}
+
+/** A cluster's window as people read it: `Sat,Sun 02:00-06:00 Europe/Berlin`. */
+const describeWindow = (window: RolloutWindow): string =>
+  `${window.days?.join(",") ?? "daily"} ${window.start}-${window.end} ${window.timeZone}`;
+
+/**
+ * Why a cluster takes no new content now: outside a window of an entry of `clusterWindows` that selects it
+ * (each entry that selects it must have one open), or its time zone property names no time zone (read as
+ * closed: a window is never guessed open). Undefined when it may change now.
+ */
+export function clusterWindowClosed(
+  spec: RolloutSpec,
+  cluster: ClusterRef | undefined,
+  known: InventoryCluster | undefined,
+  now: Date,
+): string | undefined {
+  if (cluster === undefined) return undefined;
+  for (const entry of spec.clusterWindows ?? []) {
+    if (!selects(entry, cluster, known)) continue;
+    const property = entry.timeZoneProperty;
+    const zone = property === undefined ? undefined : known?.properties.get(property);
+    if (zone !== undefined && (zone.length > 64 || !isTimeZone(zone))) {
+      return `its time zone property ${property} is ${JSON.stringify(zone.slice(0, 64))}, no IANA time zone, so its maintenance windows ${entry.name} cannot be read`;
+    }
+    const windows = entry.windows.map((window) => ({ ...window, timeZone: window.timeZone ?? zone ?? "UTC" }));
+    if (!windowOpen(windows, now)) {
+      return `outside its maintenance windows ${entry.name} (${windows.map(describeWindow).join("; ")})`;
+    }
+  }
+  return undefined;
 }

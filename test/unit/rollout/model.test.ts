@@ -287,6 +287,7 @@ class Sim {
       files,
       placements: [],
       rollout: { failedPaths: [] },
+      approvals: [],
     };
   }
 

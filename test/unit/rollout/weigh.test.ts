@@ -187,7 +187,13 @@ describe("the gate's weighing", () => {
     );
     const all = weigh({ ...weighing.input, spec: { ...weighing.input.spec, allAtOnce: true } }, [], []);
     expect(all.waves).toEqual([
-      { name: "all-at-once", maxUnavailable: "100%", soakMs: 0, timeLimitMs: Number.POSITIVE_INFINITY },
+      {
+        name: "all-at-once",
+        maxUnavailable: "100%",
+        soakMs: 0,
+        timeLimitMs: Number.POSITIVE_INFINITY,
+        approval: false,
+      },
     ]);
     expect(hub.live().every((o) => o.metadata.annotations?.[DESIRED_HASH_ANNOTATION] !== undefined)).toBe(
       true,
