@@ -27,7 +27,12 @@ export const ApprovalDocumentSchema = z.strictObject({
   spec: z.strictObject({
     commit: CommitIdSchema,
     wave: Dns1123LabelSchema.describe("The wave of the KnativeRollout this approval opens."),
-    approvedBy: z.string().min(1).max(256).optional().describe("Who approved, for people reading the history."),
+    approvedBy: z
+      .string()
+      .min(1)
+      .max(256)
+      .optional()
+      .describe("Who approved, for people reading the history."),
     reason: z.string().max(1024).optional(),
   }),
 });

@@ -1,3 +1,4 @@
+import type { DeclaredApproval } from "./approval-document.ts";
 import { compareDiagnostics, compareStrings, type Diagnostic, type SourcePosition } from "./diagnostic.ts";
 import { pathLooksLikeRollout, textLooksLikeRollout } from "./document-kind.ts";
 import type { FleetResource } from "./document-schema.ts";
@@ -5,7 +6,6 @@ import { type FleetFile, shapeProblem } from "./file-text.ts";
 import { formatIdentity, type ResourceIdentity } from "./identity.ts";
 import { type Declaration, type ParsedFleetFile, type ParseOptions, parseFleetFile } from "./parse.ts";
 import type { DeclaredPlacement } from "./placement-document.ts";
-import type { DeclaredApproval } from "./approval-document.ts";
 import type { DeclaredRollout } from "./rollout-document.ts";
 import { ROLLOUT_KIND } from "./rollout-schema.ts";
 

@@ -1,7 +1,7 @@
 import { KNATIVE_KINDS, type KnativeKind, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { isRecord } from "../kube/object.ts";
-import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
 import { type DeclaredApproval, parseApprovalDocument } from "./approval-document.ts";
+import { type Diagnostic, type FieldPath, formatFieldPath, type SourcePosition } from "./diagnostic.ts";
 import { looksLikeRollout, meantKind, misspelledKind } from "./document-kind.ts";
 import { FleetDocumentSchema, type FleetResource } from "./document-schema.ts";
 import { clusterKey, type ResourceIdentity } from "./identity.ts";
@@ -100,7 +100,8 @@ function parseDocument(
     return { document: parsed, diagnostics: [rolloutKindError(path, document, kind)] };
   // Before the placement's check: an approval shares the placements' apiVersion.
   if (meant === APPROVAL_KIND) {
-    if (kind !== APPROVAL_KIND) return { document: parsed, diagnostics: [approvalKindError(path, document, kind)] };
+    if (kind !== APPROVAL_KIND)
+      return { document: parsed, diagnostics: [approvalKindError(path, document, kind)] };
     const { approval, diagnostics } = parseApprovalDocument(path, document, options.defaultNamespace);
     return { document: { ...parsed, ...(approval ? { approval } : {}) }, diagnostics };
   }

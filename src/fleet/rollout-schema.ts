@@ -66,10 +66,10 @@ const TimeZoneSchema = z
 
 const windowFields = {
   days: z
-      .array(z.enum(WEEKDAYS, { error: `must be one of ${WEEKDAYS.join(", ")}` }))
-      .min(1)
-      .max(7)
-      .optional()
+    .array(z.enum(WEEKDAYS, { error: `must be one of ${WEEKDAYS.join(", ")}` }))
+    .min(1)
+    .max(7)
+    .optional()
     .describe("The days the window starts on; every day when absent."),
   start: z.string().regex(TIME_OF_DAY, { error: 'must be a time of day "HH:MM" (00:00 to 23:59)' }),
   end: z

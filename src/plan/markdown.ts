@@ -490,6 +490,20 @@ function rolloutSection(plan: RolloutPlan): string {
   lines.push(
     markdownTable(["wave", "CR", "cluster", "change", "maxUnavailable", "soak", "time limit"], rows),
   );
+  const approvals = plan.waves.filter((wave) => wave.approval && wave.resources.length > 0);
+  if (approvals.length > 0) {
+    lines.push(
+      `✋ ${approvals.map((wave) => `Wave ${markdownText(wave.name)}`).join(", ")} ${approvals.length > 1 ? "open" : "opens"} ` +
+        "only once approved in Git for the merge commit: `knative-fleet approve --wave <wave> --commit <merge commit>`, pushed to the tracked branch (see docs/approvals.md).",
+    );
+  }
+  if (plan.outsideWindows.length > 0) {
+    lines.push(
+      `🕑 Outside their maintenance windows now (they wait until one opens): ${plan.outsideWindows
+        .map((o) => `${markdownText(o.cluster)} (${markdownText(o.why)})`)
+        .join(", ")}.`,
+    );
+  }
   const deletions = [...plan.waves]
     .reverse()
     .flatMap((wave) => wave.deletions.map((d) => `${markdownText(d)} (wave ${markdownText(wave.name)})`));

@@ -24,6 +24,8 @@ export interface RolloutReport {
   halt?: RolloutState["halt"];
   /** The open wave waits for an approval in Git of the rollout's commit. */
   approval?: { wave: string; commit: string };
+  /** The CRs (`Kind namespace/name`) this sync put back on their baseline (HaltAndRevert). */
+  reverted?: string[];
   /** How many CRs keep their last applied spec this sync. */
   waiting: number;
   history: ReturnType<typeof historyOf>;

@@ -1,4 +1,5 @@
 import { isManagedByFleet } from "../api/labels.ts";
+import { approvalKey } from "../fleet/approval-document.ts";
 import {
   clusterKey,
   formatIdentity,
@@ -6,7 +7,6 @@ import {
   type ResourceIdentity,
   targetOf,
 } from "../fleet/identity.ts";
-import { approvalKey } from "../fleet/approval-document.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep, PruneCandidate } from "../mirror/decide.ts";

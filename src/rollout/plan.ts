@@ -4,6 +4,7 @@ import { type ClusterRef, clusterKey, clusterLabel } from "../fleet/identity.ts"
 import type { FleetRolloutPolicy } from "../fleet/model.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
 import { plannedWaves, waveIndexOf } from "./waves.ts";
+import { clusterWindowClosed } from "./windows.ts";
 
 // `plan`'s view of the rollout: the waves a merge goes through, every CR it changes in its wave.
 
@@ -25,6 +26,8 @@ interface WavePlan {
   resources: { resource: string; cluster: string; change: "create" | "update" | "reinstall" }[];
   /** CRs of this wave the merge deletes (they go in reverse wave order). */
   deletions: string[];
+  /** It opens only with an approval in Git of the rollout's commit (the merge's). */
+  approval: boolean;
 }
 
 export interface RolloutPlan {
@@ -38,6 +41,8 @@ export interface RolloutPlan {
   paused: boolean;
   /** Whether selectors could be read: without the hub (or a snapshot) only waves by name are known. */
   inventory: "known" | "unknown";
+  /** Clusters the merge changes that are outside their own maintenance windows now, with why. */
+  outsideWindows: { cluster: string; why: string }[];
   waves: WavePlan[];
 }
 
@@ -50,6 +55,7 @@ export function planRollout(
   head: FleetRolloutPolicy,
   changes: readonly RolloutChange[],
   clusters: readonly InventoryCluster[] | undefined,
+  now: Date = new Date(),
 ): RolloutPlan | undefined {
   const { policy, failedPaths } = head;
   const hadPolicy = base.policy !== undefined || base.failedPaths.length > 0;
@@ -59,6 +65,7 @@ export function planRollout(
     allAtOnce: policy?.rollout.spec.allAtOnce ?? false,
     paused: policy?.rollout.spec.paused ?? false,
     inventory: clusters === undefined ? "unknown" : "known",
+    outsideWindows: [],
     waves: [],
   };
   if (policy === undefined) {
@@ -74,12 +81,20 @@ export function planRollout(
     timeLimit: formatDuration(wave.timeLimitMs),
     resources: [],
     deletions: [],
+    approval: wave.approval && !spec.allAtOnce,
   }));
+  const outside = new Map<string, string>();
   for (const { resource, cluster, change } of changes) {
     const wave = waves[waveIndexOf(spec, cluster, inventory)]!;
     if (change === "delete") wave.deletions.push(resource);
     else wave.resources.push({ resource, cluster: clusterLabel(cluster), change });
+    const why = spec.allAtOnce
+      ? undefined
+      : clusterWindowClosed(spec, cluster, cluster && inventory.get(clusterKey(cluster)), now);
+    if (change !== "delete" && why !== undefined) outside.set(clusterLabel(cluster), why);
   }
+  plan.outsideWindows = [...outside].map(([cluster, why]) => ({ cluster, why }));
+  plan.outsideWindows.sort((a, b) => compareStrings(a.cluster, b.cluster));
   for (const wave of waves) {
     wave.resources.sort((a, b) => compareStrings(a.resource, b.resource));
     wave.deletions.sort(compareStrings);

@@ -1,8 +1,8 @@
 import { KnativeResourceSchema, OPERATOR_API_VERSION } from "../api/knative.ts";
 import { ROLLOUT_PAUSED_ANNOTATION, ROLLOUT_WAITING_ANNOTATION } from "../api/labels.ts";
 import { inParallel } from "../apply/parallel.ts";
-import { formatIdentity, identityOf, type ResourceIdentity, targetOf } from "../fleet/identity.ts";
 import { approvalKey } from "../fleet/approval-document.ts";
+import { formatIdentity, identityOf, type ResourceIdentity, targetOf } from "../fleet/identity.ts";
 import type { FleetModel } from "../fleet/model.ts";
 import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeClient } from "../kube/client.ts";
@@ -17,7 +17,7 @@ import type { UpgradeChains } from "../upgrade/chain.ts";
 import { evaluateGates, type GateOptions } from "../verify/evaluate.ts";
 import { readSecretKey } from "../verify/secret.ts";
 import type { GatedSteps, OpenedRollout, RolloutReport } from "./edge.ts";
-import { gateApplies, gatePrunes, holdStep } from "./gate.ts";
+import { gateApplies, gatePrunes, holdStep, type RolloutEvent } from "./gate.ts";
 import { revertsFor, withReverts } from "./revert.ts";
 import { historyOf, ROLLOUT_STATE_CONFIGMAP, type RolloutState, rolloutVerdict, stateText } from "./state.ts";
 import { SealedStateStore, stateObject } from "./state-store.ts";
@@ -298,6 +298,7 @@ export class RolloutStage {
       paused: opened.paused,
       ...(state.halt ? { halt: state.halt } : {}),
       ...(outcome.awaitingApproval && { approval: outcome.awaitingApproval }),
+      ...reverted(revertEvents),
       waiting: waiting.size,
       history: historyOf(state),
       ...(opened.spec && {
@@ -364,6 +365,14 @@ export class RolloutStage {
     }, this.#options.checkIntervalMs);
     this.#timer.unref();
   }
+}
+
+/** The CRs a sync's reverts put back, for the report (and the notification). */
+function reverted(events: readonly RolloutEvent[]): { reverted?: string[] } {
+  const done = events.flatMap((event) =>
+    event.reason === "RolloutReverted" && event.resource ? [formatIdentity(event.resource)] : [],
+  );
+  return done.length > 0 ? { reverted: done } : {};
 }
 
 function waitingOf(steps: readonly ApplyStep[]): Map<string, string> {

@@ -18,8 +18,8 @@ import type { ApplyStep } from "../mirror/decide.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
 import { versionOf } from "../upgrade/chain.ts";
 import type { Content, CrState, RolloutState } from "./state.ts";
-import { clusterWindowClosed } from "./windows.ts";
 import { ALL_AT_ONCE_WAVE, type PlannedWave, plannedWaves, waveIndexOf } from "./waves.ts";
+import { clusterWindowClosed } from "./windows.ts";
 
 // The gate's first step, pure: which CRs it weighs (its members), what is known of each (the content Git
 // wants, its health on the content it has), and the questions the phases ask of a member (pending, safe,

@@ -72,7 +72,10 @@ export function clusterWindowClosed(
     if (zone !== undefined && (zone.length > 64 || !isTimeZone(zone))) {
       return `its time zone property ${property} is ${JSON.stringify(zone.slice(0, 64))}, no IANA time zone, so its maintenance windows ${entry.name} cannot be read`;
     }
-    const windows = entry.windows.map((window) => ({ ...window, timeZone: window.timeZone ?? zone ?? "UTC" }));
+    const windows = entry.windows.map((window) => ({
+      ...window,
+      timeZone: window.timeZone ?? zone ?? "UTC",
+    }));
     if (!windowOpen(windows, now)) {
       return `outside its maintenance windows ${entry.name} (${windows.map(describeWindow).join("; ")})`;
     }

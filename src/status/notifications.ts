@@ -13,7 +13,9 @@ import type { HubCrRow } from "./row.ts";
 export const NotificationEventSchema = z.enum([
   "RolloutStarted",
   "WaveOpened",
+  "WaitingForApproval",
   "RolloutHalted",
+  "RolloutReverted",
   "RolloutCompleted",
   "ClusterUnhealthy",
   "ClusterRecovered",
@@ -103,6 +105,22 @@ export function notificationsBetween(
         `${commit} ${after.wave}`,
       );
     }
+    const approval = after.approval;
+    if (
+      approval &&
+      (approval.wave !== before?.approval?.wave || approval.commit !== before.approval.commit)
+    ) {
+      say(
+        {
+          event: "WaitingForApproval",
+          severity: "info",
+          commit,
+          wave: approval.wave,
+          text: rolloutVerdict(after).message,
+        },
+        `${commit} ${approval.wave}`,
+      );
+    }
     if (after.phase === "Halted" && (before?.phase !== "Halted" || before.commit !== after.commit)) {
       say(
         {
@@ -113,6 +131,19 @@ export function notificationsBetween(
           text: rolloutVerdict(after).message,
         },
         commit,
+      );
+    }
+    if (after.reverted && after.reverted.length > 0) {
+      const shown = after.reverted.slice(0, 5).join(", ");
+      const more = after.reverted.length > 5 ? ` and ${after.reverted.length - 5} more` : "";
+      say(
+        {
+          event: "RolloutReverted",
+          severity: "warning",
+          commit,
+          text: `${name}: put back on the last completed rollout's content: ${shown}${more}`,
+        },
+        `${commit} reverted`,
       );
     }
     if (after.phase === "Complete" && (before?.phase !== "Complete" || before.commit !== after.commit)) {

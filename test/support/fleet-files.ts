@@ -110,6 +110,14 @@ export const rolloutText = (
   name: DocumentName = { name: "default" },
 ): string => fleetDocument("KnativeRollout", name, spec);
 
+/** A KnativeRolloutApproval file's text: the wave of the rollout of `commit` approved. */
+export const approvalText = (commit: string, wave: string, extra: Record<string, unknown> = {}): string =>
+  fleetDocument(
+    "KnativeRolloutApproval",
+    { name: `${wave}-${commit.slice(0, 12)}` },
+    { commit, wave, ...extra },
+  );
+
 export interface PlacementOptions extends DocumentName {
   kind?: "KnativeServingPlacement" | "KnativeEventingPlacement";
   /** The placement's spec: clusterProfiles or clusterSelectorTerms, template, overrides. */

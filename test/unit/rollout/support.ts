@@ -1,3 +1,4 @@
+import { approvalKey } from "../../../src/fleet/approval-document.ts";
 import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/identity.ts";
 import type { FleetFile } from "../../../src/fleet/model.ts";
 import { buildFleetModel, type FleetModel } from "../../../src/fleet/model.ts";
@@ -63,7 +64,7 @@ export class FakeHub {
   state: RolloutState | undefined;
   hubPaused = false;
   /** What the stage learns from the spokes before the gate: preflight refusals, failing verification gates. */
-  checks: Pick<GateInput, "blocked" | "failing"> = {};
+  checks: Pick<GateInput, "blocked" | "failing" | "approvals"> = {};
   applied: string[] = [];
 
   live(): KubeObject[] {
@@ -93,6 +94,8 @@ export class FakeHub {
       held,
       now,
       upgrades: upgrades.steps,
+      // As the stage does: the approvals of the commit's valid files.
+      approvals: new Set(model.approvals.map((a) => approvalKey(a.commit, a.wave))),
       ...this.checks,
     };
     const outcome = gateApplies(input, steps, this.live());
