@@ -43,9 +43,9 @@ function model(
   policy: Record<string, unknown> = POLICY,
 ): FleetModel {
   const files = fleetFiles(CLUSTERS, policy, () => version);
-  approvals.forEach(([commit, wave], index) =>
-    files.push({ path: `clusters/approvals/${index}.yaml`, text: approvalText(commit, wave) }),
-  );
+  approvals.forEach(([commit, wave], index) => {
+    files.push({ path: `clusters/approvals/${index}.yaml`, text: approvalText(commit, wave) });
+  });
   return buildFleetModel(files, { defaultNamespace: "knative-fleet" });
 }
 
