@@ -7,6 +7,7 @@ import {
   CONFIRM_PRUNE_ANNOTATION,
   PRUNE_CONFIRMATION_CONFIGMAP,
   ROLLOUT_REFUSED_ANNOTATION,
+  ROLLOUT_WAITING_ANNOTATION,
 } from "../api/labels.ts";
 import { escapeControlCharacters } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
@@ -16,6 +17,7 @@ import type { KubeObject } from "../kube/object.ts";
 import { KubeApiError } from "../kube/rest.ts";
 import { HELD_PRUNE_KEY, type HeldPrune, HeldPruneSchema } from "../mirror/decide.ts";
 import {
+  approvalVerdict,
   describeRollout,
   peekRolloutState,
   ROLLOUT_STATE_CONFIGMAP,
@@ -109,7 +111,7 @@ async function readListing(
   // status takes no --config: the service's settings as plan and validate read them without one.
   const fleetNamespace = namespace ?? commandSettings(undefined).settings.defaultNamespace;
   const [rollout, heldPrune] = await Promise.all([
-    readRollout(hub, fleetNamespace),
+    readRollout(hub, fleetNamespace, objects),
     readHeldPrune(hub, fleetNamespace),
   ]);
   return { rows: statusRows(objects), rollout, heldPrune, fleetNamespace };
@@ -205,22 +207,40 @@ const aborted = (signal: AbortSignal): Promise<void> =>
  * The rollout's state on the hub, when the fleet has a rollout policy (and the caller may read it), or why
  * knative-fleet refuses the state it found there (it says so on the ConfigMap; this command holds no key).
  */
-async function readRollout(hub: KubeClient, namespace: string): Promise<RolloutView | undefined> {
+async function readRollout(
+  hub: KubeClient,
+  namespace: string,
+  crs: readonly KubeObject[],
+): Promise<RolloutView | undefined> {
   const configMap = await hub
     .get("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP)
     .catch(() => undefined);
-  return rolloutOnHub(configMap, namespace);
+  return rolloutOnHub(configMap, namespace, crs);
 }
 
-/** The rollout as its state ConfigMap (in `namespace`) shows it to a reader without the key. */
-export function rolloutOnHub(configMap: KubeObject | undefined, namespace: string): RolloutView | undefined {
+/**
+ * The rollout as its state ConfigMap (in `namespace`) shows it to a reader without the key; the open wave
+ * waits for an approval when the gate marked a hub CR with that wait (the state does not record it).
+ */
+export function rolloutOnHub(
+  configMap: KubeObject | undefined,
+  namespace: string,
+  crs: readonly KubeObject[] = [],
+): RolloutView | undefined {
   if (configMap === undefined) return undefined;
   const reason = configMap.metadata.annotations?.[ROLLOUT_REFUSED_ANNOTATION];
   if (reason !== undefined) {
     return { phase: "Refused", refused: { configMap: `${namespace}/${ROLLOUT_STATE_CONFIGMAP}`, reason } };
   }
   const state = peekRolloutState(configMap.data as Record<string, unknown> | undefined);
-  return state && rolloutViewOf(state);
+  if (state === undefined) return undefined;
+  const view = rolloutViewOf(state);
+  if (view.phase !== "Progressing" || view.wave === undefined || view.commit === undefined) return view;
+  const approval = { wave: view.wave, commit: view.commit };
+  const awaited = approvalVerdict(approval);
+  return crs.some((cr) => cr.metadata.annotations?.[ROLLOUT_WAITING_ANNOTATION] === awaited)
+    ? { ...view, approval }
+    : view;
 }
 
 /** The prune that waits for a person's confirmation, as the service recorded it on the hub. */

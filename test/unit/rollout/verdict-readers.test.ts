@@ -156,6 +156,25 @@ const CASES: Case[] = [
     },
   },
   {
+    name: "waiting for approval",
+    phase: "Progressing",
+    starts: new RegExp(
+      `^rollout of fedcba987654 waits for approval of wave canary: a KnativeRolloutApproval of commit ${NEXT} and wave canary on the tracked branch opens it \\(knative-fleet approve --wave canary --commit ${NEXT}\\)$`,
+    ),
+    async read() {
+      const hub = rolloutHub();
+      await hub.sync(files("1.21"));
+      hub.health("c1-serving", true);
+      await hub.sync(files("1.21"));
+      hub.health("c2-serving", true);
+      await hub.sync(files("1.21"));
+      // The CRs exist: the one the approval holds is marked with why on the hub.
+      const approved = { ...POLICY, waves: [{ ...POLICY.waves[0], approval: "Required" }] };
+      const { result } = await hub.sync(files("1.22", approved), NEXT);
+      return { hub, result, gate: waitingReason(result, "c1-serving") };
+    },
+  },
+  {
     name: "halted",
     phase: "Halted",
     starts:
@@ -221,7 +240,11 @@ describe("the rollout's verdict, read by the status file, `knative-fleet status`
     const [readme] = renderStatusSummary({ resources: hub.kube.objects(), sync: result });
     expect(readme!.content).toContain(`## Rollout\n\n${markdownText(verdict.message)}.`);
     // `knative-fleet status`, from the state ConfigMap on the hub.
-    const onHub = rolloutOnHub(hub.kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP), NAMESPACE);
+    const onHub = rolloutOnHub(
+      hub.kube.find("ConfigMap", ROLLOUT_STATE_CONFIGMAP),
+      NAMESPACE,
+      hub.kube.objects(),
+    );
     if (c.noState) expect(onHub).toBeUndefined();
     else {
       expect(onHub?.phase).toBe(c.phase);
