@@ -45,7 +45,28 @@ describe("the KnativeRollout file", () => {
     expect(plannedWaves(parsed.rollout.policy!.rollout.spec).map((w) => w.name)).toEqual([
       "canary",
       "staging",
+      "production",
       "remaining",
+    ]);
+    expect(plannedWaves(parsed.rollout.policy!.rollout.spec).map((w) => w.approval)).toEqual([
+      false,
+      false,
+      true,
+      false,
+    ]);
+  });
+
+  it("reports a bad approval and bad cluster windows at their file, line and column", () => {
+    expect(
+      errors(
+        `${HEAD}${CANARY}    approval: Yes please\n  clusterWindows:\n  - name: apac\n    windows: [{ start: "01:00", end: "01:00" }]\n    timeZoneProperty: "bad name!"\n  - name: eu\n    clusterProfiles: [{ namespace: fleet-system, name: c1 }]\n    windows: [{ start: "01:00", end: "02:00", timeZone: Mars/Olympus }]\n`,
+      ),
+    ).toEqual([
+      `${PATH}:9:15 spec.waves[0].approval: must be None or Required`,
+      `${PATH}:11:5 spec.clusterWindows[0]: clusterWindows need clusterProfiles or clusterSelectorTerms (a cluster either matches)`,
+      `${PATH}:12:38 spec.clusterWindows[0].windows[0].end: a window must not end when it starts; 00:00 to 23:59 is almost the whole day`,
+      `${PATH}:13:23 spec.clusterWindows[0].timeZoneProperty: must be a ClusterProfile property name such as example.com/time-zone`,
+      `${PATH}:16:57 spec.clusterWindows[1].windows[0].timeZone: must be UTC or an IANA time zone such as Europe/Berlin`,
     ]);
   });
 
