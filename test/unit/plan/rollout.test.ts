@@ -20,6 +20,8 @@ const inventory = snapshotInventory({
 });
 const files = (list: FleetFile[]) => Object.fromEntries(list.map((f) => [f.path, f.text]));
 const SLOW = { timeout: 60_000 };
+/** `HH:MM` in UTC, `hours` from now. */
+const utcIn = (hours: number): string => new Date(Date.now() + hours * 3_600_000).toISOString().slice(11, 16);
 
 describe("plan's rollout section", SLOW, () => {
   it("shows each wave and every CR the merge changes in it; deletions in reverse", async () => {
@@ -44,6 +46,38 @@ describe("plan's rollout section", SLOW, () => {
     );
     expect(text).toContain(
       "Deletions go in reverse wave order: KnativeServing knative-fleet/c4-serving (wave remaining).",
+    );
+  });
+
+  it("says which waves the merge needs an approval for, and which changed clusters are outside their windows", async () => {
+    const gated = {
+      ...POLICY,
+      waves: [POLICY.waves[0], { ...POLICY.waves[1], approval: "Required" }],
+      // c3's window opens in three hours.
+      clusterWindows: [
+        {
+          name: "later",
+          clusterProfiles: [{ namespace: "fleet-system", name: "c3" }],
+          windows: [{ start: utcIn(3), end: utcIn(4) }],
+        },
+      ],
+    };
+    const plan = await planOfFiles(
+      files(fleetFiles(["c1", "c2", "c3"], gated, () => "1.21")),
+      files(fleetFiles(["c1", "c2", "c3"], gated, () => "1.22")),
+      { inventory },
+    );
+    expect(plan.rollout!.waves.map((w) => [w.name, w.approval])).toEqual([
+      ["canary", false],
+      ["ring-b", true],
+      ["remaining", false],
+    ]);
+    const text = renderMarkdown(plan);
+    expect(text).toContain(
+      "✋ Wave ring-b opens only once approved in Git for the merge commit: `knative-fleet approve --wave <wave> --commit <merge commit>`",
+    );
+    expect(text).toContain(
+      `🕑 Outside their maintenance windows now (they wait until one opens): fleet-system/c3 (outside its maintenance windows later (daily ${utcIn(3)}-${utcIn(4)} UTC)).`,
     );
   });
 
