@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -7,6 +7,7 @@ import { basename, dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { PLAN_MARKER } from "../../../src/plan/index.ts";
+import { installCliShims, type Ran, runScript, type Step, substitute } from "../../support/ci-steps.ts";
 import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
 import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
 
@@ -25,34 +26,6 @@ spec:
 ${extra}`;
 const FILE = "clusters/spoke-1/knative-serving.yaml";
 
-interface Step {
-  name?: string;
-  run?: string;
-  env?: Record<string, string>;
-}
-
-interface Ran {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function runScript(shell: string[], script: string, env: Record<string, string>, cwd: string): Promise<Ran> {
-  return new Promise((resolve) => {
-    execFile(shell[0]!, [...shell.slice(1), script], { env, cwd, timeout: 60_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-/** `${{ expression }}` replaced from `values`; an expression the fixture does not know fails the test. */
-function substitute(text: string, values: Record<string, string>): string {
-  return text.replace(/\$\{\{\s*([^}]+?)\s*\}\}/g, (_, expression: string) => {
-    if (!(expression in values)) throw new Error(`the fixture has no value for \${{ ${expression} }}`);
-    return values[expression]!;
-  });
-}
-
 describe("the CI examples, run against a fixture repository", { timeout: 120_000 }, () => {
   let work = "";
   let bin = "";
@@ -67,38 +40,7 @@ describe("the CI examples, run against a fixture repository", { timeout: 120_000
     work = await mkdtemp(join(tmpdir(), "knative-fleet-ci-"));
     bin = join(work, "bin");
     await mkdir(bin);
-    const cli = join(bin, "knative-fleet");
-    await writeFile(cli, `#!/bin/sh\nexec "${process.execPath}" "${join(repoRoot, "src/cli.ts")}" "$@"\n`);
-    // docker run [--rm] [--user U] [-v HOST:CONTAINER[:ro]]... IMAGE ARGS: the CLI with container paths mapped.
-    await writeFile(
-      join(bin, "docker"),
-      `#!/bin/bash
-[ "$1" = run ] || { echo "docker shim: only run" >&2; exit 125; }
-shift
-maps=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rm) shift ;;
-    --user) shift 2 ;;
-    -v) maps+=("$2"); shift 2 ;;
-    -*) echo "docker shim: unknown flag $1" >&2; exit 125 ;;
-    *) break ;;
-  esac
-done
-shift
-args=()
-for arg in "$@"; do
-  for map in "\${maps[@]}"; do
-    host="\${map%%:*}"; rest="\${map#*:}"; inside="\${rest%%:*}"
-    case "$arg" in "$inside" | "$inside"/*) arg="$host\${arg#"$inside"}" ;; esac
-  done
-  args+=("$arg")
-done
-exec knative-fleet "\${args[@]}"
-`,
-    );
-    await chmod(cli, 0o755);
-    await chmod(join(bin, "docker"), 0o755);
+    await installCliShims(bin);
 
     repo = await createFleetRepo();
     base = await repo.commit("main", { [FILE]: SERVING("1.21") });
