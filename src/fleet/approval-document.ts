@@ -36,7 +36,6 @@ export const ApprovalDocumentSchema = z.strictObject({
     reason: z.string().max(1024).optional(),
   }),
 });
-export type ApprovalDocument = z.infer<typeof ApprovalDocumentSchema>;
 
 /** A valid approval of a fleet repository, with where it was written. */
 export interface DeclaredApproval {

@@ -117,7 +117,6 @@ const ClusterWindowsSchema = z
   .refine((entry) => entry.clusterProfiles !== undefined || entry.clusterSelectorTerms !== undefined, {
     error: "clusterWindows need clusterProfiles or clusterSelectorTerms (a cluster either matches)",
   });
-export type ClusterWindows = z.infer<typeof ClusterWindowsSchema>;
 
 const APPROVALS = ["None", "Required"] as const;
 

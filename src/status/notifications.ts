@@ -80,9 +80,16 @@ export function notificationsBetween(
   if (last === undefined) return [];
   const { fleet } = options;
   const out: Notification[] = [];
-  const say = (n: Omit<Notification, "fleet" | "key">, about: string) =>
-    out.push({ ...n, fleet, key: `${n.event} ${about}` });
-  const [before, after] = [last.rollout, next.rollout];
+  const say: Say = (n, about) => out.push({ ...n, fleet, key: `${n.event} ${about}` });
+  rolloutTransitions(last.rollout, next.rollout, say);
+  clusterTransitions(last, next, options.unhealthyAfterMs, say);
+  return out;
+}
+
+type Say = (n: Omit<Notification, "fleet" | "key">, about: string) => void;
+
+/** The rollout's moves between two reports: started, a wave opened or waiting for approval, halted, ... */
+function rolloutTransitions(before: RolloutReport | undefined, after: RolloutReport | undefined, say: Say) {
   if (after?.commit) {
     const name = rolloutName({ commit: after.commit });
     const commit = after.commit;
@@ -153,11 +160,15 @@ export function notificationsBetween(
       );
     }
   }
+}
+
+/** A cluster unhealthy for `unhealthyAfterMs` by now (and not at the last reading), or healthy again. */
+function clusterTransitions(last: FleetReading, next: FleetReading, unhealthyAfterMs: number, say: Say) {
   const due = (since: number | undefined, at: number) =>
-    since !== undefined && at - since >= options.unhealthyAfterMs;
+    since !== undefined && at - since >= unhealthyAfterMs;
   for (const [cluster, since] of next.unhealthySince) {
     const was = due(last.unhealthySince.get(cluster), last.at);
-    const minutes = Math.round(options.unhealthyAfterMs / 60_000);
+    const minutes = Math.round(unhealthyAfterMs / 60_000);
     if (due(since, next.at) && !was) {
       say(
         {
@@ -175,7 +186,6 @@ export function notificationsBetween(
       );
     }
   }
-  return out;
 }
 
 /** The body a receiver of `format` takes. */
