@@ -50,7 +50,7 @@ export function substitute(text: string, values: Record<string, string>): string
  * `docker run [--rm] [-i] [--user U] [-v HOST:CONTAINER[:ro]]... [-e NAME[=VALUE]]... [--entrypoint CMD]
  * IMAGE ARGS` runs the entrypoint (the CLI unless --entrypoint) with container paths in ARGS mapped to the
  * volumes' host paths, in an environment like the container's: only what `-e` passes, plus what the image
- * sets (KO_DATA_PATH, the bundled releases) and PATH and HOME. Any other flag fails, as a step that needs
+ * sets (KO_DATA_PATH, the bundled releases) and PATH, HOME and TMPDIR. Any other flag fails, as a step that needs
  * more than this shim knows would not be tested.
  */
 export async function installCliShims(bin: string): Promise<void> {
@@ -63,6 +63,8 @@ export async function installCliShims(bin: string): Promise<void> {
 shift
 maps=()
 envs=("PATH=$PATH" "HOME=$HOME" "KO_DATA_PATH=$KO_DATA_PATH")
+# Where the runner's temporary files go, so that a test can clean up what the "container" left.
+if [ -n "\${TMPDIR:-}" ]; then envs+=("TMPDIR=$TMPDIR"); fi
 entry=knative-fleet
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -221,4 +221,32 @@ describe("the CI examples, run against a fixture repository", { timeout: 120_000
       expect(notes[1]!.body).toContain("overide");
     });
   });
+
+  // Its steps run against a real Gitea in test/integration/ci/gitea-plan-comment.test.ts; here, its shape.
+  describe("Gitea Actions: fleet-example/.gitea/workflows/plan.yml", () => {
+    it("parses: pull_request_target, the pull request's ref checked out as data, no secret but the comment's token", async () => {
+      const ci = (expression: string) => `\${{ ${expression} }}`;
+      const text = await readFile(join(repoRoot, "fleet-example/.gitea/workflows/plan.yml"), "utf8");
+      const workflow = parse(text) as { on: unknown; jobs: { plan: { steps: Step[] } } };
+      expect(workflow.on).toEqual({ pull_request_target: { paths: ["clusters/**"] } });
+      const steps = workflow.jobs.plan.steps;
+      expect(steps.map((step) => step.name ?? step.uses)).toEqual([
+        "actions/checkout@v4",
+        "knative-fleet plan",
+        "Comment on the pull request",
+        "Fail on errors",
+      ]);
+      expect(steps[0]!.with).toEqual({
+        ref: `refs/pull/${ci("github.event.pull_request.number")}/head`,
+        "fetch-depth": 0,
+        "persist-credentials": false,
+      });
+      // Gitea has no environments with required reviewers: no cluster credentials, the plan is offline.
+      expect(new Set(text.match(/secrets\.\w+/g))).toEqual(
+        new Set(["secrets.KNATIVE_FLEET_PLAN_TOKEN", "secrets.GITHUB_TOKEN"]),
+      );
+      expect(steps[2]!.env?.TOKEN).toBe(ci("secrets.KNATIVE_FLEET_PLAN_TOKEN || secrets.GITHUB_TOKEN"));
+      expect(steps[2]!.run).toContain(`const marker = "${PLAN_MARKER}";`);
+    });
+  });
 });
