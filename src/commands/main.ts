@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { approveCommand } from "./approve.ts";
 import { clustersCommand } from "./clusters.ts";
 import { type Command, type CommandContext, EXIT_ERROR, UsageError } from "./command.ts";
 import { compileKodataCommand } from "./compile-kodata.ts";
@@ -15,6 +16,7 @@ export const commands: readonly Command[] = [
   planCommand,
   clustersCommand,
   statusCommand,
+  approveCommand,
   versionCommand,
   compileKodataCommand,
   completionCommand(() => commands),
