@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { count } from "../text/count.ts";
 
 // What a hub CR's status says about drift on its cluster (status.annotations, DRIFT_STATUS_ANNOTATION): the
 // last objects someone else changed, which fields, who, and which field of the CR to edit instead. Bounded,
@@ -65,6 +66,6 @@ export function describeRecord(record: DriftRecord): string {
     const where = f.owner.at ? ` in ${f.owner.at}` : "";
     return `${change}; ${f.owner.set ? "edit" : "set"} ${f.owner.field}${where} instead`;
   });
-  const omitted = record.omittedFields ? [`${record.omittedFields} more field(s)`] : [];
+  const omitted = record.omittedFields ? [count(record.omittedFields, "more field")] : [];
   return [head, ...fields, ...omitted].join("; ");
 }

@@ -9,7 +9,6 @@ import {
   ROLLOUT_REFUSED_ANNOTATION,
   ROLLOUT_WAITING_ANNOTATION,
 } from "../api/labels.ts";
-import { escapeControlCharacters } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
@@ -26,6 +25,7 @@ import {
 } from "../rollout/state.ts";
 import { compareRows, type HubCrRow, hubCrRow, versionText } from "../status/row.ts";
 import { shortCommit } from "../text/commit.ts";
+import { escapeControlCharacters } from "../text/escape.ts";
 import { commandSettings } from "./access-settings.ts";
 import { type Command, type CommandContext, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "./command.ts";
 import { HUB_FLAGS_HELP, HUB_OPTIONS, hubClient } from "./hub.ts";

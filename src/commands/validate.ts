@@ -11,6 +11,7 @@ import { createKodataSource, ReleaseLoader } from "../render/index.ts";
 import { checkFleetSettings, checkPlacementSettings } from "../render/settings-check.ts";
 import { type FleetSettings, hubCrPolicy } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
+import { count } from "../text/count.ts";
 import { commandSettings } from "./access-settings.ts";
 import { githubAnnotations, githubNotice, gitlabCodeQuality } from "./annotations.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, UsageError } from "./command.ts";
@@ -254,10 +255,8 @@ function render(format: ValidateFormat, report: ValidateReport, shown: readonly 
   const omittedWarnings = report.warnings - shown.filter((d) => !isError(d)).length;
   const omittedErrors = report.omitted - omittedWarnings;
   const omitted = [
-    ...(omittedErrors > 0 ? [`${omittedErrors} more ${omittedErrors === 1 ? "error" : "errors"}`] : []),
-    ...(omittedWarnings > 0
-      ? [`${omittedWarnings} more ${omittedWarnings === 1 ? "warning" : "warnings"}`]
-      : []),
+    ...(omittedErrors > 0 ? [count(omittedErrors, "more error")] : []),
+    ...(omittedWarnings > 0 ? [count(omittedWarnings, "more warning")] : []),
   ];
   const more = omitted.length > 0 ? `… ${omitted.join(" and ")} left out\n` : "";
   return `${lines}${more}${summary(report)}\n`;
@@ -273,8 +272,6 @@ export function summary(report: ValidateReport): string {
     ...(report.warnings > 0 ? [count(report.warnings, "warning")] : []),
   ].join(", ");
 }
-
-export const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? "" : "s"}`;
 
 /** What validate reads: a repository root, and the files to report (all when undefined). */
 interface ValidateTarget {

@@ -1,4 +1,5 @@
 import { globalRegistry, type z } from "zod";
+import { count } from "../text/count.ts";
 import { type Diagnostic, type FieldPath, formatFieldPath, lowercaseFirst } from "./diagnostic.ts";
 import { editDistance } from "./document-kind.ts";
 import { type FieldAnchor, locateField, plainScalarSourceAt, type SourceDocument } from "./yaml-source.ts";
@@ -36,7 +37,7 @@ export function validateAgainstSchema<T>(
       path,
       ...document.position,
       field: "",
-      message: `and ${issues.length - shown.length} more errors in this document`,
+      message: `and ${count(issues.length - shown.length, "more error")} in this document`,
     });
   }
   return { success: false, diagnostics };

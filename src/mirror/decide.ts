@@ -17,6 +17,7 @@ import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/iden
 import type { DesiredResource, FleetModel } from "../fleet/model.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { redactSecrets } from "../observability/redact.ts";
+import { count } from "../text/count.ts";
 
 // The pure half of the mirror: from the fleet model of one commit and the CRs on the hub, what to apply and
 // what to prune. Everything is derived from those two, so a sync cut short by a restart simply runs again.
@@ -320,7 +321,5 @@ function withCommit(object: KubeObject, commit: string): KubeObject {
   const annotations = { ...object.metadata.annotations, [SOURCE_COMMIT_ANNOTATION]: commit };
   return { ...object, metadata: { ...object.metadata, annotations } };
 }
-
-const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`;
 
 const percent = (fraction: number): string => `${Math.round(fraction * 100)}%`;

@@ -4,6 +4,7 @@ import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
 import { NEEDS_HUB, type PlacementPlan } from "../placement/plan.ts";
 import type { RolloutPlan } from "../rollout/plan.ts";
 import { shortCommit } from "../text/commit.ts";
+import { count } from "../text/count.ts";
 import {
   markdownCell,
   markdownCode,
@@ -186,7 +187,8 @@ function validationSection(plan: FleetPlan): string {
   const errors = plan.diagnostics.filter(isError);
   const total = errors.length + plan.omittedDiagnostics;
   if (total === 0) return "";
-  const omitted = plan.omittedDiagnostics > 0 ? [`… ${plan.omittedDiagnostics} more errors left out`] : [];
+  const omitted =
+    plan.omittedDiagnostics > 0 ? [`… ${count(plan.omittedDiagnostics, "more error")} left out`] : [];
   return [
     `### Validation errors in head (${total})`,
     "A file with an error is not applied: its CRs keep their last good state, and nothing is pruned.",
@@ -369,7 +371,7 @@ function changedSection(changes: readonly ObjectChange[]): string {
     const { fields } = group[0]!;
     const lines = fields.slice(0, MAX_FIELDS_PER_OBJECT).flatMap(fieldLines);
     if (fields.length > MAX_FIELDS_PER_OBJECT) {
-      lines.push(`# … ${fields.length - MAX_FIELDS_PER_OBJECT} more fields: -o json has them all`);
+      lines.push(`# … ${count(fields.length - MAX_FIELDS_PER_OBJECT, "more field")}: -o json has them all`);
     }
     if (fields.length === 0)
       lines.push("# no field changes: only knative-fleet's desired-hash and field ownership");
@@ -514,5 +516,3 @@ function rolloutSection(plan: RolloutPlan): string {
 /** `Deployment.apps`, `ConfigMap`. */
 const kindOf = (ref: ObjectRef): string =>
   groupOf(ref.apiVersion) ? `${ref.kind}.${groupOf(ref.apiVersion)}` : ref.kind;
-
-const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`;

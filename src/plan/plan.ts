@@ -18,6 +18,7 @@ import { COMPONENT_OF_KIND, type Release, type ReleaseLoader } from "../render/i
 import { planRollout, type RolloutChange } from "../rollout/plan.ts";
 import type { FleetSettings } from "../sync/settings.ts";
 import { fixedPlacements, type SyncResult, sync } from "../sync/sync.ts";
+import { count } from "../text/count.ts";
 import { changedFiles, type RemovalDecision, type ResourceChange, resourceChanges } from "./changes.ts";
 import {
   clusterChange,
@@ -449,7 +450,7 @@ async function planRemoval(
     code: "removes-knative",
     message:
       deleted.length > 0
-        ? `merging uninstalls ${base.kind} from ${plan.cluster}${when}: ${deleted.length} objects are deleted`
+        ? `merging uninstalls ${base.kind} from ${plan.cluster}${when}: ${count(deleted.length, "object")} ${deleted.length === 1 ? "is" : "are"} deleted`
         : `merging deletes the hub CR${when}; ${plan.cluster} has nothing of its install, so nothing is deleted there`,
   };
   return {

@@ -1,6 +1,7 @@
 import type * as fs from "node:fs";
 import git from "isomorphic-git";
 import { commitInMessage } from "../text/commit.ts";
+import { count } from "../text/count.ts";
 
 /** Where a revision is looked up: a repository's object store. */
 interface RevisionStore {
@@ -33,7 +34,7 @@ export async function resolveRevision(store: RevisionStore, revision: string): P
         throw new UnknownRevisionError(
           object.parent.length === 0
             ? `${revision}: commit ${commitInMessage(commit)} has no parent (in a shallow clone, fetch more history, e.g. fetch-depth: 0)`
-            : `${revision}: commit ${commitInMessage(commit)} has only ${object.parent.length} parent(s)`,
+            : `${revision}: commit ${commitInMessage(commit)} has only ${count(object.parent.length, "parent")}`,
         );
       }
       commit = await peelToCommit(store, parent, revision);

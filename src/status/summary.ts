@@ -7,7 +7,7 @@ import {
   isManagedByFleet,
   PRUNE_CONFIRMATION_CONFIGMAP,
 } from "../api/labels.ts";
-import { type Diagnostic, escapeControlCharacters } from "../fleet/diagnostic.ts";
+import type { Diagnostic } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
@@ -16,6 +16,8 @@ import type { RolloutReport } from "../rollout/edge.ts";
 import { type RolloutVerdict, rolloutVerdict } from "../rollout/state.ts";
 import type { SyncResult } from "../sync/sync.ts";
 import { shortCommit } from "../text/commit.ts";
+import { count } from "../text/count.ts";
+import { escapeControlCharacters } from "../text/escape.ts";
 import { markdownCell, markdownTable, markdownText } from "../text/markdown.ts";
 import { compareRows, type HubCrRow, hubCrRow, versionText } from "./row.ts";
 
@@ -392,7 +394,7 @@ function driftSection(rows: readonly HubCrRow[]): string {
         lines([
           ...(record.change === "deleted" ? ["(deleted)"] : []),
           ...record.fields.map((f) => `${f.path}: ${f.want ?? "(absent)"} -> ${f.have ?? "(absent)"}`),
-          ...(record.omittedFields ? [`${record.omittedFields} more field(s)`] : []),
+          ...(record.omittedFields ? [count(record.omittedFields, "more field")] : []),
         ]),
         lines([...new Set(record.fields.map(editInstead))]),
         record.outcome === "kept" ? "kept" : "put back",

@@ -1,4 +1,4 @@
-import { escapeControlCharacters } from "../fleet/diagnostic.ts";
+import { escapeControlCharacters } from "./escape.ts";
 
 // Values in the status README and the plan comment come from the fleet repository, pull requests, the hub
 // and the spokes: any of them may be hostile. Each is escaped for where it goes, so none can add HTML (a

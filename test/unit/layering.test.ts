@@ -7,10 +7,11 @@ import { files, folderOf, SRC, textOf, withoutComments } from "./layering/suppor
 // `knative-fleet run`; plan runs the install model and the engine, never the reconcile.
 
 const LAYERS: readonly (readonly string[])[] = [
+  ["text"],
   ["api"],
   ["kube"],
   ["observability", "fleet", "apply", "admission"],
-  ["source", "render", "access", "mirror", "text", "placement"],
+  ["source", "render", "access", "mirror", "placement"],
   ["verify", "upgrade", "preflight"],
   ["install", "rollout"],
   ["sync"],

@@ -358,10 +358,10 @@ describe("knative-fleet status with drift", () => {
         "",
         "Drift on KnativeServing knative-serving/serving (cluster fleet-system/spoke-1): a change is kept",
         '  kept ConfigMap knative-serving/config-autoscaler changed by kubectl-edit at 2026-11-28T15:00:00Z; data.enable-scale-to-zero: "true" -> "false"; edit spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-1-serving.yaml:14 instead',
-        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); spec.template.spec.containers[name=activator].resources: {"limits":{"cpu":"1"}} -> {"limits":{"cpu":"2"}}; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; 2 more field(s)',
+        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); spec.template.spec.containers[name=activator].resources: {"limits":{"cpu":"1"}} -> {"limits":{"cpu":"2"}}; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; 2 more fields',
         "",
         "Drift on KnativeServing knative-serving/serving (cluster fleet-system/spoke-2): the last change was put back",
-        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); spec.template.spec.containers[name=activator].resources: {"limits":{"cpu":"1"}} -> {"limits":{"cpu":"2"}}; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; 2 more field(s)',
+        '  put back Deployment knative-serving/activator changed by kube-controller-manager at 2026-11-28T14:00:00Z; spec.replicas: 2 -> 5; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; spec.template.spec.priorityClassName: (absent) -> "high" (from the release manifests); spec.template.spec.containers[name=activator].resources: {"limits":{"cpu":"1"}} -> {"limits":{"cpu":"2"}}; set spec.workloads in clusters/spoke-2-serving.yaml:6 instead; 2 more fields',
         "",
       ].join("\n"),
     );

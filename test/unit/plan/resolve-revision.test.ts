@@ -81,7 +81,7 @@ describe("resolveRevision", () => {
     ["nosuchbranch", /no commit "nosuchbranch" in .*no branch, tag or commit id of that name/],
     ["origin/nosuch~1", /no commit "origin\/nosuch" \(in origin\/nosuch~1\)/],
     ["HEAD~40", /has no parent.*fetch-depth/],
-    ["HEAD~1^3", /HEAD~1\^3: commit [0-9a-f]{12} has only 2 parent\(s\)/],
+    ["HEAD~1^3", /HEAD~1\^3: commit [0-9a-f]{12} has only 2 parents/],
     ["main..feature", /not a revision this command reads/],
     ["main@{1}", /not a revision this command reads/],
     ["--all", /not a revision this command reads/],

@@ -402,7 +402,7 @@ Someone else changed these objects on their cluster (the newest change per CR). 
 | Cluster | CR | Object | Changed by | Fields | Edit instead | Outcome |
 | --- | --- | --- | --- | --- | --- | --- |
 | fleet-system/spoke-1 | KnativeServing knative-fleet/spoke-1-serving | ConfigMap knative-serving/config-autoscaler | kubectl-edit (Update) at 2026-11-28T15:00:00Z | data.enable-scale-to-zero: "true" -&gt; "false" | spec.config.autoscaler.enable-scale-to-zero in clusters/spoke-1-serving.yaml:14 | kept |
-| fleet-system/spoke-2 | KnativeServing knative-fleet/spoke-2-serving | Deployment knative-serving/activator | kube-controller-manager (Update) at 2026-11-28T14:00:00Z | spec.replicas: 2 -&gt; 5<br>spec.template.spec.priorityClassName: (absent) -&gt; "high"<br>spec.template.spec.containers\\[name=activator\\].resources: {"limits":{"cpu":"1"}} -&gt; {"limits":{"cpu":"2"}}<br>2 more field(s) | add spec.workloads in clusters/spoke-2-serving.yaml:6<br>release manifests | put back |
+| fleet-system/spoke-2 | KnativeServing knative-fleet/spoke-2-serving | Deployment knative-serving/activator | kube-controller-manager (Update) at 2026-11-28T14:00:00Z | spec.replicas: 2 -&gt; 5<br>spec.template.spec.priorityClassName: (absent) -&gt; "high"<br>spec.template.spec.containers\\[name=activator\\].resources: {"limits":{"cpu":"1"}} -&gt; {"limits":{"cpu":"2"}}<br>2 more fields | add spec.workloads in clusters/spoke-2-serving.yaml:6<br>release manifests | put back |
 `);
   });
 
