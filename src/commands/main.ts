@@ -40,7 +40,8 @@ function mainHelp(): string {
 
 /** Runs the CLI with argv (without node and script) and returns the exit code. */
 export async function main(argv: string[], ctx: CommandContext): Promise<number> {
-  const [given, ...rest] = argv;
+  // `help <command>` is `<command> --help`.
+  const [given, ...rest] = argv[0] === "help" && argv.length > 1 ? [argv[1]!, "--help"] : argv;
   const name = given === "--version" || given === "-v" ? versionCommand.name : given;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     ctx.stdout.write(mainHelp());

@@ -30,6 +30,24 @@ describe("knative-fleet CLI", () => {
     expect(flag.stderr).toContain("knative-fleet status --help");
   });
 
+  it("prints a command's help for `help <command>`, the top-level help for `help` alone", async () => {
+    for (const command of commands) {
+      const help = await run("help", command.name);
+      expect(help.code, command.name).toBe(0);
+      expect(help.stdout, command.name).toBe((await run(command.name, "--help")).stdout);
+    }
+    const top = await run("help");
+    expect(top.code).toBe(0);
+    expect(top.stdout).toBe((await run("--help")).stdout);
+  });
+
+  it("refuses `help` of an unknown command with exit 2 and names it", async () => {
+    const { code, stdout, stderr } = await run("help", "nosuch");
+    expect(code).toBe(2);
+    expect(stdout).toBe("");
+    expect(stderr).toContain('unknown command "nosuch"');
+  });
+
   it("exits 2 without a command", async () => {
     expect((await run()).code).toBe(2);
   });
