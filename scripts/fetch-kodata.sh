@@ -6,7 +6,7 @@
 #   <out>/security-guard/<major.minor>/*.yaml
 # Used by the image build (Dockerfile) and by the tests and demo when ../shared is not beside the checkout.
 # Usage: fetch-kodata.sh [--base-url URL] [OUT_DIR]   (versions from the *_VERSIONS environment variables,
-# defaults below; `none` fetches none of that kind). --base-url (or KNATIVE_RELEASES_BASE_URL) replaces https://github.com: a mirror, or an
+# defaults below; `none` fetches none of that kind; --help says more). --base-url (or KNATIVE_RELEASES_BASE_URL) replaces https://github.com: a mirror, or an
 # air-gapped copy as file:///path, holding the same paths (<base>/knative/serving/releases/download/...).
 # Nothing half-done is left behind: every file is fetched first, and only then does each release folder move
 # into OUT_DIR, whole; a failed run changes nothing there.
@@ -26,6 +26,20 @@ set -eu
 for kind in SERVING EVENTING KOURIER ISTIO CONTOUR GATEWAY_API KAFKA_SOURCE EVENTING_SOURCE SECURITY_GUARD; do
   eval "[ \"\$${kind}_VERSIONS\" != none ] || ${kind}_VERSIONS="
 done
+usage() {
+  cat <<'USAGE'
+Usage: fetch-kodata.sh [--base-url URL] [OUT_DIR]
+Downloads the Knative release manifests into OUT_DIR (default /kodata) in the Knative Operator's kodata layout.
+  --base-url URL   fetch from URL instead of https://github.com (also KNATIVE_RELEASES_BASE_URL): a mirror
+                   (https://) or an air-gapped copy (file:///path) holding the same paths
+Versions come from SERVING_VERSIONS, EVENTING_VERSIONS, KOURIER_VERSIONS, ISTIO_VERSIONS, CONTOUR_VERSIONS,
+GATEWAY_API_VERSIONS, KAFKA_SOURCE_VERSIONS, EVENTING_SOURCE_VERSIONS and SECURITY_GUARD_VERSIONS
+(space-separated; `none` fetches none of that kind). FETCH_KODATA_RETRIES: curl's retries over https (5).
+USAGE
+}
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+esac
 base="${KNATIVE_RELEASES_BASE_URL:-https://github.com}"
 if [ "${1:-}" = "--base-url" ]; then
   base="${2:?--base-url needs a URL}"
@@ -33,7 +47,7 @@ if [ "${1:-}" = "--base-url" ]; then
 fi
 base="${base%/}"
 case "$base" in
-  https://*) proto='=https' retries=5 ;;
+  https://*) proto='=https' retries="${FETCH_KODATA_RETRIES:-5}" ;;
   file://*) proto='=file' retries=0 ;;
   *) echo "fetch-kodata: the base URL must be https:// or file://, got $base" >&2; exit 2 ;;
 esac
@@ -44,7 +58,11 @@ trap 'rm -rf "$staging"' EXIT
 # fetch PATH FILE: one release asset from the base URL into the staging folder, or the run fails.
 fetch() {
   mkdir -p "$(dirname "$staging/$2")"
-  curl -fsSL --retry "$retries" --retry-all-errors --proto "$proto" --tlsv1.2 -o "$staging/$2" "$base/$1"
+  curl -fsSL --retry "$retries" --retry-all-errors --proto "$proto" --tlsv1.2 -o "$staging/$2" "$base/$1" || {
+    echo "fetch-kodata: could not fetch $base/$1; without access to it, --base-url URL (or" \
+      "KNATIVE_RELEASES_BASE_URL) fetches from a mirror or an air-gapped copy (file:///path)" >&2
+    exit 1
+  }
 }
 minor() { echo "${1%.*}"; }
 for v in $SERVING_VERSIONS; do

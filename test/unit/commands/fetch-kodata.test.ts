@@ -32,10 +32,11 @@ function mirror(leaveOut: string[] = []): string {
   return base;
 }
 
-const fetchKodata = (args: string[]) =>
+const fetchKodata = (args: string[], env: Record<string, string> = {}) =>
   run("sh", [SCRIPT, ...args], {
     env: {
       ...process.env,
+      ...env,
       SERVING_VERSIONS: SERVING,
       EVENTING_VERSIONS: "none",
       KOURIER_VERSIONS: "none",
@@ -82,5 +83,30 @@ describe("fetch-kodata.sh", () => {
       code: 2,
       stderr: "fetch-kodata: the base URL must be https:// or file://, got http://mirror.example\n",
     });
+  });
+
+  it("prints its usage for --help and -h, and exits 0 without fetching or creating anything", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), "kodata-help-"));
+    for (const flag of ["--help", "-h"]) {
+      const { stdout, stderr } = await run("sh", [SCRIPT, flag], { cwd });
+      expect(stdout, flag).toMatch(/^Usage: fetch-kodata\.sh \[--base-url URL\] \[OUT_DIR\]\n/);
+      expect(stdout, flag).toContain("KNATIVE_RELEASES_BASE_URL");
+      expect(stderr, flag).toBe("");
+    }
+    expect(readdirSync(cwd)).toEqual([]);
+  });
+
+  it("names --base-url when a download fails (a loopback port that refuses, no network)", async () => {
+    const refused = fetchKodata(
+      ["--base-url", "https://127.0.0.1:1", mkdtempSync(join(tmpdir(), "kodata-out-"))],
+      { FETCH_KODATA_RETRIES: "0" },
+    );
+    await expect(refused).rejects.toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining(
+        "fetch-kodata: could not fetch https://127.0.0.1:1/knative/serving/releases/download/knative-v1.23.0/serving-crds.yaml",
+      ),
+    });
+    await expect(refused).rejects.toMatchObject({ stderr: expect.stringContaining("--base-url") });
   });
 });
