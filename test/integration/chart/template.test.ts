@@ -266,6 +266,22 @@ describe("helm template: defaults + repository url", () => {
     expect(container.resources?.limits?.memory).toBeDefined();
   });
 
+  it("refuses a misspelt resource under resources' requests or limits, in helm template and helm lint (#42)", () => {
+    const misspelt = { resources: { limits: { memroy: "1Gi" } } };
+    expect(renderFailure({ values: misspelt })).toContain("memroy");
+    expect(renderFailure({ values: { resources: { request: { cpu: "1" } } } })).toContain("request");
+    const lint = withValuesFile(misspelt, (file) => runHelm(["lint", chartDir, "-f", file]));
+    expect(lint.status).not.toBe(0);
+    expect(lint.stdout + lint.stderr).toContain("memroy");
+    const resources = {
+      requests: { cpu: "250m", memory: "512Mi", "ephemeral-storage": "1Gi" },
+      limits: { memory: "2Gi", "ephemeral-storage": "2Gi", "hugepages-2Mi": "128Mi" },
+    };
+    expect(
+      deploymentOf(renderChart({ values: { resources } })).spec.template.spec.containers[0]!.resources,
+    ).toEqual(resources);
+  });
+
   it("probes /healthz and /readyz on the metrics port, which the Service exposes", () => {
     expect(container.ports).toEqual([{ name: "http-metrics", containerPort: 9090, protocol: "TCP" }]);
     expect(container.livenessProbe?.httpGet).toEqual({ path: "/healthz", port: "http-metrics" });
