@@ -11,6 +11,7 @@ import type { RolloutSpec } from "../fleet/rollout-schema.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { ApplyStep, PruneCandidate } from "../mirror/decide.ts";
 import type { InventoryCluster } from "../placement/inventory.ts";
+import { count } from "../text/count.ts";
 import {
   approvalVerdict,
   type Content,
@@ -351,7 +352,7 @@ function releaseWave(w: Weighing, state: RolloutState, open: number, released: R
     events.push({
       type: "Normal",
       reason: "RolloutWaveOpened",
-      message: `${verdict(true)} (${inWave.filter((m) => isGated(w, m)).length} CR(s) to change)`,
+      message: `${verdict(true)} (${count(inWave.filter((m) => isGated(w, m)).length, "CR")} to change)`,
     });
   }
   for (const m of w.members) {
