@@ -7,6 +7,7 @@ import {
   PLACEMENT_LABEL,
   SOURCE_CLUSTER_ANNOTATION,
 } from "../../../src/api/labels.ts";
+import { approvalKey } from "../../../src/fleet/approval-document.ts";
 import type { FleetResource } from "../../../src/fleet/document-schema.ts";
 import { formatIdentity, type ResourceIdentity } from "../../../src/fleet/identity.ts";
 import type { DesiredResource, FleetModel } from "../../../src/fleet/model.ts";
@@ -25,7 +26,7 @@ import { gateApplies, gatePrunes, healthOf } from "../../../src/rollout/gate.ts"
 import { revertStep, withReverts } from "../../../src/rollout/revert.ts";
 import { type RolloutState, RolloutStateSchema } from "../../../src/rollout/state.ts";
 import { maxUnavailableCount, plannedWaves, waveIndexOf } from "../../../src/rollout/waves.ts";
-import { windowOpen } from "../../../src/rollout/windows.ts";
+import { clusterWindowClosed, windowOpen } from "../../../src/rollout/windows.ts";
 import { atVersion, chainUpgrades, upgradeMemory } from "../../../src/upgrade/chain.ts";
 
 // A model of the rollout, checked over random interleavings: pushes of good and bad content, relabels,
@@ -54,6 +55,19 @@ import { atVersion, chainUpgrades, upgradeMemory } from "../../../src/upgrade/ch
 //   8. a revert goes back exactly one step: halted with HaltAndRevert, a CR that was moved on from its
 //      baseline's minor ends on that minor, one below the one that failed, never two;
 //   9. once the faults stop, every CR ends on the version its file wants (the chain walked to its end).
+// Waves may need an approval held in Git (a KnativeRolloutApproval of the rollout's commit and the wave; the
+// model keeps the keys at each commit and passes them as the gate's `approvals`), and clusters have
+// maintenance windows of their own (`clusterWindows`: by name, by label, and in a time zone a cluster
+// property names, an invalid one among them), which the model's clock moves in and out of:
+//  10. no CR of a wave that needs an approval gets new content (other than its baseline: a revert or a drift
+//      repair is never held) at a sync unless the approvals hold the key of the rollout's commit (the state's
+//      `commit`, a commit of the repository) and that wave: an approval of another commit, stale or made up,
+//      never opens it; allAtOnce needs none;
+//  11. no CR gets new content while its cluster is outside a window of an entry of clusterWindows that
+//      selects it (or its time zone property names no time zone), as the model reads the windows from the
+//      clock with its own arithmetic; allAtOnce ignores them;
+// and guarantees 5 and 9 hold with both: once the faults stop, every approval the final commit needs is given
+// and the clock moved into the windows, the fleet ends on what Git wants.
 // The observer's baseline is the content each CR had the last time the whole fleet was settled; at the end
 // the gate's baselines must equal it, and at every completion each baseline's commit must give its CR that
 // content again (what a revert re-derives).
@@ -76,22 +90,119 @@ type Minor = 20 | 21 | 22 | 23;
 const MINORS = [20, 21, 22, 23] as const;
 const RELEASES = { KnativeServing: MINORS.map((m) => `1.${m}`).reverse() };
 
+/** The waves of the policy that may need an approval (the remaining wave never does). */
+const APPROVAL_WAVES = ["canary", "ring-a", "ring-b"] as const;
+type ApprovalWave = (typeof APPROVAL_WAVES)[number];
+/** The wave an approval names: one of the policy's, or the one the rollout waits on (else the first it needs). */
+type WaveChoice = ApprovalWave | "held";
+
+/** A whole commit id no commit of the model has: an approval of it approves nothing. */
+const MADE_UP_COMMIT = "0f".repeat(20);
+
+/** The ClusterProfile property the zoned windows are read in. */
+const ZONE_PROPERTY = "example.com/time-zone";
+/** A cluster's time zone property: none (UTC), a zone, or no zone at all (its windows read as closed). */
+const ZONES = ["none", "Asia/Kolkata", "Asia/Kathmandu", "America/Caracas", "Mars/Olympus_Mons"] as const;
+type Zone = (typeof ZONES)[number];
+/** The model's own clock arithmetic: each valid zone's offset from UTC in minutes (none keeps daylight saving). */
+const OFFSET_MINUTES: Readonly<Record<string, number>> = {
+  UTC: 0,
+  "Asia/Kolkata": 330,
+  "Asia/Kathmandu": 345,
+  "America/Caracas": -240,
+  "Asia/Tokyo": 540,
+};
+
+/**
+ * The policy's clusterWindows, as the model knows them: whom each entry selects (by name, by the ring label,
+ * by name with a time zone property), and its daily windows `HH:MM-HH:MM` (past midnight when the end is
+ * earlier), in UTC, in their own zone, or in the cluster's. The runs start near 16:05 UTC: windows open and
+ * close every few minutes then, and the zones shift them by hours (in Caracas's they stay closed through most
+ * runs, and a property that names no zone closes them). Whatever its ring and valid zone, a cluster has a
+ * time of day inside every entry that selects it (a named one in ring b: 16:08-16:12 and 16:24-16:30; a
+ * zoned one in ring b in Caracas: 01:00-02:00 UTC). Few windows: the gate reads each with an
+ * Intl.DateTimeFormat of its own, the larger part of the run's time.
+ */
+const CLUSTER_WINDOWS: readonly {
+  name: string;
+  selects: (c: ClusterName, ring: "a" | "b" | "-") => boolean;
+  policy: Record<string, unknown>;
+  zoned: boolean;
+  windows: readonly { span: string; timeZone?: string }[];
+}[] = [
+  {
+    name: "named",
+    selects: (c) => c === "c1" || c === "c3",
+    policy: { clusterProfiles: ["c1", "c3"].map((name) => ({ namespace: NS, name })) },
+    zoned: false,
+    windows: [{ span: "16:00-16:12" }, { span: "16:24-16:40" }, { span: "22:00-02:00" }],
+  },
+  {
+    name: "ring-b",
+    selects: (_, ring) => ring === "b",
+    policy: { clusterSelectorTerms: [{ labelSelector: { matchLabels: { ring: "b" } } }] },
+    zoned: false,
+    windows: [{ span: "16:08-16:30" }, { span: "10:00-11:00", timeZone: "Asia/Tokyo" }],
+  },
+  {
+    name: "zoned",
+    selects: (c) => c === "c2" || c === "c4",
+    policy: {
+      clusterProfiles: ["c2", "c4"].map((name) => ({ namespace: NS, name })),
+      timeZoneProperty: ZONE_PROPERTY,
+    },
+    zoned: true,
+    windows: [{ span: "16:15-16:45" }, { span: "21:00-23:00" }],
+  },
+];
+
+const minutesOf = (time: string): number => Number(time.slice(0, 2)) * 60 + Number(time.slice(3, 5));
+
+/**
+ * Whether the cluster is inside a window of every entry that selects it at `now`, by minutes of the day and
+ * fixed offsets (no Intl): the zoned entry reads its windows in the cluster's zone, UTC without one, and a
+ * zone it has no offset for (no time zone) as closed.
+ */
+function insideClusterWindows(c: ClusterName, ring: "a" | "b" | "-", zone: Zone, now: number): boolean {
+  const utc = Math.floor(now / 60_000) % 1440;
+  for (const entry of CLUSTER_WINDOWS) {
+    if (!entry.selects(c, ring)) continue;
+    const clusterZone = entry.zoned && zone !== "none" ? zone : "UTC";
+    if (OFFSET_MINUTES[clusterZone] === undefined) return false;
+    const open = entry.windows.some((window) => {
+      const local = (utc + OFFSET_MINUTES[window.timeZone ?? clusterZone]! + 1440) % 1440;
+      const start = minutesOf(window.span);
+      const end = minutesOf(window.span.slice(6));
+      return start < end ? local >= start && local < end : local >= start || local < end;
+    });
+    if (!open) return false;
+  }
+  return true;
+}
+
 type Op =
   /** New content for `clusters` (all when none); `version`: their files move to 1.<version> too (see `toVersion`). */
   | { op: "push"; clusters: ClusterName[]; bad: boolean; version?: Minor; failAt?: Minor }
   /**
    * Every file moves to 1.<to> with new content, which fails on 1.<failAt> if given (onFailure as given);
-   * the syncs go on until the chain reaches its end or halts.
+   * the syncs go on until the chain reaches its end or halts (`steered`: as the settling does, the clock is
+   * moved into the clusters' windows and the rollout's commit gets its approvals, so the chain goes on).
    */
-  | { op: "upgradeRollout"; to: Minor; failAt?: Minor; revert: boolean }
+  | { op: "upgradeRollout"; to: Minor; failAt?: Minor; revert: boolean; steered?: boolean }
   | { op: "gitRevert" }
   | { op: "relabel"; cluster: ClusterName; ring: "a" | "b" | "-" }
   /** A relabel of the cluster whose CR halted the rollout, else of one whose CR waits: moves it to `ring`. */
   | { op: "relabelStuck"; ring: "a" | "b" | "-" }
-  /** A file breaks, the others get new good content, and the syncs go on until the rollout completes. */
+  /**
+   * A file breaks, the others get new good content, and the syncs go on until the rollout completes (the
+   * clock moved into the windows and the approvals given, as the settling does).
+   */
   | { op: "brokenRollout"; cluster: ClusterName }
-  /** Bad content for `clusters` (with onFailure as given), syncs until it halts; `fix`: then a good push. */
-  | { op: "badRollout"; clusters: ClusterName[]; revert: boolean; fix: boolean }
+  /**
+   * Bad content for `clusters` (with onFailure as given), syncs until it halts (`steered` as above); `fix`:
+   * then a good push.
+   */
+  | { op: "badRollout"; clusters: ClusterName[]; revert: boolean; fix: boolean; steered?: boolean }
   /** A cluster leaves the placement and the syncs go on past its grace period. */
   | { op: "depart"; cluster: ClusterName }
   | { op: "select"; cluster: ClusterName; selected: boolean }
@@ -102,7 +213,25 @@ type Op =
   | { op: "pause"; paused: boolean; onHub: boolean }
   | { op: "onFailure"; revert: boolean }
   | { op: "allAtOnce"; on: boolean }
-  | { op: "tick"; seconds: number };
+  | { op: "tick"; seconds: number }
+  /** A commit that adds an approval of the rollout's commit (the state names it) and the wave. */
+  | { op: "approve"; wave: WaveChoice }
+  /** A commit that adds an approval of another commit: the rollout's before it was renamed, the head's, one made up. */
+  | { op: "approveOther"; wave: WaveChoice; commit: "previous" | "head" | "madeUp" }
+  /** A revert of an approval's commit: the last approval of the rollout's commit (`current`), else the last one. */
+  | { op: "unapprove"; current: boolean }
+  /** A commit that makes these waves need an approval (the others none). */
+  | { op: "requireApproval"; waves: ApprovalWave[] }
+  | { op: "clusterWindows"; on: boolean }
+  /** The cluster's time zone property changes (its ClusterProfile's status, no commit). */
+  | { op: "zone"; cluster: ClusterName; zone: Zone }
+  /** The clock moves to the next minute the cluster's windows open or close (none: one second). */
+  | { op: "toWindow"; cluster: ClusterName }
+  /**
+   * The clock moves to the next minute a wave has clusters inside and outside their windows (if any within
+   * a day), new good content goes to every cluster, and the syncs go on for five minutes.
+   */
+  | { op: "splitRollout" };
 
 interface PolicyShape {
   maxUnavailable: number | string;
@@ -110,6 +239,9 @@ interface PolicyShape {
   onFailure: "Halt" | "HaltAndRevert";
   paused: boolean;
   allAtOnce: boolean;
+  /** The waves that need an approval in Git. */
+  approval: ApprovalWave[];
+  clusterWindows: boolean;
 }
 
 const policies = new Map<string, RolloutSpec>();
@@ -130,7 +262,10 @@ function parsePolicy(shape: PolicyShape): RolloutSpec {
         { name: "canary", clusterProfiles: [{ namespace: NS, name: "c0" }] },
         { name: "ring-a", clusterSelectorTerms: [{ labelSelector: { matchLabels: { ring: "a" } } }] },
         { name: "ring-b", clusterSelectorTerms: [{ labelSelector: { matchLabels: { ring: "b" } } }] },
-      ],
+      ].map((wave) => ({
+        ...wave,
+        ...(shape.approval.includes(wave.name as ApprovalWave) && { approval: "Required" }),
+      })),
       maxUnavailable: shape.maxUnavailable,
       soak: `${SOAK_S}s`,
       timeLimit: `${TIME_LIMIT_S}s`,
@@ -138,6 +273,17 @@ function parsePolicy(shape: PolicyShape): RolloutSpec {
       paused: shape.paused,
       allAtOnce: shape.allAtOnce,
       ...(shape.windows ? { windows: [{ start: "08:00", end: "17:00" }] } : {}),
+      ...(shape.clusterWindows && {
+        clusterWindows: CLUSTER_WINDOWS.map((entry) => ({
+          name: entry.name,
+          ...entry.policy,
+          windows: entry.windows.map(({ span, timeZone }) => ({
+            start: span.slice(0, 5),
+            end: span.slice(6),
+            ...(timeZone && { timeZone }),
+          })),
+        })),
+      }),
     },
   }).spec;
 }
@@ -169,6 +315,11 @@ const TRIGGERS = [
   "a chain's next step opens after its previous one", // 7
   "HaltAndRevert puts a CR back one minor", // 8
   "the faults stop with a chain of several minors to walk", // 9
+  "a wave waits for its approval", // 10
+  "an approval of another commit is there while a wave waits for its own", // 10
+  "a wave opens after its approval", // 10
+  "a cluster is outside its windows while its wave is open", // 11
+  "a wave opens while one of its clusters is outside its windows", // 11
 ] as const;
 type Trigger = (typeof TRIGGERS)[number];
 const triggerRuns = new Map<Trigger, number>(TRIGGERS.map((t) => [t, 0]));
@@ -181,6 +332,8 @@ interface GitContent {
   versions: ReadonlyMap<ClusterName, number>;
   broken: ReadonlySet<ClusterName>;
   shape: PolicyShape;
+  /** The approvals the commit holds, by `approvalKey(commit, wave)`. */
+  approvals: ReadonlySet<string>;
 }
 
 /** The fleet, the hub and the gate, one sync at a time. */
@@ -195,7 +348,15 @@ class Sim {
   readonly history: { content: Map<ClusterName, number>; versions: Map<ClusterName, number> }[] = [];
   readonly ring = new Map<ClusterName, "a" | "b" | "-">();
   readonly selected = new Set<ClusterName>(CLUSTERS);
+  /** Each cluster's time zone property. */
+  readonly zone = new Map<ClusterName, Zone>();
   readonly broken = new Set<ClusterName>();
+  /** The approvals in Git at the head, in the order their commits added them. */
+  readonly approvals = new Set<string>();
+  /** The wave the last sync's open wave waits for an approval of, as the gate reports it. */
+  awaiting: { wave: string; commit: string } | undefined;
+  /** The rollout's commits (the state's `commit`), in the order the syncs named them. */
+  readonly rolloutCommits: string[] = [];
   readonly downUntil = new Map<ClusterName, number>();
   /** What Git holds at each commit; its model is expanded against the inventory of the moment, as modelAt does. */
   readonly commits = new Map<string, GitContent>();
@@ -207,10 +368,11 @@ class Sim {
   readonly observer = new Observer();
   syncs = 0;
 
-  constructor(shape: PolicyShape, rings: ("a" | "b" | "-")[]) {
+  constructor(shape: PolicyShape, rings: ("a" | "b" | "-")[], zones: readonly Zone[] = []) {
     this.shape = shape;
     CLUSTERS.forEach((c, i) => {
       this.ring.set(c, rings[i]!);
+      this.zone.set(c, zones[i] ?? "none");
       this.content.set(c, 1);
       this.versions.set(c, 20);
     });
@@ -223,6 +385,7 @@ class Sim {
       versions: new Map(this.versions),
       broken: new Set(this.broken),
       shape: this.shape,
+      approvals: new Set(this.approvals),
     };
   }
 
@@ -236,7 +399,7 @@ class Sim {
         namespace: NS,
         name,
         labels: this.ring.get(name) === "-" ? {} : { ring: this.ring.get(name)! },
-        properties: new Map(),
+        properties: new Map(this.zone.get(name) === "none" ? [] : [[ZONE_PROPERTY, this.zone.get(name)!]]),
       }),
     );
   }
@@ -351,6 +514,7 @@ class Sim {
   /** One sync of the current commit, as the service runs it; `crash`: the leader dies after storing the state. */
   sync(crash = false): void {
     this.syncs++;
+    const git = this.commits.get(this.commit)!;
     const model = this.model();
     const spec = this.spec();
     const source = { repository: REPOSITORY, branch: "main", commit: this.commit };
@@ -400,10 +564,13 @@ class Sim {
         held,
         now: new Date(this.now),
         upgrades: upgrades.steps,
+        approvals: git.approvals,
       },
       steps,
       live,
     );
+    this.awaiting = outcome.awaitingApproval;
+    if (this.rolloutCommits.at(-1) !== outcome.state.commit) this.rolloutCommits.push(outcome.state.commit);
     // A revert that cannot be made fails the run, once the observer has said what it left (guarantee 8).
     const revertFailures: string[] = [];
     const reverts = outcome.reverts.flatMap((request): ApplyStep[] => {
@@ -488,6 +655,13 @@ class Sim {
       phaseAfter: this.state.phase,
       commit: this.commit,
       declared: new Set(model.files.flatMap((f) => f.declares.map(formatIdentity))),
+      approvalWaves: new Set(git.shape.approval),
+      approvals: git.approvals,
+      rolloutCommit: this.state.commit,
+      isCommit: (commit) => this.commits.has(commit),
+      ...(outcome.awaitingApproval && { awaitingApproval: outcome.awaitingApproval }),
+      ...(outcome.openWave && { openWave: outcome.openWave }),
+      outside: (k) => !this.insideWindows(clusterOf(k)),
     });
     if (revertFailures.length > 0) throw new Violation(revertFailures.join("; "));
     if (this.state.phase === "Complete" && phaseBefore !== "Complete") {
@@ -561,6 +735,7 @@ class Sim {
           () =>
             this.state?.phase === "Halted" ||
             CLUSTERS.every((c) => !this.selected.has(c) || this.hubMinor(c) === this.versions.get(c)),
+          op.steered,
         );
         break;
       case "relabel":
@@ -579,7 +754,7 @@ class Sim {
           const id = this.commitNumber + 100;
           for (const c of CLUSTERS) if (c !== broken) this.content.set(c, id);
         });
-        this.syncUntil(24, () => this.state?.phase === "Complete");
+        this.syncUntil(24, () => this.state?.phase === "Complete", true);
         break;
       }
       case "badRollout":
@@ -589,7 +764,7 @@ class Sim {
           for (const c of op.clusters.length > 0 ? op.clusters : CLUSTERS) this.content.set(c, id);
           this.shape = { ...this.shape, onFailure: op.revert ? "HaltAndRevert" : "Halt" };
         });
-        this.syncUntil(16, () => this.state?.phase === "Halted");
+        this.syncUntil(16, () => this.state?.phase === "Halted", op.steered);
         if (op.fix) this.run({ op: "push", clusters: [], bad: false });
         break;
       case "depart":
@@ -623,6 +798,60 @@ class Sim {
         break;
       case "tick":
         break;
+      case "approve":
+        this.approve(this.rolloutCommit(), this.waveOfChoice(op.wave));
+        break;
+      case "approveOther": {
+        const current = this.rolloutCommit();
+        const previous =
+          this.rolloutCommits.findLast((commit) => commit !== current) ??
+          `c-${Math.max(0, Number(current.slice(2)) - 1)}`;
+        const other =
+          op.commit === "head" && this.commit !== current
+            ? this.commit
+            : op.commit === "madeUp" || previous === current
+              ? MADE_UP_COMMIT
+              : previous;
+        this.approve(other, this.waveOfChoice(op.wave));
+        break;
+      }
+      case "unapprove": {
+        const current = this.rolloutCommit();
+        const ofCurrent = (k: string) => APPROVAL_WAVES.some((wave) => k === approvalKey(current, wave));
+        const reverted = [...this.approvals].filter((k) => !op.current || ofCurrent(k)).at(-1);
+        if (reverted !== undefined) this.change(() => this.approvals.delete(reverted));
+        break;
+      }
+      case "requireApproval":
+        this.change(() => (this.shape = { ...this.shape, approval: op.waves }));
+        break;
+      case "clusterWindows":
+        this.change(() => (this.shape = { ...this.shape, clusterWindows: op.on }));
+        break;
+      case "zone":
+        this.zone.set(op.cluster, op.zone);
+        break;
+      case "splitRollout": {
+        const spec = this.spec();
+        const inventory = this.inventory();
+        const selected = CLUSTERS.filter((c) => this.selected.has(c));
+        const wave = new Map(selected.map((c) => [c, this.waveOf(spec, crKey(c), inventory)]));
+        const split = (at: number) => {
+          const inside = selected.filter((c) => this.insideWindows(c, at));
+          return inside.some((c) => selected.some((d) => wave.get(d) === wave.get(c) && !inside.includes(d)));
+        };
+        const at = spec.allAtOnce ? undefined : this.nextMinute(split);
+        if (at !== undefined && at - this.now < 86_400_000) this.advanceTo(at);
+        this.run({ op: "push", clusters: [], bad: false });
+        this.syncUntil(10, () => false);
+        break;
+      }
+      case "toWindow": {
+        const inside = this.insideWindows(op.cluster);
+        const at = this.nextMinute((t) => this.insideWindows(op.cluster, t) !== inside);
+        if (at !== undefined) this.advanceTo(at);
+        break;
+      }
     }
     this.advance(op.op === "tick" ? op.seconds : 1);
     this.sync();
@@ -639,11 +868,100 @@ class Sim {
     this.versions.set(c, Math.max(minor, floor));
   }
 
-  /** Syncs every 30 s, at most `times`, until `done`. */
-  syncUntil(times: number, done: () => boolean): void {
+  /**
+   * Syncs every 30 s, at most `times`, until `done`; `steered`: the clock moves into the clusters' windows and
+   * the rollout's commit gets the approvals it needs, as in the settling.
+   */
+  syncUntil(times: number, done: () => boolean, steered = false): void {
     for (let i = 0; i < times && !done(); i++) {
+      if (steered) this.clockIntoWindows(false);
       this.advance(30);
       this.sync();
+      if (steered) this.approveRollout();
+    }
+  }
+
+  /** The commit the rollout is named after, as its state says (the head's before the first sync). */
+  rolloutCommit(): string {
+    return this.state?.commit ?? this.commit;
+  }
+
+  /** The wave chosen: "held" is the one the rollout waits on, else the first the policy wants approved. */
+  waveOfChoice(choice: WaveChoice): string {
+    if (choice !== "held") return choice;
+    const needed = this.commits.get(this.commit)!.shape.approval;
+    return (
+      this.awaiting?.wave ??
+      needed.find((wave) => !this.approvals.has(approvalKey(this.rolloutCommit(), wave))) ??
+      "canary"
+    );
+  }
+
+  /** A commit that adds an approval of `commit` and `wave`. */
+  approve(commit: string, wave: string): void {
+    this.change(() => this.approvals.add(approvalKey(commit, wave)));
+  }
+
+  /** Whether the cluster is inside its maintenance windows at `now` (the current commit's policy; the model's arithmetic). */
+  insideWindows(c: ClusterName, now = this.now): boolean {
+    if (!this.commits.get(this.commit)!.shape.clusterWindows) return true;
+    return insideClusterWindows(c, this.ring.get(c)!, this.zone.get(c)!, now);
+  }
+
+  /** The first whole minute after now, within three days, at which `when` holds. */
+  nextMinute(when: (at: number) => boolean): number | undefined {
+    for (let minute = 1; minute <= 3 * 1440; minute++) {
+      const at = (Math.floor(this.now / 60_000) + minute) * 60_000;
+      if (when(at)) return at;
+    }
+    return undefined;
+  }
+
+  advanceTo(at: number): void {
+    this.advance((at - this.now) / 1000);
+    this.now = at;
+  }
+
+  /**
+   * The settling moves the clock into the windows: when a cluster of the first wave with a change to take is
+   * outside its windows at the next sync, to the first minute every such cluster is inside, else (their
+   * windows never meet) the first one of those outside is; there must be one. A cluster outside may hold the
+   * others: unhealthy on a change that failed, it fills its wave's maxUnavailable until its own window opens
+   * for the fix. Between the faults (not `settling`), only when every such cluster is outside, to the first
+   * minute one is inside, if any: a wave open with some of its clusters outside is a case to meet.
+   */
+  clockIntoWindows(settling = true): void {
+    const spec = this.spec();
+    if (spec.allAtOnce || !this.commits.get(this.commit)!.shape.clusterWindows) return;
+    const inventory = this.inventory();
+    const waveOf = (c: ClusterName) => this.waveOf(spec, crKey(c), inventory);
+    const pending = CLUSTERS.filter(
+      (c) => this.selected.has(c) && (!this.hub.has(crKey(c)) || this.waits(c)),
+    );
+    const first = pending.filter((c) => waveOf(c) === Math.min(...pending.map(waveOf)));
+    const inside = (c: ClusterName, at: number) => this.insideWindows(c, at + 30_000);
+    const outside = first.filter((c) => !inside(c, this.now));
+    if (outside.length === 0 || (!settling && outside.length < first.length)) return;
+    const at =
+      this.nextMinute((t) => first.every((c) => inside(c, t))) ??
+      this.nextMinute((t) => outside.some((c) => inside(c, t)));
+    // The model's windows leave every cluster a time inside all of its entries (an invalid zone aside, which
+    // the settling fixes): a cluster that never opens is the model's mistake.
+    if (at !== undefined) this.advanceTo(at);
+    else if (settling) throw new Error(`the model's windows never open for ${outside.join(", ")}`);
+  }
+
+  /** The settling gives every approval the rollout's commit needs, in one commit. */
+  approveRollout(): void {
+    const commit = this.state?.commit;
+    if (commit === undefined || this.state?.phase === "Complete") return;
+    const missing = this.commits
+      .get(this.commit)!
+      .shape.approval.filter((wave) => !this.approvals.has(approvalKey(commit, wave)));
+    if (missing.length > 0) {
+      this.change(() => {
+        for (const wave of missing) this.approvals.add(approvalKey(commit, wave));
+      });
     }
   }
 
@@ -693,6 +1011,8 @@ class Sim {
   settleAtTheEnd(): void {
     this.hubPaused = false;
     this.downUntil.clear();
+    // A time zone property that names no zone is fixed (the cluster's windows could never be read).
+    for (const c of CLUSTERS) if (OFFSET_MINUTES[this.zone.get(c)!] === undefined) this.zone.set(c, "none");
     this.change(() => {
       this.shape = { ...this.shape, paused: false, allAtOnce: false, windows: false };
       this.broken.clear();
@@ -711,8 +1031,10 @@ class Sim {
   /** Syncs every 30 s until the rollout completes with every CR on what Git wants; the gate's baselines are the observer's. */
   complete(): void {
     for (let i = 0; i < 300; i++) {
+      this.clockIntoWindows();
       this.advance(30);
       this.sync();
+      this.approveRollout();
       const done =
         this.state?.phase === "Complete" &&
         [...this.hub.keys()].every((k) =>
@@ -744,7 +1066,7 @@ class Sim {
       );
     }
     throw new Violation(
-      `the fleet did not complete 150 minutes after the faults stopped: phase ${this.state?.phase}, halt ${JSON.stringify(this.state?.halt)}`,
+      `the fleet did not complete 300 syncs after the faults stopped: phase ${this.state?.phase}, halt ${JSON.stringify(this.state?.halt)}`,
     );
   }
 
@@ -807,6 +1129,18 @@ interface Check {
   /** Every CR a file of the commit declares, valid or not. */
   declared: ReadonlySet<string>;
   phaseAfter: RolloutState["phase"];
+  /** The waves the commit's policy says need an approval (the model's shape, not the parsed policy). */
+  approvalWaves: ReadonlySet<string>;
+  /** The approvals the gate was given, by `approvalKey(commit, wave)`. */
+  approvals: ReadonlySet<string>;
+  /** The commit the rollout is named after once the sync is done (the state's `commit`). */
+  rolloutCommit: string;
+  isCommit(commit: string): boolean;
+  /** The open wave that waits for an approval, and the open (or next) wave, as the gate reports them. */
+  awaitingApproval?: { wave: string; commit: string };
+  openWave?: string;
+  /** Its cluster is outside its maintenance windows at `now`, by the model's own reading of them. */
+  outside(key: string): boolean;
 }
 
 /** What the guarantees say, from what it sees of the hub: the gate's state only by its phase. */
@@ -823,6 +1157,8 @@ class Observer {
   readonly opened = new Set<number>();
   /** CRs given new content, unhealthy on it at every sync since: when, and which content. */
   readonly released = new Map<string, { hash: string; at: number }>();
+  /** The waves that waited for an approval since the fleet was last settled. */
+  readonly heldForApproval = new Set<string>();
 
   sample(now: number, live: Map<string, string | undefined>, health: Map<string, boolean>): void {
     for (const [k, hash] of live) {
@@ -866,6 +1202,7 @@ class Observer {
       }
     }
     this.opened.clear();
+    this.heldForApproval.clear();
   }
 
   /**
@@ -929,6 +1266,53 @@ class Observer {
       if (c.phaseAfter === "Complete") {
         for (const [m, at] of chain.givenAt) if (at < c.sync) chain.completedAfter.add(m);
       }
+    }
+  }
+
+  /** Guarantees 10 and 11 (approvals, the clusters' windows), and their triggers. */
+  checkApprovalsAndWindows(c: Check, news: readonly Write[], waitsAfter: readonly string[]): void {
+    const waves = plannedWaves(c.spec);
+    const members = [...c.intent.keys()];
+    const waveName = (k: string) => waves[c.waveOf(k)]!.name;
+    // Git wants content for it that it has not got, other than its baseline: a change the waves decide on.
+    const changeWaits = (k: string) =>
+      waitsAfter.includes(k) && c.intent.get(k) !== undefined && c.intent.get(k) !== this.baseline.get(k);
+    const held = c.awaitingApproval?.wave;
+    if (held !== undefined && members.some((k) => waveName(k) === held && changeWaits(k))) {
+      triggered.add("a wave waits for its approval");
+      this.heldForApproval.add(held);
+      const own = approvalKey(c.rolloutCommit, held);
+      // An approval of the wave naming another commit (a key of the same wave with another commit).
+      if ([...c.approvals].some((k) => k !== own && k.endsWith(approvalKey("", held)))) {
+        triggered.add("an approval of another commit is there while a wave waits for its own");
+      }
+    }
+    if (!c.isCommit(c.rolloutCommit))
+      throw new Violation(`the rollout is named after ${c.rolloutCommit}, no commit`);
+    for (const w of news) {
+      const wave = waveName(w.key);
+      // 10. New content in a wave that needs an approval: only with the rollout's commit's approval of it.
+      if (c.approvalWaves.has(wave)) {
+        if (!c.approvals.has(approvalKey(c.rolloutCommit, wave))) {
+          throw new Violation(
+            `${w.key} got new content ${w.to} in wave ${wave}, which needs an approval, without one of the rollout's commit ${c.rolloutCommit} (approvals: ${[...c.approvals].join(", ") || "none"})`,
+          );
+        }
+        if (this.heldForApproval.has(wave)) triggered.add("a wave opens after its approval");
+      }
+      // 11. New content only inside the cluster's windows.
+      if (c.outside(w.key)) {
+        throw new Violation(
+          `${w.key} got new content ${w.to} at ${new Date(c.now).toISOString()}, while its cluster is outside its maintenance windows`,
+        );
+      }
+      if (members.some((k) => k !== w.key && waveName(k) === wave && changeWaits(k) && c.outside(k))) {
+        triggered.add("a wave opens while one of its clusters is outside its windows");
+      }
+    }
+    const open = c.phaseAfter === "Progressing" && !c.paused && held === undefined ? c.openWave : undefined;
+    if (open !== undefined && members.some((k) => waveName(k) === open && changeWaits(k) && c.outside(k))) {
+      triggered.add("a cluster is outside its windows while its wave is open");
     }
   }
 
@@ -996,6 +1380,7 @@ class Observer {
     if (c.phaseBefore === "Halted" && c.phaseAfter === "Halted") {
       for (const w of news) fail(`${w.key} got new content ${w.to} while the rollout was halted`);
     }
+    if (!c.spec.allAtOnce) this.checkApprovalsAndWindows(c, news, waitsAfter);
     if (c.paused) for (const w of news) fail(`${w.key} got new content ${w.to} while the rollout was paused`);
     if (!c.spec.allAtOnce) {
       for (const w of news) {
@@ -1095,6 +1480,16 @@ const clusterOf = (crKey: string): ClusterName =>
 
 const cluster = fc.constantFrom(...CLUSTERS);
 const minor = fc.constantFrom(...MINORS);
+const zone = fc.constantFrom(...ZONES);
+/** Half the time no wave needs an approval; else some do. */
+const approvalWaves: fc.Arbitrary<ApprovalWave[]> = fc.oneof(
+  fc.constant<ApprovalWave[]>([]),
+  fc.subarray([...APPROVAL_WAVES], { minLength: 1 }),
+);
+const waveChoice: fc.Arbitrary<WaveChoice> = fc.oneof(
+  { weight: 3, arbitrary: fc.constant("held" as const) },
+  { weight: 1, arbitrary: fc.constantFrom(...APPROVAL_WAVES) },
+);
 const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 6,
@@ -1110,15 +1505,16 @@ const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
     ),
   },
   {
-    weight: 1,
+    weight: 2,
     arbitrary: fc.record(
       {
         op: fc.constant("upgradeRollout" as const),
         to: fc.constantFrom(22 as const, 23 as const),
         failAt: fc.constantFrom(21 as const, 22 as const, 23 as const),
         revert: fc.boolean(),
+        steered: fc.boolean(),
       },
-      { requiredKeys: ["op", "to", "revert"] },
+      { requiredKeys: ["op", "to", "revert", "steered"] },
     ),
   },
   { weight: 1, arbitrary: fc.constant({ op: "gitRevert" as const }) },
@@ -1137,7 +1533,7 @@ const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
       ring: fc.constantFrom("a" as const, "b" as const, "-" as const),
     }),
   },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant("brokenRollout" as const), cluster }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant("brokenRollout" as const), cluster }) },
   {
     weight: 1,
     arbitrary: fc.record({
@@ -1145,6 +1541,7 @@ const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
       clusters: fc.subarray([...CLUSTERS]),
       revert: fc.boolean(),
       fix: fc.boolean(),
+      steered: fc.boolean(),
     }),
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("depart" as const), cluster }) },
@@ -1164,7 +1561,7 @@ const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ op: "restart" as const }) },
   { weight: 1, arbitrary: fc.constant({ op: "crash" as const }) },
   {
-    weight: 2,
+    weight: 3,
     arbitrary: fc.record({ op: fc.constant("pause" as const), paused: fc.boolean(), onHub: fc.boolean() }),
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("onFailure" as const), revert: fc.boolean() }) },
@@ -1176,6 +1573,21 @@ const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
       seconds: fc.constantFrom(10, 30, 60, 120, 200, 400, 3600),
     }),
   },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant("approve" as const), wave: waveChoice }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant("approveOther" as const),
+      wave: waveChoice,
+      commit: fc.constantFrom("previous" as const, "head" as const, "madeUp" as const),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("unapprove" as const), current: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("requireApproval" as const), waves: approvalWaves }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("clusterWindows" as const), on: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("zone" as const), cluster, zone }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("toWindow" as const), cluster }) },
+  { weight: 2, arbitrary: fc.constant({ op: "splitRollout" as const }) },
 );
 const shapeArbitrary: fc.Arbitrary<PolicyShape> = fc.record({
   maxUnavailable: fc.constantFrom(1, 2, "50%"),
@@ -1183,17 +1595,27 @@ const shapeArbitrary: fc.Arbitrary<PolicyShape> = fc.record({
   onFailure: fc.constantFrom("Halt" as const, "HaltAndRevert" as const),
   paused: fc.constant(false),
   allAtOnce: fc.constant(false),
+  approval: approvalWaves,
+  clusterWindows: fc.oneof(
+    { weight: 2, arbitrary: fc.constant(false) },
+    { weight: 1, arbitrary: fc.constant(true) },
+  ),
 });
 const ringsArbitrary = fc.array(fc.constantFrom("a" as const, "b" as const, "-" as const), {
   minLength: 5,
   maxLength: 5,
 });
+const zonesArbitrary = fc.array(zone, { minLength: 5, maxLength: 5 });
 
-/** One run of the property: installed, the operations, then the faults stop and the fleet settles. */
-function interleave(shape: PolicyShape, rings: ("a" | "b" | "-")[], ops: Op[]): void {
-  const sim = new Sim(shape, rings);
+/**
+ * One run of the property: installed (then the policy's approvals and cluster windows committed), the
+ * operations, then the faults stop and the fleet settles.
+ */
+function interleave(shape: PolicyShape, rings: ("a" | "b" | "-")[], ops: Op[], zones: Zone[] = []): void {
+  const sim = new Sim({ ...shape, approval: [], clusterWindows: false }, rings, zones);
   sim.advance(3600);
   sim.complete(); // installed: every CR has a baseline
+  if (shape.approval.length > 0 || shape.clusterWindows) sim.change(() => (sim.shape = shape));
   triggered = new Set();
   for (const op of ops) sim.run(op);
   sim.chainsLeft();
@@ -1205,10 +1627,54 @@ function interleave(shape: PolicyShape, rings: ("a" | "b" | "-")[], ops: Op[]): 
  * model's own mistakes are here too: a guarantee the model got wrong is fixed in the model, and its
  * counterexample stays to show the fix holds.
  */
-const FOUND: { why: string; shape: PolicyShape; rings: ("a" | "b" | "-")[]; ops: Op[] }[] = [
+const FOUND: { why: string; shape: PolicyShape; rings: ("a" | "b" | "-")[]; zones?: Zone[]; ops: Op[] }[] = [
+  {
+    why: "a CR that failed on a minor of its chain, outside its windows, filled its wave's maxUnavailable through the settling, which waited inside the others' windows (the model's: the settling moves the clock into every window of the wave)",
+    shape: {
+      maxUnavailable: 1,
+      windows: false,
+      onFailure: "Halt",
+      paused: false,
+      allAtOnce: false,
+      approval: ["canary"],
+      clusterWindows: true,
+    },
+    rings: ["a", "-", "b", "a", "a"],
+    zones: ["none", "none", "none", "none", "Asia/Kathmandu"],
+    ops: [
+      { op: "depart", cluster: "c0" },
+      { op: "push", clusters: [], bad: false, version: 23, failAt: 21 },
+      { op: "brokenRollout", cluster: "c0" },
+      { op: "tick", seconds: 400 },
+      { op: "push", clusters: [], bad: false },
+    ],
+  },
+  {
+    why: "the model's windows left a cluster of ring b in Caracas's zone no time inside both entries that select it, so the settling never ended (the model's mistake: every cluster now has one)",
+    shape: {
+      maxUnavailable: 1,
+      windows: false,
+      onFailure: "Halt",
+      paused: false,
+      allAtOnce: false,
+      approval: ["ring-b"],
+      clusterWindows: true,
+    },
+    rings: ["a", "a", "b", "a", "a"],
+    ops: [{ op: "brokenRollout", cluster: "c0" }],
+    zones: ["none", "none", "America/Caracas", "none", "none"],
+  },
   {
     why: "the canary's file broke, its cluster left and came back: a broken file with no hub CR holds no later wave",
-    shape: { maxUnavailable: 1, windows: false, onFailure: "Halt", paused: false, allAtOnce: false },
+    shape: {
+      maxUnavailable: 1,
+      windows: false,
+      onFailure: "Halt",
+      paused: false,
+      allAtOnce: false,
+      approval: [],
+      clusterWindows: false,
+    },
     rings: ["a", "a", "a", "a", "a"],
     ops: [
       { op: "brokenRollout", cluster: "c0" },
@@ -1231,8 +1697,9 @@ describe("the rollout model", () => {
         shapeArbitrary,
         ringsArbitrary,
         fc.array(opArbitrary, { minLength: 1, maxLength: 40 }),
-        (shape, rings, ops) => {
-          interleave(shape, rings, ops);
+        zonesArbitrary,
+        (shape, rings, ops, zones) => {
+          interleave(shape, rings, ops, zones);
           for (const trigger of triggered) triggerRuns.set(trigger, triggerRuns.get(trigger)! + 1);
         },
       ),
@@ -1257,13 +1724,21 @@ describe("the rollout model", () => {
     expect(exercised.earlierWaveChecks).toBeGreaterThan(RUNS);
   }, 600_000);
 
-  it.each(FOUND)("holds where a search once found a counterexample: $why", ({ shape, rings, ops }) => {
-    interleave(shape, rings, ops);
+  it.each(FOUND)("holds where a search once found a counterexample: $why", ({ shape, rings, ops, zones }) => {
+    interleave(shape, rings, ops, zones);
   });
 
   it("the observer catches a gate that skips the canary (the check can fail)", () => {
     const sim = new Sim(
-      { maxUnavailable: 1, windows: false, onFailure: "Halt", paused: false, allAtOnce: false },
+      {
+        maxUnavailable: 1,
+        windows: false,
+        onFailure: "Halt",
+        paused: false,
+        allAtOnce: false,
+        approval: [],
+        clusterWindows: false,
+      },
       ["-", "a", "a", "b", "-"],
     );
     sim.advance(60);
@@ -1294,9 +1769,116 @@ describe("the rollout model", () => {
         commit: sim.commit,
         declared: new Set(),
         phaseAfter: "Progressing",
+        approvalWaves: new Set(),
+        approvals: new Set(),
+        rolloutCommit: sim.commit,
+        isCommit: () => true,
+        outside: () => false,
       }),
     ).toThrow(
       /c3-serving \(wave 2\) changed while KnativeServing knative-fleet\/c0-serving \(wave 0\) was not on what Git wants/,
     );
+  });
+
+  it("the observer catches new content in a wave without the approval of the rollout's commit, or outside its cluster's windows", () => {
+    const sim = new Sim(
+      {
+        maxUnavailable: 1,
+        windows: false,
+        onFailure: "Halt",
+        paused: false,
+        allAtOnce: false,
+        approval: [],
+        clusterWindows: false,
+      },
+      ["-", "a", "a", "b", "-"],
+    );
+    sim.advance(60);
+    sim.complete();
+    // New content for c1 (ring-a) alone: every earlier wave is on what Git wants.
+    const stale = sim.commit;
+    sim.change(() => sim.content.set("c1", 4242));
+    const c1 = sim.model().resources.find((d) => d.resource.metadata.name === "c1-serving")!;
+    const before = new Map([...sim.hub].map(([k, cr]) => [k, hashOf(cr.object)]));
+    const to = hashOf(mirroredObject(c1, { repository: REPOSITORY, branch: "main", commit: sim.commit }))!;
+    const check = (approvals: string[], outside: string[]) =>
+      sim.observer.check({
+        now: sim.now,
+        spec: sim.spec(),
+        paused: false,
+        intent: sim.intent(sim.model()),
+        before,
+        healthBefore: new Map([...before.keys()].map((k) => [k, true])),
+        after: new Map([...before, [key(c1), to]]),
+        healthAfter: new Map([...before.keys()].map((k) => [k, k !== key(c1)])),
+        minorsBefore: new Map([...before.keys()].map((k) => [k, 20])),
+        minorsAfter: new Map([...before.keys()].map((k) => [k, 20])),
+        writes: [{ key: key(c1), to, revert: false, fromMinor: 20, toMinor: 20 }],
+        waveOf: (k) => sim.waveOf(sim.spec(), k, sim.inventory()),
+        phaseBefore: "Complete",
+        haltBefore: undefined,
+        commit: sim.commit,
+        declared: new Set(),
+        phaseAfter: "Progressing",
+        approvalWaves: new Set(["ring-a"]),
+        approvals: new Set(approvals),
+        rolloutCommit: sim.commit,
+        isCommit: (commit) => sim.commits.has(commit),
+        outside: (k) => outside.includes(k),
+      });
+    expect(() => check([approvalKey(stale, "ring-a"), approvalKey(MADE_UP_COMMIT, "ring-a")], [])).toThrow(
+      /c1-serving got new content \S+ in wave ring-a, which needs an approval, without one of the rollout's commit c-\d+/,
+    );
+    expect(() => check([approvalKey(sim.commit, "ring-a")], [key(c1)])).toThrow(
+      /c1-serving got new content \S+ at \S+, while its cluster is outside its maintenance windows/,
+    );
+    expect(() => check([approvalKey(sim.commit, "ring-a")], [])).not.toThrow();
+  });
+
+  it("the model reads the clusters' windows as the gate does, in every ring and time zone, through a day", () => {
+    const shape: PolicyShape = {
+      maxUnavailable: 1,
+      windows: false,
+      onFailure: "Halt",
+      paused: false,
+      allAtOnce: false,
+      approval: [],
+      clusterWindows: true,
+    };
+    const spec = policySpec(shape);
+    // Every half hour, and the minute each window starts or ends in each zone the model knows, and the one before.
+    const edges = CLUSTER_WINDOWS.flatMap((entry) =>
+      entry.windows.flatMap(({ span }) => [minutesOf(span), minutesOf(span.slice(6))]),
+    );
+    const minutes = new Set(Array.from({ length: 48 }, (_, i) => i * 30));
+    for (const edge of edges) {
+      for (const offset of Object.values(OFFSET_MINUTES)) {
+        for (const at of [edge - offset, edge - offset - 1]) minutes.add((at + 2 * 1440) % 1440);
+      }
+    }
+    const differ: string[] = [];
+    for (const ring of ["a", "b", "-"] as const) {
+      for (const zone of ZONES) {
+        const sim = new Sim(shape, [ring, ring, ring, ring, ring], [zone, zone, zone, zone, zone]);
+        const inventory = new Map(sim.inventory().map((cluster) => [`${NS}/${cluster.name}`, cluster]));
+        for (const minute of minutes) {
+          const now = Date.parse("2026-03-02T00:00:00Z") + minute * 60_000;
+          for (const c of ["c0", "c1", "c2"] as const) {
+            const gate = clusterWindowClosed(
+              spec,
+              { namespace: NS, name: c },
+              inventory.get(`${NS}/${c}`),
+              new Date(now),
+            );
+            if ((gate === undefined) !== sim.insideWindows(c, now)) {
+              differ.push(
+                `${c} in ring ${ring}, zone ${zone}, at ${new Date(now).toISOString()}: the gate says ${gate ?? "inside"}`,
+              );
+            }
+          }
+        }
+      }
+    }
+    expect(differ).toEqual([]);
   });
 });
