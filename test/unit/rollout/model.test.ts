@@ -34,7 +34,8 @@ import { atVersion, chainUpgrades, upgradeMemory } from "../../../src/upgrade/ch
 // state read back from its JSON, the departure clock lost), pauses, windows, a crash between storing the
 // state and writing the CRs, and the clock. The system is the real gate with the real mirror planning,
 // prune safeguards, departures and revert derivation over an in-memory hub; an observer that knows nothing
-// of the gate's state but its phase checks the guarantees of docs/rollout.md after every sync:
+// of the gate's state but its phase (and, for guarantee 10, the commit the rollout is named after) checks the
+// guarantees of docs/rollout.md after every sync:
 //   1. a CR gets content other than its baseline only when every CR of every earlier wave is on the content
 //      Git wants, healthy, and (if it changed since its baseline) healthy for its wave's soak;
 //   2. a sync that lets CRs of a wave change leaves at most maxUnavailable of its changed CRs unhealthy;
@@ -104,7 +105,7 @@ const ZONE_PROPERTY = "example.com/time-zone";
 /** A cluster's time zone property: none (UTC), a zone, or no zone at all (its windows read as closed). */
 const ZONES = ["none", "Asia/Kolkata", "Asia/Kathmandu", "America/Caracas", "Mars/Olympus_Mons"] as const;
 type Zone = (typeof ZONES)[number];
-/** The model's own clock arithmetic: each valid zone's offset from UTC in minutes (none keeps daylight saving). */
+/** The model's own clock arithmetic: each zone's offset from UTC in minutes (none of them keeps daylight saving). */
 const OFFSET_MINUTES: Readonly<Record<string, number>> = {
   UTC: 0,
   "Asia/Kolkata": 330,
@@ -121,7 +122,7 @@ const OFFSET_MINUTES: Readonly<Record<string, number>> = {
  * runs, and a property that names no zone closes them). Whatever its ring and valid zone, a cluster has a
  * time of day inside every entry that selects it (a named one in ring b: 16:08-16:12 and 16:24-16:30; a
  * zoned one in ring b in Caracas: 01:00-02:00 UTC). Few windows: the gate reads each with an
- * Intl.DateTimeFormat of its own, the larger part of the run's time.
+ * Intl.DateTimeFormat of its own, about a third of the run's time.
  */
 const CLUSTER_WINDOWS: readonly {
   name: string;
@@ -658,7 +659,7 @@ class Sim {
       approvalWaves: new Set(git.shape.approval),
       approvals: git.approvals,
       rolloutCommit: this.state.commit,
-      isCommit: (commit) => this.commits.has(commit),
+      commitOrder: (commit) => [...this.commits.keys()].indexOf(commit),
       ...(outcome.awaitingApproval && { awaitingApproval: outcome.awaitingApproval }),
       ...(outcome.openWave && { openWave: outcome.openWave }),
       outside: (k) => !this.insideWindows(clusterOf(k)),
@@ -1135,7 +1136,8 @@ interface Check {
   approvals: ReadonlySet<string>;
   /** The commit the rollout is named after once the sync is done (the state's `commit`). */
   rolloutCommit: string;
-  isCommit(commit: string): boolean;
+  /** Where a commit is in the branch's history (-1: no commit of it). */
+  commitOrder(commit: string): number;
   /** The open wave that waits for an approval, and the open (or next) wave, as the gate reports them. */
   awaitingApproval?: { wave: string; commit: string };
   openWave?: string;
@@ -1157,6 +1159,8 @@ class Observer {
   readonly opened = new Set<number>();
   /** CRs given new content, unhealthy on it at every sync since: when, and which content. */
   readonly released = new Map<string, { hash: string; at: number }>();
+  /** Where the commit the rollout was last named after is in the branch's history. */
+  rolloutCommitOrder = -1;
   /** The waves that waited for an approval since the fleet was last settled. */
   readonly heldForApproval = new Set<string>();
 
@@ -1287,8 +1291,15 @@ class Observer {
         triggered.add("an approval of another commit is there while a wave waits for its own");
       }
     }
-    if (!c.isCommit(c.rolloutCommit))
-      throw new Violation(`the rollout is named after ${c.rolloutCommit}, no commit`);
+    // The rollout is named after a commit of the branch, the one it started at or a later one that changed
+    // content, never an earlier one (whose approvals would then count) nor one that is not there.
+    const order = c.commitOrder(c.rolloutCommit);
+    if (order === -1 || order > c.commitOrder(c.commit) || order < this.rolloutCommitOrder) {
+      throw new Violation(
+        `at ${c.commit}, the rollout is named after ${c.rolloutCommit} (number ${order} of the branch; it was named after number ${this.rolloutCommitOrder}): not the commit it started at or a later one`,
+      );
+    }
+    this.rolloutCommitOrder = order;
     for (const w of news) {
       const wave = waveName(w.key);
       // 10. New content in a wave that needs an approval: only with the rollout's commit's approval of it.
@@ -1772,7 +1783,7 @@ describe("the rollout model", () => {
         approvalWaves: new Set(),
         approvals: new Set(),
         rolloutCommit: sim.commit,
-        isCommit: () => true,
+        commitOrder: () => 0,
         outside: () => false,
       }),
     ).toThrow(
@@ -1823,7 +1834,7 @@ describe("the rollout model", () => {
         approvalWaves: new Set(["ring-a"]),
         approvals: new Set(approvals),
         rolloutCommit: sim.commit,
-        isCommit: (commit) => sim.commits.has(commit),
+        commitOrder: (commit) => [...sim.commits.keys()].indexOf(commit),
         outside: (k) => outside.includes(k),
       });
     expect(() => check([approvalKey(stale, "ring-a"), approvalKey(MADE_UP_COMMIT, "ring-a")], [])).toThrow(
