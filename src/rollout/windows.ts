@@ -9,23 +9,38 @@ import {
 import type { InventoryCluster } from "../placement/inventory.ts";
 import { selects } from "./waves.ts";
 
-// Maintenance windows: no wave opens outside the policy's, and no cluster takes new content outside its own. A window is read in its own time zone (Intl, so daylight
-// saving follows the zone's rules); one that ends before it starts runs past midnight into the next day and
-// belongs to the day it started on.
+// Maintenance windows: no wave opens outside the policy's, and no cluster takes new content outside its
+// own. A window is read in its own time zone (Intl, so daylight saving follows the zone's rules); one that
+// ends before it starts runs past midnight into the next day and belongs to the day it started on.
 
 interface LocalTime {
   day: Weekday;
   minutes: number;
 }
 
+/**
+ * One formatter per time zone: making one costs far more than using it, and every sync asks for each
+ * cluster's windows. Zones are validated before they get here, so the IANA list bounds the cache.
+ */
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatterIn(timeZone: string): Intl.DateTimeFormat {
+  let formatter = formatters.get(timeZone);
+  if (formatter === undefined) {
+    formatter = new Intl.DateTimeFormat("en-US", {
+      timeZone,
+      weekday: "short",
+      hour: "2-digit",
+      minute: "2-digit",
+      hourCycle: "h23",
+    });
+    formatters.set(timeZone, formatter);
+  }
+  return formatter;
+}
+
 function localTime(now: Date, timeZone: string): LocalTime {
-  const parts = new Intl.DateTimeFormat("en-US", {
-    timeZone,
-    weekday: "short",
-    hour: "2-digit",
-    minute: "2-digit",
-    hourCycle: "h23",
-  }).formatToParts(now);
+  const parts = formatterIn(timeZone).formatToParts(now);
   const part = (type: string) => parts.find((p) => p.type === type)?.value ?? "";
   return { day: part("weekday") as Weekday, minutes: Number(part("hour")) * 60 + Number(part("minute")) };
 }
@@ -69,7 +84,7 @@ export function clusterWindowClosed(
     if (!selects(entry, cluster, known)) continue;
     const property = entry.timeZoneProperty;
     const zone = property === undefined ? undefined : known?.properties.get(property);
-    if (zone !== undefined && (zone.length > 64 || !isTimeZone(zone))) {
+    if (zone !== undefined && !formatters.has(zone) && (zone.length > 64 || !isTimeZone(zone))) {
       return `its time zone property ${property} is ${JSON.stringify(zone.slice(0, 64))}, no IANA time zone, so its maintenance windows ${entry.name} cannot be read`;
     }
     const windows = entry.windows.map((window) => ({
