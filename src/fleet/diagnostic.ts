@@ -60,8 +60,6 @@ export function formatDiagnostic(diagnostic: Diagnostic): string {
   );
 }
 
-// C0 and C1 controls, DEL, and the Unicode line/paragraph separators and bidi overrides that reorder text.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
 /** Messages from the YAML parser and zod start capitalised; diagnostics read as `field: lower-case text`. */
 export function lowercaseFirst(message: string): string {
   return message.charAt(0).toLowerCase() + message.slice(1);
