@@ -498,8 +498,10 @@ async function gitIdentity(root: string): Promise<{ name?: string; email?: strin
     return typeof value === "string" && value !== "" ? value : undefined;
   };
   const found = { name: await local("user.name"), email: await local("user.email") };
-  const xdg = process.env.XDG_CONFIG_HOME || join(homedir(), ".config");
-  for (const file of [join(homedir(), ".gitconfig"), join(xdg, "git", "config")]) {
+  // $HOME as this thread sees it (os.homedir() reads the process's, not a worker thread's copy).
+  const home = process.env.HOME || homedir();
+  const xdg = process.env.XDG_CONFIG_HOME || join(home, ".config");
+  for (const file of [join(home, ".gitconfig"), join(xdg, "git", "config")]) {
     if (found.name !== undefined && found.email !== undefined) break;
     const user = userSection(await readFile(file, "utf8").catch(() => ""));
     found.name ??= user.name;
