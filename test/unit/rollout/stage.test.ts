@@ -100,6 +100,8 @@ async function haltsAndRevertsTheCanary(
     action: "update",
     reason: "reverted to a, the last completed rollout's content on fleet-system/c1",
   });
+  // The report names what this sync put back (the notifier tells RolloutReverted from it).
+  expect(report?.reverted).toEqual(["KnativeServing knative-fleet/c1-serving"]);
 }
 
 const stored = (kube: FakeKube): RolloutState | undefined =>
@@ -479,6 +481,13 @@ describe("the rollout stage on a hub", () => {
     const c1 = kube.find("KnativeServing", "c1-serving")!;
     expect((c1.spec as { version: string }).version).toBe("1.21");
     expect(c1.metadata.annotations?.["fleet.knative.dev/source-commit"]).toBe("a");
+    // Reverted once: the next sync reverts nothing, and its report says nothing of reverts.
+    const after = await sync(
+      fleetFiles(["c1", "c2"], policy, () => "1.22"),
+      "b",
+    );
+    expect(after.report?.phase).toBe("Halted");
+    expect(after.report).not.toHaveProperty("reverted");
     stage.stop();
   });
 
@@ -496,11 +505,13 @@ describe("the rollout stage on a hub", () => {
     await new Promise((resolve) => setTimeout(resolve, 5));
     const failures = () =>
       kube.objects().filter((o) => o.kind === "Event" && o.reason === "RolloutRevertFailed");
-    const { result } = await sync(
+    const { result, report } = await sync(
       fleetFiles(["c1", "c2"], policy, () => "1.22"),
       "b",
     );
     expect(result.resources.find((r) => r.name === "c1-serving")?.action).toBe("unchanged");
+    // A revert that could not be made is no revert.
+    expect(report).not.toHaveProperty("reverted");
     expect((kube.find("KnativeServing", "c1-serving")!.spec as { version: string }).version).toBe("1.22");
     await new Promise((resolve) => setTimeout(resolve, 20)); // Events are recorded in the background
     expect(failures().map((e) => e.message)).toEqual([
