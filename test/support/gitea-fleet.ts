@@ -9,6 +9,7 @@ import { peekRolloutState, ROLLOUT_STATE_CONFIGMAP } from "../../src/rollout/sta
 import type { Gitea, GiteaRepo } from "../sandbox/gitea.ts";
 import type { Sandbox } from "../sandbox/index.ts";
 import { freePort } from "../sandbox/processes.ts";
+import { crText } from "./fleet-files.ts";
 import { startFleetProcess } from "./fleet-service.ts";
 import { pushChangeOverHttp } from "./git-server.ts";
 import type { ServiceProcess } from "./service-process.ts";
@@ -183,3 +184,28 @@ export async function rolloutCommit(hub: KubeClient, namespace: string): Promise
   const configMap = await hub.get("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP);
   return peekRolloutState(configMap?.data as Record<string, unknown> | undefined)?.commit;
 }
+
+/** What a test changes in the fleet's Serving CRs: config sections, workloads. */
+export interface ServingSpec {
+  config?: Record<string, Record<string, string>>;
+  workloads?: unknown;
+}
+
+/** One KnativeServing 1.23 file per spoke, on Kourier (ClusterIP), with the spec's changes. */
+export const servingFiles = (spokes: readonly string[], namespace: string, spec: ServingSpec = {}) =>
+  Object.fromEntries(
+    spokes.map((spoke) => [
+      `clusters/serving-${spoke}.yaml`,
+      crText({
+        name: `serving-${spoke}`,
+        namespace,
+        cluster: spoke,
+        version: "1.23",
+        spec: {
+          ...spec,
+          ingress: { kourier: { enabled: true, "service-type": "ClusterIP" } },
+          config: { network: { "ingress-class": "kourier.ingress.networking.knative.dev" }, ...spec.config },
+        },
+      }),
+    ]),
+  );

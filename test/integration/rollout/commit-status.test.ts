@@ -4,8 +4,13 @@ import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { type Gitea, startGitea } from "../../sandbox/gitea.ts";
 import { CLUSTER_PROFILE_NAMESPACE, loadSandbox } from "../../sandbox/index.ts";
-import { crText } from "../../support/fleet-files.ts";
-import { giteaFleet, postedStatuses, rolloutCommit } from "../../support/gitea-fleet.ts";
+import {
+  giteaFleet,
+  postedStatuses,
+  rolloutCommit,
+  type ServingSpec,
+  servingFiles,
+} from "../../support/gitea-fleet.ts";
 import { forceDeleteCrs } from "../../support/handover.ts";
 import { adminClient, ensureNamespace, installFleetCrds, resetRolloutState } from "../../support/hub.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
@@ -36,23 +41,7 @@ const policy = stringify({
   },
 });
 
-const crFiles = (spec: { config?: Record<string, Record<string, string>>; workloads?: unknown } = {}) =>
-  Object.fromEntries(
-    SPOKES.map((spoke) => [
-      `clusters/serving-${spoke}.yaml`,
-      crText({
-        name: `serving-${spoke}`,
-        namespace: NS,
-        cluster: spoke,
-        version: "1.23",
-        spec: {
-          ...spec,
-          ingress: { kourier: { enabled: true, "service-type": "ClusterIP" } },
-          config: { network: { "ingress-class": "kourier.ingress.networking.knative.dev" }, ...spec.config },
-        },
-      }),
-    ]),
-  );
+const crFiles = (spec: ServingSpec = {}) => servingFiles(SPOKES, NS, spec);
 
 describe("commit statuses on a real Gitea", () => {
   let gitea: Gitea;
