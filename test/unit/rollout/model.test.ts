@@ -1633,6 +1633,50 @@ function interleave(shape: PolicyShape, rings: ("a" | "b" | "-")[], ops: Op[], z
   sim.settleAtTheEnd();
 }
 
+/** A policy shape of one change at a time, with no windows, pause or emergency, and what `over` sets. */
+const plainShape = (over: Partial<PolicyShape> = {}): PolicyShape => ({
+  maxUnavailable: 1,
+  windows: false,
+  onFailure: "Halt",
+  paused: false,
+  allAtOnce: false,
+  approval: [],
+  clusterWindows: false,
+  ...over,
+});
+
+/**
+ * What the observer is shown of one sync after a completed rollout, every CR healthy and on minor 20,
+ * that writes `to` on the CR `written`, and nothing else; no approvals, no windows.
+ */
+function oneWrite(sim: Sim, before: Map<string, string | undefined>, written: string, to: string): Check {
+  const all = <T>(value: T) => new Map<string, T>([...before.keys()].map((k) => [k, value]));
+  return {
+    now: sim.now,
+    spec: sim.spec(),
+    paused: false,
+    intent: sim.intent(sim.model()),
+    before,
+    healthBefore: all(true),
+    after: new Map([...before, [written, to]]),
+    healthAfter: all(true),
+    minorsBefore: all(20),
+    minorsAfter: all(20),
+    writes: [{ key: written, to, revert: false, fromMinor: 20, toMinor: 20 }],
+    waveOf: (k) => sim.waveOf(sim.spec(), k, sim.inventory()),
+    phaseBefore: "Complete",
+    haltBefore: undefined,
+    commit: sim.commit,
+    declared: new Set(),
+    phaseAfter: "Progressing",
+    approvalWaves: new Set(),
+    approvals: new Set(),
+    rolloutCommit: sim.commit,
+    commitOrder: () => 0,
+    outside: () => false,
+  };
+}
+
 /**
  * Interleavings a random search once failed on, shrunk, kept so each stays covered whatever the seed. The
  * model's own mistakes are here too: a guarantee the model got wrong is fixed in the model, and its
@@ -1641,15 +1685,7 @@ function interleave(shape: PolicyShape, rings: ("a" | "b" | "-")[], ops: Op[], z
 const FOUND: { why: string; shape: PolicyShape; rings: ("a" | "b" | "-")[]; zones?: Zone[]; ops: Op[] }[] = [
   {
     why: "a CR that failed on a minor of its chain, outside its windows, filled its wave's maxUnavailable through the settling, which waited inside the others' windows (the model's: the settling moves the clock into every window of the wave)",
-    shape: {
-      maxUnavailable: 1,
-      windows: false,
-      onFailure: "Halt",
-      paused: false,
-      allAtOnce: false,
-      approval: ["canary"],
-      clusterWindows: true,
-    },
+    shape: plainShape({ approval: ["canary"], clusterWindows: true }),
     rings: ["a", "-", "b", "a", "a"],
     zones: ["none", "none", "none", "none", "Asia/Kathmandu"],
     ops: [
@@ -1662,30 +1698,14 @@ const FOUND: { why: string; shape: PolicyShape; rings: ("a" | "b" | "-")[]; zone
   },
   {
     why: "the model's windows left a cluster of ring b in Caracas's zone no time inside both entries that select it, so the settling never ended (the model's mistake: every cluster now has one)",
-    shape: {
-      maxUnavailable: 1,
-      windows: false,
-      onFailure: "Halt",
-      paused: false,
-      allAtOnce: false,
-      approval: ["ring-b"],
-      clusterWindows: true,
-    },
+    shape: plainShape({ approval: ["ring-b"], clusterWindows: true }),
     rings: ["a", "a", "b", "a", "a"],
     ops: [{ op: "brokenRollout", cluster: "c0" }],
     zones: ["none", "none", "America/Caracas", "none", "none"],
   },
   {
     why: "the canary's file broke, its cluster left and came back: a broken file with no hub CR holds no later wave",
-    shape: {
-      maxUnavailable: 1,
-      windows: false,
-      onFailure: "Halt",
-      paused: false,
-      allAtOnce: false,
-      approval: [],
-      clusterWindows: false,
-    },
+    shape: plainShape(),
     rings: ["a", "a", "a", "a", "a"],
     ops: [
       { op: "brokenRollout", cluster: "c0" },
@@ -1740,18 +1760,7 @@ describe("the rollout model", () => {
   });
 
   it("the observer catches a gate that skips the canary (the check can fail)", () => {
-    const sim = new Sim(
-      {
-        maxUnavailable: 1,
-        windows: false,
-        onFailure: "Halt",
-        paused: false,
-        allAtOnce: false,
-        approval: [],
-        clusterWindows: false,
-      },
-      ["-", "a", "a", "b", "-"],
-    );
+    const sim = new Sim(plainShape(), ["-", "a", "a", "b", "-"]);
     sim.advance(60);
     sim.complete();
     // Content pushed straight to a later wave, as a gate without waves would: the observer refuses it.
@@ -1761,49 +1770,13 @@ describe("the rollout model", () => {
     sim.change(() => sim.content.set("c0", 4343));
     const before = new Map([...sim.hub].map(([k, cr]) => [k, hashOf(cr.object)]));
     const object = mirroredObject(c3, { repository: REPOSITORY, branch: "main", commit: sim.commit });
-    expect(() =>
-      sim.observer.check({
-        now: sim.now,
-        spec: sim.spec(),
-        paused: false,
-        intent: sim.intent(sim.model()),
-        before,
-        healthBefore: new Map([...before.keys()].map((k) => [k, true])),
-        after: new Map([...before, [key(c3), hashOf(object)]]),
-        healthAfter: new Map([...before.keys()].map((k) => [k, true])),
-        minorsBefore: new Map([...before.keys()].map((k) => [k, 20])),
-        minorsAfter: new Map([...before.keys()].map((k) => [k, 20])),
-        writes: [{ key: key(c3), to: hashOf(object)!, revert: false, fromMinor: 20, toMinor: 20 }],
-        waveOf: (k) => sim.waveOf(sim.spec(), k, sim.inventory()),
-        phaseBefore: "Complete",
-        haltBefore: undefined,
-        commit: sim.commit,
-        declared: new Set(),
-        phaseAfter: "Progressing",
-        approvalWaves: new Set(),
-        approvals: new Set(),
-        rolloutCommit: sim.commit,
-        commitOrder: () => 0,
-        outside: () => false,
-      }),
-    ).toThrow(
+    expect(() => sim.observer.check(oneWrite(sim, before, key(c3), hashOf(object)!))).toThrow(
       /c3-serving \(wave 2\) changed while KnativeServing knative-fleet\/c0-serving \(wave 0\) was not on what Git wants/,
     );
   });
 
   it("the observer catches new content in a wave without the approval of the rollout's commit, or outside its cluster's windows", () => {
-    const sim = new Sim(
-      {
-        maxUnavailable: 1,
-        windows: false,
-        onFailure: "Halt",
-        paused: false,
-        allAtOnce: false,
-        approval: [],
-        clusterWindows: false,
-      },
-      ["-", "a", "a", "b", "-"],
-    );
+    const sim = new Sim(plainShape(), ["-", "a", "a", "b", "-"]);
     sim.advance(60);
     sim.complete();
     // New content for c1 (ring-a) alone: every earlier wave is on what Git wants.
@@ -1814,26 +1787,10 @@ describe("the rollout model", () => {
     const to = hashOf(mirroredObject(c1, { repository: REPOSITORY, branch: "main", commit: sim.commit }))!;
     const check = (approvals: string[], outside: string[]) =>
       sim.observer.check({
-        now: sim.now,
-        spec: sim.spec(),
-        paused: false,
-        intent: sim.intent(sim.model()),
-        before,
-        healthBefore: new Map([...before.keys()].map((k) => [k, true])),
-        after: new Map([...before, [key(c1), to]]),
+        ...oneWrite(sim, before, key(c1), to),
         healthAfter: new Map([...before.keys()].map((k) => [k, k !== key(c1)])),
-        minorsBefore: new Map([...before.keys()].map((k) => [k, 20])),
-        minorsAfter: new Map([...before.keys()].map((k) => [k, 20])),
-        writes: [{ key: key(c1), to, revert: false, fromMinor: 20, toMinor: 20 }],
-        waveOf: (k) => sim.waveOf(sim.spec(), k, sim.inventory()),
-        phaseBefore: "Complete",
-        haltBefore: undefined,
-        commit: sim.commit,
-        declared: new Set(),
-        phaseAfter: "Progressing",
         approvalWaves: new Set(["ring-a"]),
         approvals: new Set(approvals),
-        rolloutCommit: sim.commit,
         commitOrder: (commit) => [...sim.commits.keys()].indexOf(commit),
         outside: (k) => outside.includes(k),
       });
@@ -1847,15 +1804,7 @@ describe("the rollout model", () => {
   });
 
   it("the model reads the clusters' windows as the gate does, in every ring and time zone, through a day", () => {
-    const shape: PolicyShape = {
-      maxUnavailable: 1,
-      windows: false,
-      onFailure: "Halt",
-      paused: false,
-      allAtOnce: false,
-      approval: [],
-      clusterWindows: true,
-    };
+    const shape: PolicyShape = plainShape({ clusterWindows: true });
     const spec = policySpec(shape);
     // Every half hour, and the minute each window starts or ends in each zone the model knows, and the one before.
     const edges = CLUSTER_WINDOWS.flatMap((entry) =>
