@@ -113,6 +113,15 @@ const waitingReason = (result: SyncResult, name: string) =>
 const event = (gated: GatedSteps, reason: string) =>
   gated.outcome?.events.find((e) => e.reason === reason)?.message;
 
+/** 1.21 installed on both clusters, the canary first, each made healthy: the sync that completes the rollout. */
+async function complete(hub: ReturnType<typeof rolloutHub>) {
+  await hub.sync(files("1.21"));
+  hub.health("c1-serving", true);
+  await hub.sync(files("1.21"));
+  hub.health("c2-serving", true);
+  return hub.sync(files("1.21"));
+}
+
 interface Read {
   hub: ReturnType<typeof rolloutHub>;
   result: SyncResult;
@@ -163,11 +172,7 @@ const CASES: Case[] = [
     ),
     async read() {
       const hub = rolloutHub();
-      await hub.sync(files("1.21"));
-      hub.health("c1-serving", true);
-      await hub.sync(files("1.21"));
-      hub.health("c2-serving", true);
-      await hub.sync(files("1.21"));
+      await complete(hub);
       // The CRs exist: the one the approval holds is marked with why on the hub.
       const approved = { ...POLICY, waves: [{ ...POLICY.waves[0], approval: "Required" }] };
       const { result } = await hub.sync(files("1.22", approved), NEXT);
@@ -194,11 +199,7 @@ const CASES: Case[] = [
     starts: /^rollout of 0123456789ab has reached every wave$/,
     async read() {
       const hub = rolloutHub();
-      await hub.sync(files("1.21"));
-      hub.health("c1-serving", true);
-      await hub.sync(files("1.21"));
-      hub.health("c2-serving", true);
-      const { result, gated } = await hub.sync(files("1.21"));
+      const { result, gated } = await complete(hub);
       return { hub, result, gate: event(gated, "RolloutCompleted") };
     },
   },
