@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import {
   ADOPT_ROLLOUT_KEY_ANNOTATION,
   ROLLOUT_KEY_MARK_ANNOTATION,
@@ -6,6 +5,13 @@ import {
   ROLLOUT_START_OVER_ANNOTATION,
 } from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
+import {
+  type KeySecret,
+  keyBytes,
+  lookUpKeySecret,
+  makeKeySecret,
+  markKeySecret,
+} from "../kube/key-secret.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
@@ -217,10 +223,11 @@ export class SealedStateStore {
    */
   async #stateKey(configMap: KubeObject | undefined): Promise<Uint8Array | KeyRefusal> {
     if (this.#key) return this.#key;
-    const { hub, keyNamespace } = this.#options;
-    const name = `${keyNamespace}/${ROLLOUT_KEY_SECRET}`;
-    let secret = await hub.get("v1", "Secret", keyNamespace, ROLLOUT_KEY_SECRET);
-    if (secret === undefined) {
+    const where = this.#keySecret();
+    const name = `${where.namespace}/${where.name}`;
+    const found = await lookUpKeySecret(this.#options.hub, where);
+    let secret: KubeObject;
+    if (found.kind === "absent") {
       // A sealed state with no key: the key was deleted or moved (rollout.keyNamespace changed). A new key
       // would refuse the state anyway; not making one leaves room to bring the old one back.
       const sealed =
@@ -234,45 +241,32 @@ export class SealedStateStore {
             `${ROLLOUT_START_OVER_ANNOTATION}=<why> to start over with a new key`,
         };
       }
-      secret = await this.#makeKey();
-    } else if (secret.metadata.uid === undefined || markOf(secret) !== secret.metadata.uid) {
-      const why = secret.metadata.annotations?.[ADOPT_ROLLOUT_KEY_ANNOTATION];
-      if (why === undefined) {
+      secret = await makeKeySecret(this.#options.hub, where);
+    } else if (found.kind === "foreign") {
+      if (found.adoptWhy === undefined) {
         return {
           refused:
             `the rollout key Secret ${name} was not made by knative-fleet (made beforehand, copied or ` +
             `restored?): annotate it ${ADOPT_ROLLOUT_KEY_ANNOTATION}=<why> to use it as the key, or delete it`,
         };
       }
-      secret = await this.#adopt(secret, why);
-    }
-    const data = secret.data as Record<string, string> | undefined;
-    const last = data?.[ROLLOUT_KEY_SECRET_LAST];
-    const key = Buffer.from(data?.[ROLLOUT_KEY_SECRET_KEY] ?? "", "base64");
-    if (key.length < 16) throw new Error(`Secret ${name} has no key of at least 16 bytes`);
+      secret = await this.#adopt(found.secret, found.adoptWhy);
+    } else secret = found.secret;
+    const last = (secret.data as Record<string, string> | undefined)?.[ROLLOUT_KEY_SECRET_LAST];
+    const key = keyBytes(secret, where);
     this.#last = last ? Buffer.from(last, "base64").toString("utf8") : undefined;
     this.#key = key;
     return key;
   }
 
-  /**
-   * Makes the key Secret, then marks it with its uid (a copy, with another uid, is not taken for it). Not
-   * forced: a key another writer made meanwhile is a conflict, never overwritten. A server-side apply at the
-   * Secret's own name, so RBAC can limit even its creation to that name.
-   */
-  async #makeKey(): Promise<KubeObject> {
-    const { hub, keyNamespace } = this.#options;
-    const made = await hub.apply(
-      {
-        apiVersion: "v1",
-        kind: "Secret",
-        metadata: { name: ROLLOUT_KEY_SECRET, namespace: keyNamespace },
-        type: "Opaque",
-        data: { [ROLLOUT_KEY_SECRET_KEY]: randomBytes(32).toString("base64") },
-      },
-      { force: false },
-    );
-    return this.#mark(made, {});
+  #keySecret(): KeySecret {
+    return {
+      namespace: this.#options.keyNamespace,
+      name: ROLLOUT_KEY_SECRET,
+      dataKey: ROLLOUT_KEY_SECRET_KEY,
+      markAnnotation: ROLLOUT_KEY_MARK_ANNOTATION,
+      adoptAnnotation: ADOPT_ROLLOUT_KEY_ANNOTATION,
+    };
   }
 
   /** A person adopted a key Secret knative-fleet did not make: logged, an Event, and marked (one act). */
@@ -289,15 +283,7 @@ export class SealedStateStore {
       "RolloutKeyAdopted",
       `the rollout key Secret ${name}, which knative-fleet did not make, is adopted (${why || "no reason given"})`,
     );
-    return this.#mark(secret, { [ADOPT_ROLLOUT_KEY_ANNOTATION]: null });
-  }
-
-  /** Marks the key Secret as knative-fleet's with its uid, dropping the given annotations in the same patch. */
-  #mark(secret: KubeObject, drop: Record<string, null>): Promise<KubeObject> {
-    const { hub, keyNamespace } = this.#options;
-    return hub.mergePatch("v1", "Secret", keyNamespace, ROLLOUT_KEY_SECRET, {
-      metadata: { annotations: { ...drop, [ROLLOUT_KEY_MARK_ANNOTATION]: secret.metadata.uid } },
-    });
+    return markKeySecret(this.#options.hub, this.#keySecret(), secret);
   }
 
   /** A refused key: every change waits; logged and recorded as an Event once per reason. */
@@ -324,7 +310,3 @@ export class SealedStateStore {
     this.#last = mac;
   }
 }
-
-/** The uid knative-fleet's mark on a key Secret names (the Secret it made or a person adopted). */
-const markOf = (secret: KubeObject): string | undefined =>
-  secret.metadata.annotations?.[ROLLOUT_KEY_MARK_ANNOTATION];
