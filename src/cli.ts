@@ -3,8 +3,11 @@
 // on an older Node a dependency dies at import with a stack trace that names no version (undici on Node 20).
 // So this file is plain syntax that old Node parses, and it loads the CLI only after the check.
 // MINIMUM_NODE is the lowest version package.json `engines` allows (test/unit/cli/node-version.test.ts).
+// An older Node is a command that could not do its job: exit 2, EXIT_ERROR of commands/command.ts (which this
+// file cannot import before the check; test/unit/cli/docs-cli.test.ts holds the two equal).
 
 const MINIMUM_NODE = "22.19.0";
+const EXIT_ERROR = 2;
 
 function isOlder(version: string, minimum: string): boolean {
   const have = version.split(".").map(Number);
@@ -17,6 +20,6 @@ function isOlder(version: string, minimum: string): boolean {
 
 if (isOlder(process.versions.node, MINIMUM_NODE)) {
   process.stderr.write(`knative-fleet needs Node.js >= ${MINIMUM_NODE}; this is ${process.version}\n`);
-  process.exit(1);
+  process.exit(EXIT_ERROR);
 }
 import("./commands/main.ts").then((cli) => cli.runFromProcess());

@@ -9,8 +9,13 @@ export const HUB_OPTIONS = {
   context: { type: "string" },
 } as const;
 
-export const HUB_FLAGS_HELP = `  --kubeconfig FILE                     hub kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)
-  --context NAME                        the kubeconfig context to use (default: its current context)`;
+/** Where the hub's kubeconfig is looked for without --kubeconfig: the help and docs/cli.md say it so. */
+export const KUBECONFIG_DEFAULT = "$KUBECONFIG, ~/.kube/config, in-cluster";
+/** The context used without --context. */
+export const CONTEXT_DEFAULT = "the current context";
+
+export const HUB_FLAGS_HELP = `  --kubeconfig FILE                     hub kubeconfig (default: ${KUBECONFIG_DEFAULT})
+  --context NAME                        the kubeconfig context of the hub (default: ${CONTEXT_DEFAULT})`;
 
 /** The hub's kubeconfig as --kubeconfig and --context name it; a file that cannot be used is a usage error. */
 export function hubKubeConfig(args: ParsedArgs): KubeConfig {

@@ -19,22 +19,16 @@ import { type ParsedArgs, UsageError } from "./command.ts";
 /** The --kodata flag, as the commands that read releases take it. */
 export const KODATA_OPTION = { kodata: { type: "string" } } as const;
 
-/** How a command looks for the release manifests beyond --kodata. */
-export interface KodataLookup {
-  /** Whether the fetched cache is looked in last (default true); `run` takes only what is named. */
-  cache?: boolean;
-}
-
 /**
- * The --kodata line of a command's help, in the columns of HUB_FLAGS_HELP, saying where findKodata looks
- * with the same lookup.
+ * Where every command looks for the release manifests without --kodata, in order: the one default `--help`
+ * and docs/cli.md give (test/unit/cli/docs-cli.test.ts). The image sets $KO_DATA_PATH to its bundled releases,
+ * so the service in the image never reaches the cache.
  */
-export const kodataFlagHelp = ({ cache = true }: KodataLookup = {}): string =>
-  `  --kodata DIR                          Knative release manifests in the operator's kodata layout (default:
-                                        $KO_DATA_PATH${cache ? ", else the fetched cache" : ""})`;
+export const KODATA_DEFAULT = "$KO_DATA_PATH, else the fetched cache ~/.cache/knative-fleet/kodata";
 
-/** The --kodata line of the commands that look in the fetched cache too. */
-export const KODATA_FLAG_HELP = kodataFlagHelp();
+/** The --kodata line of a command's help, in the columns of HUB_FLAGS_HELP. */
+export const KODATA_FLAG_HELP = `  --kodata DIR                          Knative release manifests in the operator's kodata layout (default:
+                                        ${KODATA_DEFAULT})`;
 
 /** Where the CLI found the Knative release manifests, and which setting named them. */
 export interface KodataLocation {
@@ -58,12 +52,11 @@ const isDirectory = (path: string) =>
 
 /**
  * The release manifests, looked up in order: `--kodata`, `$KO_DATA_PATH` (the image sets it to the bundled
- * /opt/knative-fleet/kodata), then, unless the lookup says not to, the fetched cache. A named directory that
- * is missing is a usage error; undefined when nothing names one and the cache is empty.
+ * /opt/knative-fleet/kodata), then the fetched cache (KODATA_DEFAULT). A named directory that is missing is a
+ * usage error; undefined when nothing names one and the cache is empty.
  */
 export async function findKodata(
   flag: ParsedArgs["values"][string],
-  { cache: useCache = true }: KodataLookup = {},
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<KodataLocation | undefined> {
   if (flag !== undefined && typeof flag !== "string") throw new UsageError("--kodata needs a directory");
@@ -76,7 +69,7 @@ export async function findKodata(
     return { dir, from };
   }
   const cache = kodataCacheDir(env);
-  return useCache && (await isDirectory(cache)) ? { dir: cache, from: "cache" } : undefined;
+  return (await isDirectory(cache)) ? { dir: cache, from: "cache" } : undefined;
 }
 
 /** What to tell a user who has no release manifests yet. */

@@ -8,7 +8,7 @@ import { planCommand } from "./plan.ts";
 import { runCommand } from "./run.ts";
 import { statusCommand } from "./status.ts";
 import { validateCommand } from "./validate.ts";
-import { versionCommand } from "./version.ts";
+import { printBriefVersion, versionCommand } from "./version.ts";
 
 export const commands: readonly Command[] = [
   runCommand,
@@ -42,7 +42,8 @@ function mainHelp(): string {
 export async function main(argv: string[], ctx: CommandContext): Promise<number> {
   // `help <command>` is `<command> --help`.
   const [given, ...rest] = argv[0] === "help" && argv.length > 1 ? [argv[1]!, "--help"] : argv;
-  const name = given === "--version" || given === "-v" ? versionCommand.name : given;
+  const versionFlag = given === "--version" || given === "-v";
+  const name = versionFlag ? versionCommand.name : given;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     ctx.stdout.write(mainHelp());
     return name === undefined ? EXIT_ERROR : 0;
@@ -63,6 +64,8 @@ export async function main(argv: string[], ctx: CommandContext): Promise<number>
       allowPositionals: command.allowPositionals,
       strict: true,
     });
+    // `-v` alone: the version, quietly; with flags (`-v -o json`) it is `version`.
+    if (versionFlag && rest.length === 0) return await printBriefVersion(ctx);
     return await command.run(parsed, ctx);
   } catch (err) {
     const code = (err as { code?: string }).code ?? "";

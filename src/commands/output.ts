@@ -1,4 +1,5 @@
 import { stringify } from "yaml";
+import { SCHEMA_VERSION } from "../text/schema-version.ts";
 import { UsageError } from "./command.ts";
 
 // -o/--output, as kubectl users type it: the format of what a command prints. The commands that list things
@@ -58,9 +59,20 @@ export const renderJson = (value: unknown): string => `${JSON.stringify(value, n
 export const renderYaml = (value: unknown): string =>
   stringify(JSON.parse(JSON.stringify(value)), { lineWidth: 0 });
 
-/** Rows as -o json or yaml print them; undefined for the table formats. */
-export function renderData(format: ListingFormat, rows: unknown): string | undefined {
-  if (format === "json") return renderJson(rows);
-  if (format === "yaml") return renderYaml(rows);
+/** A listing as -o json and yaml print it: `{schemaVersion, items}`, the rows under `items`. */
+interface ListingData<T> {
+  schemaVersion: typeof SCHEMA_VERSION;
+  items: T[];
+}
+
+const listingData = <T>(items: readonly T[]): ListingData<T> => ({
+  schemaVersion: SCHEMA_VERSION,
+  items: [...items],
+});
+
+/** Rows as -o json or yaml print them (`{schemaVersion, items}`); undefined for the table formats. */
+export function renderData(format: ListingFormat, rows: readonly unknown[]): string | undefined {
+  if (format === "json") return renderJson(listingData(rows));
+  if (format === "yaml") return renderYaml(listingData(rows));
   return undefined;
 }

@@ -7,10 +7,7 @@ import { FleetService } from "../service/service.ts";
 import { deflateWithoutWebStreams } from "../source/index.ts";
 import { type Command, EXIT_ERROR, UsageError } from "./command.ts";
 import { HUB_FLAGS_HELP, HUB_OPTIONS, hubKubeConfig } from "./hub.ts";
-import { findKodata, KODATA_OPTION, type KodataLookup, kodataFlagHelp } from "./kodata.ts";
-
-/** The service takes the releases it is given (the image's), never a user's fetched cache. */
-const NAMED_ONLY: KodataLookup = { cache: false };
+import { findKodata, KODATA_FLAG_HELP, KODATA_OPTION, missingKodataMessage } from "./kodata.ts";
 
 export const runCommand: Command = {
   name: "run",
@@ -28,7 +25,7 @@ ${HUB_FLAGS_HELP}
   --remote-deployments-poll-interval D  requeue interval while spoke Deployments become Available, where
                                         they cannot be watched (Go duration, default 10s; below 1s falls
                                         back to the default)
-${kodataFlagHelp(NAMED_ONLY)}
+${KODATA_FLAG_HELP}
   -h, --help                            show this help`,
   options: {
     config: { type: "string" },
@@ -42,9 +39,9 @@ ${kodataFlagHelp(NAMED_ONLY)}
     const { values } = args;
     const configPath = values.config as string | undefined;
     if (!configPath) throw new UsageError("--config is required");
-    const kodata = await findKodata(values.kodata, NAMED_ONLY);
-    if (kodata === undefined)
-      throw new UsageError("--kodata (or KO_DATA_PATH) must name the Knative release manifests");
+    // Like every command: --kodata, $KO_DATA_PATH (the image's bundled releases), else the fetched cache.
+    const kodata = await findKodata(values.kodata);
+    if (kodata === undefined) throw new UsageError(missingKodataMessage());
     let config: ReturnType<typeof loadServiceConfig>;
     let pollIntervalMs: number | undefined;
     try {

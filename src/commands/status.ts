@@ -283,7 +283,7 @@ function hubErrorText(server: string, err: unknown): string {
 
 /**
  * One CR as `knative-fleet status` shows it: the status file's row (status/row.ts) and what a person at the
- * terminal needs besides. The JSON output is an array of these.
+ * terminal needs besides. The JSON output holds them under `items`.
  */
 export interface StatusRow extends HubCrRow {
   /** The Ready condition's status; Unknown until the controller has written one. */

@@ -12,6 +12,7 @@ import { checkFleetSettings, checkPlacementSettings } from "../render/settings-c
 import { type FleetSettings, hubCrPolicy } from "../sync/settings.ts";
 import { expandedModel } from "../sync/sync.ts";
 import { count } from "../text/count.ts";
+import { SCHEMA_VERSION } from "../text/schema-version.ts";
 import { commandSettings } from "./access-settings.ts";
 import { githubAnnotations, githubNotice, gitlabCodeQuality } from "./annotations.ts";
 import { type Command, EXIT_FINDINGS, EXIT_OK, UsageError } from "./command.ts";
@@ -28,11 +29,8 @@ import {
 const VALIDATE_FORMATS = ["text", "json", "github", "gitlab"] as const;
 type ValidateFormat = (typeof VALIDATE_FORMATS)[number];
 
-/** The -o json report's shape; a consumer checks schemaVersion before reading the rest. */
-const VALIDATE_SCHEMA_VERSION = 1;
-
 export interface ValidateReport {
-  schemaVersion: typeof VALIDATE_SCHEMA_VERSION;
+  schemaVersion: typeof SCHEMA_VERSION;
   /** The repository root the paths are relative to. */
   root: string;
   files: number;
@@ -217,7 +215,7 @@ function validateReport(
   const errors = all.filter(isError).length + (target.files === undefined ? model.omittedDiagnostics : 0);
   const warnings = all.length - all.filter(isError).length;
   const report: ValidateReport = {
-    schemaVersion: VALIDATE_SCHEMA_VERSION,
+    schemaVersion: SCHEMA_VERSION,
     root: target.root,
     files: files.filter((file) => reported(file.path)).length,
     resources: model.resources.filter((resource) => reported(resource.path)).length,

@@ -70,7 +70,7 @@ describe("knative-fleet clusters", () => {
       "--output",
       "json",
     );
-    const reports = JSON.parse(stdout) as ClusterReport[];
+    const reports = (JSON.parse(stdout) as { items: ClusterReport[] }).items;
     for (const spoke of sandbox.spokes) {
       expect(reports.find((r) => r.name === spoke.name)).toMatchObject({
         namespace: sandbox.clusterProfileNamespace,
@@ -88,7 +88,7 @@ describe("knative-fleet clusters", () => {
   it("reports a ClusterProfile outside the service's namespaces as the reconcile would: not allowed", async () => {
     const { code, stdout } = await clusters(...withProviders, "-n", NAMESPACE, "--output", "json");
     expect(code).toBe(1);
-    expect(JSON.parse(stdout) as ClusterReport[]).toEqual([
+    expect((JSON.parse(stdout) as { items: ClusterReport[] }).items).toEqual([
       expect.objectContaining({
         name: spoke1.name,
         reachable: false,
@@ -128,7 +128,7 @@ describe("knative-fleet clusters", () => {
   it("reports every cluster MulticlusterDisabled without a provider file", async () => {
     const { code, stdout } = await clusters("-n", NAMESPACE, "--output", "json");
     expect(code).toBe(1);
-    const reasons = (JSON.parse(stdout) as ClusterReport[]).map((r) => r.reason);
+    const reasons = (JSON.parse(stdout) as { items: ClusterReport[] }).items.map((r) => r.reason);
     expect(reasons).toContain("MulticlusterDisabled");
     expect(new Set(reasons)).toEqual(new Set(["MulticlusterDisabled"]));
   });

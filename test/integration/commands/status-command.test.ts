@@ -29,7 +29,9 @@ const status = (...args: string[]) => statusWith(sandbox.hub.adminKubeconfig, ..
 
 async function statusJson(...args: string[]): Promise<{ code: number; rows: StatusRow[] }> {
   const { code, stdout } = await status("--output", "json", ...args);
-  return { code, rows: JSON.parse(stdout) as StatusRow[] };
+  const { schemaVersion, items } = JSON.parse(stdout) as { schemaVersion: number; items: StatusRow[] };
+  expect(schemaVersion).toBe(1);
+  return { code, rows: items };
 }
 
 const allTrue = (...types: string[]) => types.map((type) => ({ type, status: "True" }));
@@ -258,7 +260,7 @@ describe("knative-fleet status", () => {
     const json = await statusJson("-n", NAMESPACE);
     const yaml = await status("-n", NAMESPACE, "-o", "yaml");
     expect(yaml.code).toBe(json.code);
-    expect(parse(yaml.stdout)).toEqual(json.rows);
+    expect(parse(yaml.stdout)).toEqual({ schemaVersion: 1, items: json.rows });
   });
 
   it("-w prints the listing again when a CR changes, and exits with the last listing's code", async () => {

@@ -240,7 +240,7 @@ describe("the npm package, from a fresh clone", () => {
       // The hub's client (undici, TLS, the API's JSON) on this Node: the sandbox hub, and a refused port.
       const status = await cli(line, ["status", "--kubeconfig", sandbox.hub.adminKubeconfig, "-o", "json"]);
       expect([0, 1], status.stderr).toContain(status.code);
-      expect(Array.isArray(JSON.parse(status.stdout))).toBe(true);
+      expect(JSON.parse(status.stdout)).toMatchObject({ schemaVersion: 1, items: expect.any(Array) });
       const refused = writeTokenKubeconfig(
         { server: "https://127.0.0.1:9", "insecure-skip-tls-verify": true },
         "t",
@@ -251,10 +251,10 @@ describe("the npm package, from a fresh clone", () => {
     },
   );
 
-  it(`on Node.js ${OLDER_LINE} says in one line which Node it needs, and exits 1`, async () => {
+  it(`on Node.js ${OLDER_LINE} says in one line which Node it needs, and exits 2`, async () => {
     for (const args of [["-v"], ["--help"], ["status"]]) {
       const old = await cli(OLDER_LINE, args);
-      expect(old.code).toBe(1);
+      expect(old.code).toBe(2);
       expect(old.stdout).toBe("");
       expect(old.stderr).toMatch(
         new RegExp(`^knative-fleet needs Node\\.js >= 22\\.19\\.0; this is v${OLDER_LINE}\\.\\d+\\.\\d+\\n$`),
