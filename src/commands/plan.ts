@@ -4,6 +4,7 @@ import { clusterProfileResource } from "../access/clusterprofile-version.ts";
 import { loadProviderConfig, type ProviderConfigState } from "../access/provider-config.ts";
 import { createTargetResolver } from "../access/target.ts";
 import type { KubeClient } from "../kube/client.ts";
+import { isUnanswered, KubeApiError } from "../kube/rest.ts";
 import { redactSecrets } from "../observability/redact.ts";
 import {
   buildPlan,
@@ -17,6 +18,7 @@ import {
 } from "../plan/index.ts";
 import { ReleaseLoader } from "../render/index.ts";
 import type { AccessSettings, FleetSettings } from "../sync/settings.ts";
+import { SCHEMA_VERSION } from "../text/schema-version.ts";
 import { commandSettings } from "./access-settings.ts";
 import {
   type Command,
@@ -28,6 +30,7 @@ import {
   UsageError,
 } from "./command.ts";
 import { HUB_OPTIONS, hubClient } from "./hub.ts";
+import { hubErrorText } from "./hub-error.ts";
 import {
   findKodata,
   KODATA_FLAG_HELP,
@@ -53,8 +56,9 @@ head; live, each cluster is read and changes come from server-side dry runs. Not
 Secret data and credential-like values are masked. Same commits, same cluster state: same output.
 
 Exit code 0: nothing wrong; 1: any error the plan shows (validation, placements, the hub's admission,
-checks that fail); 2: usage errors, or a cluster that could not be read (its part of the plan is then
-offline); with --detailed-exitcode, 3: nothing wrong and the merge changes a CR.
+checks that fail); 2: usage errors, or the hub or a cluster that could not be read (the plan, or that
+cluster's part of it, is then offline, with one ⚠️ line saying which and why); with --detailed-exitcode,
+3: nothing wrong and the merge changes a CR.
 
 Flags:
   --repo DIR|URL                        fleet repository: a local clone (any ref or commit), or an http(s)
@@ -75,7 +79,7 @@ ${KODATA_FLAG_HELP}; the directory the service
                                         locations outside kodata are then refused)
   --cluster-profiles FILE               offline: ClusterProfiles and PlacementDecisions (a kubectl -o yaml
                                         list) that placements select from; live, the hub's are read
-  -o, --output markdown|json            output format (default markdown)
+  -o, --output markdown|json            output format (default markdown); json: {schemaVersion, ...the plan}
   --output-file FILE                    write to FILE instead of stdout
   --detailed-exitcode                   exit 3 when the merge changes a CR and nothing is wrong (0: it
                                         changes nothing), as terraform plan -detailed-exitcode
@@ -99,27 +103,33 @@ ${KODATA_FLAG_HELP}; the directory the service
     const options = await parseOptions(args);
     const { settings } = options;
     const kodata = kodataSource(options.kodata, settings.locations);
-    let clusters: Awaited<ReturnType<typeof connect>>;
     let plan: FleetPlan;
     try {
       const revisions = await readRevisions(options.repo, options, settings.selection);
-      clusters = await connect(options.hub, options.providerFile, settings.access);
-      try {
-        plan = await buildPlan(revisions, {
+      const planOf = async (live: Awaited<ReturnType<typeof connect>>, offlineReason?: string) =>
+        buildPlan(revisions, {
           releases: new ReleaseLoader(kodata.source),
           settings,
           ...(options.kodata && { kodataDir: options.kodata.dir }),
           ...(options.repository && { repository: options.repository }),
           inventory: await readPlanInventory({
             ...(options.clusterProfiles !== undefined && { snapshot: options.clusterProfiles }),
-            ...(clusters && {
-              hub: { client: clusters.live.hub, clusterProfileApiVersion: clusters.clusterProfileApiVersion },
+            ...(live && {
+              hub: { client: live.live.hub, clusterProfileApiVersion: live.clusterProfileApiVersion },
             }),
           }),
-          ...(clusters && { clusters: clusters.live }),
+          ...(live && { clusters: live.live }),
+          ...(offlineReason !== undefined && { offlineReason }),
         });
-      } finally {
-        await clusters?.access.close();
+      try {
+        plan = await livePlan(options, settings.access, planOf);
+      } catch (err) {
+        // The hub cannot be read (down, moved, a rotated kubeconfig): the plan is still worth having, offline,
+        // with one line that says which hub and why, instead of a stack frame and no plan.
+        if (!(options.hub && (isUnanswered(err) || err instanceof KubeApiError))) throw err;
+        const reason = hubErrorText(options.hub.rest.server, err, "read the ClusterProfiles");
+        ctx.stderr.write(`knative-fleet plan: ⚠️ ${reason}: planned offline\n`);
+        plan = await planOf(undefined, reason);
       }
     } catch (err) {
       if (
@@ -134,13 +144,29 @@ ${KODATA_FLAG_HELP}; the directory the service
       return EXIT_ERROR;
     }
     const text = redactSecrets(
-      options.format === "json" ? `${JSON.stringify(plan, null, 2)}\n` : renderMarkdown(plan),
+      options.format === "json"
+        ? `${JSON.stringify({ schemaVersion: SCHEMA_VERSION, ...plan }, null, 2)}\n`
+        : renderMarkdown(plan),
     );
     if (options.outputFile === undefined) ctx.stdout.write(text);
     else await writeFile(options.outputFile, text);
     return planExitCode(plan, options.detailedExitCode);
   },
 };
+
+/** The plan with the clusters read when the command is live (its access closed after), else offline. */
+async function livePlan(
+  options: PlanCommandOptions,
+  access: AccessSettings,
+  planOf: (live: Awaited<ReturnType<typeof connect>>) => Promise<FleetPlan>,
+): Promise<FleetPlan> {
+  const clusters = await connect(options.hub, options.providerFile, access);
+  try {
+    return await planOf(clusters);
+  } finally {
+    await clusters?.access.close();
+  }
+}
 
 interface PlanCommandOptions {
   repo: string;
@@ -227,10 +253,11 @@ async function connect(
 }
 
 /**
- * 2 when a cluster could not be read (the plan is partly offline), 1 for any error, else 0; with
+ * 2 when the hub or a cluster could not be read (the plan is offline, or partly), 1 for any error, else 0; with
  * --detailed-exitcode, 3 when the merge changes a CR and nothing is wrong.
  */
 function planExitCode(plan: FleetPlan, detailed: boolean): number {
+  if (plan.offlineReason !== undefined) return EXIT_ERROR;
   const findings = plan.clusters.flatMap((cluster) => cluster.resources.flatMap((r) => r.findings));
   if (findings.some((finding) => finding.code === "cluster-unreachable")) return EXIT_ERROR;
   if (plan.errors > 0) return EXIT_FINDINGS;

@@ -109,7 +109,9 @@ function header(plan: FleetPlan): string {
     `Merging ${revision(plan.head)} into ${revision(plan.base)} of ${markdownCode(plan.repository)}.`,
     plan.source === "live"
       ? "**Live**: each cluster was read, and every change is the API server's server-side-apply dry run."
-      : "**Offline**: no cluster was read; each CR's rendered base is compared with its rendered head.",
+      : plan.offlineReason !== undefined
+        ? `⚠️ **Offline**: ${markdownText(plan.offlineReason)}; no cluster was read, each CR's rendered base is compared with its rendered head.`
+        : "**Offline**: no cluster was read; each CR's rendered base is compared with its rendered head.",
     `Changed fleet files: ${files || "none"}.`,
   ].join("  \n");
 }

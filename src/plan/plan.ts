@@ -61,6 +61,11 @@ export interface PlanOptions {
   inventory?: PlanInventory;
   /** The hub and spokes to read; without them the plan is offline. */
   clusters?: LiveClusters;
+  /**
+   * Why a live plan is offline after all (the hub could not be read): said once at the top of the plan,
+   * and each CR's part refers to it.
+   */
+  offlineReason?: string;
   /** Live: CRs planned at once, and dry runs sent at once per CR (offline, one CR at a time). */
   concurrency?: number;
 }
@@ -68,6 +73,7 @@ export interface PlanOptions {
 /** The cluster of a CR that only an invalid file declares: it was never applied anywhere. */
 const UNKNOWN_CLUSTER = "(unknown: invalid file)";
 const OFFLINE_REASON = "no --kubeconfig was given: no cluster was read; rendered base and head are compared";
+const HUB_UNREAD_REASON = "the hub could not be read (see the top): rendered base and head are compared";
 const DEFAULT_CONCURRENCY = 8;
 const UNKNOWN_INVENTORY: Inventory = { clusters: undefined, decisions: undefined, unknownReason: NEEDS_HUB };
 
@@ -169,6 +175,7 @@ export async function buildPlan(revisions: Revisions, options: PlanOptions): Pro
     base: { ref: revisions.base.ref, commit: revisions.base.commit },
     head: { ref: revisions.head.ref, commit: revisions.head.commit },
     source: options.clusters ? "live" : "offline",
+    ...(options.offlineReason !== undefined && { offlineReason: maskText(options.offlineReason) }),
     files: changedFiles(revisions.base.files, revisions.head.files),
     diagnostics,
     omittedDiagnostics: head.model.omittedDiagnostics,
@@ -496,7 +503,10 @@ async function clusterView(
   const state = reinstall ? { ...installed, inventory: [], inventoryExists: false } : installed;
   const offline = () => offlineView(resource, state, baseVersion);
   const { clusters } = context.options;
-  if (!clusters) return { view: offline(), source: "offline", offlineReason: OFFLINE_REASON, findings: [] };
+  if (!clusters) {
+    const offlineReason = context.options.offlineReason === undefined ? OFFLINE_REASON : HUB_UNREAD_REASON;
+    return { view: offline(), source: "offline", offlineReason, findings: [] };
+  }
   try {
     const view = await liveView(clusters, resource, baseVersion);
     const adopted: Finding[] = view.adopted

@@ -125,6 +125,8 @@ export interface FleetPlan {
   base: { ref: string; commit: string };
   head: { ref: string; commit: string };
   source: PlanSource;
+  /** A live plan (--kubeconfig) that could not read the hub, and is offline: which hub, and why. */
+  offlineReason?: string;
   files: ChangedFile[];
   /**
    * head's validation errors, as `validate` reports them, placement conflicts and the settings check's

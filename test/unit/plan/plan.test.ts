@@ -10,6 +10,7 @@ import type { FleetPlan } from "../../../src/plan/report.ts";
 import { readRevisions } from "../../../src/plan/revisions.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
 import { DEFAULT_FLEET_SETTINGS } from "../../../src/sync/settings.ts";
+import { SCHEMA_VERSION } from "../../../src/text/schema-version.ts";
 import { runCli } from "../../support/cli.ts";
 import { crText } from "../../support/fleet-files.ts";
 import type { FleetRepo } from "../../support/fleet-repo.ts";
@@ -325,12 +326,14 @@ describe("knative-fleet plan (the command)", SLOW, () => {
     expect(text).not.toMatch(/\d{4}-\d\d-\d\dT\d\d:/); // no timestamps
   });
 
-  it("-o json carries the same data; --output-file writes the file instead of stdout", async () => {
+  it("-o json carries the same data, schemaVersion first; --output-file writes the file instead of stdout", async () => {
     const repo = await repoWith({ [SERVING]: serving(KOURIER, "1.22") });
     const refs = ["--repo", repo.dir, "--base", "main", "--head", "change"];
     const { code, plan } = await planJson(...refs);
     expect(code).toBe(0);
+    expect(Object.keys(plan)[0]).toBe("schemaVersion");
     expect(plan).toMatchObject({
+      schemaVersion: SCHEMA_VERSION,
       source: "offline",
       errors: 0,
       base: { ref: "main" },
