@@ -152,26 +152,29 @@ export function hubRefuses(refusal: string): Finding {
 
 /**
  * A placement that selects no cluster after the merge: a warning, naming the clusters it selected before
- * (their CRs go once the grace period ends); one whose selection needs the hub's ClusterProfiles.
+ * (their CRs go once the grace period ends). Placements whose selection is unknown for the same reason
+ * (the hub's ClusterProfiles are needed): one warning naming them all, so the reason is said once.
  */
 export function placementFindings(plan: PlacementPlan, gracePeriod: string): FleetFinding[] {
-  return plan.placements.flatMap((entry): FleetFinding[] => {
-    const subject = entry.placement;
-    if (entry.pending !== undefined) {
-      return [
-        {
-          subject,
-          severity: "warning",
-          code: "placement-unknown",
-          message: `what it selects is unknown (${entry.pending}): its CRs are not in this plan`,
-        },
-      ];
-    }
-    if (entry.after === undefined || entry.after.length > 0) return [];
+  const pending = Map.groupBy(
+    plan.placements.filter((entry) => entry.pending !== undefined),
+    (entry) => entry.pending!,
+  );
+  const unknown = [...pending].map(([reason, entries]): FleetFinding => {
+    const one = entries.length === 1;
+    return {
+      subject: one ? entries[0]!.placement : entries.map((entry) => entry.placement).join(", "),
+      severity: "warning",
+      code: "placement-unknown",
+      message: `what ${one ? "it selects" : `these ${entries.length} placements select`} is unknown (${reason}): ${one ? "its" : "their"} CRs are not in this plan`,
+    };
+  });
+  const none = plan.placements.flatMap((entry): FleetFinding[] => {
+    if (entry.pending !== undefined || entry.after === undefined || entry.after.length > 0) return [];
     const lost = entry.before ?? [];
     return [
       {
-        subject,
+        subject: entry.placement,
         severity: "warning",
         code: "placement-selects-none",
         message:
@@ -181,6 +184,7 @@ export function placementFindings(plan: PlacementPlan, gracePeriod: string): Fle
       },
     ];
   });
+  return [...unknown, ...none];
 }
 
 /** Removing or breaking the rollout policy, or setting allAtOnce: what the next change then does. */

@@ -400,7 +400,7 @@ function shortValue(value: unknown): string {
 const INVENTORY_TEXT: Record<PlacementPlan["inventory"], string> = {
   hub: "Selection read from the hub's ClusterProfiles and PlacementDecisions.",
   snapshot: "Selection read from the ClusterProfile snapshot given with --cluster-profiles.",
-  none: `No inventory: ${NEEDS_HUB}.`,
+  none: "No inventory: no --kubeconfig and no --cluster-profiles were given.",
 };
 
 /**
@@ -419,7 +419,12 @@ function placementsSection(plan: PlacementPlan): string {
   for (const entry of plan.placements) {
     lines.push(`#### ${markdownCode(entry.placement)} (${markdownCode(entry.path)})`);
     if (entry.pending) {
-      lines.push(`Selection unknown: ${markdownText(entry.pending)}.`);
+      // The reason the hub is needed is said once, in the findings, for every placement it holds back.
+      lines.push(
+        entry.pending === NEEDS_HUB
+          ? "Selection unknown (see the findings)."
+          : `Selection unknown: ${markdownText(entry.pending)}.`,
+      );
       continue;
     }
     lines.push(

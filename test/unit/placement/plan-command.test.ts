@@ -55,9 +55,10 @@ describe("knative-fleet plan with placements", () => {
     await repo.commit("main", { [PATH]: selecting("prod") });
     const { code, stdout } = await runPlan("--repo", repo.dir, "--base", "main", "--head", "main");
     expect(code).toBe(0);
-    expect(stdout).toContain(
-      "Selection unknown: selection needs the hub: run plan with --kubeconfig, or give --cluster-profiles FILE",
-    );
+    expect(stdout).toContain("Selection unknown (see the findings).");
+    expect(
+      stdout.split("selection needs the hub: run plan with --kubeconfig, or give --cluster-profiles FILE"),
+    ).toHaveLength(2);
   });
 
   it("a snapshot that is not ClusterProfiles is a usage error naming the file", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { readInventorySnapshot } from "../../../src/placement/plan.ts";
+import { NEEDS_HUB, readInventorySnapshot } from "../../../src/placement/plan.ts";
 import { renderMarkdown } from "../../../src/plan/markdown.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { placementFile, servingFile } from "../placement/support.ts";
@@ -104,6 +104,26 @@ describe("plan with placements", SLOW, () => {
     ]);
     expect(plan.warnings).toBe(1);
     expect(renderMarkdown(plan)).toContain("Selection unknown");
+  });
+
+  it("without an inventory, several placements: the hub is asked for once, in one finding naming them all", async () => {
+    const names = ["a", "b", "c"];
+    const head = Object.fromEntries(
+      names.map((n) => [`clusters/${n}.yaml`, allProd.replace("name: p", `name: ${n}`)]),
+    );
+    const plan = await planOfFiles({}, head);
+    expect(plan.findings).toEqual([
+      {
+        subject: names.map((n) => `KnativeServingPlacement knative-fleet/${n}`).join(", "),
+        severity: "warning",
+        code: "placement-unknown",
+        message: `what these 3 placements select is unknown (${NEEDS_HUB}): their CRs are not in this plan`,
+      },
+    ]);
+    expect(plan.warnings).toBe(1);
+    const text = renderMarkdown(plan);
+    expect(text.match(/needs the hub/g)).toHaveLength(1);
+    expect(text.match(/Selection unknown \(see the findings\)\./g)).toHaveLength(3);
   });
 
   it("a conflict the merge would cause is a validation error with file:line, counted in the header", async () => {
