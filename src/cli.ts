@@ -22,4 +22,6 @@ if (isOlder(process.versions.node, MINIMUM_NODE)) {
   process.stderr.write(`knative-fleet needs Node.js >= ${MINIMUM_NODE}; this is ${process.version}\n`);
   process.exit(EXIT_ERROR);
 }
-import("./commands/main.ts").then((cli) => cli.runFromProcess());
+// A completion script asking for values (contexts, namespaces, refs) loads only what that needs: a Tab is quick.
+if (process.argv[2] === "__complete") import("./commands/complete.ts").then((c) => c.completeFromProcess());
+else import("./commands/main.ts").then((cli) => cli.runFromProcess());

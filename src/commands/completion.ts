@@ -1,8 +1,12 @@
 import { type Command, UsageError } from "./command.ts";
+import { DYNAMIC_VALUES } from "./complete.ts";
 
 // `knative-fleet completion bash|zsh|fish`: a completion script written from the commands' own flag
 // definitions, so it never lists a flag a command does not take. Commands, flags, and the -o/--output
-// formats complete; other flag values and positional arguments complete as file names.
+// formats complete; --context the kubeconfig's contexts, -n/--namespace the hub's namespaces (when it
+// answers within a moment), --base/--head the repository's branches and tags, each asked of
+// `knative-fleet __complete` (complete.ts) at the Tab; other flag values and positional arguments complete
+// as file names.
 
 const SHELLS = ["bash", "zsh", "fish"] as const;
 type Shell = (typeof SHELLS)[number];
@@ -11,8 +15,10 @@ interface Flag {
   long: string;
   short?: string;
   takesValue: boolean;
-  /** The values offered for it; files when undefined. */
+  /** The values offered for it; files when undefined (and not dynamic). */
   values?: readonly string[];
+  /** Values asked of `knative-fleet __complete <dynamic>` at the Tab. */
+  dynamic?: string;
   description: string;
 }
 
@@ -56,15 +62,32 @@ function flagsOf(command: Command): Flag[] {
     short: option.short,
     takesValue: option.type === "string",
     values: long === "output" ? command.outputFormats : undefined,
+    dynamic:
+      option.type === "string" && Object.hasOwn(DYNAMIC_VALUES, long)
+        ? DYNAMIC_VALUES[long as keyof typeof DYNAMIC_VALUES]
+        : undefined,
     description: flagDescription(command.usage, long),
   }));
   return [...flags, { long: "help", short: "h", takesValue: false, description: "show this help" }];
 }
 
-/** The text after a flag's line in the usage (`  -o, --output FORMAT   output format (default table)`). */
+/**
+ * The text after a flag's line in the usage (`  -o, --output FORMAT   output format (default table)`),
+ * with the lines that continue it (indented to its column), whole.
+ */
 function flagDescription(usage: string, long: string): string {
-  const line = new RegExp(`^\\s+(?:-\\w, )?--${long}(?: \\S+)?\\s{2,}(\\S.*)$`, "m").exec(usage);
-  return line?.[1]?.trim() ?? "";
+  const lines = usage.split("\n");
+  const pattern = new RegExp(`^(\\s+(?:-\\w, )?--${long}(?: \\S+)?\\s{2,})(\\S.*)$`);
+  const index = lines.findIndex((line) => pattern.test(line));
+  if (index === -1) return "";
+  const [, lead, first] = pattern.exec(lines[index]!)!;
+  const column = lead!.length;
+  const rest: string[] = [];
+  for (const line of lines.slice(index + 1)) {
+    if (line.length <= column || line.slice(0, column).trim() !== "") break;
+    rest.push(line.trim());
+  }
+  return [first!.trim(), ...rest].join(" ");
 }
 
 const TOP_FLAGS = ["-h", "--help", "-v", "--version"];
@@ -76,12 +99,23 @@ function bashScript(commands: readonly Command[]): string {
     const valueCases = flags
       .filter((flag) => flag.values !== undefined)
       .map((flag) => `        ${spellings(flag).join("|")}) words="${flag.values!.join(" ")}" ;;`);
-    const takesFile = flags.filter((flag) => flag.takesValue && flag.values === undefined).flatMap(spellings);
+    // Asked of the CLI itself (the name typed, so a path or an alias works too); when it offers nothing, no
+    // file names either (compopt needs bash 4; outside a completion it is a no-op).
+    const dynamicCases = flags
+      .filter((flag) => flag.dynamic !== undefined)
+      .map(
+        (flag) =>
+          `        ${spellings(flag).join("|")}) compopt +o default 2>/dev/null; words=$("\${COMP_WORDS[0]}" __complete ${flag.dynamic} "\${COMP_WORDS[@]}" 2>/dev/null) ;;`,
+      );
+    const takesFile = flags
+      .filter((flag) => flag.takesValue && flag.values === undefined && flag.dynamic === undefined)
+      .flatMap(spellings);
     const positionals = command.positionals ? ` words="${command.positionals.join(" ")}"` : "";
     return [
       `    ${command.name})`,
       `      case "$prev" in`,
       ...valueCases,
+      ...dynamicCases,
       ...(takesFile.length > 0 ? [`        ${takesFile.join("|")}) return ;;`] : []),
       `        *) if [[ "$cur" == -* ]]; then words="${flags.flatMap(spellings).join(" ")}";${positionals ? ` else${positionals};` : ""} fi ;;`,
       `      esac ;;`,
@@ -119,7 +153,9 @@ function zshScript(commands: readonly Command[]): string {
         ? ""
         : flag.values
           ? `:${flag.long}:(${flag.values.join(" ")})`
-          : `:${flag.long}:_files`;
+          : flag.dynamic
+            ? `:${flag.long}:_knative_fleet_values ${flag.dynamic}`
+            : `:${flag.long}:_files`;
       return `${exclusive}${names}${quote(`[${zshText(flag.description)}]${action}`)}`;
     });
     const positional = command.positionals
@@ -131,7 +167,14 @@ function zshScript(commands: readonly Command[]): string {
   });
   return `#compdef knative-fleet
 # knative-fleet completion for zsh: source <(knative-fleet completion zsh), or save as _knative-fleet in $fpath
+# Values the CLI itself knows (contexts, namespaces, refs): asked of the command typed, one a line.
+_knative_fleet_values() {
+  local -a values
+  values=(\${(f)"$("$_knative_fleet_program" __complete "$1" "\${(@)words}" 2>/dev/null)"})
+  compadd -a values
+}
 _knative_fleet() {
+  local _knative_fleet_program="$words[1]"
   local -a commands
   commands=(
 ${described.join("\n")}
@@ -150,6 +193,10 @@ ${cases.join("\n")}
 if [ "$funcstack[1]" = "_knative_fleet" ]; then
   _knative_fleet "$@"
 else
+  # Sourced: the completion system is started first when the shell has not started it (no compinit in ~/.zshrc).
+  if (( ! $+functions[compdef] )); then
+    autoload -Uz compinit && compinit -i
+  fi
   compdef _knative_fleet knative-fleet
 fi
 `;
@@ -175,7 +222,9 @@ function fishScript(commands: readonly Command[]): string {
           ? ""
           : flag.values
             ? ` -x -a ${quote(flag.values.join(" "))}`
-            : " -r -F";
+            : flag.dynamic
+              ? ` -x -a ${quote(`(knative-fleet __complete ${flag.dynamic} (commandline -opc))`)}`
+              : " -r -F";
         return `complete -c knative-fleet ${when}${short} -l ${flag.long}${value} -d ${quote(flag.description)}`;
       });
       const positional = command.positionals
