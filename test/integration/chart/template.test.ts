@@ -177,7 +177,7 @@ describe("helm template: defaults + repository url", () => {
       repository: {
         url: TEST_REPOSITORY,
         branch: "main",
-        pathGlob: "clusters/**/*.yaml",
+        pathGlob: "clusters/**/*.{yaml,yml}",
         maxFetchBytes: 33554432,
       },
       cacheDir: "/var/cache/knative-fleet",
