@@ -1,6 +1,7 @@
+import { stringify } from "yaml";
 import { compareStrings, formatDiagnostic, isError } from "../fleet/diagnostic.ts";
 import { clusterKey, formatIdentity } from "../fleet/identity.ts";
-import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
+import { describeRef, groupOf, isRecord, type ObjectRef } from "../kube/object.ts";
 import { NEEDS_HUB, type PlacementPlan } from "../placement/plan.ts";
 import type { RolloutPlan } from "../rollout/plan.ts";
 import { shortCommit } from "../text/commit.ts";
@@ -14,6 +15,7 @@ import {
 } from "../text/markdown.ts";
 import type { FieldChange } from "./diff.ts";
 import type { ClusterPlan, Finding, FleetPlan, ObjectChange, PlanSource, ResourcePlan } from "./report.ts";
+import { REVIEWED_FIELD_NAMES } from "./spec.ts";
 
 /** The first line of every plan comment: how CI finds its own comment to update instead of adding one. */
 export const PLAN_MARKER = "<!-- knative-fleet-plan -->";
@@ -258,6 +260,7 @@ function resourceSection(resource: ResourcePlan): string {
   return [
     `#### ${markdownText(formatIdentity(resource))}: ${actionText(resource)}`,
     resourceFacts(resource),
+    specSection(resource),
     removalSection(resource),
     objectList("Created", created),
     changedSection(changed),
@@ -286,6 +289,33 @@ function resourceFacts(resource: ResourcePlan): string {
     (finding) => `${SEVERITY_MARK[finding.severity]} ${markdownText(finding.message)}`,
   );
   return [`File ${markdownCode(resource.path)}.${source}`, ...findings].join("  \n");
+}
+
+/** What a created CR sets of the fields a reviewer reads, as the fleet file spells them: YAML. */
+function specSection({ spec }: ResourcePlan): string {
+  if (spec === undefined) return "";
+  if (Object.keys(spec).length === 0)
+    return `**Spec**: sets none of ${REVIEWED_FIELD_NAMES.join(", ")}: the release's defaults.`;
+  return [
+    "**Spec** (what the CR sets of these fields; the rest are the release's defaults)",
+    yamlBlock(spec),
+  ].join("\n\n");
+}
+
+/** A string in a spec longer than this is cut (a ConfigMap entry can be a whole document). */
+const MAX_SPEC_VALUE_LENGTH = 1_000;
+
+/** A value as YAML in a code block, as fleet files are written; very long strings cut. */
+function yamlBlock(value: unknown): string {
+  const cut = (v: unknown): unknown =>
+    typeof v === "string" && v.length > MAX_SPEC_VALUE_LENGTH
+      ? `${v.slice(0, MAX_SPEC_VALUE_LENGTH - 40)}… (${v.length} characters: -o json has them all)`
+      : Array.isArray(v)
+        ? v.map(cut)
+        : isRecord(v)
+          ? Object.fromEntries(Object.entries(v).map(([key, item]) => [key, cut(item)]))
+          : v;
+  return markdownCodeBlock("yaml", stringify(cut(value), { lineWidth: 0 }).trimEnd().split("\n"));
 }
 
 function removalSection({ action, removal, cluster, kind, objects, replaces }: ResourcePlan): string {
@@ -383,12 +413,61 @@ function changedSection(changes: readonly ObjectChange[]): string {
   return parts.join("\n\n");
 }
 
-/** `- path: before` and `+ path: after`, as a diff reads. */
+/**
+ * `- path: before` and `+ path: after`, as a diff reads. Two long strings (a ConfigMap's document) show
+ * where they differ: the first differing part in brackets, with context on both sides and its offset.
+ */
 function fieldLines({ path, before, after }: FieldChange): string[] {
+  if (
+    typeof before === "string" &&
+    typeof after === "string" &&
+    Math.max(JSON.stringify(before).length, JSON.stringify(after).length) > MAX_VALUE_LENGTH
+  ) {
+    const [was, will] = whereStringsDiffer(before, after);
+    return [`- ${path}: ${was}`, `+ ${path}: ${will}`];
+  }
   return [
     ...(before !== undefined ? [`- ${path}: ${shortValue(before)}`] : []),
     ...(after !== undefined ? [`+ ${path}: ${shortValue(after)}`] : []),
   ];
+}
+
+/** Characters of context shown on each side of where two long strings differ. */
+const DIFF_CONTEXT = 30;
+/** The differing part shown at most; longer is cut. */
+const MAX_DIFFERING = 40;
+
+/**
+ * Both strings around their first difference, bounded whatever their length:
+ * `"…grace-period: [30]s\n…" (at character 4,512 of 9,028)`: the common prefix ends where the brackets
+ * open, the common suffix starts where they close.
+ */
+function whereStringsDiffer(before: string, after: string): [string, string] {
+  let start = 0;
+  while (start < before.length && start < after.length && before[start] === after[start]) start++;
+  let end = 0;
+  while (
+    end < before.length - start &&
+    end < after.length - start &&
+    before[before.length - 1 - end] === after[after.length - 1 - end]
+  )
+    end++;
+  const escaped = (text: string) => JSON.stringify(text).slice(1, -1);
+  const window = (text: string) => {
+    const from = Math.max(0, start - DIFF_CONTEXT);
+    const differing = text.slice(start, text.length - end);
+    const shown =
+      differing.length > MAX_DIFFERING
+        ? `${differing.slice(0, MAX_DIFFERING)}… ${differing.length} characters`
+        : differing;
+    const to = Math.min(text.length, text.length - end + DIFF_CONTEXT);
+    return (
+      `"${from > 0 ? "…" : ""}${escaped(text.slice(from, start))}[${escaped(shown)}]` +
+      `${escaped(text.slice(text.length - end, to))}${to < text.length ? "…" : ""}" ` +
+      `(at character ${(start + 1).toLocaleString("en-US")} of ${text.length.toLocaleString("en-US")})`
+    );
+  };
+  return [window(before), window(after)];
 }
 
 function shortValue(value: unknown): string {
@@ -444,7 +523,7 @@ function placementsSection(plan: PlacementPlan): string {
       lines.push(
         `<details><summary>${markdownText(clusterKey(cluster))} → ${markdownText(cluster.crName)} ` +
           `(${markdownText(overrides)})</summary>\n\n` +
-          `${markdownCodeBlock("json", JSON.stringify(cluster.spec, null, 2).split("\n"))}\n\n</details>`,
+          `${yamlBlock(cluster.spec)}\n\n</details>`,
       );
     }
   }

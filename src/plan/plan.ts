@@ -45,6 +45,7 @@ import type {
   ResourcePlan,
 } from "./report.ts";
 import type { Revision, Revisions } from "./revisions.ts";
+import { reviewedSpec } from "./spec.ts";
 
 export interface PlanOptions {
   releases: ReleaseLoader;
@@ -258,6 +259,8 @@ async function planResource(change: ResourceChange, context: PlanContext): Promi
     path: change.path,
     action: change.action,
     ...(change.replaces && { replaces: formatIdentity(change.replaces) }),
+    ...((change.action === "create" || change.action === "reinstall") &&
+      change.head && { spec: reviewedSpec(change.head.resource) }),
     objects: { created: [], changed: [], deleted: [] },
     findings: [],
   };

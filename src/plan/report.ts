@@ -104,6 +104,12 @@ export interface ResourcePlan extends ResourceIdentity {
    * the step this merge starts (`version.to` is that step's release); each step is a rollout of its own.
    */
   chain?: { minors: string[]; step: string; target: string };
+  /**
+   * A CR the merge creates (or reinstalls): what it sets of the fields a reviewer reads (version,
+   * high-availability, workloads, podDisruptionBudgets, config; spec.ts), credential-like values masked.
+   * A field left out is the release's default.
+   */
+  spec?: Record<string, unknown>;
   objects: ObjectChanges;
   removal?: RemovalReport;
   findings: Finding[];

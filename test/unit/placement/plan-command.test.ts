@@ -38,7 +38,7 @@ describe("knative-fleet plan with placements", () => {
     expect(stdout).toContain("- selects now: `fleet-system/eu-1`");
     expect(stdout).toContain("- selects after the merge: `fleet-system/us-1`");
     expect(stdout).toContain("- leaves: `fleet-system/eu-1` (pruned after the departure grace period)");
-    expect(stdout).toContain('"enable-scale-to-zero": "true"');
+    expect(stdout).toContain('enable-scale-to-zero: "true"');
     // The clusters' CRs are in the plan like any other: the one that joins installs, the one that
     // leaves is a deletion once the grace period ends.
     expect(stdout).toContain(

@@ -63,11 +63,20 @@ describe("plan with placements", SLOW, () => {
     const joined = resourceOf(plan, "p-us-1");
     expect(joined).toMatchObject({ cluster: "fleet-system/us-1", action: "create", path: PATH });
     expect(joined.objects.created.length).toBeGreaterThan(50);
+    // A new placement CR shows what it sets, as any created CR does.
+    expect(joined.spec).toEqual({
+      version: "1.22",
+      config: { autoscaler: { "enable-scale-to-zero": "true" } },
+    });
     expect(plan.clusters.map((c) => c.cluster)).toEqual(["fleet-system/us-1"]);
     const text = renderMarkdown(plan);
     expect(text).toContain("selects after the merge: `fleet-system/eu-1`, `fleet-system/us-1`");
     expect(text).toContain("fleet-system/us-1 → p-us-1");
-    expect(text).toContain('"enable-scale-to-zero": "true"');
+    // The merged spec in YAML, as the fleet file is written.
+    expect(text).toContain(
+      '```yaml\nversion: "1.22"\nconfig:\n  autoscaler:\n    enable-scale-to-zero: "true"\n',
+    );
+    expect(text).not.toContain("```json");
   });
 
   it("shows the merged spec a null override makes, and the change on the cluster it reaches", async () => {
@@ -75,7 +84,7 @@ describe("plan with placements", SLOW, () => {
     const plan = await planOfFiles({ [PATH]: allProd }, { [PATH]: head }, { inventory });
     const text = renderMarkdown(plan);
     const us1 = text.slice(text.indexOf("fleet-system/us-1 → p-us-1"));
-    expect(us1).toContain('"config": {}');
+    expect(us1).toContain("config: {}");
     expect(us1).not.toContain("autoscaler");
     // Only us-1's CR changes; its config-autoscaler loses the key the template set.
     expect(plan.clusters.map((c) => c.cluster)).toEqual(["fleet-system/us-1"]);
