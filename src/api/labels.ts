@@ -153,8 +153,18 @@ export const GATE_SECRET_LABEL = `${FLEET}verification-gate`;
 
 /** On every member Lease of one sharded deployment; its value is the group name. */
 export const SHARD_GROUP_LABEL = `${FLEET}shard-group`;
-/** The digest of the member list whose share the member has narrowed to. */
+/** The digest of the member list whose share the member has narrowed to ("left" once it stopped). */
 export const SHARD_VIEW_ANNOTATION = `${FLEET}shard-view`;
+/** A random name for the member's current view: the others' acknowledgements must name it to count. */
+export const SHARD_EPOCH_ANNOTATION = `${FLEET}shard-epoch`;
+/** The other members' epochs this member saw before it wrote its acknowledgement (comma-separated). */
+export const SHARD_SEEN_ANNOTATION = `${FLEET}shard-seen`;
+/** An HMAC, under the shard key, of the member Lease's holder, renewTime and the three annotations above. */
+export const SHARD_PROOF_ANNOTATION = `${FLEET}shard-proof`;
+/** On the shard key Secret, set by knative-fleet: its uid (see ROLLOUT_KEY_MARK_ANNOTATION). */
+export const SHARD_KEY_MARK_ANNOTATION = `${FLEET}shard-key`;
+/** On the shard key Secret, set by a person: use it although knative-fleet did not make it (why). */
+export const ADOPT_SHARD_KEY_ANNOTATION = `${FLEET}adopt-shard-key`;
 
 // --- On the prune-confirmation ConfigMap in knative-fleet's hub namespace ---
 

@@ -107,7 +107,7 @@ export class KubeClient {
    */
   async apply(
     object: KubeObject,
-    options: { dryRun?: boolean; subresource?: "status"; force?: boolean } = {},
+    options: { dryRun?: boolean; subresource?: "status"; force?: boolean; fieldManager?: string } = {},
   ): Promise<KubeObject> {
     const { apiVersion, kind, metadata } = object;
     const base = await this.path(apiVersion, kind, metadata.namespace, metadata.name);
@@ -115,7 +115,7 @@ export class KubeClient {
       method: "PATCH",
       path: options.subresource ? `${base}/${options.subresource}` : base,
       query: {
-        fieldManager: FIELD_MANAGER,
+        fieldManager: options.fieldManager ?? FIELD_MANAGER,
         force: options.force ?? true,
         dryRun: options.dryRun ? "All" : undefined,
       },

@@ -35,9 +35,9 @@ export async function lookUpKeySecret(hub: KubeClient, where: KeySecret): Promis
 }
 
 /**
- * Makes the key Secret (32 random bytes), then marks it. Not forced: a key another writer made meanwhile is
- * a conflict, never overwritten. A server-side apply at the Secret's own name, so RBAC can limit even its
- * creation to that name.
+ * Makes the key Secret (32 random bytes), then marks it. Not forced, and under a field manager of its own:
+ * a key another writer (another replica) made meanwhile is a conflict, never overwritten. A server-side
+ * apply at the Secret's own name, so RBAC can limit even its creation to that name.
  */
 export async function makeKeySecret(hub: KubeClient, where: KeySecret): Promise<KubeObject> {
   const made = await hub.apply(
@@ -48,7 +48,7 @@ export async function makeKeySecret(hub: KubeClient, where: KeySecret): Promise<
       type: "Opaque",
       data: { [where.dataKey]: randomBytes(32).toString("base64") },
     },
-    { force: false },
+    { force: false, fieldManager: `knative-fleet-key-${randomBytes(4).toString("hex")}` },
   );
   return markKeySecret(hub, where, made);
 }

@@ -34,6 +34,7 @@ import { checkHubAnswers, watchHubCrs } from "./hub.ts";
 import { LeaderElector } from "./leader-election.ts";
 import { listenForPushes } from "./push-listener.ts";
 import { reportPollFailure, reportReconcile } from "./reports.ts";
+import { loadShardKey } from "./shard-key.ts";
 import { podVoucher, ShardMembership } from "./sharding.ts";
 import { SyncLoop } from "./sync-loop.ts";
 
@@ -309,8 +310,15 @@ export class FleetService {
     ).catch((err: Error) => {
       throw new ConfigError(err.message);
     });
+    // The members' proofs: without the key no member can acknowledge a view, so none starts without it.
+    const key = await loadShardKey(this.hubClient!, rolloutSettings(config).keyNamespace, log).catch(
+      (err: Error) => {
+        throw new ConfigError(`sharding needs its key: ${err.message}`);
+      },
+    );
     const membership = new ShardMembership({
       client: this.hubClient!,
+      key,
       namespace: config.leaderElection.namespace,
       group: config.leaderElection.leaseName,
       identity: this.options.memberIdentity ?? this.options.identity,

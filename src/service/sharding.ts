@@ -1,6 +1,12 @@
-import { createHash } from "node:crypto";
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
-import { SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../api/labels.ts";
+import {
+  SHARD_EPOCH_ANNOTATION,
+  SHARD_GROUP_LABEL,
+  SHARD_PROOF_ANNOTATION,
+  SHARD_SEEN_ANNOTATION,
+  SHARD_VIEW_ANNOTATION,
+} from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { isConflict, isNotFound } from "../kube/rest.ts";
@@ -48,11 +54,11 @@ export function ownsUnder(views: readonly (readonly string[])[], member: string,
 
 // ── The membership: Leases on the hub ───────────────────────────────────────────────────────────────────
 
-const acknowledgedIn = (lease: MemberLease | undefined): string | undefined =>
-  lease?.metadata.annotations?.[SHARD_VIEW_ANNOTATION];
-
-/** A member's Lease: labelled with its group, the view it acknowledged in an annotation (lease.ts). */
+/** A member Lease: labelled with its group, its acknowledgement in annotations, proven with the shard key. */
 export type MemberLease = Lease;
+
+/** The view annotation of a member that stopped: the others drop it at once (when they knew it live). */
+const LEFT = "left";
 
 /** The member Lease of `identity` in `group`: the one name a replica with that identity writes. */
 export const memberLeaseName = (group: string, identity: string): string =>
@@ -70,10 +76,72 @@ export const podOf = (identity: string): string => identity.slice(0, identity.in
 /** The Pod UID in an identity: what binds a member to one Pod, not just to a name a Lease writer can copy. */
 const uidOf = (identity: string): string => identity.slice(identity.indexOf("_") + 1);
 
-/** When a member Lease's renewTime was last seen to change (performance.now()). */
-interface Renewal {
-  renewTime: string | undefined;
-  atMs: number;
+/** What a member says in its Lease, beyond being there: its acknowledged view, its epoch, the epochs it saw. */
+export interface MemberRecord {
+  holder: string;
+  renewTime: string;
+  /** The digest of the view acknowledged ("" none yet, LEFT once stopped). */
+  view: string;
+  /** A random name this member gave its current view; an acknowledgement counts only if it names it. */
+  epoch: string;
+  /** The epochs of the others this member had seen when it wrote this record. */
+  seen: readonly string[];
+}
+
+/** The HMAC under the shard key of everything a record says, bound to the Lease's name. */
+export function proveRecord(key: Uint8Array, leaseName: string, record: MemberRecord): string {
+  const { holder, renewTime, view, epoch, seen } = record;
+  return createHmac("sha256", key)
+    .update(
+      JSON.stringify(["knative-fleet/shard-member/v1", leaseName, holder, renewTime, view, epoch, seen]),
+    )
+    .digest("hex");
+}
+
+/**
+ * The record a member Lease carries, when its proof verifies under the shard key: written by a replica
+ * (or copied whole from one of its Leases: freshness is the reader's to judge). Undefined otherwise.
+ */
+export function provenRecord(lease: MemberLease | undefined, key: Uint8Array): MemberRecord | undefined {
+  const annotations = lease?.metadata.annotations;
+  const proof = annotations?.[SHARD_PROOF_ANNOTATION];
+  const renewTime = lease?.spec?.renewTime;
+  if (!lease || proof === undefined || renewTime === undefined) return undefined;
+  const seenText = annotations?.[SHARD_SEEN_ANNOTATION] ?? "";
+  const record: MemberRecord = {
+    holder: lease.spec?.holderIdentity ?? "",
+    renewTime,
+    view: annotations?.[SHARD_VIEW_ANNOTATION] ?? "",
+    epoch: annotations?.[SHARD_EPOCH_ANNOTATION] ?? "",
+    seen: seenText === "" ? [] : seenText.split(","),
+  };
+  const expected = Buffer.from(proveRecord(key, lease.metadata.name, record), "hex");
+  const given = Buffer.from(proof, "hex");
+  return given.length === expected.length && timingSafeEqual(given, expected) ? record : undefined;
+}
+
+/** A record's annotations (with its proof), as a member writes them. */
+function recordAnnotations(key: Uint8Array, leaseName: string, record: MemberRecord): Record<string, string> {
+  return {
+    [SHARD_VIEW_ANNOTATION]: record.view,
+    [SHARD_EPOCH_ANNOTATION]: record.epoch,
+    [SHARD_SEEN_ANNOTATION]: record.seen.join(","),
+    [SHARD_PROOF_ANNOTATION]: proveRecord(key, leaseName, record),
+  };
+}
+
+/** What one replica has seen of one member Lease, on its own clock (performance.now()). */
+export interface Sighting {
+  /** The identity the Lease's name belongs to (from the first well-formed record seen). */
+  holder: string;
+  /** The Lease's resourceVersion as last seen; undefined when it was gone. */
+  resourceVersion: string | undefined;
+  /** When the Lease was last seen to change while its member was live. */
+  changedAtMs: number;
+  /** The newest renewTime of a proven record seen (ms): an older proven record is a copy, not news. */
+  newestProvenMs?: number;
+  /** Counted gone (expired, or a fresh proven "left"): only a newer proven record brings it back. */
+  gone: boolean;
 }
 
 /** What one round concludes about a member Lease. */
@@ -84,31 +152,81 @@ type LeaseVerdict =
 
 /**
  * Whether a member Lease counts, judged on this replica's clock and settings, never on what the Lease
- * claims: its holder must be an identity a replica writes and the Lease the name that identity gives; it
- * is live only while its renewTime changed within the configured lease duration (a longer duration the
- * Lease declares buys it nothing, and a holder that never renews expires one duration after it was first
- * seen). Anyone who can write Leases can still add a member, but only by renewing it every few seconds,
- * and only one a replica vouches for (see ShardMembership) is counted.
+ * claims. Its holder must be an identity a replica writes and the Lease the name that identity gives. It is
+ * live while the Lease changes (any write: its member's renewals, or anyone else's) within the configured
+ * lease duration: one who may write Leases can keep a member live, never make a live one look gone (a
+ * member is counted gone only when its Lease stood still, or vanished, for a whole duration; the member
+ * itself stopped by then, since its own renewals failed). Once gone, only a proven record newer than any
+ * seen brings it back; a proven "left" record newer than any seen makes it gone at once.
  */
 export function judgeLease(
-  lease: MemberLease,
-  previous: Renewal | undefined,
+  name: string,
+  lease: MemberLease | undefined,
+  previous: Sighting | undefined,
   nowMs: number,
-  expected: { group: string; leaseDurationMs: number },
-): { verdict: LeaseVerdict; renewal: Renewal } {
-  const renewTime = lease.spec?.renewTime;
-  const renewal: Renewal =
-    previous !== undefined && previous.renewTime === renewTime ? previous : { renewTime, atMs: nowMs };
-  const holder = lease.spec?.holderIdentity ?? "";
-  if (!IDENTITY.test(holder))
-    return { renewal, verdict: { state: "ignored", why: "its holder is not an identity a replica writes" } };
-  if (lease.metadata.name !== memberLeaseName(expected.group, holder))
-    return {
-      renewal,
-      verdict: { state: "ignored", why: "its name is not the one its holder's identity gives" },
+  expected: { group: string; leaseDurationMs: number; key: Uint8Array },
+): { verdict: LeaseVerdict; sighting: Sighting | undefined } {
+  if (previous === undefined) {
+    const holder = lease?.spec?.holderIdentity ?? "";
+    if (!lease) return { verdict: { state: "ignored", why: "it is gone" }, sighting: undefined };
+    if (!IDENTITY.test(holder))
+      return {
+        verdict: { state: "ignored", why: "its holder is not an identity a replica writes" },
+        sighting: undefined,
+      };
+    if (name !== memberLeaseName(expected.group, holder))
+      return {
+        verdict: { state: "ignored", why: "its name is not the one its holder's identity gives" },
+        sighting: undefined,
+      };
+    const proven = provenRecord(lease, expected.key);
+    const sighting: Sighting = {
+      holder,
+      resourceVersion: lease.metadata.resourceVersion,
+      changedAtMs: nowMs,
+      ...(proven && { newestProvenMs: Date.parse(proven.renewTime) }),
+      gone: false,
     };
-  const live = renewTime !== undefined && nowMs < renewal.atMs + expected.leaseDurationMs;
-  return { renewal, verdict: { state: live ? "live" : "expired", holder } };
+    return { verdict: { state: "live", holder }, sighting };
+  }
+  const { holder } = previous;
+  const proven = provenRecord(lease, expected.key);
+  const provenMs = proven?.holder === holder ? Date.parse(proven.renewTime) : Number.NaN;
+  const news = provenMs > (previous.newestProvenMs ?? Number.NEGATIVE_INFINITY);
+  const resourceVersion = lease?.metadata.resourceVersion;
+  let { changedAtMs, gone } = previous;
+  if (news && proven!.view === LEFT) gone = previous.newestProvenMs !== undefined || gone;
+  else if (news) {
+    gone = false;
+    changedAtMs = nowMs;
+  } else if (!gone && resourceVersion !== previous.resourceVersion) changedAtMs = nowMs;
+  if (!gone && nowMs >= changedAtMs + expected.leaseDurationMs) gone = true;
+  const sighting: Sighting = {
+    holder,
+    resourceVersion,
+    changedAtMs,
+    ...((news || previous.newestProvenMs !== undefined) && {
+      newestProvenMs: news ? provenMs : previous.newestProvenMs,
+    }),
+    gone,
+  };
+  return { verdict: { state: gone ? "expired" : "live", holder }, sighting };
+}
+
+/**
+ * Whether `lease` acknowledges `digest` for this member: a proven record of its own holder that names the
+ * view and this member's epoch (written after its writer saw this member's current view, so no copy of an
+ * older acknowledgement of the same view counts).
+ */
+export function acknowledges(
+  lease: MemberLease | undefined,
+  holder: string,
+  digest: string,
+  epoch: string,
+  key: Uint8Array,
+): boolean {
+  const record = provenRecord(lease, key);
+  return record?.holder === holder && record.view === digest && record.seen.includes(epoch);
 }
 
 interface ShardMembershipOptions {
@@ -118,7 +236,9 @@ interface ShardMembershipOptions {
   group: string;
   /** Unique per process (processIdentity). */
   identity: string;
-  /** A member whose Lease was not renewed for this long (as this replica saw it) is gone (default 15 s). */
+  /** The shard key (shard-key.ts): every member's records are proven with it. */
+  key: Uint8Array;
+  /** A member whose Lease did not change for this long (as this replica saw it) is gone (default 15 s). */
   leaseDurationMs?: number;
   /** A member that could not renew for this long stops reconciling anything (default 10 s). */
   renewDeadlineMs?: number;
@@ -150,11 +270,13 @@ interface ShardMembershipOptions {
 /**
  * Sharding of the reconcile over N replicas (the way Argo CD shards its application controller, but with
  * dynamic membership). Each replica holds a member Lease, renewed every retry period; the live members
- * are those whose Lease judgeLease counts (renewed within the configured duration, named for its holder)
- * and that a replica vouches for; each cluster belongs to one of them by rendezvous hashing. A hand-off is two-phase: on a membership change every member first drops what it no longer
- * owns and waits for those reconciles to finish, then writes the new view's digest into its Lease; a
- * member takes new clusters only when every live member's Lease carries that digest. Expiry is judged on
- * the local clock from when a Lease's renewTime was last seen to change, and a member that cannot renew within the
+ * are those whose Lease judgeLease counts and that a replica vouches for; each cluster belongs to one of
+ * them by rendezvous hashing. A hand-off is two-phase: on a membership change every member first drops
+ * what it no longer owns and waits for those reconciles to finish, then writes the new view's digest into
+ * its Lease, with a new epoch; a member takes new clusters only when every live member's Lease
+ * acknowledges that digest and its epoch, proven with the shard key (so one who may write Leases cannot
+ * acknowledge for a member, nor put back an acknowledgement of the same view from before). Expiry is judged
+ * on the local clock from when a Lease was last seen to change, and a member that cannot renew within the
  * renew deadline (shorter than the lease duration) drops everything, so a replica cut off from the hub
  * has stopped before the others count it gone.
  */
@@ -169,11 +291,24 @@ export class ShardMembership {
   /** The views this member's share is narrowed by (see ownsUnder); [[]] owns nothing. */
   private views: string[][] = [[]];
   private acknowledged = "";
+  /** This member's current epoch: a new one with each view it narrows to. */
+  private epoch = randomBytes(8).toString("hex");
+  /** The epochs of the live members' proven records in the last list: acknowledged with the view. */
+  private seen: string[] = [];
   private lease?: MemberLease;
+  /**
+   * Whether `lease` is this member's own last write (or there was none yet). A write counts as a renewal
+   * only then: it proves the Lease stood untouched since the last one, so every other member that looked in
+   * between saw it change. After someone else wrote or deleted it, the next write only takes it back.
+   */
+  private ownLast = true;
+  /** The renewTime last written (ms): each write's is later, so the others can tell a copy from news. */
+  private lastRenewTimeMs = 0;
   private lastRenewSentMs = Number.NEGATIVE_INFINITY;
   /** Fires at the renew deadline: drops every cluster even while a round hangs on the hub. */
   private lapseTimer?: NodeJS.Timeout;
-  private readonly renewals = new Map<string, Renewal>();
+  /** What this replica saw of each member Lease, by name (judgeLease). */
+  private readonly sightings = new Map<string, Sighting>();
   /** Identities vouched for (for good), and when a refusal may be asked again (performance.now()). */
   private readonly vouched = new Set<string>();
   private readonly refusedUntil = new Map<string, number>();
@@ -202,23 +337,18 @@ export class ShardMembership {
     this.running = this.run();
   }
 
-  /** Drops every cluster, waits for their reconciles, and deletes the member Lease: the others rebalance at once. */
+  /**
+   * Drops every cluster, waits for their reconciles, and writes a proven "left" record: the others
+   * rebalance at once (a deleted Lease would count only once its duration passed: anyone may delete one).
+   */
   async stop(): Promise<void> {
     this.stopping.abort();
     clearTimeout(this.lapseTimer);
     await this.running;
     await this.narrow([]);
-    const lease = this.lease;
-    if (!lease) return;
-    await this.options.client.rest
-      .request({
-        method: "DELETE",
-        path: await this.leasePath(lease.metadata.name),
-        body: { preconditions: { resourceVersion: lease.metadata.resourceVersion } },
-      })
-      .catch((err: unknown) =>
-        this.options.log.warn({ err: String(err) }, "could not delete the member Lease"),
-      );
+    if (!this.lease) return;
+    this.acknowledged = LEFT;
+    await settleWithin(this.renew(), this.options.renewDeadlineMs);
   }
 
   private async run(): Promise<void> {
@@ -243,7 +373,7 @@ export class ShardMembership {
    * for longer (the lapse timer has dropped every cluster by then).
    */
   private async tick(): Promise<void> {
-    const { renewDeadlineMs, identity, log } = this.options;
+    const { renewDeadlineMs, identity, group, key, log } = this.options;
     await this.renewWithin();
     if (performance.now() - this.lastRenewSentMs >= renewDeadlineMs) {
       await this.lapse();
@@ -251,25 +381,36 @@ export class ShardMembership {
     }
     const view = await this.liveMembers();
     const digest = viewDigest(view);
-    if (acknowledgedIn(this.lease) !== digest) {
+    if (
+      this.acknowledged !== digest ||
+      this.lease?.metadata.annotations?.[SHARD_VIEW_ANNOTATION] !== digest
+    ) {
+      if (this.acknowledged !== digest) this.epoch = randomBytes(8).toString("hex");
       await this.narrow(view);
       this.acknowledged = digest;
       await this.renewWithin();
-      if (acknowledgedIn(this.lease) !== digest) return; // not written: the others cannot know; next round
+      if (this.lease?.metadata.annotations?.[SHARD_VIEW_ANNOTATION] !== digest) return; // not written yet
     }
     if (this.views.length === 1 && viewDigest(this.members) === digest) return; // settled on this view
-    // Read again after this member's acknowledgement was written: a member widens only on what the others
-    // acknowledged after it did, which rules out two owners across overlapping membership changes.
+    // Read again after this member's acknowledgement was written: the others must have written theirs
+    // after they saw this member's epoch, which rules out two owners across overlapping membership changes.
     const leases = await this.listMembersWithin();
     const all = view.every(
       (member) =>
         member === identity ||
-        leases.some(
-          (l) =>
-            l.metadata.name === memberLeaseName(this.options.group, member) && acknowledgedIn(l) === digest,
+        acknowledges(
+          leases.find((l) => l.metadata.name === memberLeaseName(group, member)),
+          member,
+          digest,
+          this.epoch,
+          key,
         ),
     );
-    if (!all) return;
+    if (!all) {
+      // The others' next writes carry what this list shows of the epochs.
+      this.seen = this.epochsIn(leases, view);
+      return;
+    }
     // The lapse timer may have dropped every cluster while these requests were out: widen only on a
     // renewal still within its deadline, or this member would own a share the others may count as gone.
     if (performance.now() - this.lastRenewSentMs >= renewDeadlineMs) return;
@@ -300,49 +441,66 @@ export class ShardMembership {
     await this.options.settle();
   }
 
+  /** The epochs in the proven records of `members`' Leases (what this member has seen of their views). */
+  private epochsIn(leases: readonly MemberLease[], members: readonly string[]): string[] {
+    const { group, key } = this.options;
+    const epochs = new Set<string>();
+    for (const member of members) {
+      if (member === this.options.identity) continue;
+      const lease = leases.find((l) => l.metadata.name === memberLeaseName(group, member));
+      const record = provenRecord(lease, key);
+      if (record?.holder === member && record.epoch !== "") epochs.add(record.epoch);
+    }
+    return [...epochs].sort();
+  }
+
   /**
    * Live members: this one, and the holders of member Leases judgeLease counts live that a replica vouches
-   * for. A Lease long expired (twice the duration) is removed, if it is a member's at all.
+   * for. A Lease long gone quiet (twice the duration) is removed, if it is a member's at all.
    */
   private async liveMembers(): Promise<string[]> {
-    const { identity, group, leaseDurationMs } = this.options;
+    const { identity, group, leaseDurationMs, key } = this.options;
     const now = performance.now();
     const live = new Set<string>([identity]);
-    const seen = new Set<string>();
     const leases = await this.listMembersWithin();
-    for (const lease of leases) {
-      const name = lease.metadata.name;
-      seen.add(name);
-      const { verdict, renewal } = judgeLease(lease, this.renewals.get(name), now, {
+    const byName = new Map(leases.map((lease) => [lease.metadata.name, lease]));
+    for (const name of new Set([...byName.keys(), ...this.sightings.keys()])) {
+      const lease = byName.get(name);
+      const { verdict, sighting } = judgeLease(name, lease, this.sightings.get(name), now, {
         group,
         leaseDurationMs,
+        key,
       });
-      this.renewals.set(name, renewal);
-      const declaredMs = (lease.spec?.leaseDurationSeconds ?? 0) * 1000;
+      if (sighting) this.sightings.set(name, sighting);
+      const declaredMs = (lease?.spec?.leaseDurationSeconds ?? 0) * 1000;
       if (verdict.state !== "ignored" && declaredMs > leaseDurationMs)
         this.logOnce(
           name,
-          lease.spec?.holderIdentity,
+          lease?.spec?.holderIdentity,
           `a member Lease declares ${declaredMs / 1000}s; it counts for no more than the configured ${leaseDurationMs / 1000}s`,
         );
       if (verdict.state === "ignored") {
-        this.logOnce(name, lease.spec?.holderIdentity, `ignoring a member Lease: ${verdict.why}`);
+        if (lease) this.logOnce(name, lease.spec?.holderIdentity, `ignoring a member Lease: ${verdict.why}`);
       } else if (verdict.state === "expired") {
-        if (name !== this.leaseName && now >= renewal.atMs + 2 * leaseDurationMs)
-          await this.deleteExpired(lease);
+        if (name !== this.leaseName && sighting && now >= sighting.changedAtMs + 2 * leaseDurationMs) {
+          // Long quiet: its Lease is removed (if still there) and forgotten; it comes back as a new sighting.
+          if (lease) await this.deleteExpired(lease);
+          this.sightings.delete(name);
+        }
       } else if (verdict.holder === identity || (await this.vouchedFor(verdict.holder, now))) {
         live.add(verdict.holder);
       } else {
         this.logOnce(name, verdict.holder, "ignoring a member Lease: no replica can vouch for its holder");
       }
     }
-    // Forget what belongs to Leases gone: forged ones under fresh names must not pile up here.
-    const holders = new Set(leases.map((lease) => lease.spec?.holderIdentity));
-    for (const name of this.renewals.keys()) if (!seen.has(name)) this.renewals.delete(name);
-    for (const key of this.logged) if (!seen.has(key.split("\n")[0]!)) this.logged.delete(key);
+    const members = [...live].sort();
+    this.seen = this.epochsIn(leases, members);
+    // Forget what belongs to holders gone: forged ones under fresh names must not pile up here.
+    const holders = new Set([...this.sightings.values()].map((s) => s.holder));
+    for (const key of this.logged) if (!byName.has(key.split("\n")[0]!)) this.logged.delete(key);
     for (const holder of this.vouched) if (!holders.has(holder)) this.vouched.delete(holder);
     for (const holder of this.refusedUntil.keys()) if (!holders.has(holder)) this.refusedUntil.delete(holder);
-    return [...live].sort();
+    return members;
   }
 
   private async vouchedFor(holder: string, now: number): Promise<boolean> {
@@ -375,7 +533,7 @@ export class ShardMembership {
     return listLeases(client, namespace, `${SHARD_GROUP_LABEL}=${group}`);
   }
 
-  /** A dead member's Lease, long expired, is removed (conditionally: a member that came back keeps it). */
+  /** A dead member's Lease, long quiet, is removed (conditionally: a member that came back keeps it). */
   private async deleteExpired(lease: MemberLease): Promise<void> {
     await this.options.client.rest
       .request({
@@ -413,10 +571,18 @@ export class ShardMembership {
     this.lapseTimer.unref();
   }
 
-  /** Writes this member's Lease (renewTime now, the acknowledged view); notes when a write succeeded. */
+  /** Writes this member's Lease (renewTime now, its proven record); notes when a write succeeded. */
   private async renew(): Promise<void> {
-    const { client, namespace, group, identity, leaseDurationMs, log } = this.options;
+    const { client, namespace, group, identity, leaseDurationMs, key, log } = this.options;
     const sentMs = performance.now();
+    this.lastRenewTimeMs = Math.max(Date.now(), this.lastRenewTimeMs + 1);
+    const record: MemberRecord = {
+      holder: identity,
+      renewTime: microTime(new Date(this.lastRenewTimeMs)),
+      view: this.acknowledged,
+      epoch: this.epoch,
+      seen: this.seen,
+    };
     const body: MemberLease = {
       apiVersion: LEASE_API_VERSION,
       kind: "Lease",
@@ -424,23 +590,26 @@ export class ShardMembership {
         name: this.leaseName,
         namespace,
         labels: { [SHARD_GROUP_LABEL]: group },
-        annotations: { [SHARD_VIEW_ANNOTATION]: this.acknowledged },
+        annotations: recordAnnotations(key, this.leaseName, record),
         ...(this.lease?.metadata.resourceVersion && { resourceVersion: this.lease.metadata.resourceVersion }),
       },
       spec: {
         holderIdentity: identity,
         leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-        renewTime: microTime(new Date()),
+        renewTime: record.renewTime,
       },
     };
     try {
       const method = this.lease ? "PUT" : "POST";
       const path = await this.leasePath(this.lease ? this.leaseName : undefined);
       this.lease = (await client.rest.request<MemberLease>({ method, path, body })).body;
-      this.renewed(sentMs);
+      if (this.ownLast) this.renewed(sentMs);
+      this.ownLast = true;
     } catch (err) {
-      // Someone else wrote it (409) or removed it (404): read it again, or create it, next round.
+      // Someone else wrote it (409) or removed it (404): read it again, or create it, next round; that
+      // write renews nothing (an observer may have seen the Lease gone, and may see it gone again).
       if (isConflict(err) || isNotFound(err)) {
+        this.ownLast = false;
         this.lease = await getLease(client, namespace, this.leaseName).catch(() => undefined);
       } else log.warn({ err: String(err) }, "sharding: could not renew the member Lease");
     }

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { KubeApiError } from "../../src/kube/rest.ts";
@@ -24,10 +25,22 @@ export function leaseHub() {
   const leases = new Map<string, MemberLease>();
   let version = 0;
   const copy = <T>(value: T): T => structuredClone(value);
+  /** Every version each Lease had: what an adversary may put back. */
+  const history = new Map<string, MemberLease[]>();
   const store = (lease: MemberLease): MemberLease => {
     const stored = copy({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } });
     leases.set(lease.metadata.name, stored);
+    history.set(lease.metadata.name, [...(history.get(lease.metadata.name) ?? []), stored]);
     return copy(stored);
+  };
+  /**
+   * Writes a Lease as one who may write Leases does, unconditionally: `change` gets the current one (or
+   * none) and returns what to store, or undefined to delete it.
+   */
+  const tamper = (name: string, change: (lease: MemberLease | undefined) => MemberLease | undefined) => {
+    const next = change(copy(leases.get(name)));
+    if (next === undefined) leases.delete(name);
+    else store(next);
   };
   const write = (method: string, path: string, body: MemberLease | undefined): MemberLease | object => {
     const name = method === "POST" ? body!.metadata.name : path.split("/").at(-1)!;
@@ -73,5 +86,6 @@ export function leaseHub() {
     };
     return self;
   };
-  return { link, leases };
+  // The shard key every member of this hub's deployment reads (service/shard-key.ts keeps it in a Secret).
+  return { link, leases, history, tamper, key: randomBytes(32) as Uint8Array };
 }

@@ -21,11 +21,11 @@ import {
 } from "../../support/helm.ts";
 import { knativeReleasesDir } from "../../support/shared.ts";
 
-/** The one Secret the reconciler may read in the key namespace: the rollout state's HMAC key, by name. */
+/** The only Secrets the reconciler may read in the key namespace, by name: the rollout state's HMAC key and the shard key. */
 const ROLLOUT_KEY_RULE = {
   apiGroups: [""],
   resources: ["secrets"],
-  resourceNames: ["knative-fleet-rollout-key"],
+  resourceNames: ["knative-fleet-rollout-key", "knative-fleet-shard-key"],
   verbs: ["get", "patch", "create"],
 };
 

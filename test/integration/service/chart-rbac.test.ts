@@ -21,6 +21,7 @@ import { silentLogger } from "../../../src/observability/log.ts";
 import { RolloutStage } from "../../../src/rollout/stage.ts";
 import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { LeaderElector } from "../../../src/service/leader-election.ts";
+import { loadShardKey, SHARD_KEY_SECRET } from "../../../src/service/shard-key.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { crFile, rolloutText, TEST_REPOSITORY } from "../../support/fleet-files.ts";
 import { forceDeleteCrs } from "../../support/handover.ts";
@@ -138,6 +139,28 @@ describe("the chart's RBAC", () => {
     expect(elector.isLeader).toBe(true);
     await elector.stop();
     expect(await leaseSpec()).toMatchObject({ holderIdentity: "", leaseDurationSeconds: 1 });
+  });
+
+  it("lets the ServiceAccount make and read the shard key, once, whichever replica comes first", async () => {
+    const { keyNamespace } = config.rollout;
+    await hub.delete("v1", "Secret", keyNamespace, SHARD_KEY_SECRET).catch(() => undefined);
+    // Three replicas starting at once: one key, the same bytes for all.
+    const keys = await Promise.all(
+      [1, 2, 3].map(() => loadShardKey(serviceAccount, keyNamespace, silentLogger)),
+    );
+    expect(new Set(keys.map((k) => Buffer.from(k).toString("hex"))).size).toBe(1);
+    // A key Secret someone made beforehand (the same name, another uid) is refused, naming how to adopt it.
+    await hub.delete("v1", "Secret", keyNamespace, SHARD_KEY_SECRET);
+    await hub.apply({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: SHARD_KEY_SECRET, namespace: keyNamespace },
+      data: { key: Buffer.alloc(32, 7).toString("base64") },
+    });
+    await expect(loadShardKey(serviceAccount, keyNamespace, silentLogger)).rejects.toThrow(
+      /was not made by knative-fleet.*adopt-shard-key/,
+    );
+    await hub.delete("v1", "Secret", keyNamespace, SHARD_KEY_SECRET);
   });
 
   it("lets the ServiceAccount record and count Events on an object in another namespace", async () => {

@@ -1,8 +1,18 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
+import {
+  SHARD_EPOCH_ANNOTATION,
+  SHARD_SEEN_ANNOTATION,
+  SHARD_VIEW_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import { ShardMembership } from "../../../src/service/sharding.ts";
+import {
+  type MemberLease,
+  memberLeaseName,
+  ShardMembership,
+  viewDigest,
+} from "../../../src/service/sharding.ts";
 import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
 
 // ShardMembership's timing over a hub that keeps member Leases in memory (test/support/lease-hub.ts).
@@ -31,10 +41,15 @@ afterEach(async () => {
   await Promise.all(started.splice(0).map((m) => m.stop()));
 });
 
-function member(hub: ReturnType<typeof leaseHub>, pod: string): Member {
+function member(
+  hub: ReturnType<typeof leaseHub>,
+  pod: string,
+  settle: () => Promise<void> = async () => {},
+): Member {
   const self = { identity: processIdentity(pod), narrowed: [], link: hub.link() } as unknown as Member;
   self.membership = new ShardMembership({
     client: self.link.client,
+    key: hub.key,
     namespace: "knative-fleet",
     group: "knative-fleet",
     identity: self.identity,
@@ -43,7 +58,7 @@ function member(hub: ReturnType<typeof leaseHub>, pod: string): Member {
     retryPeriodMs: RETRY_MS,
     log: silentLogger,
     onNarrowed: () => self.narrowed.push(performance.now()),
-    settle: async () => {},
+    settle,
     onWidened: () => {},
     vouch: async () => true,
   });
@@ -127,5 +142,85 @@ describe("a shard member cut off from the hub", () => {
     expect(owned(a)).toEqual([]);
     a.link.heal();
     await watchOwners([a], () => owned(a).length === CLUSTERS.length, 5_000);
+  });
+});
+
+describe("an adversary who may write Leases but cannot read the shard key", () => {
+  /** Rewrites the member Lease of `m` every 5 ms with `change`, until the returned function is called. */
+  const keepForging = (
+    hub: ReturnType<typeof leaseHub>,
+    m: Member,
+    change: (lease: MemberLease) => MemberLease | undefined,
+  ) => {
+    const name = memberLeaseName("knative-fleet", m.identity);
+    const timer = setInterval(() => hub.tamper(name, (lease) => (lease ? change(lease) : undefined)), 5);
+    return () => clearInterval(timer);
+  };
+
+  it("cannot acknowledge a view for a member still settling: the newcomer takes nothing until that member itself has", async () => {
+    const hub = leaseHub();
+    // a's reconciles of the clusters it hands on end only when the test says (a slow spoke).
+    let settled: Promise<void> = Promise.resolve();
+    let release: () => void = () => {};
+    const a = member(hub, "replica-a", () => settled);
+    await watchOwners([a], () => owned(a).length === CLUSTERS.length, 5_000);
+    settled = new Promise<void>((resolve) => (release = resolve));
+    const b = member(hub, "replica-b");
+    const view = viewDigest([a.identity, b.identity].sort());
+    // While a settles, its Lease is made to say what b waits for: the new view, and b's epoch as seen.
+    const stop = keepForging(hub, a, (lease) => {
+      const epochB = hub.leases.get(memberLeaseName("knative-fleet", b.identity))?.metadata.annotations?.[
+        SHARD_EPOCH_ANNOTATION
+      ];
+      return {
+        ...lease,
+        metadata: {
+          ...lease.metadata,
+          annotations: {
+            ...lease.metadata.annotations,
+            [SHARD_VIEW_ANNOTATION]: view,
+            ...(epochB && { [SHARD_SEEN_ANNOTATION]: epochB }),
+          },
+        },
+      };
+    });
+    const forgedUntil = performance.now() + 3 * LEASE_MS;
+    try {
+      await watchOwners([a, b], () => performance.now() > forgedUntil, 4 * LEASE_MS);
+      // a still reconciles what it hands on: b must not own any of it (a owns only what it keeps).
+      expect(owned(b)).toEqual([]);
+    } finally {
+      stop();
+      release();
+    }
+    await watchOwners(
+      [a, b],
+      () => owned(a).length + owned(b).length === CLUSTERS.length && owned(b).length > 0,
+      10_000,
+    );
+  });
+
+  it("cannot give a cluster two owners by deleting a member's Lease or freezing its renewTime, again and again; once it stops, the two share again", async () => {
+    const hub = leaseHub();
+    const a = member(hub, "replica-a");
+    const b = member(hub, "replica-b");
+    const shared = () => owned(a).length > 0 && owned(a).length + owned(b).length === CLUSTERS.length;
+    await watchOwners([a, b], shared, 10_000);
+    for (const change of [
+      () => undefined,
+      (lease: MemberLease) => ({
+        ...lease,
+        spec: { ...lease.spec, renewTime: "2026-01-01T00:00:00.000000Z" },
+      }),
+    ]) {
+      // a's writes never stand: it drops its clusters (it cannot tell whether b saw them); b takes them only
+      // once a's Lease was seen gone a whole duration (deleted) or not at all (written by someone).
+      const stop = keepForging(hub, a, change);
+      const until = performance.now() + 3 * LEASE_MS;
+      await watchOwners([a, b], () => performance.now() > until, 4 * LEASE_MS);
+      expect(owned(a)).toEqual([]);
+      stop();
+      await watchOwners([a, b], shared, 10_000);
+    }
   });
 });

@@ -22,6 +22,7 @@ function member(hub: ReturnType<typeof leaseHub>, identity: string, vouch: (othe
   const asked: string[] = [];
   const membership = new ShardMembership({
     client: hub.link().client,
+    key: hub.key,
     namespace: "knative-fleet",
     group: "knative-fleet",
     identity,

@@ -1,9 +1,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
+import {
+  SHARD_EPOCH_ANNOTATION,
+  SHARD_SEEN_ANNOTATION,
+  SHARD_VIEW_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import { ShardMembership } from "../../../src/service/sharding.ts";
+import { memberLeaseName, ShardMembership } from "../../../src/service/sharding.ts";
 import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
 import { seededRandom } from "../../support/seeded-random.ts";
 
@@ -12,7 +17,10 @@ import { seededRandom } from "../../support/seeded-random.ts";
 // real ShardMemberships run over a hub that keeps member Leases in memory (test/support/lease-hub.ts), in
 // real time with short timings (600 ms lease, 400 ms renew deadline, 100 ms retry period). A random
 // schedule cuts members off the hub and heals them, slows their link past the renew deadline, kills them
-// (nothing more leaves the process), stops them, and adds new ones. Each member meanwhile reconciles
+// (nothing more leaves the process), stops them, and adds new ones; and an adversary who may write Leases
+// (not read the shard key) rewrites a member's Lease every few ms until the next step: another member's
+// acknowledgement copied in, an older version of it put back, its renewTime frozen, the Lease deleted, a
+// "left" or random annotations written. Each member meanwhile reconciles
 // clusters it owns, each reconcile taking up to 100 ms; `settle` waits for those of clusters no longer
 // owned, as the service's does. Every 5 ms the test checks that no cluster is owned by, or being reconciled
 // on, two live members.
@@ -28,9 +36,12 @@ const RECONCILE_MAX_MS = 100;
 const CLUSTERS = Array.from({ length: 12 }, (_, i) => `fleet-system/spoke-${i + 1}`);
 const SLOTS = 4;
 
+const FORGERIES = ["ack", "replay", "copy", "freeze", "delete", "left", "garbage"] as const;
+type Forgery = (typeof FORGERIES)[number];
 type Action =
   | { kind: "cut" | "heal" | "crash" | "stop"; slot: number }
   | { kind: "slow"; slot: number; latencyMs: number }
+  | { kind: "forge"; slot: number; how: Forgery }
   | { kind: "join" };
 interface Step {
   action: Action;
@@ -39,6 +50,7 @@ interface Step {
 
 interface Replica {
   name: string;
+  identity: string;
   membership: ShardMembership;
   link: HubLink;
   /** Dead: a crashed process does nothing, so it works on nothing. */
@@ -60,6 +72,7 @@ function replica(hub: ReturnType<typeof leaseHub>, name: string, random: () => n
   const link = hub.link();
   const self = {
     name,
+    identity: processIdentity(name),
     link,
     alive: true,
     leaving: false,
@@ -69,9 +82,10 @@ function replica(hub: ReturnType<typeof leaseHub>, name: string, random: () => n
   const unownedBusy = () => [...self.busy].some((c) => !self.membership.owns(c));
   self.membership = new ShardMembership({
     client: link.client,
+    key: hub.key,
     namespace: "knative-fleet",
     group: "knative-fleet",
-    identity: processIdentity(name),
+    identity: self.identity,
     leaseDurationMs: LEASE_MS,
     renewDeadlineMs: DEADLINE_MS,
     retryPeriodMs: RETRY_MS,
@@ -107,6 +121,44 @@ function replica(hub: ReturnType<typeof leaseHub>, name: string, random: () => n
   return self;
 }
 
+/** One forgery of the member Lease `name`, by one who may write any Lease field but cannot read the key. */
+function forge(hub: ReturnType<typeof leaseHub>, name: string, how: Forgery, random: () => number): void {
+  const others = [...hub.leases.values()].filter((l) => l.metadata.name !== name);
+  const pick = <T>(items: readonly T[]): T | undefined => items[Math.floor(random() * items.length)];
+  hub.tamper(name, (lease) => {
+    if (!lease) return how === "replay" ? pick(hub.history.get(name) ?? []) : undefined;
+    const annotations = { ...lease.metadata.annotations };
+    switch (how) {
+      case "ack": {
+        // What a member waiting to widen looks for: the view and epochs another member's Lease shows.
+        const model = pick(others);
+        annotations[SHARD_VIEW_ANNOTATION] = model?.metadata.annotations?.[SHARD_VIEW_ANNOTATION] ?? "";
+        annotations[SHARD_SEEN_ANNOTATION] = others
+          .map((l) => l.metadata.annotations?.[SHARD_EPOCH_ANNOTATION])
+          .filter(Boolean)
+          .join(",");
+        break;
+      }
+      case "replay":
+        return pick(hub.history.get(name) ?? []) ?? lease;
+      case "copy":
+        Object.assign(annotations, pick(others)?.metadata.annotations);
+        break;
+      case "freeze":
+        return { ...lease, spec: { ...lease.spec, renewTime: hub.history.get(name)?.[0]?.spec?.renewTime } };
+      case "delete":
+        return undefined;
+      case "left":
+        annotations[SHARD_VIEW_ANNOTATION] = "left";
+        break;
+      case "garbage":
+        for (const k of Object.keys(annotations)) annotations[k] = random().toString(36).slice(2);
+        break;
+    }
+    return { ...lease, metadata: { ...lease.metadata, annotations } };
+  });
+}
+
 /** Runs one schedule; returns what went wrong: a cluster held by two, or no single owner once the faults stopped. */
 async function run(steps: readonly Step[], seed: number): Promise<string[]> {
   const hub = leaseHub();
@@ -136,8 +188,14 @@ async function run(steps: readonly Step[], seed: number): Promise<string[]> {
   const checker = setInterval(check, 5);
   cleanups.push(() => clearInterval(checker));
 
+  const forgers: NodeJS.Timeout[] = [];
+  const stopForging = () => {
+    for (const forger of forgers.splice(0)) clearInterval(forger);
+  };
+  cleanups.push(stopForging);
   for (const [index, { action, waitMs }] of steps.entries()) {
     step = index;
+    stopForging(); // an adversary keeps at it until the next step
     const target = action.kind === "join" ? undefined : slots[action.slot];
     switch (action.kind) {
       case "join":
@@ -161,6 +219,13 @@ async function run(steps: readonly Step[], seed: number): Promise<string[]> {
           void target.membership.stop();
         }
         break;
+      case "forge":
+        if (target) {
+          const name = memberLeaseName("knative-fleet", target.identity);
+          const forger = setInterval(() => forge(hub, name, action.how, random), 10 + random() * 30);
+          forgers.push(forger);
+        }
+        break;
       case "stop":
         if (target?.alive && !target.leaving) {
           target.leaving = true;
@@ -173,6 +238,7 @@ async function run(steps: readonly Step[], seed: number): Promise<string[]> {
 
   // The faults stop: every live member that stays owns its share, one owner per cluster.
   step = steps.length;
+  stopForging();
   const staying = slots.filter((r): r is Replica => !!r?.alive && !r.leaving);
   for (const r of staying) {
     r.link.latencyMs = 2;
@@ -213,6 +279,10 @@ const action: fc.Arbitrary<Action> = fc.oneof(
   { arbitrary: fc.record({ kind: fc.constant("crash" as const), slot }), weight: 1 },
   { arbitrary: fc.record({ kind: fc.constant("stop" as const), slot }), weight: 1 },
   { arbitrary: fc.record({ kind: fc.constant("join" as const) }), weight: 2 },
+  {
+    arbitrary: fc.record({ kind: fc.constant("forge" as const), slot, how: fc.constantFrom(...FORGERIES) }),
+    weight: 4,
+  },
 );
 const schedule = fc.array(fc.record({ action, waitMs: fc.integer({ min: 0, max: LEASE_MS + 200 }) }), {
   minLength: 3,

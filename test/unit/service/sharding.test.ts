@@ -1,10 +1,20 @@
 import { describe, expect, it } from "vitest";
+import {
+  SHARD_EPOCH_ANNOTATION,
+  SHARD_PROOF_ANNOTATION,
+  SHARD_SEEN_ANNOTATION,
+  SHARD_VIEW_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
 import {
+  acknowledges,
   judgeLease,
   type MemberLease,
+  type MemberRecord,
   memberLeaseName,
   ownsUnder,
+  proveRecord,
+  type Sighting,
   shardOwner,
   viewDigest,
 } from "../../../src/service/sharding.ts";
@@ -112,70 +122,181 @@ describe("shard hand-off (ownsUnder)", () => {
 
 describe("member Leases (judgeLease): what a Lease must be to count", () => {
   const GROUP = "knative-fleet";
-  const expected = { group: GROUP, leaseDurationMs: 15_000 };
+  const key = Buffer.alloc(32, 1);
+  const expected = { group: GROUP, leaseDurationMs: 15_000, key };
   const identity = processIdentity("knative-fleet-7d9f8-abcde");
-  const lease = (overrides: { name?: string; holder?: string; seconds?: number; renewTime?: string } = {}) =>
-    ({
+  const NAME = memberLeaseName(GROUP, identity);
+  let version = 0;
+  /** A Lease as a member writes it at `second` (proven), or as anyone else does (`proof: false`). */
+  const lease = (
+    overrides: {
+      name?: string;
+      holder?: string;
+      seconds?: number;
+      second?: number;
+      view?: string;
+      epoch?: string;
+      seen?: string[];
+      proof?: boolean;
+    } = {},
+  ): MemberLease => {
+    const holder = overrides.holder ?? identity;
+    const name = overrides.name ?? memberLeaseName(GROUP, holder);
+    const record = {
+      holder,
+      renewTime: `2026-01-01T00:${String(Math.floor((overrides.second ?? 0) / 60)).padStart(2, "0")}:${String((overrides.second ?? 0) % 60).padStart(2, "0")}.000000Z`,
+      view: overrides.view ?? "",
+      epoch: overrides.epoch ?? "e1",
+      seen: overrides.seen ?? [],
+    };
+    return {
       apiVersion: "coordination.k8s.io/v1",
       kind: "Lease",
       metadata: {
-        name: overrides.name ?? memberLeaseName(GROUP, overrides.holder ?? identity),
+        name,
         namespace: "knative-fleet",
+        resourceVersion: String(++version),
+        annotations: {
+          [SHARD_VIEW_ANNOTATION]: record.view,
+          [SHARD_EPOCH_ANNOTATION]: record.epoch,
+          [SHARD_SEEN_ANNOTATION]: record.seen.join(","),
+          [SHARD_PROOF_ANNOTATION]: overrides.proof === false ? "00" : proveRecord(key, name, record),
+        },
       },
       spec: {
-        holderIdentity: overrides.holder ?? identity,
+        holderIdentity: holder,
         leaseDurationSeconds: overrides.seconds ?? 15,
-        renewTime: overrides.renewTime ?? "2026-01-01T00:00:00.000000Z",
+        renewTime: record.renewTime,
       },
-    }) satisfies MemberLease;
+    };
+  };
+  const judge = (l: MemberLease | undefined, previous: Sighting | undefined, at: number) =>
+    judgeLease(NAME, l, previous, at, expected);
 
   it("counts a replica's own Lease while it renews, and as expired once it stops", () => {
-    let seen = judgeLease(lease(), undefined, 0, expected);
+    let current = lease();
+    let seen = judge(current, undefined, 0);
     expect(seen.verdict).toEqual({ state: "live", holder: identity });
     for (let t = 2_000; t <= 60_000; t += 2_000) {
-      const renewed = lease({ renewTime: `2026-01-01T00:00:${String(t / 1000).padStart(2, "0")}.000000Z` });
-      seen = judgeLease(renewed, seen.renewal, t, expected);
+      current = lease({ second: t / 1000 });
+      seen = judge(current, seen.sighting, t);
       expect(seen.verdict.state).toBe("live");
     }
-    const stopped = judgeLease(
-      lease({ renewTime: "2026-01-01T00:00:60.000000Z" }),
-      seen.renewal,
-      75_001,
-      expected,
-    );
-    expect(stopped.verdict.state).toBe("expired");
+    // It stops: the same Lease, read again and again.
+    const still = judge(current, seen.sighting, 61_000);
+    expect(judge(current, still.sighting, 74_999).verdict.state).toBe("live");
+    expect(judge(current, still.sighting, 75_000).verdict.state).toBe("expired");
   });
 
-  it("a holder that never renews expires one configured duration after it was first seen, whatever it declares", () => {
+  it("a holder that never renews expires one configured duration after it was first seen, whatever it declares; only its own newer record brings it back", () => {
     const forged = lease({ seconds: 1_000_000_000 });
-    const first = judgeLease(forged, undefined, 0, expected);
+    const first = judge(forged, undefined, 0);
     expect(first.verdict.state).toBe("live");
-    expect(judgeLease(forged, first.renewal, 14_999, expected).verdict.state).toBe("live");
-    expect(judgeLease(forged, first.renewal, 15_000, expected).verdict.state).toBe("expired");
-    // Writing the Lease without renewing it (an annotation, a label) buys nothing either.
-    expect(
-      judgeLease(
-        { ...forged, metadata: { ...forged.metadata, resourceVersion: "99" } },
-        first.renewal,
-        20_000,
-        expected,
-      ).verdict.state,
-    ).toBe("expired");
+    expect(judge(forged, first.sighting, 14_999).verdict.state).toBe("live");
+    const expired = judge(forged, first.sighting, 15_000);
+    expect(expired.verdict.state).toBe("expired");
+    // Once gone, a write by anyone (an annotation, a label, a copy of an old record) brings nothing back.
+    const written = judge(lease({ proof: false, second: 99 }), expired.sighting, 20_000);
+    expect(written.verdict.state).toBe("expired");
+    expect(judge(lease({ second: 0 }), written.sighting, 21_000).verdict.state).toBe("expired");
+    // Its member's own newer record does: the replica is back.
+    expect(judge(lease({ second: 30 }), written.sighting, 22_000).verdict.state).toBe("live");
+  });
+
+  it("an attacker cannot make a live member look gone: a frozen renewTime, an overwritten record or a deleted Lease still count as changes until a whole duration passes without any", () => {
+    let seen = judge(lease({ second: 0 }), undefined, 0);
+    // The member writes every 2 s; after each write someone puts back the renewTime of second 0, unproven.
+    for (let t = 2_000; t <= 40_000; t += 2_000) {
+      seen = judge(lease({ second: 0, proof: false }), seen.sighting, t);
+      expect(seen.verdict.state, `at ${t} ms`).toBe("live");
+    }
+    // The Lease deleted: gone only once a whole duration passed since it was last seen to change.
+    const deleted = judge(undefined, seen.sighting, 41_000);
+    expect(deleted.verdict.state).toBe("live");
+    expect(judge(undefined, deleted.sighting, 55_999).verdict.state).toBe("live");
+    expect(judge(undefined, deleted.sighting, 56_000).verdict.state).toBe("expired");
+  });
+
+  it("a member that stopped (its proven left record) is gone at once; a copy of an older left record is no news, and a left record at first sight counts only as a Lease", () => {
+    const live = judge(lease({ second: 10 }), undefined, 0);
+    expect(judge(lease({ second: 11, view: "left" }), live.sighting, 1_000).verdict.state).toBe("expired");
+    // A copy of a left record older than what was seen: the member came back since.
+    expect(judge(lease({ second: 9, view: "left" }), live.sighting, 1_000).verdict.state).toBe("live");
+    // Unproven: anyone can write "left".
+    expect(judge(lease({ second: 11, view: "left", proof: false }), live.sighting, 1_000).verdict.state).toBe(
+      "live",
+    );
+    // Never seen before: it may be a copy put back for a replica that just started; it expires as any Lease.
+    expect(judge(lease({ second: 11, view: "left" }), undefined, 0).verdict.state).toBe("live");
   });
 
   it("ignores a Lease whose holder is not an identity a replica writes, or that is not that identity's Lease", () => {
     for (const holder of ["intruder", "pod_not-a-uuid", "Pod_550e8400-e29b-41d4-a716-446655440000", ""]) {
-      expect(
-        judgeLease(lease({ holder, name: memberLeaseName(GROUP, holder) }), undefined, 0, expected).verdict,
-      ).toEqual({
+      const name = memberLeaseName(GROUP, holder);
+      expect(judgeLease(name, lease({ holder, name }), undefined, 0, expected).verdict).toEqual({
         state: "ignored",
         why: "its holder is not an identity a replica writes",
       });
     }
     // Another member's identity in a Lease of another name (it could acknowledge views on that member's behalf).
-    expect(judgeLease(lease({ name: "knative-fleet" }), undefined, 0, expected).verdict).toEqual({
+    expect(
+      judgeLease("knative-fleet", lease({ name: "knative-fleet" }), undefined, 0, expected).verdict,
+    ).toEqual({
       state: "ignored",
       why: "its name is not the one its holder's identity gives",
     });
+  });
+});
+
+describe("acknowledgements (acknowledges): bound to their holder and to the reader's epoch", () => {
+  const GROUP = "knative-fleet";
+  const key = Buffer.alloc(32, 2);
+  const holder = processIdentity("knative-fleet-7d9f8-aaaaa");
+  const other = processIdentity("knative-fleet-7d9f8-bbbbb");
+  const withRecord = (name: string, record: MemberRecord, proofKey: Uint8Array = key): MemberLease => ({
+    apiVersion: "coordination.k8s.io/v1",
+    kind: "Lease",
+    metadata: {
+      name,
+      namespace: "knative-fleet",
+      annotations: {
+        [SHARD_VIEW_ANNOTATION]: record.view,
+        [SHARD_EPOCH_ANNOTATION]: record.epoch,
+        [SHARD_SEEN_ANNOTATION]: record.seen.join(","),
+        [SHARD_PROOF_ANNOTATION]: proveRecord(proofKey, name, record),
+      },
+    },
+    spec: { holderIdentity: record.holder, renewTime: record.renewTime },
+  });
+  const name = memberLeaseName(GROUP, holder);
+  const record: MemberRecord = {
+    holder,
+    renewTime: "2026-01-01T00:00:05.000000Z",
+    view: "d1",
+    epoch: "h1",
+    seen: ["r2", "x9"],
+  };
+
+  it("counts a proven record of its holder that names the view and the reader's epoch", () => {
+    expect(acknowledges(withRecord(name, record), holder, "d1", "r2", key)).toBe(true);
+  });
+
+  it("refuses an acknowledgement written without the key, edited, copied from another member, or from before the reader's epoch", () => {
+    // Written by one who may write Leases but cannot read the shard key.
+    expect(acknowledges(withRecord(name, record, Buffer.alloc(32, 3)), holder, "d1", "r2", key)).toBe(false);
+    // A proven record whose view annotation was then edited to the digest the reader waits for.
+    const edited = withRecord(name, { ...record, view: "d0" });
+    edited.metadata.annotations![SHARD_VIEW_ANNOTATION] = "d1";
+    expect(acknowledges(edited, holder, "d1", "r2", key)).toBe(false);
+    // Another member's proven record put in this member's Lease.
+    const copied = withRecord(memberLeaseName(GROUP, other), { ...record, holder: other });
+    expect(acknowledges({ ...copied, metadata: { ...copied.metadata, name } }, holder, "d1", "r2", key)).toBe(
+      false,
+    );
+    expect(acknowledges(copied, holder, "d1", "r2", key)).toBe(false);
+    // The same view acknowledged before the reader's current epoch (a copy put back): it names an old epoch.
+    expect(acknowledges(withRecord(name, { ...record, seen: ["r1"] }), holder, "d1", "r2", key)).toBe(false);
+    // Another view.
+    expect(acknowledges(withRecord(name, record), holder, "d2", "r2", key)).toBe(false);
   });
 });
