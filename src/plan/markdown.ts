@@ -115,7 +115,24 @@ function header(plan: FleetPlan): string {
         ? `⚠️ **Offline**: ${markdownText(plan.offlineReason)}; no cluster was read, each CR's rendered base is compared with its rendered head.`
         : "**Offline**: no cluster was read; each CR's rendered base is compared with its rendered head.",
     `Changed fleet files: ${files || "none"}.`,
+    ...uncommittedLine(plan),
   ].join("  \n");
+}
+
+/** Uncommitted files listed at most; the rest counted. */
+const MAX_UNCOMMITTED_LISTED = 10;
+
+/** The checkout's uncommitted edits to fleet files, which the plan (of commits) leaves out. */
+function uncommittedLine({ uncommitted }: FleetPlan): string[] {
+  if (uncommitted === undefined || uncommitted.length === 0) return [];
+  const listed = uncommitted
+    .slice(0, MAX_UNCOMMITTED_LISTED)
+    .map(({ path, change }) => `${change} ${markdownCode(path)}`);
+  const more = uncommitted.length - listed.length;
+  return [
+    `⚠️ Uncommitted edits to fleet files are not in this plan (it reads commits): ${listed.join(", ")}` +
+      `${more > 0 ? ` and ${count(more, "more file")}` : ""}.`,
+  ];
 }
 
 function verdict(plan: FleetPlan): string {

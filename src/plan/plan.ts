@@ -178,6 +178,7 @@ export async function buildPlan(revisions: Revisions, options: PlanOptions): Pro
     source: options.clusters ? "live" : "offline",
     ...(options.offlineReason !== undefined && { offlineReason: maskText(options.offlineReason) }),
     files: changedFiles(revisions.base.files, revisions.head.files),
+    ...(revisions.uncommitted && { uncommitted: revisions.uncommitted }),
     diagnostics,
     omittedDiagnostics: head.model.omittedDiagnostics,
     prune: { state: head.prune.state, reason: head.prune.reason, message: head.prune.message },

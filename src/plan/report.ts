@@ -134,6 +134,8 @@ export interface FleetPlan {
   /** A live plan (--kubeconfig) that could not read the hub, and is offline: which hub, and why. */
   offlineReason?: string;
   files: ChangedFile[];
+  /** The local checkout's uncommitted edits to fleet files: not in the plan, which reads commits. */
+  uncommitted?: ChangedFile[];
   /**
    * head's validation errors, as `validate` reports them, placement conflicts and the settings check's
    * errors included; then the settings check's warnings (`severity: "warning"`).

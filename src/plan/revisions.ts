@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import git from "isomorphic-git";
 import type { FleetFile } from "../fleet/model.ts";
-import type { FileSelection } from "../fleet/select.ts";
+import { createFileFilter, type FileSelection } from "../fleet/select.ts";
 import {
   GitSource,
   GitSourceError,
@@ -12,6 +12,7 @@ import {
   readFleetTree,
   yamlLeftOutOfTree,
 } from "../source/index.ts";
+import type { ChangedFile } from "./changes.ts";
 import { maskText } from "./mask.ts";
 import { resolveRevision, UnknownRevisionError } from "./resolve-revision.ts";
 
@@ -31,6 +32,11 @@ export interface Revisions {
   repository: string;
   base: Revision;
   head: Revision;
+  /**
+   * A local checkout's fleet files that differ from its HEAD commit (edited, new, deleted, staged or not):
+   * the plan reads commits, so these are not in it. Absent for a URL or a bare repository.
+   */
+  uncommitted?: ChangedFile[];
 }
 
 /** The repository or a ref cannot be read: a usage error for the plan command. */
@@ -57,6 +63,8 @@ interface LocalStore {
   fs: typeof fs;
   gitdir: string;
   cache: object;
+  /** The checkout's root; absent for a bare repository. */
+  worktree?: string;
 }
 
 async function readLocal(
@@ -75,7 +83,27 @@ async function readLocal(
     };
   };
   const [base, head] = await Promise.all([read(refs.base), read(refs.head)]);
-  return { repository: dir, base, head };
+  const uncommitted = store.worktree === undefined ? [] : await uncommittedFiles(store, selection);
+  return { repository: dir, base, head, ...(uncommitted.length > 0 && { uncommitted }) };
+}
+
+/**
+ * The fleet files of the checkout that differ from its HEAD commit, staged or not, untracked ones too
+ * (ignored ones not). Read only: the index's stat cache is not refreshed.
+ */
+async function uncommittedFiles(store: LocalStore, selection: FileSelection): Promise<ChangedFile[]> {
+  const filter = createFileFilter(selection);
+  const rows = await git.statusMatrix({
+    ...store,
+    dir: store.worktree!,
+    filter: (path) => filter.matches(path),
+    refresh: false,
+  });
+  return rows.flatMap(([path, head, workdir, stage]): ChangedFile[] => {
+    if (head === 1 && workdir === 1 && stage === 1) return [];
+    const change = head === 0 ? "added" : workdir === 0 ? "removed" : "modified";
+    return [{ path, change }];
+  });
 }
 
 /** The object store of a bare repository, or of the checkout `dir` is in. */
@@ -83,7 +111,9 @@ async function localStore(dir: string): Promise<LocalStore> {
   const bare = fs.existsSync(join(dir, "HEAD")) && fs.existsSync(join(dir, "objects"));
   const root = bare ? undefined : await git.findRoot({ fs, filepath: dir }).catch(() => undefined);
   if (!bare && root === undefined) throw new RevisionError(`${dir} is not in a Git repository`);
-  return { fs, gitdir: root === undefined ? dir : join(root, ".git"), cache: {} };
+  return root === undefined
+    ? { fs, gitdir: dir, cache: {} }
+    : { fs, gitdir: join(root, ".git"), cache: {}, worktree: root };
 }
 
 async function resolveCommit(store: LocalStore, ref: string): Promise<string> {
