@@ -90,13 +90,25 @@ describe("the CI examples, run against a fixture repository", { timeout: 120_000
   };
 
   describe("GitHub Actions: fleet-example/.github/workflows/plan.yml", () => {
+    interface Job {
+      environment?: string;
+      needs?: string;
+      if?: string;
+      steps: Step[];
+    }
     const workflow = async () =>
       parse(await readFile(join(repoRoot, "fleet-example/.github/workflows/plan.yml"), "utf8")) as {
+        on: unknown;
         env: Record<string, string>;
-        jobs: { plan: { steps: Step[] } };
+        jobs: Record<"plan" | "live-plan", Job>;
       };
 
-    async function runWorkflow(head: string) {
+    async function runWorkflow(
+      head: string,
+      job: "plan" | "live-plan" = "plan",
+      names = ["Fetch the base commit", "knative-fleet validate", "knative-fleet plan"],
+      secrets: Record<string, string> = {},
+    ) {
       await checkout(head);
       const { env: workflowEnv, jobs } = await workflow();
       const runnerTemp = await mkdtemp(join(work, "runner-"));
@@ -110,10 +122,11 @@ describe("the CI examples, run against a fixture repository", { timeout: 120_000
         "secrets.KNATIVE_FLEET_HUB_KUBECONFIG": "",
         "secrets.KNATIVE_FLEET_PROVIDER_FILE": "",
         "vars.KNATIVE_FLEET_CONFIG": "",
+        ...secrets,
       };
       const ran = new Map<string, Ran>();
-      for (const name of ["Fetch the base commit", "knative-fleet validate", "knative-fleet plan"]) {
-        const step = jobs.plan.steps.find((candidate) => candidate.name === name);
+      for (const name of names) {
+        const step = jobs[job].steps.find((candidate) => candidate.name === name);
         expect(step?.run, name).toBeDefined();
         const env = {
           ...baseEnv(),
@@ -165,6 +178,62 @@ describe("the CI examples, run against a fixture repository", { timeout: 120_000
       expect(ran.get("knative-fleet plan")!.code).toBe(0);
       expect(outputs["exit-code"]).toBe("1");
       expect((await readFile(join(outputs.dir!, "plan.md"), "utf8")).startsWith(PLAN_MARKER)).toBe(true);
+    });
+
+    it("the offline plan waits for nobody: the plan job has no environment and reads no secret", async () => {
+      const { jobs } = await workflow();
+      const text = await readFile(join(repoRoot, "fleet-example/.github/workflows/plan.yml"), "utf8");
+      expect(jobs.plan.environment).toBeUndefined();
+      expect(JSON.stringify(jobs.plan)).not.toMatch(/secrets\./);
+      // The live plan alone is in the protected environment, and runs only when asked for.
+      expect(jobs["live-plan"]).toMatchObject({ environment: "knative-fleet-plan", needs: "plan" });
+      expect(jobs["live-plan"].if).toContain("vars.KNATIVE_FLEET_LIVE_PLAN == 'true'");
+      expect(new Set(text.match(/secrets\.\w+/g))).toEqual(
+        new Set(["secrets.KNATIVE_FLEET_HUB_KUBECONFIG", "secrets.KNATIVE_FLEET_PROVIDER_FILE"]),
+      );
+      expect(jobs.plan.steps.map((step) => step.name ?? step.uses)).toContain("knative-fleet validate");
+      expect(jobs.plan.steps.find((step) => step.name === "knative-fleet validate")!.run).toContain(
+        "validate -o github",
+      );
+    });
+
+    it("runs on a change to any fleet path, not only clusters/", async () => {
+      expect((await workflow()).on).toEqual({ pull_request_target: { "paths-ignore": ["status/**"] } });
+    });
+
+    it("the live plan without the environment's secret fails, saying which secret is missing", async () => {
+      const { ran } = await runWorkflow(valid, "live-plan", [
+        "Fetch the base commit",
+        "knative-fleet live plan",
+      ]);
+      const live = ran.get("knative-fleet live plan")!;
+      expect(live.code).toBe(1);
+      expect(live.stdout).toContain("::error title=knative-fleet live plan::");
+      expect(live.stdout).toContain("KNATIVE_FLEET_HUB_KUBECONFIG");
+    });
+  });
+
+  describe("the image every CI example runs is the chart's", () => {
+    it("image.repository of values.yaml, tagged with the chart's appVersion", async () => {
+      const values = parse(await readFile(join(repoRoot, "charts/knative-fleet/values.yaml"), "utf8")) as {
+        image: { repository: string };
+      };
+      const chart = parse(await readFile(join(repoRoot, "charts/knative-fleet/Chart.yaml"), "utf8")) as {
+        appVersion: string;
+      };
+      const image = `${values.image.repository}:${chart.appVersion}`;
+      for (const file of [
+        "fleet-example/.github/workflows/plan.yml",
+        "fleet-example/.gitea/workflows/plan.yml",
+        "fleet-example/.gitlab-ci.yml",
+      ]) {
+        const text = await readFile(join(repoRoot, file), "utf8");
+        const references = [...text.matchAll(/\b[\w.-]+\.[a-z]+\/[\w./-]*knative-fleet:[\w.-]+/g)].map(
+          (m) => m[0],
+        );
+        expect(references.length, file).toBeGreaterThan(0);
+        expect(new Set(references), file).toEqual(new Set([image]));
+      }
     });
   });
 
@@ -228,7 +297,7 @@ describe("the CI examples, run against a fixture repository", { timeout: 120_000
       const ci = (expression: string) => `\${{ ${expression} }}`;
       const text = await readFile(join(repoRoot, "fleet-example/.gitea/workflows/plan.yml"), "utf8");
       const workflow = parse(text) as { on: unknown; jobs: { plan: { steps: Step[] } } };
-      expect(workflow.on).toEqual({ pull_request_target: { paths: ["clusters/**"] } });
+      expect(workflow.on).toEqual({ pull_request_target: { "paths-ignore": ["status/**"] } });
       const steps = workflow.jobs.plan.steps;
       expect(steps.map((step) => step.name ?? step.uses)).toEqual([
         "actions/checkout@v4",
