@@ -97,7 +97,8 @@ tarball="$out/npm/knative-fleet-$version.tgz"
 rm -f "$tarball"
 (cd "$root" && npm pack --silent --pack-destination "$out/npm" >/dev/null)
 [ -s "$tarball" ] || die "npm pack wrote no $tarball"
-if tar -tzf "$tarball" | grep -q '^package/node_modules/'; then
+# grep reads the whole listing (no -q): under pipefail, tar cut off by an early exit would fail the test.
+if tar -tzf "$tarball" | grep '^package/node_modules/' >/dev/null; then
   die "$tarball bundles node_modules: the package must install its dependencies, not carry them"
 fi
 log "npm package $tarball ($(wc -c <"$tarball" | tr -d ' ') bytes)"

@@ -15,7 +15,9 @@ const execFileAsync = promisify(execFile);
 // scripts/build-image.sh's, built as root with buildah, about a minute even with its layers cached; the
 // script's image step only passes the tag on). Then what the release would publish: an npm package under
 // 1 MB that carries no dependencies, and a chart whose version and appVersion are package.json's version and
-// whose image tag follows them. And the refusals: versions that disagree stop the script before it builds.
+// whose image tag follows them. Then the same with --push, every tool that would reach a registry (and the
+// image build) stubbed, for the image's tag and the pushes' order. And the refusals: versions that disagree
+// stop the script before it builds.
 
 const WORKFLOW = join(repoRoot, ".github", "workflows", "release.yml");
 const MB = 1_000_000;
@@ -206,6 +208,65 @@ describe("scripts/release.sh, run as the workflow runs it, up to the push", () =
     ]);
     for (const file of [tarball(), chart()]) expect((await stat(file)).size).toBeGreaterThan(0);
   });
+
+  // The image step and the pushes themselves, with the tools that would reach a registry replaced: the
+  // image build (scripts/build-image.sh, root and buildah) by a stub that records its arguments, and
+  // `buildah push`, `helm push` and `npm publish` by wrappers that record the command instead (helm and npm
+  // do everything else for real). As root only: the script runs the image steps through sudo otherwise.
+  it.skipIf(process.getuid?.() !== 0)(
+    "with --push: builds the image tagged with the version, then pushes image, chart and npm package in that order",
+    async () => {
+      const calls = join(work, "calls.log");
+      const stubs = join(work, "stubs");
+      await mkdir(stubs, { recursive: true });
+      const realNpm = (await execFileAsync("bash", ["-c", "command -v npm"])).stdout.trim();
+      const stub = async (name: string, body: string) =>
+        writeFile(join(stubs, name), `#!/bin/bash\n${body}\n`, { mode: 0o755 });
+      await stub("buildah", `echo "buildah $*" >>${calls}`);
+      await stub("helm", `if [ "$1" = push ]; then echo "helm $*" >>${calls}; else exec ${helm} "$@"; fi`);
+      await stub(
+        "npm",
+        `if [ "$1" = publish ]; then echo "npm $*" >>${calls}; else exec ${realNpm} "$@"; fi`,
+      );
+      await writeFile(
+        join(clone, "scripts", "build-image.sh"),
+        `#!/bin/bash\necho "build-image $*" >>${calls}\n`,
+      );
+      const pushOut = join(work, "push-out");
+      const pushed = await run(
+        "bash",
+        [
+          join(clone, "scripts", "release.sh"),
+          `v${version}`,
+          "--push",
+          "--out",
+          pushOut,
+          "--image-repo",
+          "registry.test/acme/knative-fleet",
+          "--chart-repo",
+          "oci://registry.test/acme/charts",
+        ],
+        clone,
+        { PATH: `${stubs}:${process.env.PATH}`, HELM: join(stubs, "helm") },
+      );
+      expect(pushed.code, pushed.stderr).toBe(0);
+      const image = `registry.test/acme/knative-fleet:${version}`;
+      const packages = {
+        npm: join(pushOut, "npm", `knative-fleet-${version}.tgz`),
+        chart: join(pushOut, "chart", `knative-fleet-${version}.tgz`),
+      };
+      expect((await readFile(calls, "utf8")).trim().split("\n")).toEqual([
+        `build-image --tag ${image} --archive ${join(pushOut, "image", `knative-fleet-${version}.oci.tar`)}`,
+        `buildah push --quiet ${image} docker://${image}`,
+        `helm push ${packages.chart} oci://registry.test/acme/charts`,
+        `npm publish ${packages.npm} --access public --tag latest`,
+      ]);
+      expect(pushed.stdout).toContain(
+        `Released knative-fleet ${version}: npm knative-fleet@${version}, image ${image}, chart oci://registry.test/acme/charts/knative-fleet:${version}`,
+      );
+    },
+    300_000,
+  );
 });
 
 describe("scripts/release.sh refuses versions that disagree, before building anything", () => {
