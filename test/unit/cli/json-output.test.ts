@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parse } from "yaml";
 import { commands } from "../../../src/commands/main.ts";
 import { BRIEF_NO_RELEASES } from "../../../src/commands/version.ts";
@@ -19,13 +19,12 @@ import { repoRoot } from "../../support/shared.ts";
 let api: Server;
 let hub = "";
 let work = "";
-const env = { ...process.env };
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "knative-fleet-json-"));
   // No release manifests anywhere: not the machine's $KO_DATA_PATH, not a fetched cache.
-  delete process.env.KO_DATA_PATH;
-  process.env.XDG_CACHE_HOME = work;
+  vi.stubEnv("KO_DATA_PATH", "");
+  vi.stubEnv("XDG_CACHE_HOME", work);
   api = createServer((request, response) => {
     response.setHeader("content-type", "application/json");
     if (request.url?.includes("/configmaps/")) {
@@ -52,7 +51,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   api?.close();
-  process.env = env;
+  vi.unstubAllEnvs();
   await rm(work, { recursive: true, force: true });
 });
 
