@@ -302,9 +302,10 @@ const SOURCE_TEXT: Record<PlanSource, (resource: ResourcePlan) => string> = {
 
 function resourceFacts(resource: ResourcePlan): string {
   const source = resource.source ? SOURCE_TEXT[resource.source](resource) : "";
-  const findings = resource.findings.map(
-    (finding) => `${SEVERITY_MARK[finding.severity]} ${markdownText(finding.message)}`,
-  );
+  // An unreadable cluster is said by the offline line already, with its reason.
+  const findings = resource.findings
+    .filter((finding) => finding.code !== "cluster-unreachable")
+    .map((finding) => `${SEVERITY_MARK[finding.severity]} ${markdownText(finding.message)}`);
   return [`File ${markdownCode(resource.path)}.${source}`, ...findings].join("  \n");
 }
 

@@ -30,7 +30,7 @@ type FindingCode =
   | "apply-refused"
   /** live: the cluster is not ready for the CR (src/preflight), the message led by its reason */
   | "preflight"
-  /** the CR's cluster could not be read: its part of the plan is offline */
+  /** the CR's cluster could not be read: its part of the plan is offline (a warning; the exit code is 2) */
   | "cluster-unreachable"
   /** live: someone else changed the install on the cluster (who, which fields), and what happens to it */
   | "drift"
