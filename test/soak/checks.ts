@@ -16,6 +16,8 @@ export const INVARIANTS = {
   "no-spoke-leftovers": "no spoke keeps the install of a removed CR",
   "no-uncaught-errors": "no uncaught exception or unhandled rejection",
   "actionable-error-lines": "every error line says what failed and on what",
+  "webhook-served":
+    "a genuine signed delivery is served while slow senders from another address hold connections",
 } as const;
 export type Invariant = keyof typeof INVARIANTS;
 

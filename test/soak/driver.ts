@@ -158,7 +158,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       }),
   );
   let step = "setting up";
-  const faults = new Faults({ sandbox, git, fleets, clients, rng, kinds: options.faultKinds, log });
+  const faults = new Faults({
+    sandbox,
+    git,
+    fleets,
+    clients,
+    rng,
+    kinds: options.faultKinds,
+    log,
+    violate: (invariant, evidence) => observer.violate(invariant, evidence),
+  });
   const observer = new Observer({
     hub: adminClient(sandbox.hub),
     fleets,

@@ -1,11 +1,17 @@
 import { createHmac, randomUUID } from "node:crypto";
 import { rmSync, writeFileSync } from "node:fs";
+import { connect, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { SHARD_GROUP_LABEL } from "../../src/api/labels.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
+import { leasePath, listLeases } from "../../src/service/lease.ts";
+import type { MemberLease } from "../../src/service/sharding.ts";
 import { restartProcess, signalProcess } from "../sandbox/processes.ts";
 import type { Sandbox } from "../sandbox/sandbox.ts";
 import type { GitServer } from "../support/git-server.ts";
+import { FORGERIES, forgedLease } from "../support/lease-forgery.ts";
 import { waitUntil } from "../support/wait.ts";
+import type { Invariant } from "./checks.ts";
 import type { SoakFleet } from "./fleet.ts";
 import { servingPath } from "./model.ts";
 import { withTimeout } from "./observer.ts";
@@ -13,7 +19,10 @@ import { withTimeout } from "./observer.ts";
 // The faults the soak injects, each from its start to its end (the thing is back): a spoke's API server
 // frozen (SIGSTOP) or restarted, the hub's restarted, the git server down or answering 500, a replica
 // SIGKILLed, a flood of webhook deliveries, a slow credential plugin. Each holds a target (a spoke, the hub,
-// the git server, a fleet), so two faults never fight over one thing.
+// the git server, a fleet), so two faults never fight over one thing. A sharded fleet's member Leases are
+// also rewritten by an adversary who may write Leases but cannot read the shard key (lease-forge), and the
+// webhook flood comes as a burst of deliveries or as slow senders holding connections (a genuine delivery
+// from another address must still be served: the webhook-served invariant).
 
 export const FAULT_KINDS = [
   "spoke-freeze",
@@ -26,6 +35,7 @@ export const FAULT_KINDS = [
   "replica-kill",
   "webhook-flood",
   "slow-plugin",
+  "lease-forge",
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -44,9 +54,21 @@ export interface FaultContext {
   /** An admin client per cluster (hub and spokes), to wait until a restarted API server answers. */
   clients: ReadonlyMap<string, KubeClient>;
   rng: () => number;
+  /** A violation a fault itself witnessed (the observer's counter). */
+  violate: (invariant: Invariant, evidence: string) => void;
   /** The kinds of fault that may be started (all when unset). */
   kinds?: readonly FaultKind[];
   log: (line: string) => void;
+}
+
+/** A genuine push delivery of the fleet's head (a fleet file changed), and its signature. */
+function pushDelivery(fleet: SoakFleet): { body: string; signed: string } {
+  const body = JSON.stringify({
+    ref: "refs/heads/main",
+    after: fleet.revisions.at(-1)!.commit,
+    commits: [{ added: [], removed: [], modified: [servingPath(fleet.layout.spokes[0]!)] }],
+  });
+  return { body, signed: `sha256=${createHmac("sha256", fleet.webhookSecret).update(body).digest("hex")}` };
 }
 
 const between = (rng: () => number, min: number, max: number) => Math.round(min + rng() * (max - min));
@@ -97,13 +119,24 @@ export class Faults {
       { kind: "git-down", target: "git", run: (r) => this.gitDown(r, between(rng, 10, 40)) },
       { kind: "git-500", target: "git", run: (r) => this.git500(r, between(rng, 10, 40)) },
       { kind: "replica-kill", target: fleet.repo, run: (r) => this.killReplica(r, fleet) },
-      { kind: "webhook-flood", target: `${fleet.repo}-webhook`, run: (r) => this.flood(r, fleet, 400) },
+      {
+        kind: "webhook-flood",
+        target: `${fleet.repo}-webhook`,
+        run: (r) =>
+          rng() < 0.5 ? this.flood(r, fleet, 400) : this.slowFlood(r, fleet, between(rng, 10, 30)),
+      },
       {
         kind: "slow-plugin",
         target: `${fleet.repo}-plugin`,
         run: (r) => this.slowPlugin(r, fleet, between(rng, 20, 50), between(rng, 3, 8)),
       },
     );
+    if (fleet.mode === "sharding")
+      candidates.push({
+        kind: "lease-forge",
+        target: `${fleet.repo}-leases`,
+        run: (r) => this.forgeLeases(r, fleet, between(rng, 10, 40)),
+      });
     const kinds = this.context.kinds ?? FAULT_KINDS;
     const free = candidates.filter((c) => kinds.includes(c.kind) && !this.active.has(c.target));
     if (free.length === 0) return false;
@@ -235,13 +268,7 @@ export class Faults {
   /** Deliveries to every replica's webhook at once: half signed pushes of a fleet file, half forged. */
   private async flood(record: FaultRecord, fleet: SoakFleet, count: number): Promise<void> {
     const statuses = new Map<string, number>();
-    const head = fleet.revisions.at(-1)!.commit;
-    const body = JSON.stringify({
-      ref: "refs/heads/main",
-      after: head,
-      commits: [{ added: [], removed: [], modified: [servingPath(fleet.layout.spokes[0]!)] }],
-    });
-    const signed = `sha256=${createHmac("sha256", fleet.webhookSecret).update(body).digest("hex")}`;
+    const { body, signed } = pushDelivery(fleet);
     const send = async (i: number) => {
       const replica = fleet.replicas[i % fleet.replicas.length]!;
       const status = await fetch(`http://127.0.0.1:${replica.webhookPort}/webhook`, {
@@ -264,6 +291,118 @@ export class Faults {
     };
     for (let i = 0; i < count; i += 40) await Promise.all(Array.from({ length: 40 }, (_, j) => send(i + j)));
     record.detail = `${count} deliveries: ${[...statuses].map(([s, n]) => `${n}× ${s}`).join(", ")}`;
+  }
+
+  /**
+   * Slow senders: 20 connections from 127.0.0.2, each with a made-up signature, sending its body a byte a
+   * second, for `seconds`; meanwhile a genuine signed delivery from 127.0.0.1 each second must be served.
+   */
+  private async slowFlood(record: FaultRecord, fleet: SoakFleet, seconds: number): Promise<void> {
+    const replica = fleet.replicas[Math.floor(this.context.rng() * fleet.replicas.length)]!;
+    const port = replica.webhookPort;
+    const { body, signed } = pushDelivery(fleet);
+    const sockets: Socket[] = [];
+    const stopAt = Date.now() + seconds * 1_000;
+    const drip = (socket: Socket) => {
+      const timer = setInterval(() => {
+        if (Date.now() > stopAt || socket.destroyed) return clearInterval(timer);
+        socket.write("{");
+      }, 1_000);
+    };
+    for (let i = 0; i < 20; i++) {
+      const socket = connect({ host: "127.0.0.1", port, localAddress: "127.0.0.2" });
+      socket.on("error", () => {});
+      socket.write(
+        `POST /webhook HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n` +
+          `x-github-event: push\r\nx-github-delivery: ${randomUUID()}\r\n` +
+          `x-hub-signature-256: sha256=${"0".repeat(64)}\r\ncontent-length: 100000\r\n\r\n`,
+      );
+      drip(socket);
+      sockets.push(socket);
+    }
+    const statuses = new Map<string, number>();
+    try {
+      while (Date.now() < stopAt) {
+        const status = await fetch(`http://127.0.0.1:${port}/webhook`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "x-github-event": "push",
+            "x-github-delivery": randomUUID(),
+            "x-hub-signature-256": signed,
+          },
+          body,
+          signal: AbortSignal.timeout(5_000),
+        })
+          .then(async (res) => {
+            await res.arrayBuffer();
+            return String(res.status);
+          })
+          .catch((err: Error) => err.name);
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        // A replica restarting (another fault) answers nothing for a while: only an answer other than
+        // accepted, from a replica that is up, is the webhook failing a genuine sender.
+        if (!/^2\d\d$/.test(status) && replica.process !== undefined && /^\d+$/.test(status))
+          this.context.violate(
+            "webhook-served",
+            `${fleet.repo} ${replica.name}: a genuine delivery from 127.0.0.1 got ${status} while 20 slow senders from 127.0.0.2 held connections`,
+          );
+        await sleep(1_000);
+      }
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+    record.detail = `20 slow senders for ${seconds} s on ${replica.name}; genuine deliveries: ${[...statuses].map(([s, n]) => `${n}× ${s}`).join(", ")}`;
+  }
+
+  /**
+   * For `seconds`, every 20-100 ms one member Lease of the sharded fleet is rewritten as one who may write
+   * Leases (not read the shard key) would: the forgeries of test/support/lease-forgery.ts. The soak's
+   * one-owner-per-cluster and waves counters must stay 0 meanwhile.
+   */
+  private async forgeLeases(record: FaultRecord, fleet: SoakFleet, seconds: number): Promise<void> {
+    const hub = this.context.clients.get("hub")!;
+    const { namespace } = fleet.layout;
+    const history = new Map<string, MemberLease[]>();
+    const done = new Map<string, number>();
+    const stopAt = Date.now() + seconds * 1_000;
+    const { rng } = this.context;
+    while (Date.now() < stopAt) {
+      const leases = await listLeases(hub, namespace, `${SHARD_GROUP_LABEL}=knative-fleet`).catch(
+        () => [] as MemberLease[],
+      );
+      for (const lease of leases)
+        history.set(lease.metadata.name, [...(history.get(lease.metadata.name) ?? []), lease].slice(-50));
+      const target = leases[Math.floor(rng() * leases.length)];
+      if (target) {
+        const how = FORGERIES[Math.floor(rng() * FORGERIES.length)]!;
+        const name = target.metadata.name;
+        const forged = forgedLease(how, target, {
+          others: leases.filter((l) => l.metadata.name !== name),
+          history: history.get(name) ?? [],
+          random: rng,
+        });
+        const path = await leasePath(hub, namespace, name);
+        const write =
+          forged === undefined
+            ? { method: "DELETE" as const, path }
+            : {
+                method: "PUT" as const,
+                path,
+                body: {
+                  ...forged,
+                  metadata: { ...forged.metadata, resourceVersion: target.metadata.resourceVersion },
+                },
+              };
+        const ok = await hub.rest.request(write).then(
+          () => true,
+          () => false,
+        );
+        if (ok) done.set(how, (done.get(how) ?? 0) + 1);
+      }
+      await sleep(between(rng, 20, 100));
+    }
+    record.detail = `${seconds} s of forged member Leases: ${[...done].map(([how, n]) => `${n}× ${how}`).join(", ")}`;
   }
 
   /**

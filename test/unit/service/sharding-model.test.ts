@@ -1,14 +1,10 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  SHARD_EPOCH_ANNOTATION,
-  SHARD_SEEN_ANNOTATION,
-  SHARD_VIEW_ANNOTATION,
-} from "../../../src/api/labels.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
 import { memberLeaseName, ShardMembership } from "../../../src/service/sharding.ts";
+import { FORGERIES, type Forgery, forgedLease } from "../../support/lease-forgery.ts";
 import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
 import { seededRandom } from "../../support/seeded-random.ts";
 
@@ -36,8 +32,6 @@ const RECONCILE_MAX_MS = 100;
 const CLUSTERS = Array.from({ length: 12 }, (_, i) => `fleet-system/spoke-${i + 1}`);
 const SLOTS = 4;
 
-const FORGERIES = ["ack", "replay", "copy", "freeze", "delete", "left", "garbage"] as const;
-type Forgery = (typeof FORGERIES)[number];
 type Action =
   | { kind: "cut" | "heal" | "crash" | "stop"; slot: number }
   | { kind: "slow"; slot: number; latencyMs: number }
@@ -124,39 +118,9 @@ function replica(hub: ReturnType<typeof leaseHub>, name: string, random: () => n
 /** One forgery of the member Lease `name`, by one who may write any Lease field but cannot read the key. */
 function forge(hub: ReturnType<typeof leaseHub>, name: string, how: Forgery, random: () => number): void {
   const others = [...hub.leases.values()].filter((l) => l.metadata.name !== name);
-  const pick = <T>(items: readonly T[]): T | undefined => items[Math.floor(random() * items.length)];
-  hub.tamper(name, (lease) => {
-    if (!lease) return how === "replay" ? pick(hub.history.get(name) ?? []) : undefined;
-    const annotations = { ...lease.metadata.annotations };
-    switch (how) {
-      case "ack": {
-        // What a member waiting to widen looks for: the view and epochs another member's Lease shows.
-        const model = pick(others);
-        annotations[SHARD_VIEW_ANNOTATION] = model?.metadata.annotations?.[SHARD_VIEW_ANNOTATION] ?? "";
-        annotations[SHARD_SEEN_ANNOTATION] = others
-          .map((l) => l.metadata.annotations?.[SHARD_EPOCH_ANNOTATION])
-          .filter(Boolean)
-          .join(",");
-        break;
-      }
-      case "replay":
-        return pick(hub.history.get(name) ?? []) ?? lease;
-      case "copy":
-        Object.assign(annotations, pick(others)?.metadata.annotations);
-        break;
-      case "freeze":
-        return { ...lease, spec: { ...lease.spec, renewTime: hub.history.get(name)?.[0]?.spec?.renewTime } };
-      case "delete":
-        return undefined;
-      case "left":
-        annotations[SHARD_VIEW_ANNOTATION] = "left";
-        break;
-      case "garbage":
-        for (const k of Object.keys(annotations)) annotations[k] = random().toString(36).slice(2);
-        break;
-    }
-    return { ...lease, metadata: { ...lease.metadata, annotations } };
-  });
+  hub.tamper(name, (lease) =>
+    forgedLease(how, lease, { others, history: hub.history.get(name) ?? [], random }),
+  );
 }
 
 /** Runs one schedule; returns what went wrong: a cluster held by two, or no single owner once the faults stopped. */
