@@ -575,7 +575,8 @@ function rolloutSection(plan: RolloutPlan): string {
   );
   if (plan.inventory === "unknown") {
     lines.push(
-      "Waves chosen by ClusterProfile labels or properties need the hub: run plan with `--kubeconfig`, or give `--cluster-profiles FILE`. Without them, such clusters are shown in the remaining wave.",
+      "Waves chosen by ClusterProfile labels or properties need the ClusterProfiles, which this plan has not " +
+        "read (`--kubeconfig`, or `--cluster-profiles FILE`): such clusters are shown in the remaining wave.",
     );
   }
   const rows = plan.waves.flatMap((wave) => {

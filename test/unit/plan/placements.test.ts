@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { NEEDS_HUB, readInventorySnapshot } from "../../../src/placement/plan.ts";
 import { renderMarkdown } from "../../../src/plan/markdown.ts";
-import { crText } from "../../support/fleet-files.ts";
+import { crText, rolloutText } from "../../support/fleet-files.ts";
 import { placementFile, servingFile } from "../placement/support.ts";
 import { balancedMarkdown, planOfFiles, resourceOf, snapshotInventory } from "./support.ts";
 
@@ -115,11 +115,17 @@ describe("plan with placements", SLOW, () => {
     expect(renderMarkdown(plan)).toContain("Selection unknown");
   });
 
-  it("without an inventory, several placements: the hub is asked for once, in one finding naming them all", async () => {
+  it("without an inventory, several placements and waves by label: the hub is asked for once, in one finding naming them all", async () => {
     const names = ["a", "b", "c"];
-    const head = Object.fromEntries(
-      names.map((n) => [`clusters/${n}.yaml`, allProd.replace("name: p", `name: ${n}`)]),
-    );
+    const rollout = rolloutText({
+      waves: [{ name: "prod", clusterSelectorTerms: [{ labelSelector: { matchLabels: { env: "prod" } } }] }],
+    });
+    const head = {
+      ...Object.fromEntries(
+        names.map((n) => [`clusters/${n}.yaml`, allProd.replace("name: p", `name: ${n}`)]),
+      ),
+      "clusters/rollout.yaml": rollout,
+    };
     const plan = await planOfFiles({}, head);
     expect(plan.findings).toEqual([
       {
@@ -132,6 +138,8 @@ describe("plan with placements", SLOW, () => {
     expect(plan.warnings).toBe(1);
     const text = renderMarkdown(plan);
     expect(text.match(/needs the hub/g)).toHaveLength(1);
+    expect(text.match(/run plan with --kubeconfig/g)).toHaveLength(1);
+    expect(text).toContain("### Rollout");
     expect(text.match(/Selection unknown \(see the findings\)\./g)).toHaveLength(3);
   });
 

@@ -88,7 +88,7 @@ describe("plan's rollout section", SLOW, () => {
     );
     expect(plan.rollout!.waves[2]!.resources.map((r) => r.cluster)).toEqual(["fleet-system/c2"]);
     expect(renderMarkdown(plan)).toContain(
-      "Waves chosen by ClusterProfile labels or properties need the hub",
+      "Waves chosen by ClusterProfile labels or properties need the ClusterProfiles, which this plan has not read",
     );
   });
 
