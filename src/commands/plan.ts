@@ -11,6 +11,7 @@ import {
   type FleetPlan,
   InventoryError,
   type LiveClusters,
+  type PlanInventory,
   RevisionError,
   readPlanInventory,
   readRevisions,
@@ -106,30 +107,21 @@ ${KODATA_FLAG_HELP}; the directory the service
     let plan: FleetPlan;
     try {
       const revisions = await readRevisions(options.repo, options, settings.selection);
-      const planOf = async (live: Awaited<ReturnType<typeof connect>>, offlineReason?: string) =>
-        buildPlan(revisions, {
+      const hub = await readHub(options, settings.access);
+      if (hub.offlineReason !== undefined)
+        ctx.stderr.write(`knative-fleet plan: ⚠️ ${hub.offlineReason}: planned offline\n`);
+      try {
+        plan = await buildPlan(revisions, {
           releases: new ReleaseLoader(kodata.source),
           settings,
           ...(options.kodata && { kodataDir: options.kodata.dir }),
           ...(options.repository && { repository: options.repository }),
-          inventory: await readPlanInventory({
-            ...(options.clusterProfiles !== undefined && { snapshot: options.clusterProfiles }),
-            ...(live && {
-              hub: { client: live.live.hub, clusterProfileApiVersion: live.clusterProfileApiVersion },
-            }),
-          }),
-          ...(live && { clusters: live.live }),
-          ...(offlineReason !== undefined && { offlineReason }),
+          inventory: hub.inventory,
+          ...(hub.clusters && { clusters: hub.clusters.live }),
+          ...(hub.offlineReason !== undefined && { offlineReason: hub.offlineReason }),
         });
-      try {
-        plan = await livePlan(options, settings.access, planOf);
-      } catch (err) {
-        // The hub cannot be read (down, moved, a rotated kubeconfig): the plan is still worth having, offline,
-        // with one line that says which hub and why, instead of a stack frame and no plan.
-        if (!(options.hub && (isUnanswered(err) || err instanceof KubeApiError))) throw err;
-        const reason = hubErrorText(options.hub.rest.server, err, "read the ClusterProfiles");
-        ctx.stderr.write(`knative-fleet plan: ⚠️ ${reason}: planned offline\n`);
-        plan = await planOf(undefined, reason);
+      } finally {
+        await hub.clusters?.access.close();
       }
     } catch (err) {
       if (
@@ -153,20 +145,6 @@ ${KODATA_FLAG_HELP}; the directory the service
     return planExitCode(plan, options.detailedExitCode);
   },
 };
-
-/** The plan with the clusters read when the command is live (its access closed after), else offline. */
-async function livePlan(
-  options: PlanCommandOptions,
-  access: AccessSettings,
-  planOf: (live: Awaited<ReturnType<typeof connect>>) => Promise<FleetPlan>,
-): Promise<FleetPlan> {
-  const clusters = await connect(options.hub, options.providerFile, access);
-  try {
-    return await planOf(clusters);
-  } finally {
-    await clusters?.access.close();
-  }
-}
 
 interface PlanCommandOptions {
   repo: string;
@@ -223,18 +201,40 @@ async function parseOptions(args: ParsedArgs): Promise<PlanCommandOptions> {
 /** The hub kubeconfig or the provider file cannot be used: a usage error, nothing is planned. */
 class ClusterSetupError extends Error {}
 
-/** The hub and the spokes behind it, for a live plan; undefined for an offline one. */
-async function connect(
-  hub: KubeClient | undefined,
-  providerFile: string | undefined,
-  settings: AccessSettings,
-): Promise<{ live: LiveClusters; access: ClusterAccess; clusterProfileApiVersion: string } | undefined> {
-  if (hub === undefined) return undefined;
+/** What a plan knows of the clusters before it starts: the inventory, and live, the hub and its spokes. */
+interface HubReading {
+  inventory: PlanInventory | undefined;
+  clusters?: { live: LiveClusters; access: ClusterAccess };
+  /** Live, but the hub could not be read: which hub and why, and the plan is offline. */
+  offlineReason?: string;
+}
+
+/**
+ * Offline, the --cluster-profiles snapshot if given. Live, the hub's ClusterProfiles (the snapshot instead
+ * if given) and access to the spokes. A hub that cannot be read (down, moved, a rotated kubeconfig) does not
+ * cost the plan: it is made offline, with one line that says which hub and why, instead of a stack frame.
+ */
+async function readHub(options: PlanCommandOptions, settings: AccessSettings): Promise<HubReading> {
+  const snapshot = options.clusterProfiles !== undefined ? { snapshot: options.clusterProfiles } : {};
+  const { hub } = options;
+  if (hub === undefined) return { inventory: await readPlanInventory(snapshot) };
   let providers: ProviderConfigState;
   try {
-    providers = await loadProviderConfig(providerFile);
+    providers = await loadProviderConfig(options.providerFile);
   } catch (err) {
     throw new ClusterSetupError((err as Error).message);
+  }
+  let inventory: PlanInventory | undefined;
+  try {
+    const { group, version } = await clusterProfileResource(hub);
+    inventory = await readPlanInventory({
+      ...snapshot,
+      hub: { client: hub, clusterProfileApiVersion: `${group}/${version}` },
+    });
+  } catch (err) {
+    if (!(isUnanswered(err) || err instanceof KubeApiError)) throw err;
+    const offlineReason = hubErrorText(hub.rest.server, err, "read the ClusterProfiles");
+    return { inventory: await readPlanInventory(snapshot), offlineReason };
   }
   // One-shot: no ClusterProfile watch, every spoke is resolved by reading its ClusterProfile once. Without
   // a provider file every spoke resolves to MulticlusterDisabled, which the plan reports per spoke.
@@ -244,12 +244,7 @@ async function connect(
     namespaces: settings.namespaces,
     policy: settings.policy,
   });
-  const { group, version } = await clusterProfileResource(hub);
-  return {
-    live: { hub, targets: createTargetResolver(hub, access) },
-    access,
-    clusterProfileApiVersion: `${group}/${version}`,
-  };
+  return { inventory, clusters: { live: { hub, targets: createTargetResolver(hub, access) }, access } };
 }
 
 /**

@@ -1,5 +1,6 @@
+import { createServer as createHttpServer } from "node:http";
 import { createServer } from "node:net";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { crText } from "../../support/fleet-files.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 import { fleetRepo, runPlan } from "./support.ts";
@@ -54,5 +55,46 @@ describe("a live plan whose hub refuses the connection", SLOW, () => {
     const json = await runPlan("-o", "json", ...args);
     expect(json.code).toBe(2);
     expect(JSON.parse(json.stdout)).toMatchObject({ source: "offline", offlineReason: warning });
+  });
+
+  it("a hub that refuses the credentials (a rotated kubeconfig) is named with the server's answer, exit 2", async () => {
+    const repo = await fleetRepo();
+    await repo.commit("main", {});
+    await repo.commit("change", {
+      [SERVING]: crText({ name: "spoke-1-serving", cluster: "spoke-1", spec: {}, version: "1.21" }),
+    });
+    const hub = createHttpServer((_, response) => {
+      response.writeHead(401, { "content-type": "application/json" });
+      response.end(
+        JSON.stringify({
+          kind: "Status",
+          status: "Failure",
+          reason: "Unauthorized",
+          message: "Unauthorized",
+          code: 401,
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => hub.listen(0, "127.0.0.1", resolve));
+    onTestFinished(() => new Promise<void>((resolve) => hub.close(() => resolve())));
+    const server = `http://127.0.0.1:${(hub.address() as { port: number }).port}`;
+    const kubeconfig = writeTokenKubeconfig({ server }, "rotated");
+    const live = await runPlan(
+      "--repo",
+      repo.dir,
+      "--base",
+      "main",
+      "--head",
+      "change",
+      "--kubeconfig",
+      kubeconfig,
+    );
+    expect(live.code).toBe(2);
+    expect(live.stderr).toMatch(
+      new RegExp(
+        `^knative-fleet plan: ⚠️ cannot read the ClusterProfiles on the hub ${server}: .*Unauthorized.*: planned offline\n$`,
+      ),
+    );
+    expect(live.stdout).toContain(`⚠️ **Offline**: cannot read the ClusterProfiles on the hub ${server}: `);
   });
 });
