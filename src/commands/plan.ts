@@ -50,11 +50,13 @@ export const planCommand: Command = {
   summary: "Show what every spoke will get from a change (base..head) before it is merged",
   usage: `Usage: knative-fleet plan --repo <dir|url> --base <rev> --head <rev> [--kodata DIR] [flags]
 
-For every CR that merging head into base adds, changes or removes: its cluster, the objects created,
-changed (field by field) and deleted, head's validation errors, version and ingress checks, and what a
-removed file uninstalls. Offline (no --kubeconfig or --context), each CR's rendered base is compared with its rendered
-head; live, each cluster is read and changes come from server-side dry runs. Nothing is written anywhere.
-Secret data and credential-like values are masked. Same commits, same cluster state: same output.
+For every CR that merging head into base adds, changes or removes: its cluster, what a created CR sets
+(version, high-availability, workloads, PDBs, config), the objects created, changed (field by field) and
+deleted, head's validation errors, version and ingress checks, and what a removed file uninstalls.
+Offline (no --kubeconfig or --context), each CR's rendered base is compared with its rendered head; live,
+each cluster is read and changes come from server-side dry runs. Nothing is written anywhere. The plan
+is of commits: a checkout's uncommitted edits to fleet files are named, not planned. Secret data and
+credential-like values are masked. Same commits, same cluster state: same output. See docs/plan.md.
 
 Exit code 0: nothing wrong; 1: any error the plan shows (validation, placements, the hub's admission,
 checks that fail); 2: usage errors, or the hub or a cluster that could not be read (the plan, or that
