@@ -21,7 +21,7 @@ export interface KeySecret {
 }
 
 /** The key Secret as found: none, knative-fleet's (marked with its own uid), or someone else's. */
-export type KeySecretLookup =
+type KeySecretLookup =
   | { kind: "absent" }
   | { kind: "ours"; secret: KubeObject }
   | { kind: "foreign"; secret: KubeObject; adoptWhy: string | undefined };

@@ -303,25 +303,17 @@ export class FleetService {
       throw new ConfigError("sharding.enabled needs leaderElection.enabled: the Git side runs on one leader");
     if (this.settings.reconciler === "external")
       throw new ConfigError("sharding needs knative-fleet's own reconciler, not reconciler: external");
-    const vouch = await podVoucher(
-      this.hubClient!,
-      config.leaderElection.namespace,
-      this.options.memberIdentity ?? this.options.identity,
-    ).catch((err: Error) => {
+    const identity = this.options.memberIdentity ?? this.options.identity;
+    const { namespace } = config.leaderElection;
+    const vouch = await podVoucher(this.hubClient!, namespace, identity).catch((err: Error) => {
       throw new ConfigError(err.message);
     });
-    // The members' proofs: without the key no member can acknowledge a view, so none starts without it.
-    const key = await loadShardKey(this.hubClient!, rolloutSettings(config).keyNamespace, log).catch(
-      (err: Error) => {
-        throw new ConfigError(`sharding needs its key: ${err.message}`);
-      },
-    );
     const membership = new ShardMembership({
       client: this.hubClient!,
-      key,
-      namespace: config.leaderElection.namespace,
+      key: await loadShardKey(this.hubClient!, rolloutSettings(config).keyNamespace, log),
+      namespace,
       group: config.leaderElection.leaseName,
-      identity: this.options.memberIdentity ?? this.options.identity,
+      identity,
       ...shardTimings(config),
       log: log.child({ component: "sharding" }),
       onNarrowed: () => {

@@ -10,6 +10,7 @@ import {
 } from "../kube/key-secret.ts";
 import { isConflict } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
+import { ConfigError } from "./config.ts";
 
 // The shard members' key: every replica proves its member Lease's acknowledgement with it (sharding.ts), so
 // one who may write Leases, but cannot read this Secret, cannot speak for a member. It lives beside the
@@ -18,7 +19,7 @@ import type { Logger } from "../observability/log.ts";
 
 export const SHARD_KEY_SECRET = "knative-fleet-shard-key";
 
-export const shardKeySecret = (namespace: string): KeySecret => ({
+const shardKeySecret = (namespace: string): KeySecret => ({
   namespace,
   name: SHARD_KEY_SECRET,
   dataKey: "key",
@@ -26,8 +27,17 @@ export const shardKeySecret = (namespace: string): KeySecret => ({
   adoptAnnotation: ADOPT_SHARD_KEY_ANNOTATION,
 });
 
-/** The shard key's bytes: read, made when there is none (another replica's wins a race), or refused. */
+/**
+ * The shard key's bytes: read, made when there is none (another replica's wins a race), or refused (a
+ * ConfigError: without the key no member can acknowledge a view, so none starts).
+ */
 export async function loadShardKey(hub: KubeClient, namespace: string, log: Logger): Promise<Uint8Array> {
+  return readOrMakeKey(hub, namespace, log).catch((err: Error) => {
+    throw new ConfigError(`sharding needs its key: ${err.message}`);
+  });
+}
+
+async function readOrMakeKey(hub: KubeClient, namespace: string, log: Logger): Promise<Uint8Array> {
   const where = shardKeySecret(namespace);
   const name = `${namespace}/${SHARD_KEY_SECRET}`;
   for (let attempt = 0; ; attempt++) {

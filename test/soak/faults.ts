@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { SHARD_GROUP_LABEL } from "../../src/api/labels.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { leasePath, listLeases } from "../../src/service/lease.ts";
-import type { MemberLease } from "../../src/service/sharding.ts";
+import type { MemberLease } from "../../src/service/shard-lease.ts";
 import { restartProcess, signalProcess } from "../sandbox/processes.ts";
 import type { Sandbox } from "../sandbox/sandbox.ts";
 import type { GitServer } from "../support/git-server.ts";

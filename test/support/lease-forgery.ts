@@ -3,7 +3,7 @@ import {
   SHARD_SEEN_ANNOTATION,
   SHARD_VIEW_ANNOTATION,
 } from "../../src/api/labels.ts";
-import type { MemberLease } from "../../src/service/sharding.ts";
+import type { MemberLease } from "../../src/service/shard-lease.ts";
 
 // What one who may write Leases, but cannot read the shard key, can do to a member Lease: copy in what a
 // member waiting to widen looks for, put an older version back, copy another member's record, freeze its

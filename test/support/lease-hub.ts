@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { KubeApiError } from "../../src/kube/rest.ts";
-import type { MemberLease } from "../../src/service/sharding.ts";
+import type { MemberLease } from "../../src/service/shard-lease.ts";
 
 // A hub that keeps member Leases in memory, with resourceVersions and conditional PUTs as the API server
 // does them: the shard membership protocol is logic over conditional writes (test/integration/scale/

@@ -6,7 +6,8 @@ import { SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../../../src/api/label
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { nameOf } from "../../../src/kube/object.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import { memberLeaseName, shardOwner } from "../../../src/service/sharding.ts";
+import { memberLeaseName } from "../../../src/service/shard-lease.ts";
+import { shardOwner } from "../../../src/service/sharding.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { clustersIn, ownershipViolations, type ReplicaSample } from "../../soak/checks.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";

@@ -7,12 +7,8 @@ import {
 } from "../../../src/api/labels.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import {
-  type MemberLease,
-  memberLeaseName,
-  ShardMembership,
-  viewDigest,
-} from "../../../src/service/sharding.ts";
+import { type MemberLease, memberLeaseName } from "../../../src/service/shard-lease.ts";
+import { ShardMembership, viewDigest } from "../../../src/service/sharding.ts";
 import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
 
 // ShardMembership's timing over a hub that keeps member Leases in memory (test/support/lease-hub.ts).

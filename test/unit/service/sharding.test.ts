@@ -12,12 +12,10 @@ import {
   type MemberLease,
   type MemberRecord,
   memberLeaseName,
-  ownsUnder,
   proveRecord,
   type Sighting,
-  shardOwner,
-  viewDigest,
-} from "../../../src/service/sharding.ts";
+} from "../../../src/service/shard-lease.ts";
+import { ownsUnder, shardOwner, viewDigest } from "../../../src/service/sharding.ts";
 
 const clusters = Array.from({ length: 600 }, (_, i) => `fleet-system/spoke-${i + 1}`);
 const share = (members: string[]) => {
