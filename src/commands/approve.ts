@@ -5,7 +5,6 @@ import { homedir } from "node:os";
 import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import git from "isomorphic-git";
 import { parse, stringify } from "yaml";
-import { causeText } from "../access/errors.ts";
 import { ApprovalDocumentSchema, approvalKey } from "../fleet/approval-document.ts";
 import { escapeControlCharacters } from "../fleet/diagnostic.ts";
 import { pathLooksLikeRollout } from "../fleet/document-kind.ts";
@@ -16,7 +15,6 @@ import { readFleetDir } from "../fleet/read-dir.ts";
 import { APPROVAL_KIND, ROLLOUT_API_VERSION } from "../fleet/rollout-schema.ts";
 import { createFileFilter, type FileSelection } from "../fleet/select.ts";
 import type { KubeObject } from "../kube/object.ts";
-import { KubeApiError } from "../kube/rest.ts";
 import { ROLLOUT_STATE_CONFIGMAP, rolloutName, rolloutVerdict } from "../rollout/state.ts";
 import { type ObjectStore, writeTreeWithChanges } from "../source/tree-edit.ts";
 import { commitInMessage } from "../text/commit.ts";
@@ -31,6 +29,7 @@ import {
   UsageError,
 } from "./command.ts";
 import { HUB_FLAGS_HELP, HUB_OPTIONS, hubClient } from "./hub.ts";
+import { hubErrorText } from "./hub-error.ts";
 import { rolloutOnHub } from "./status.ts";
 
 // `knative-fleet approve`: writes a KnativeRolloutApproval (docs/approvals.md) as a commit in a local clone
@@ -295,11 +294,7 @@ async function hubRolloutCommit(args: ParsedArgs, namespace: string): Promise<st
   try {
     configMap = await hub.get("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP);
   } catch (err) {
-    throw new CannotRun(
-      err instanceof KubeApiError
-        ? `cannot read the rollout state on the hub ${server}: ${err.message}`
-        : `cannot reach the hub ${server}: ${causeText(err)}`,
-    );
+    throw new CannotRun(hubErrorText(server, err, "read the rollout state"));
   }
   const picked = commitOfHubRollout(configMap, namespace);
   if ("problem" in picked) throw new Refusal(`on the hub ${server}: ${picked.problem}`);

@@ -1,4 +1,3 @@
-import { causeText } from "../access/errors.ts";
 import { ConditionType, findCondition, readinessOf } from "../api/conditions.ts";
 import { describeRecord, summary } from "../api/drift.ts";
 import { type Condition, KNATIVE_KINDS, type KnativeStatus, OPERATOR_API_VERSION } from "../api/knative.ts";
@@ -29,6 +28,7 @@ import { escapeControlCharacters } from "../text/escape.ts";
 import { commandSettings } from "./access-settings.ts";
 import { type Command, type CommandContext, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK } from "./command.ts";
 import { HUB_FLAGS_HELP, HUB_OPTIONS, hubClient } from "./hub.ts";
+import { hubErrorText } from "./hub-error.ts";
 import {
   type Column,
   LISTING_FORMATS,
@@ -83,7 +83,7 @@ ${HUB_FLAGS_HELP}
     try {
       objects = await listKnativeResources(hub, namespace);
     } catch (err) {
-      ctx.stderr.write(`knative-fleet status: ${hubErrorText(hub.rest.server, err)}\n`);
+      ctx.stderr.write(`knative-fleet status: ${listErrorText(hub.rest.server, err)}\n`);
       return EXIT_ERROR;
     }
     const listing = await readListing(hub, namespace, objects);
@@ -274,11 +274,13 @@ async function listKnativeResources(hub: KubeClient, namespace: string | undefin
   return lists.flatMap((list) => list.items);
 }
 
-/** Why the hub could not be read, naming the server: an API refusal as the server said it, else the socket's cause. */
-function hubErrorText(server: string, err: unknown): string {
-  if (!(err instanceof KubeApiError)) return `cannot reach the hub ${server}: ${causeText(err)}`;
-  const hint = err.reason === "NoKindMatch" ? " (are the knative-fleet CRDs installed on the hub?)" : "";
-  return `cannot list the CRs on the hub ${server}: ${err.message}${hint}`;
+/** Why the hub could not be read (hub-error.ts), with a hint when the hub does not know the CRs' kinds. */
+function listErrorText(server: string, err: unknown): string {
+  const hint =
+    err instanceof KubeApiError && err.reason === "NoKindMatch"
+      ? " (are the knative-fleet CRDs installed on the hub?)"
+      : "";
+  return `${hubErrorText(server, err, "list the CRs")}${hint}`;
 }
 
 /**

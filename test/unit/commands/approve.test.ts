@@ -16,6 +16,7 @@ import type { KubeObject } from "../../../src/kube/object.ts";
 import type { RolloutState } from "../../../src/rollout/state.ts";
 import { runCli } from "../../support/cli.ts";
 import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
+import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
 
 // `knative-fleet approve` in real Git repositories: the approval it commits is read by the real fleet parser
 // as the approval of the rollout's commit and wave; the wave is checked against the repository's policy, the
@@ -346,6 +347,17 @@ describe("knative-fleet approve", () => {
     } finally {
       await rm(home, { recursive: true, force: true });
     }
+  });
+  it("without --commit, a hub it cannot reach is named in status's and plan's words, exit 2", async () => {
+    // Port 9 (discard) on loopback: nothing listens there, so the connection is refused at once.
+    const server = "https://127.0.0.1:9";
+    const kubeconfig = writeTokenKubeconfig({ server, "insecure-skip-tls-verify": true }, "t");
+    const { code, stderr } = await approve("--wave", "production", "--kubeconfig", kubeconfig);
+    expect(code).toBe(2);
+    expect(stderr).toContain(
+      `cannot reach the hub ${server}: connection refused (ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9)`,
+    );
+    expect(await git("rev-parse", "HEAD")).toBe(rollout);
   });
 });
 

@@ -407,7 +407,7 @@ describe("knative-fleet status without a usable hub", () => {
     expect(code).toBe(2);
     expect(stdout).toBe("");
     expect(stderr).toBe(
-      `knative-fleet status: cannot reach the hub ${server}: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9\n`,
+      `knative-fleet status: cannot reach the hub ${server}: connection refused (ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9)\n`,
     );
   });
 
