@@ -4,6 +4,7 @@ export const SAFETY_CORE = [
   "src/rollout/**/*.ts",
   "src/placement/**/*.ts",
   "src/service/sharding.ts",
+  "src/service/shard-lease.ts",
   "src/service/leader-election.ts",
   "src/sync/**/*.ts",
   "src/mirror/decide.ts",
