@@ -32,7 +32,7 @@ export function renderMarkdown(plan: FleetPlan, maxLength = GITHUB_COMMENT_LIMIT
     PLAN_MARKER,
     `## knative-fleet plan: ${count(resources.length, "CR")} on ${count(plan.clusters.length, "cluster")}`,
     header(plan),
-    verdict(plan),
+    verdictLine(plan),
     resources.length > 0 ? summaryTable(resources) : "Merging changes no CR.",
     validationSection(plan),
     settingsWarningsSection(plan),
@@ -40,7 +40,8 @@ export function renderMarkdown(plan: FleetPlan, maxLength = GITHUB_COMMENT_LIMIT
   ];
   const trailer = [placementsSection(plan.placements), plan.rollout ? rolloutSection(plan.rollout) : ""];
   const join = (sections: readonly string[]) => `${sections.filter((s) => s !== "").join("\n\n")}\n`;
-  const whole = join([...summary, ...plan.clusters.map(clusterSection), ...trailer]);
+  const sections = plan.clusters.map((cluster) => clusterSection(cluster, plan.source));
+  const whole = join([...summary, ...sections, ...trailer]);
   if (whole.length <= maxLength) return whole;
   // Too long for one comment (GitHub refuses the whole body): the verdict, the summary, the errors and
   // warnings, the placements and the rollout stay; the per-cluster details go, from the last cluster up.
@@ -48,7 +49,7 @@ export function renderMarkdown(plan: FleetPlan, maxLength = GITHUB_COMMENT_LIMIT
   let room =
     maxLength -
     join([...summary, leftOutNote(plan.clusters.length, plan.clusters.length), ...trailer]).length;
-  for (const section of plan.clusters.map(clusterSection)) {
+  for (const section of sections) {
     if (section.length + 2 > room) break;
     details.push(section);
     room -= section.length + 2;
@@ -108,7 +109,7 @@ function header(plan: FleetPlan): string {
       ? "**Live**: each cluster was read, and every change is the API server's server-side-apply dry run."
       : plan.offlineReason !== undefined
         ? `⚠️ **Offline**: ${markdownText(plan.offlineReason)}; no cluster was read, each CR's rendered base is compared with its rendered head.`
-        : "**Offline**: no cluster was read; each CR's rendered base is compared with its rendered head.",
+        : "**Offline** (no --kubeconfig or --context): no cluster was read; each CR's rendered base is compared with its rendered head.",
     `Changed fleet files: ${files || "none"}.`,
     ...uncommittedLine(plan),
   ].join("  \n");
@@ -130,13 +131,18 @@ function uncommittedLine({ uncommitted }: FleetPlan): string[] {
   ];
 }
 
-function verdict(plan: FleetPlan): string {
-  if (plan.errors === 0 && plan.warnings === 0) return "✅ No errors, no warnings.";
-  const parts = [
+/**
+ * Errors and warnings counted; a live plan that fell back to offline (exit code 2) never reads ✅: its
+ * verdict says first that the plan is not the live one asked for.
+ */
+function verdictLine(plan: FleetPlan): string {
+  const counts = [
     ...(plan.errors > 0 ? [`❌ **${count(plan.errors, "error")}**`] : []),
     ...(plan.warnings > 0 ? [`⚠️ ${count(plan.warnings, "warning")}`] : []),
-  ];
-  return parts.join(", ");
+  ].join(", ");
+  if (plan.offlineReason !== undefined)
+    return `⚠️ **Offline plan**: the hub could not be read; ${counts || "no errors, no warnings"}.`;
+  return counts || "✅ No errors, no warnings.";
 }
 
 function summaryTable(resources: readonly ResourcePlan[]): string {
@@ -246,7 +252,8 @@ function findingsSection(plan: FleetPlan, resources: readonly ResourcePlan[]): s
   return all.length > 0 ? ["### Findings", all.join("\n")].join("\n\n") : "";
 }
 
-function clusterSection(cluster: ClusterPlan): string {
+/** `source` is the plan's, said once at the top: a CR's part says its own only where it differs. */
+function clusterSection(cluster: ClusterPlan, source: PlanSource): string {
   const totals = cluster.resources.reduce(
     (sum, { objects }) => ({
       created: sum.created + objects.created.length,
@@ -262,16 +269,16 @@ function clusterSection(cluster: ClusterPlan): string {
     "<details>",
     `<summary><b>${markdownText(cluster.cluster)}</b>: ${count(cluster.resources.length, "CR")}, ` +
       `+${totals.created} ~${totals.changed} -${totals.deleted}${removes}</summary>`,
-    ...cluster.resources.map(resourceSection),
+    ...cluster.resources.map((resource) => resourceSection(resource, source)),
     "</details>",
   ].join("\n\n");
 }
 
-function resourceSection(resource: ResourcePlan): string {
+function resourceSection(resource: ResourcePlan, planSource: PlanSource): string {
   const { created, changed, deleted } = resource.objects;
   return [
     `#### ${markdownText(formatIdentity(resource))}: ${actionText(resource)}`,
-    resourceFacts(resource),
+    resourceFacts(resource, planSource),
     specSection(resource),
     removalSection(resource),
     objectList("Created", created),
@@ -290,13 +297,13 @@ function resourceSection(resource: ResourcePlan): string {
     .join("\n\n");
 }
 
-const SOURCE_TEXT: Record<PlanSource, (resource: ResourcePlan) => string> = {
-  live: () => " Live: read from the cluster; changes from a server-side dry run.",
-  offline: (resource) => ` Offline: ${markdownText(resource.offlineReason ?? "no cluster was read")}.`,
-};
-
-function resourceFacts(resource: ResourcePlan): string {
-  const source = resource.source ? SOURCE_TEXT[resource.source](resource) : "";
+function resourceFacts(resource: ResourcePlan, planSource: PlanSource): string {
+  // The plan's source is said once, at the top; only a live plan's CR whose cluster could not be read
+  // says its own, with the reason.
+  const source =
+    resource.source === "offline" && planSource === "live"
+      ? ` Offline: ${markdownText(resource.offlineReason ?? "no cluster was read")}.`
+      : "";
   // An unreadable cluster is said by the offline line already, with its reason.
   const findings = resource.findings
     .filter((finding) => finding.code !== "cluster-unreachable")

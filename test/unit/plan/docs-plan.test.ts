@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { renderMarkdown } from "../../../src/plan/markdown.ts";
+import { crText } from "../../support/fleet-files.ts";
 import { repoRoot } from "../../support/shared.ts";
 import { planOfFiles } from "./support.ts";
 
@@ -16,8 +17,9 @@ const quoted = (language: string) =>
   );
 
 describe("docs/plan.md", () => {
-  it("quotes the uncommitted-edits and unreadable-hub lines as the plan prints them", async () => {
-    const plan = await planOfFiles({}, {});
+  it("quotes the uncommitted-edits and unreadable-hub lines (the header's and the verdict) as the plan prints them", async () => {
+    const head = crText({ name: "spoke-1-serving", cluster: "spoke-1", spec: {}, version: "1.21" });
+    const plan = await planOfFiles({}, { "clusters/spoke-1/knative-serving.yaml": head });
     const text = renderMarkdown({
       ...plan,
       offlineReason:
@@ -26,7 +28,7 @@ describe("docs/plan.md", () => {
     });
     const printed = text.split("\n").map((line) => line.trim());
     const lines = quoted("text");
-    expect(lines).toHaveLength(2);
+    expect(lines).toHaveLength(3);
     for (const line of lines) expect(printed).toContain(line);
   });
 

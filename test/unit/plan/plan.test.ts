@@ -317,7 +317,10 @@ describe("knative-fleet plan (the command)", SLOW, () => {
     expect(second.stdout).toBe(first.stdout);
     const text = first.stdout;
     expect(text.startsWith(`${PLAN_MARKER}\n`)).toBe(true);
-    expect(text).toContain("**Offline**");
+    expect(text).toContain("**Offline** (no --kubeconfig or --context): no cluster was read;");
+    // Said once, at the top: neither CR's section repeats it.
+    expect(text.match(/offline/gi)).toHaveLength(1);
+    expect(text).not.toContain("no --kubeconfig was given");
     expect(text).toContain("| Cluster | CR | Action | Objects +/~/- |");
     expect(text).toMatch(
       /\| fleet-system\/spoke-2 \| KnativeEventing knative-fleet\/spoke-2-eventing \| ⚠️ \*\*delete\*\*/,
