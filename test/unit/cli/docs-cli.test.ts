@@ -98,6 +98,17 @@ describe("docs/cli.md, against the CLI", () => {
       expect(listed.get(command.name), command.name).toEqual([...command.outputFormats!]);
   });
 
+  it("says what plan's -o json starts with, and that a hub it cannot read makes the plan offline, exit 2", async () => {
+    const text = await doc();
+    const [output] = tableRows(text, "## Flags every command spells the same").filter((r) =>
+      r[0]!.includes("--output FORMAT"),
+    );
+    const planFormats = output![1]!.split(";").find((part) => part.trim().startsWith("`plan`"));
+    expect(planFormats).toContain("`json` (`schemaVersion`");
+    const [, , examples] = tableRows(text, "## Exit codes").find((row) => Number(row[0]) === EXIT_ERROR)!;
+    expect(examples).toContain("`plan`: a hub that cannot be read (the plan falls back to offline");
+  });
+
   it("gives the exit codes the commands use, the Node.js version guard's among them", async () => {
     const text = await doc();
     const rows = tableRows(text, "## Exit codes");
