@@ -134,6 +134,17 @@ function unnamedExports(): string[] {
     .sort();
 }
 
+describe("unit tests run in worker threads", () => {
+  // The mutation runner (scripts/mutation.ts) runs them in vitest's threads pool, where process.chdir
+  // throws: one such test fails its first run, and with it CI's mutation check.
+  it("no unit test changes the process's working directory", () => {
+    const chdirs = files(join(ROOT, "test/unit"))
+      .filter((file) => /\bprocess\.chdir\(/.test(withoutComments(textOf(file))))
+      .map((file) => relative(ROOT, file));
+    expect(chdirs).toEqual([]);
+  });
+});
+
 describe("no dead export", () => {
   // An export named by no other file: drop the `export`, or the declaration when the file does not use it.
   it("every export of src/ is named by another file of src/, test/ or scripts/", () => {
