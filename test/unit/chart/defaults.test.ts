@@ -8,6 +8,7 @@ import { DEFAULT_FILE_SELECTION } from "../../../src/fleet/select.ts";
 import { runCli } from "../../support/cli.ts";
 import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
 import { chartDir, runHelm, withValuesFile } from "../../support/helm.ts";
+import { repoRoot } from "../../support/shared.ts";
 
 // What the chart says by default, against what the CLI and the service do (helm template, no cluster):
 // the fleet-file glob is the CLI's; the NOTES' example CR names a ClusterProfile namespace the service
@@ -134,6 +135,41 @@ describe("the chart's defaults, against the CLI and the service", { timeout: 60_
       "c",
     );
     expect(any).toContain("namespace: <ClusterProfile namespace>");
+  });
+
+  it("pulls the credential plugins of the cluster-inventory-api release the sandbox builds and tests", () => {
+    const pinned = /^CLUSTER_INVENTORY_API_VERSION=(v[\d.]+)$/m.exec(
+      readFileSync(join(repoRoot, "test", "sandbox", "build-tools.sh"), "utf8"),
+    )?.[1];
+    expect(pinned).toBeDefined();
+    const values = parse(readFileSync(join(chartDir, "values.yaml"), "utf8")) as {
+      multicluster: { plugins: { name: string; image: string }[] };
+    };
+    expect(values.multicluster.plugins.map(({ image }) => image)).toEqual([
+      `registry.k8s.io/cluster-inventory-api/secretreader:${pinned}`,
+      `registry.k8s.io/cluster-inventory-api/kubeconfig-secretreader:${pinned}`,
+    ]);
+    expect(readFileSync(README, "utf8")).toContain(
+      `| \`multicluster.plugins[]\` | secretreader, kubeconfig-secretreader \`${pinned}\``,
+    );
+  });
+
+  it("README and NOTES name the published chart and image of the chart's version, as the project README does", () => {
+    const { version, appVersion } = parse(readFileSync(join(chartDir, "Chart.yaml"), "utf8")) as {
+      version: string;
+      appVersion: string;
+    };
+    const readme = readFileSync(README, "utf8");
+    const notes = renderedNotes({});
+    for (const text of [readme, notes]) expect(text).not.toMatch(/publishes no image/);
+    expect(readme).toContain(
+      `helm install knative-fleet oci://ghcr.io/knative-fleet/charts/knative-fleet --version ${version}`,
+    );
+    expect(readFileSync(join(repoRoot, "README.md"), "utf8")).toContain(
+      `helm install knative-fleet oci://ghcr.io/knative-fleet/charts/knative-fleet --version ${version}`,
+    );
+    expect(notes).toContain(`The pod runs the image ghcr.io/knative-fleet/knative-fleet:${appVersion} `);
+    expect(notes).toContain("Each release\n   publishes ghcr.io/knative-fleet/knative-fleet:<version>");
   });
 
   it("documents every top-level key of the config it renders in the README's config.yaml block", () => {
