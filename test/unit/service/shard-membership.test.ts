@@ -1,13 +1,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterEach, describe, expect, it } from "vitest";
+import pino from "pino";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   SHARD_EPOCH_ANNOTATION,
   SHARD_SEEN_ANNOTATION,
   SHARD_VIEW_ANNOTATION,
 } from "../../../src/api/labels.ts";
-import { silentLogger } from "../../../src/observability/log.ts";
+import { type Logger, silentLogger } from "../../../src/observability/log.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import { type MemberLease, memberLeaseName } from "../../../src/service/shard-lease.ts";
+import { type MemberLease, memberLeaseName, provenRecord } from "../../../src/service/shard-lease.ts";
 import { ShardMembership, viewDigest } from "../../../src/service/sharding.ts";
 import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
 
@@ -41,6 +42,7 @@ function member(
   hub: ReturnType<typeof leaseHub>,
   pod: string,
   settle: () => Promise<void> = async () => {},
+  log: Logger = silentLogger,
 ): Member {
   const self = { identity: processIdentity(pod), narrowed: [], link: hub.link() } as unknown as Member;
   self.membership = new ShardMembership({
@@ -52,7 +54,7 @@ function member(
     leaseDurationMs: LEASE_MS,
     renewDeadlineMs: DEADLINE_MS,
     retryPeriodMs: RETRY_MS,
-    log: silentLogger,
+    log,
     onNarrowed: () => self.narrowed.push(performance.now()),
     settle,
     onWidened: () => {},
@@ -218,5 +220,98 @@ describe("an adversary who may write Leases but cannot read the shard key", () =
       stop();
       await watchOwners([a, b], shared, 10_000);
     }
+  });
+});
+
+describe("what a member writes in its Lease, and what it does with the others'", () => {
+  const leaseOf = (hub: ReturnType<typeof leaseHub>, m: Member) =>
+    hub.leases.get(memberLeaseName("knative-fleet", m.identity));
+  const epochOf = (hub: ReturnType<typeof leaseHub>, m: Member) =>
+    leaseOf(hub, m)?.metadata.annotations?.[SHARD_EPOCH_ANNOTATION];
+
+  it("keeps its epoch while the view stays, and gives a new view a new one", async () => {
+    const hub = leaseHub();
+    const a = member(hub, "replica-a");
+    const b = member(hub, "replica-b");
+    const shared = (ms: Member[]) => () =>
+      ms.every((m) => owned(m).length > 0) && ms.reduce((n, m) => n + owned(m).length, 0) === CLUSTERS.length;
+    await watchOwners([a, b], shared([a, b]), 10_000);
+    const settled = epochOf(hub, a);
+    expect(provenRecord(leaseOf(hub, a), hub.key)?.epoch).toBe(settled);
+    await sleep(6 * RETRY_MS);
+    expect(epochOf(hub, a), "the same view, the same epoch").toBe(settled);
+    const c = member(hub, "replica-c");
+    await watchOwners([a, b, c], shared([a, b, c]), 10_000);
+    expect(epochOf(hub, a), "a new view, a new epoch").not.toBe(settled);
+  });
+
+  it("writes a proven left record when it stops, and the other takes its clusters at once", async () => {
+    const hub = leaseHub();
+    const a = member(hub, "replica-a");
+    const b = member(hub, "replica-b");
+    await watchOwners([a, b], () => owned(a).length > 0 && owned(b).length > 0, 10_000);
+    await b.membership.stop();
+    const stoppedAt = performance.now();
+    expect(provenRecord(leaseOf(hub, b), hub.key)).toMatchObject({ holder: b.identity, view: "left" });
+    await watchOwners([a], () => owned(a).length === CLUSTERS.length, 10_000);
+    // Not a lease duration: it said it left.
+    expect(performance.now() - stoppedAt).toBeLessThan(LEASE_MS / 2 + 2 * RETRY_MS);
+  });
+
+  it("removes a dead member's Lease once it stayed quiet twice the lease duration", async () => {
+    const hub = leaseHub();
+    const a = member(hub, "replica-a");
+    const b = member(hub, "replica-b");
+    await watchOwners([a, b], () => owned(a).length > 0 && owned(b).length > 0, 10_000);
+    b.link.cut = true; // nothing it sends arrives any more: its Lease stands still
+    const quietAt = performance.now();
+    await watchOwners([a, b], () => owned(a).length === CLUSTERS.length, 10_000);
+    expect(leaseOf(hub, b), "gone from the view, not yet removed").toBeDefined();
+    while (leaseOf(hub, b) && performance.now() - quietAt < 4 * LEASE_MS) await sleep(20);
+    expect(leaseOf(hub, b)).toBeUndefined();
+    expect(performance.now() - quietAt).toBeGreaterThanOrEqual(2 * LEASE_MS);
+  });
+
+  it("gives each write a later renewTime than the last, even when the clock stands still", async () => {
+    const hub = leaseHub();
+    const now = vi.spyOn(Date, "now").mockReturnValue(Date.parse("2026-11-29T00:00:00Z"));
+    try {
+      const a = member(hub, "replica-a");
+      await watchOwners([a], () => owned(a).length === CLUSTERS.length, 5_000);
+      await sleep(4 * RETRY_MS);
+      const times = (hub.history.get(memberLeaseName("knative-fleet", a.identity)) ?? []).map((l) =>
+        Date.parse(l.spec!.renewTime!),
+      );
+      expect(times.length).toBeGreaterThan(3);
+      for (let i = 1; i < times.length; i++) expect(times[i]!).toBeGreaterThan(times[i - 1]!);
+    } finally {
+      now.mockRestore();
+    }
+  });
+
+  it("says once why it ignores a Lease, and what a Lease's declared duration does not buy", async () => {
+    const hub = leaseHub();
+    const lines: string[] = [];
+    const log = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line).msg) });
+    const a = member(hub, "replica-a", async () => {}, log);
+    hub.tamper("knative-fleet-member-intruder", () => ({
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: { name: "knative-fleet-member-intruder", namespace: "knative-fleet" },
+      spec: { holderIdentity: "intruder", renewTime: "2026-01-01T00:00:00.000000Z" },
+    }));
+    const b = member(hub, "replica-b");
+    const bLease = memberLeaseName("knative-fleet", b.identity);
+    await watchOwners([a, b], () => owned(a).length > 0 && owned(b).length > 0, 10_000);
+    hub.tamper(bLease, (lease) => lease && { ...lease, spec: { ...lease.spec, leaseDurationSeconds: 3600 } });
+    await sleep(6 * RETRY_MS);
+    expect(
+      lines.filter(
+        (l) => l === "sharding: ignoring a member Lease: its holder is not an identity a replica writes",
+      ),
+    ).toHaveLength(1);
+    expect(lines).toContain(
+      "sharding: a member Lease declares 3600s; it counts for no more than the configured 0.6s",
+    );
   });
 });

@@ -12,6 +12,7 @@ import {
   type MemberLease,
   type MemberRecord,
   memberLeaseName,
+  provenRecord,
   proveRecord,
   type Sighting,
 } from "../../../src/service/shard-lease.ts";
@@ -228,6 +229,28 @@ describe("member Leases (judgeLease): what a Lease must be to count", () => {
     expect(judge(lease({ second: 11, view: "left" }), undefined, 0).verdict.state).toBe("live");
   });
 
+  it("names each member's Lease within a Kubernetes name's 63 characters, and takes every identity a replica can have", () => {
+    expect(NAME).toMatch(/^knative-fleet-member-[0-9a-f]{10}$/);
+    for (const pod of ["a", "k.f", "knative-fleet-7d9f8-abcde", "x".repeat(253)]) {
+      const holder = processIdentity(pod);
+      const name = memberLeaseName(GROUP, holder);
+      expect(name.length).toBeLessThanOrEqual(63);
+      expect(judgeLease(name, lease({ holder, name }), undefined, 0, expected).verdict).toEqual({
+        state: "live",
+        holder,
+      });
+    }
+    expect(judgeLease(NAME, undefined, undefined, 0, expected).verdict).toEqual({
+      state: "ignored",
+      why: "it is gone",
+    });
+  });
+
+  it("a left record counts as news only after a proven record was seen: first seen unproven, it is just a write", () => {
+    const forgedFirst = judge(lease({ second: 5, proof: false }), undefined, 0);
+    expect(judge(lease({ second: 6, view: "left" }), forgedFirst.sighting, 1_000).verdict.state).toBe("live");
+  });
+
   it("ignores a Lease whose holder is not an identity a replica writes, or that is not that identity's Lease", () => {
     for (const holder of ["intruder", "pod_not-a-uuid", "Pod_550e8400-e29b-41d4-a716-446655440000", ""]) {
       const name = memberLeaseName(GROUP, holder);
@@ -277,6 +300,14 @@ describe("acknowledgements (acknowledges): bound to their holder and to the read
 
   it("counts a proven record of its holder that names the view and the reader's epoch", () => {
     expect(acknowledges(withRecord(name, record), holder, "d1", "r2", key)).toBe(true);
+  });
+
+  it("reads a missing annotation as empty, as its writer proved it", () => {
+    const bare = { ...record, view: "", epoch: "", seen: [] };
+    const lease = withRecord(name, bare);
+    lease.metadata.annotations = { [SHARD_PROOF_ANNOTATION]: proveRecord(key, name, bare) };
+    expect(provenRecord(lease, key)).toEqual(bare);
+    expect(provenRecord({ ...lease, spec: {} }, key)).toBeUndefined();
   });
 
   it("refuses an acknowledgement written without the key, edited, copied from another member, or from before the reader's epoch", () => {
