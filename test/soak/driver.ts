@@ -20,7 +20,7 @@ import {
   judgeLogLine,
   parseRefUpdate,
 } from "./checks.ts";
-import { FAULT_KINDS, type FaultKind, type FaultRecord, Faults } from "./faults.ts";
+import { DEFAULT_FAULT_KINDS, type FaultKind, type FaultRecord, Faults } from "./faults.ts";
 import { BOT_AUTHOR, minorOf, type ProcessRuntime, SoakFleet } from "./fleet.ts";
 import { type ExpectedCr, nextPush, warmUpPushes } from "./model.ts";
 import { anchorsOn, notReady, Observer, type ResourceSample, withTimeout } from "./observer.ts";
@@ -202,7 +202,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
         faultEverySeconds: options.faultEverySeconds,
         churnEverySeconds: options.churnEverySeconds,
         maxFaults: options.maxFaults,
-        faultKinds: options.faultKinds ?? FAULT_KINDS,
+        faultKinds: options.faultKinds ?? DEFAULT_FAULT_KINDS,
         runtime: `node ${[...options.runtime.nodeArgs, options.runtime.entry.replace(/^.*\/(src|dist)\//, "$1/")].join(" ")}`,
         spokes: used.length,
       },

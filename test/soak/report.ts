@@ -1,7 +1,7 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { INVARIANTS, type Invariant, quantile, slopePerHour } from "./checks.ts";
 import type { SoakResult } from "./driver.ts";
-import { FAULT_KINDS } from "./faults.ts";
+import { DEFAULT_FAULT_KINDS } from "./faults.ts";
 import type { ResourceSample } from "./observer.ts";
 
 // The soak's report in Markdown: the seed and the machine, the invariant counters (all 0 to pass) with each
@@ -90,7 +90,7 @@ export function renderReport(result: SoakResult): string {
       (f) =>
         `- Fleet \`${f.repo}\` (${f.mode === "leader" ? "leader election" : "sharding"}): replicas ${f.replicas.join(", ")}; spokes ${f.spokes.join(", ")}.`,
     ),
-    `- Pace: rounds of ${result.options.roundMs / 1000} s, a push to each fleet every ${result.options.pushEverySeconds.join("-")} s, a fault every ${result.options.faultEverySeconds.join("-")} s (at most ${result.options.maxFaults} at once; ${result.options.faultKinds.length === FAULT_KINDS.length ? "every kind" : `only ${result.options.faultKinds.join(", ")}`}), churn every ${result.options.churnEverySeconds.join("-")} s; convergence bound ${result.options.convergeBoundMs / 1000} s.${result.warmUpEndedAt === undefined ? "" : ` Before the rounds, a warm-up walked Serving and Eventing through every minor of the window on every ring (${((result.warmUpEndedAt - result.startedAt) / 60_000).toFixed(1)} min).`}`,
+    `- Pace: rounds of ${result.options.roundMs / 1000} s, a push to each fleet every ${result.options.pushEverySeconds.join("-")} s, a fault every ${result.options.faultEverySeconds.join("-")} s (at most ${result.options.maxFaults} at once; ${result.options.faultKinds.join() === DEFAULT_FAULT_KINDS.join() ? "the default kinds" : `only ${result.options.faultKinds.join(", ")}`}), churn every ${result.options.churnEverySeconds.join("-")} s; convergence bound ${result.options.convergeBoundMs / 1000} s.${result.warmUpEndedAt === undefined ? "" : ` Before the rounds, a warm-up walked Serving and Eventing through every minor of the window on every ring (${((result.warmUpEndedAt - result.startedAt) / 60_000).toFixed(1)} min).`}`,
     "",
     "## Invariants",
     "",
