@@ -135,11 +135,18 @@ describe("a shard member cut off from the hub", () => {
     const hub = leaseHub();
     const a = member(hub, "replica-a");
     await watchOwners([a], () => owned(a).length === CLUSTERS.length, 5_000);
+    const epoch = () =>
+      hub.leases.get(memberLeaseName("knative-fleet", a.identity))?.metadata.annotations?.[
+        SHARD_EPOCH_ANNOTATION
+      ];
+    const before = epoch();
     a.link.cut = true;
     await sleep(DEADLINE_MS + 60);
     expect(owned(a)).toEqual([]);
     a.link.heal();
     await watchOwners([a], () => owned(a).length === CLUSTERS.length, 5_000);
+    // It dropped everything, so it acknowledges the view anew: a new epoch, which the others must see.
+    expect(epoch()).not.toBe(before);
   });
 });
 
@@ -245,6 +252,21 @@ describe("what a member writes in its Lease, and what it does with the others'",
     expect(epochOf(hub, a), "a new view, a new epoch").not.toBe(settled);
   });
 
+  it("once settled, narrows no more and keeps its record while the view stays", async () => {
+    const hub = leaseHub();
+    const a = member(hub, "replica-a");
+    const b = member(hub, "replica-b");
+    await watchOwners(
+      [a, b],
+      () => owned(a).length > 0 && owned(a).length + owned(b).length === CLUSTERS.length,
+      10_000,
+    );
+    await sleep(2 * RETRY_MS);
+    const narrowed = a.narrowed.length;
+    await sleep(6 * RETRY_MS);
+    expect(a.narrowed.length, "no narrowing (and no settle) while nothing changes").toBe(narrowed);
+  });
+
   it("writes a proven left record when it stops, and the other takes its clusters at once", async () => {
     const hub = leaseHub();
     const a = member(hub, "replica-a");
@@ -283,6 +305,9 @@ describe("what a member writes in its Lease, and what it does with the others'",
         Date.parse(l.spec!.renewTime!),
       );
       expect(times.length).toBeGreaterThan(3);
+      expect(times[0], "from the clock, not from zero").toBeGreaterThanOrEqual(
+        Date.parse("2026-11-29T00:00:00Z"),
+      );
       for (let i = 1; i < times.length; i++) expect(times[i]!).toBeGreaterThan(times[i - 1]!);
     } finally {
       now.mockRestore();
