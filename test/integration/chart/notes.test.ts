@@ -225,8 +225,12 @@ describe("the chart's NOTES", () => {
   it("the chart README's install commands name the namespace, the image and the credentials namespace", () => {
     const readme = readFileSync(join(chartDir, "README.md"), "utf8");
     const install = readme.match(/helm install (?:[^\n]*\\\n)*[^\n]*/)?.[0] ?? "";
+    const { version } = parse(readFileSync(join(chartDir, "Chart.yaml"), "utf8")) as { version: string };
     expect(install).toContain("-n knative-fleet");
-    expect(install).toContain("image.repository=");
+    // The published chart of this version, whose image defaults to the same release; from a clone, the
+    // image a registry serves.
+    expect(install).toContain(`oci://ghcr.io/knative-fleet/charts/knative-fleet --version ${version}`);
+    expect(readme).toContain("--set image.repository=<registry>/knative-fleet");
     expect(readme).toContain("kubectl create namespace knative-fleet-spoke-credentials");
   });
 });
