@@ -11,6 +11,7 @@ import { processIdentity } from "../../../src/service/leader-election.ts";
 import { type MemberLease, memberLeaseName, provenRecord } from "../../../src/service/shard-lease.ts";
 import { ShardMembership, viewDigest } from "../../../src/service/sharding.ts";
 import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
+import { waitUntil } from "../../support/wait.ts";
 
 // ShardMembership's timing over a hub that keeps member Leases in memory (test/support/lease-hub.ts).
 // Short timings: 600 ms lease, 400 ms renew deadline, 100 ms retry period. A member is cut off from the hub
@@ -250,6 +251,35 @@ describe("what a member writes in its Lease, and what it does with the others'",
     const c = member(hub, "replica-c");
     await watchOwners([a, b, c], shared([a, b, c]), 10_000);
     expect(epochOf(hub, a), "a new view, a new epoch").not.toBe(settled);
+  });
+
+  it("alone, takes every cluster in its first round: two writes, its Lease and its acknowledgement", async () => {
+    const hub = leaseHub();
+    const identity = processIdentity("replica-a");
+    const writesWhenWidened: number[] = [];
+    const membership = new ShardMembership({
+      client: hub.link().client,
+      key: hub.key,
+      namespace: "knative-fleet",
+      group: "knative-fleet",
+      identity,
+      leaseDurationMs: LEASE_MS,
+      renewDeadlineMs: DEADLINE_MS,
+      retryPeriodMs: RETRY_MS,
+      log: silentLogger,
+      onNarrowed: () => {},
+      settle: async () => {},
+      onWidened: () =>
+        writesWhenWidened.push(hub.history.get(memberLeaseName("knative-fleet", identity))?.length ?? 0),
+      vouch: async () => true,
+    });
+    membership.start();
+    started.push(membership);
+    await waitUntil("it widens", async () => (writesWhenWidened.length > 0 ? true : undefined), 5_000);
+    // Its first write counts as a renewal (there was no Lease to take back), and it widens in the round
+    // that wrote its acknowledgement.
+    expect(writesWhenWidened[0]).toBe(2);
+    expect(CLUSTERS.every((c) => membership.owns(c))).toBe(true);
   });
 
   it("once settled, narrows no more and keeps its record while the view stays", async () => {
