@@ -24,8 +24,12 @@ const commands = [...install.matchAll(/```sh\n([\s\S]*?)```/g)]
 
 describe("the README's install section", () => {
   it("comes before the developer sandbox", () => {
-    expect(readme.indexOf("\n## Install\n")).toBeLessThan(readme.indexOf("\n## Developer sandbox\n"));
-    expect(readme.indexOf("npm run demo")).toBeGreaterThan(readme.indexOf("\n## Developer sandbox\n"));
+    expect(readme.indexOf("\n## Install\n")).toBeLessThan(
+      readme.indexOf("\n## Quick start: the developer sandbox\n"),
+    );
+    expect(readme.indexOf("npm run demo")).toBeGreaterThan(
+      readme.indexOf("\n## Quick start: the developer sandbox\n"),
+    );
   });
 
   it("installs the CLI, the CRDs, the chart, then a first fleet, in that order", () => {
