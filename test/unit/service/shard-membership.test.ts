@@ -44,6 +44,7 @@ function member(
   pod: string,
   settle: () => Promise<void> = async () => {},
   log: Logger = silentLogger,
+  onWidened: () => void = () => {},
 ): Member {
   const self = { identity: processIdentity(pod), narrowed: [], link: hub.link() } as unknown as Member;
   self.membership = new ShardMembership({
@@ -58,7 +59,7 @@ function member(
     log,
     onNarrowed: () => self.narrowed.push(performance.now()),
     settle,
-    onWidened: () => {},
+    onWidened,
     vouch: async () => true,
   });
   self.membership.start();
@@ -255,31 +256,20 @@ describe("what a member writes in its Lease, and what it does with the others'",
 
   it("alone, takes every cluster in its first round: two writes, its Lease and its acknowledgement", async () => {
     const hub = leaseHub();
-    const identity = processIdentity("replica-a");
     const writesWhenWidened: number[] = [];
-    const membership = new ShardMembership({
-      client: hub.link().client,
-      key: hub.key,
-      namespace: "knative-fleet",
-      group: "knative-fleet",
-      identity,
-      leaseDurationMs: LEASE_MS,
-      renewDeadlineMs: DEADLINE_MS,
-      retryPeriodMs: RETRY_MS,
-      log: silentLogger,
-      onNarrowed: () => {},
-      settle: async () => {},
-      onWidened: () =>
-        writesWhenWidened.push(hub.history.get(memberLeaseName("knative-fleet", identity))?.length ?? 0),
-      vouch: async () => true,
-    });
-    membership.start();
-    started.push(membership);
+    const a: Member = member(
+      hub,
+      "replica-a",
+      async () => {},
+      silentLogger,
+      () =>
+        writesWhenWidened.push(hub.history.get(memberLeaseName("knative-fleet", a.identity))?.length ?? 0),
+    );
     await waitUntil("it widens", async () => (writesWhenWidened.length > 0 ? true : undefined), 5_000);
     // Its first write counts as a renewal (there was no Lease to take back), and it widens in the round
     // that wrote its acknowledgement.
     expect(writesWhenWidened[0]).toBe(2);
-    expect(CLUSTERS.every((c) => membership.owns(c))).toBe(true);
+    expect(owned(a)).toEqual(CLUSTERS);
   });
 
   it("once settled, narrows no more and keeps its record while the view stays", async () => {
