@@ -19,21 +19,26 @@ const README = join(chartDir, "README.md");
 const work = mkdtempSync(join(tmpdir(), "knative-fleet-chart-defaults-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-/** The chart's config.yaml (ConfigMap kf-knative-fleet) rendered with `values`. */
-function renderedConfig(values: object): Record<string, unknown> {
-  const result = withValuesFile(values, (file) =>
+/** `helm template` of the chart at `chart` as release kf in knative-fleet, with `values` and `extra` arguments. */
+const template = (chart: string, values: object, ...extra: string[]) =>
+  withValuesFile(values, (file) =>
     runHelm([
       "template",
       "kf",
-      chartDir,
+      chart,
       "-n",
       "knative-fleet",
       "-f",
       file,
       "--set",
       `fleet.repository.url=${TEST_REPOSITORY}`,
+      ...extra,
     ]),
   );
+
+/** The chart's config.yaml (ConfigMap kf-knative-fleet) rendered with `values`. */
+function renderedConfig(values: object): Record<string, unknown> {
+  const result = template(chartDir, values);
   expect(result.status, result.stderr).toBe(0);
   const configMap = parseAllDocuments(result.stdout)
     .map(
@@ -57,21 +62,7 @@ function renderedNotes(values: object): string {
     '{{- $notes := tpl (.Files.Get "notes.txt") . }}\nnotes: {{ $notes | toJson }}\n',
   );
   try {
-    const result = withValuesFile(values, (file) =>
-      runHelm([
-        "template",
-        "kf",
-        chart,
-        "-n",
-        "knative-fleet",
-        "-f",
-        file,
-        "--set",
-        `fleet.repository.url=${TEST_REPOSITORY}`,
-        "--show-only",
-        "templates/zz-notes.yaml",
-      ]),
-    );
+    const result = template(chart, values, "--show-only", "templates/zz-notes.yaml");
     expect(result.status, result.stderr).toBe(0);
     return (parse(result.stdout) as { notes: string }).notes;
   } finally {
