@@ -78,6 +78,26 @@ function pushDelivery(fleet: SoakFleet): { body: string; signed: string } {
   return { body, signed: `sha256=${createHmac("sha256", fleet.webhookSecret).update(body).digest("hex")}` };
 }
 
+/** Posts one push delivery to a replica's webhook: its HTTP status, or the error's name when none came. */
+function deliver(port: number, body: string, signature: string, timeoutMs: number): Promise<string> {
+  return fetch(`http://127.0.0.1:${port}/webhook`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "x-github-event": "push",
+      "x-github-delivery": randomUUID(),
+      "x-hub-signature-256": signature,
+    },
+    body,
+    signal: AbortSignal.timeout(timeoutMs),
+  })
+    .then(async (res) => {
+      await res.arrayBuffer();
+      return String(res.status);
+    })
+    .catch((err: Error) => err.name);
+}
+
 const between = (rng: () => number, min: number, max: number) => Math.round(min + rng() * (max - min));
 
 export class Faults {
@@ -278,22 +298,8 @@ export class Faults {
     const { body, signed } = pushDelivery(fleet);
     const send = async (i: number) => {
       const replica = fleet.replicas[i % fleet.replicas.length]!;
-      const status = await fetch(`http://127.0.0.1:${replica.webhookPort}/webhook`, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "x-github-event": "push",
-          "x-github-delivery": randomUUID(),
-          "x-hub-signature-256": i % 2 === 0 ? signed : `sha256=${"0".repeat(64)}`,
-        },
-        body,
-        signal: AbortSignal.timeout(10_000),
-      })
-        .then(async (res) => {
-          await res.arrayBuffer();
-          return String(res.status);
-        })
-        .catch((err: Error) => err.name);
+      const forged = `sha256=${"0".repeat(64)}`;
+      const status = await deliver(replica.webhookPort, body, i % 2 === 0 ? signed : forged, 10_000);
       statuses.set(status, (statuses.get(status) ?? 0) + 1);
     };
     for (let i = 0; i < count; i += 40) await Promise.all(Array.from({ length: 40 }, (_, j) => send(i + j)));
@@ -330,22 +336,7 @@ export class Faults {
     const statuses = new Map<string, number>();
     try {
       while (Date.now() < stopAt) {
-        const status = await fetch(`http://127.0.0.1:${port}/webhook`, {
-          method: "POST",
-          headers: {
-            "content-type": "application/json",
-            "x-github-event": "push",
-            "x-github-delivery": randomUUID(),
-            "x-hub-signature-256": signed,
-          },
-          body,
-          signal: AbortSignal.timeout(5_000),
-        })
-          .then(async (res) => {
-            await res.arrayBuffer();
-            return String(res.status);
-          })
-          .catch((err: Error) => err.name);
+        const status = await deliver(port, body, signed, 5_000);
         statuses.set(status, (statuses.get(status) ?? 0) + 1);
         // A replica restarting (another fault) answers nothing for a while: only an answer other than
         // accepted, from a replica that is up, is the webhook failing a genuine sender.
