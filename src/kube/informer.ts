@@ -24,6 +24,8 @@ export class Informer {
   private readonly abort = new AbortController();
   private synced = false;
   private healthy = false;
+  /** When the last full list returned (performance.now()): every change since was delivered, while healthy. */
+  private listedAtMs = 0;
   private readonly syncWaiters: (() => void)[] = [];
   private readonly onError: (err: unknown) => void;
   /** One namespace (a namespaced Role is then enough), or every namespace when undefined. */
@@ -64,6 +66,15 @@ export class Informer {
     return this.healthy && !this.abort.signal.aborted;
   }
 
+  /**
+   * Since when (performance.now()) every change has been delivered: the last full list, while `current`;
+   * undefined when it is not. A watch that broke and resumed from its resourceVersion lost nothing; one
+   * that had to list again may have missed an object made and removed in between.
+   */
+  get seamlessSinceMs(): number | undefined {
+    return this.current ? this.listedAtMs : undefined;
+  }
+
   /** Resolves after the first full list has been delivered. */
   hasSynced(): Promise<void> {
     if (this.synced) return Promise.resolve();
@@ -83,7 +94,10 @@ export class Informer {
     let failures = 0;
     while (!this.abort.signal.aborted) {
       try {
-        if (!resourceVersion) resourceVersion = await this.relist();
+        if (!resourceVersion) {
+          resourceVersion = await this.relist();
+          this.listedAtMs = performance.now();
+        }
         this.healthy = true;
         if (!this.synced) {
           this.synced = true;

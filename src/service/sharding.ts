@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
 import { SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../api/labels.ts";
 import type { KubeClient } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
 import type { KubeObject } from "../kube/object.ts";
 import { isConflict, isNotFound } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
@@ -146,12 +147,41 @@ export class ShardMembership {
   private readonly refusedUntil = new Map<string, number>();
   /** What was logged about a Lease (its name first): each thing is said once. */
   private readonly logged = new Set<string>();
+  /**
+   * A watch of the member Leases: every write shows, even of a Lease deleted again before the next list.
+   * A member widens only once it watched without a gap for a lease duration (see watchedLongEnough).
+   */
+  private readonly watch: Informer;
+  /** The newest version of each member Lease the watch delivered since the last round, and when. */
+  private readonly heard = new Map<string, { lease: MemberLease; atMs: number }>();
+  /** This member's oldest write the watch has not shown yet (a watch that lags it is not trusted). */
+  private unheardWrite?: { resourceVersion: string; atMs: number };
+  /** The versions of this member's Lease the watch showed since its last write (one may beat the answer). */
+  private readonly heardOwn = new Set<string>();
+  /** Not before this (performance.now()) does the watch count as seamless: it lagged until then. */
+  private watchTrustedFromMs = 0;
 
   constructor(options: ShardMembershipOptions) {
     this.options = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...options };
     if (this.options.leaseDurationMs <= this.options.renewDeadlineMs)
       throw new Error("leaseDurationMs must be greater than renewDeadlineMs");
     this.leaseName = memberLeaseName(options.group, options.identity);
+    this.watch = new Informer(
+      options.client,
+      LEASE_API_VERSION,
+      "Lease",
+      (err) => options.log.debug({ err: String(err) }, "sharding: the watch of the member Leases broke"),
+      options.namespace,
+      { labelSelector: `${SHARD_GROUP_LABEL}=${options.group}` },
+    );
+    this.watch.on((event, object) => {
+      if (event === "DELETED") return;
+      const lease = object as unknown as MemberLease;
+      this.heard.set(lease.metadata.name, { lease, atMs: performance.now() });
+      const resourceVersion = lease.metadata.resourceVersion ?? "";
+      if (lease.metadata.name === this.leaseName) this.heardOwn.add(resourceVersion);
+      if (resourceVersion === this.unheardWrite?.resourceVersion) this.unheardWrite = undefined;
+    });
   }
 
   /** Whether this replica reconciles the cluster's CRs now. */
@@ -166,6 +196,7 @@ export class ShardMembership {
 
   start(): void {
     if (this.running) throw new Error("the shard membership was already started");
+    this.watch.start();
     this.running = this.run();
   }
 
@@ -177,6 +208,7 @@ export class ShardMembership {
     this.stopping.abort();
     clearTimeout(this.lapseTimer);
     await this.running;
+    this.watch.stop();
     await this.narrow([]);
     if (!this.lease) return;
     this.acknowledged = LEFT;
@@ -246,6 +278,7 @@ export class ShardMembership {
     // The lapse timer may have dropped every cluster while these requests were out: widen only on a
     // renewal still within its deadline, or this member would own a share the others may count as gone.
     if (performance.now() - this.lastRenewSentMs >= renewDeadlineMs) return;
+    if (!this.watchedLongEnough()) return;
     const before = this.views;
     this.views = [view];
     log.info({ members: view.length }, "sharding: every member acknowledged; taking this replica's share");
@@ -262,6 +295,26 @@ export class ShardMembership {
     this.options.log.warn("sharding: the member Lease was not renewed in time; dropping every cluster");
     this.acknowledged = "";
     await this.narrow([]);
+  }
+
+  /**
+   * Whether the watch of the member Leases ran without a gap, and kept up with this member's own writes,
+   * for a whole lease duration. A member that owns clusters writes its Lease at least once per renew
+   * deadline (or it dropped them), so every live member has shown in that time, even one whose Lease
+   * someone deleted just before this replica's first list: without this, a replica that had just started
+   * could see itself alone and take every cluster (issue #43, measured in the hour soak).
+   */
+  private watchedLongEnough(): boolean {
+    const { leaseDurationMs, renewDeadlineMs } = this.options;
+    const now = performance.now();
+    const since = this.watch.seamlessSinceMs;
+    if (since === undefined) return false;
+    if (this.unheardWrite && this.unheardWrite.atMs < since) this.unheardWrite = undefined; // listed since
+    // A watch that has not shown this member's own write for longer than the margin between the renew
+    // deadline and the lease duration may be missing the others' too.
+    if (this.unheardWrite && now - this.unheardWrite.atMs > leaseDurationMs - renewDeadlineMs)
+      this.watchTrustedFromMs = now;
+    return now - Math.max(since, this.watchTrustedFromMs) >= leaseDurationMs;
   }
 
   /** Narrows the share by `view` (nothing when empty) and waits until no reconcile outside it runs. */
@@ -294,6 +347,16 @@ export class ShardMembership {
     const { identity, group, leaseDurationMs, key } = this.options;
     const now = performance.now();
     const live = new Set<string>([identity]);
+    // What the watch showed since the last round first: a Lease written and deleted in between is a sighting.
+    for (const [name, { lease, atMs }] of this.heard) {
+      const { sighting } = judgeLease(name, lease, this.sightings.get(name), atMs, {
+        group,
+        leaseDurationMs,
+        key,
+      });
+      if (sighting) this.sightings.set(name, sighting);
+    }
+    this.heard.clear();
     const leases = await this.listMembersWithin();
     const byName = new Map(leases.map((lease) => [lease.metadata.name, lease]));
     for (const name of new Set([...byName.keys(), ...this.sightings.keys()])) {
@@ -435,6 +498,10 @@ export class ShardMembership {
       const method = this.lease ? "PUT" : "POST";
       const path = await this.leasePath(this.lease ? this.leaseName : undefined);
       this.lease = (await client.rest.request<MemberLease>({ method, path, body })).body;
+      const resourceVersion = this.lease.metadata.resourceVersion;
+      if (!this.unheardWrite && resourceVersion && !this.heardOwn.has(resourceVersion))
+        this.unheardWrite = { resourceVersion, atMs: sentMs };
+      this.heardOwn.clear();
       if (this.ownLast) this.renewed(sentMs);
       this.ownLast = true;
     } catch (err) {

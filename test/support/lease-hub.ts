@@ -8,7 +8,7 @@ import type { MemberLease } from "../../src/service/shard-lease.ts";
 // does them: the shard membership protocol is logic over conditional writes (test/integration/scale/
 // sharding.test.ts runs it on a real hub). Each member gets its own link to it, which can be cut as a
 // partition cuts it (the connection accepts and answers nothing until it heals; then the answers arrive,
-// late) or slowed.
+// late) or slowed. It serves watches too: every write is an event, in order, from any resourceVersion.
 
 /** One member's link to the hub. */
 export interface HubLink {
@@ -27,11 +27,28 @@ export function leaseHub() {
   const copy = <T>(value: T): T => structuredClone(value);
   /** Every version each Lease had: what an adversary may put back. */
   const history = new Map<string, MemberLease[]>();
+  /** Every change, in order, as a watch tells it; each open watch hears the new ones. */
+  const events: { version: number; type: "ADDED" | "MODIFIED" | "DELETED"; object: MemberLease }[] = [];
+  const watchers = new Set<(event: (typeof events)[number]) => void>();
+  const emit = (type: "ADDED" | "MODIFIED" | "DELETED", object: MemberLease) => {
+    const event = { version, type, object: copy(object) };
+    events.push(event);
+    for (const watcher of watchers) watcher(event);
+  };
   const store = (lease: MemberLease): MemberLease => {
+    const existed = leases.has(lease.metadata.name);
     const stored = copy({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } });
     leases.set(lease.metadata.name, stored);
     history.set(lease.metadata.name, [...(history.get(lease.metadata.name) ?? []), stored]);
+    emit(existed ? "MODIFIED" : "ADDED", stored);
     return copy(stored);
+  };
+  const remove = (name: string) => {
+    const current = leases.get(name);
+    if (!current) return;
+    leases.delete(name);
+    version++;
+    emit("DELETED", { ...current, metadata: { ...current.metadata, resourceVersion: String(version) } });
   };
   /**
    * Writes a Lease as one who may write Leases does, unconditionally: `change` gets the current one (or
@@ -39,7 +56,7 @@ export function leaseHub() {
    */
   const tamper = (name: string, change: (lease: MemberLease | undefined) => MemberLease | undefined) => {
     const next = change(copy(leases.get(name)));
-    if (next === undefined) leases.delete(name);
+    if (next === undefined) remove(name);
     else store(next);
   };
   const write = (method: string, path: string, body: MemberLease | undefined): MemberLease | object => {
@@ -51,7 +68,7 @@ export function leaseHub() {
     if (method === "POST") return current ? fail(409, "AlreadyExists") : store(body!);
     if (!current) return fail(404, "NotFound");
     if (method === "DELETE") {
-      leases.delete(name);
+      remove(name);
       return {};
     }
     if (body!.metadata.resourceVersion !== current.metadata.resourceVersion) return fail(409, "Conflict");
@@ -75,12 +92,41 @@ export function leaseHub() {
       client: {
         path: async (_apiVersion: string, _kind: string, namespace: string, name?: string) =>
           `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases${name ? `/${name}` : ""}`,
-        list: () => answer(() => ({ items: [...leases.values()].map(copy) })),
+        list: () =>
+          answer(() => ({ items: [...leases.values()].map(copy), resourceVersion: String(version) })),
         get: (_apiVersion: string, _kind: string, _namespace: string, name: string) =>
           answer(() => copy(leases.get(name))),
         rest: {
           request: ({ method, path, body }: { method: string; path: string; body?: MemberLease }) =>
             answer(() => ({ status: 200, body: write(method, path, body) })),
+          // A watch from `resourceVersion`: the changes after it, then each new one, each answered over the
+          // link (a cut holds them, in order, until the heal); it ends when the watcher aborts.
+          stream: (
+            _path: string,
+            query: { resourceVersion?: string },
+            onLine: (value: unknown) => void,
+            signal?: AbortSignal,
+          ) =>
+            new Promise<void>((resolve) => {
+              const from = Number(query.resourceVersion ?? 0);
+              // One after the other, as a watch stream delivers them, whatever the link's latency does.
+              let delivered = Promise.resolve();
+              const tell = (event: (typeof events)[number]) => {
+                delivered = delivered.then(() =>
+                  answer(() => {
+                    if (!signal?.aborted) onLine({ type: event.type, object: event.object });
+                  }),
+                );
+              };
+              for (const event of events) if (event.version > from) tell(event);
+              watchers.add(tell);
+              const end = () => {
+                watchers.delete(tell);
+                resolve();
+              };
+              if (signal?.aborted) end();
+              else signal?.addEventListener("abort", end, { once: true });
+            }),
         },
       } as unknown as KubeClient,
     };

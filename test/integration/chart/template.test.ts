@@ -786,7 +786,7 @@ describe("helm template: sharding", () => {
     expect(leaseRules(objects)).toContainEqual({
       apiGroups: ["coordination.k8s.io"],
       resources: ["leases"],
-      verbs: ["get", "list", "update", "delete"],
+      verbs: ["get", "list", "watch", "update", "delete"],
     });
     // A member counts once its Pod runs as the reconciler's ServiceAccount (src/service/sharding.ts podVoucher).
     expect(leaseRules(objects)).toContainEqual({ apiGroups: [""], resources: ["pods"], verbs: ["get"] });

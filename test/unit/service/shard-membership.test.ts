@@ -229,7 +229,35 @@ describe("an adversary who may write Leases but cannot read the shard key", () =
       stop();
       await watchOwners([a, b], shared, 10_000);
     }
-  });
+  }, 20_000);
+
+  it("cannot hide a live member from a replica that has just started by deleting its Lease before the newcomer looks", async () => {
+    const hub = leaseHub();
+    const a = member(hub, "replica-a");
+    await watchOwners([a], () => owned(a).length === CLUSTERS.length, 10_000);
+    // Once, just before the newcomer's first list; then again and again while it joins. The newcomer sees
+    // no other Lease in its first list either way; a's next write (a watch shows every one) tells it a lives.
+    for (const forgeFor of [0, 3 * LEASE_MS]) {
+      const name = memberLeaseName("knative-fleet", a.identity);
+      hub.tamper(name, () => undefined);
+      const stop = forgeFor > 0 ? keepForging(hub, a, () => undefined) : () => {};
+      const b = member(hub, forgeFor > 0 ? "replica-c" : "replica-b");
+      const until = performance.now() + forgeFor;
+      try {
+        await watchOwners([a, b], () => performance.now() > until, forgeFor + LEASE_MS);
+      } finally {
+        stop();
+      }
+      await watchOwners(
+        [a, b],
+        () =>
+          owned(a).length > 0 && owned(b).length > 0 && owned(a).length + owned(b).length === CLUSTERS.length,
+        10_000,
+      );
+      await b.membership.stop();
+      await watchOwners([a], () => owned(a).length === CLUSTERS.length, 10_000);
+    }
+  }, 30_000);
 });
 
 describe("what a member writes in its Lease, and what it does with the others'", () => {
@@ -254,22 +282,24 @@ describe("what a member writes in its Lease, and what it does with the others'",
     expect(epochOf(hub, a), "a new view, a new epoch").not.toBe(settled);
   });
 
-  it("alone, takes every cluster in its first round: two writes, its Lease and its acknowledgement", async () => {
+  it("alone, takes every cluster once it watched the member Leases for a lease duration, and not before", async () => {
     const hub = leaseHub();
-    const writesWhenWidened: number[] = [];
+    const startedAt = performance.now();
+    const widenedAt: number[] = [];
     const a: Member = member(
       hub,
       "replica-a",
       async () => {},
       silentLogger,
-      () =>
-        writesWhenWidened.push(hub.history.get(memberLeaseName("knative-fleet", a.identity))?.length ?? 0),
+      () => widenedAt.push(performance.now()),
     );
-    await waitUntil("it widens", async () => (writesWhenWidened.length > 0 ? true : undefined), 5_000);
-    // Its first write counts as a renewal (there was no Lease to take back), and it widens in the round
-    // that wrote its acknowledgement.
-    expect(writesWhenWidened[0]).toBe(2);
+    await waitUntil("it widens", async () => (widenedAt.length > 0 ? true : undefined), 5_000);
+    // A live member whose Lease was deleted just before this one's first list writes it again within a
+    // renew deadline: a newcomer that took its share at once could have seen itself alone.
+    expect(widenedAt[0]! - startedAt).toBeGreaterThanOrEqual(LEASE_MS);
+    expect(widenedAt[0]! - startedAt).toBeLessThan(LEASE_MS + 4 * RETRY_MS);
     expect(owned(a)).toEqual(CLUSTERS);
+    expect(hub.history.get(memberLeaseName("knative-fleet", a.identity))?.length).toBeGreaterThan(2);
   });
 
   it("once settled, narrows no more and keeps its record while the view stays", async () => {

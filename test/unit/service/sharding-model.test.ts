@@ -37,7 +37,8 @@ type Action =
   | { kind: "cut" | "heal" | "crash" | "stop"; slot: number }
   | { kind: "slow"; slot: number; latencyMs: number }
   | { kind: "forge"; slot: number; how: Forgery }
-  | { kind: "join" };
+  /** `hiding`: an adversary deletes every other replica's Lease, again and again, as the newcomer starts. */
+  | { kind: "join"; hiding?: boolean };
 interface Step {
   action: Action;
   waitMs: number;
@@ -120,6 +121,7 @@ function replica(hub: ReturnType<typeof leaseHub>, name: string, random: () => n
 const TRIGGERS = [
   "an acknowledgement forged (ack, copy, replay) while a replica hands clusters on",
   "a live replica's Lease deleted or its renewTime frozen",
+  "a replica joins while every other live replica's Lease is being deleted",
 ] as const;
 type Trigger = (typeof TRIGGERS)[number];
 const triggerRuns = new Map<Trigger, number>(TRIGGERS.map((t) => [t, 0]));
@@ -193,6 +195,15 @@ async function run(steps: readonly Step[], seed: number): Promise<string[]> {
     const target = action.kind === "join" ? undefined : slots[action.slot];
     switch (action.kind) {
       case "join":
+        if (action.hiding && slots.length < SLOTS) {
+          const others = slots.filter((r): r is Replica => !!r?.alive && !r.leaving);
+          if (others.length > 0) triggered.add(TRIGGERS[2]);
+          for (const other of others) {
+            const name = memberLeaseName("knative-fleet", other.identity);
+            hub.tamper(name, () => undefined);
+            forgers.push(setInterval(() => hub.tamper(name, () => undefined), 10 + random() * 30));
+          }
+        }
         join();
         break;
       case "cut":
@@ -283,7 +294,8 @@ const randomSteps = fc.array(fc.record({ action, waitMs: fc.integer({ min: 0, ma
 });
 // Aimed: somewhere in each schedule a replica joins and, while the others hand it clusters, an adversary
 // forges acknowledgements; and somewhere one of the first two replicas' Lease is deleted or frozen again and
-// again (the situations the proofs exist for; random steps alone meet them in few runs).
+// again (the situations the proofs exist for; random steps alone meet them in few runs); and in half the
+// runs the newcomer starts while every other replica's Lease is being deleted (it must not see itself alone).
 const forging = (slots: fc.Arbitrary<number>, hows: readonly Forgery[]) =>
   fc.record({
     action: fc.record({ kind: fc.constant("forge" as const), slot: slots, how: fc.constantFrom(...hows) }),
@@ -293,13 +305,14 @@ const aimed = fc.tuple(
   fc.integer({ min: 0, max: 60 }),
   forging(slot, ["ack", "copy", "replay"]),
   forging(fc.nat(1), ["delete", "freeze"]),
+  fc.boolean(),
 );
 const schedule = fc
   .tuple(randomSteps, aimed, fc.nat(), fc.nat())
-  .map(([steps, [joinWaitMs, acks, gone], at, at2]): Step[] => {
+  .map(([steps, [joinWaitMs, acks, gone, hiding], at, at2]): Step[] => {
     const withJoin = [
       ...steps.slice(0, at % (steps.length + 1)),
-      { action: { kind: "join" }, waitMs: joinWaitMs },
+      { action: { kind: "join", hiding }, waitMs: joinWaitMs },
       acks,
       ...steps.slice(at % (steps.length + 1)),
     ] as Step[];
