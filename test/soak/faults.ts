@@ -38,13 +38,8 @@ export const FAULT_KINDS = [
   "lease-forge",
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
-/**
- * The faults a run starts unless --faults says otherwise: every kind but lease-forge. Timed deletions of
- * member Leases can still hide a live member from a replica that has just started, which then takes the
- * hidden member's clusters (the hour run of docs/reliability.md, issue #43): opt-in until members are
- * discovered by a watch, which no deletion hides.
- */
-export const DEFAULT_FAULT_KINDS: readonly FaultKind[] = FAULT_KINDS.filter((kind) => kind !== "lease-forge");
+/** The faults a run starts unless --faults says otherwise: every kind. */
+export const DEFAULT_FAULT_KINDS: readonly FaultKind[] = FAULT_KINDS;
 
 export interface FaultRecord {
   kind: FaultKind;
