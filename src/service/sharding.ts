@@ -154,7 +154,7 @@ export class ShardMembership {
   private readonly watch: Informer;
   /** The newest version of each member Lease the watch delivered since the last round, and when. */
   private readonly heard = new Map<string, { lease: MemberLease; atMs: number }>();
-  /** This member's oldest write the watch has not shown yet (a watch that lags it is not trusted). */
+  /** This member's oldest write the watch has not shown yet, and when it was stored (a watch lagging it is not trusted). */
   private unheardWrite?: { resourceVersion: string; atMs: number };
   /** The versions of this member's Lease the watch showed since its last write (one may beat the answer). */
   private readonly heardOwn = new Set<string>();
@@ -500,7 +500,7 @@ export class ShardMembership {
       this.lease = (await client.rest.request<MemberLease>({ method, path, body })).body;
       const resourceVersion = this.lease.metadata.resourceVersion;
       if (!this.unheardWrite && resourceVersion && !this.heardOwn.has(resourceVersion))
-        this.unheardWrite = { resourceVersion, atMs: sentMs };
+        this.unheardWrite = { resourceVersion, atMs: performance.now() };
       this.heardOwn.clear();
       if (this.ownLast) this.renewed(sentMs);
       this.ownLast = true;

@@ -18,6 +18,12 @@ export interface HubLink {
   latencyMs: number;
   /** Answers every request held while cut, and ends the cut. */
   heal(): void;
+  /**
+   * Holds this link's watch events (the stream stays open and says nothing, as a stalled watch does) until
+   * the returned function is called; then they arrive, in order, as a watch resumed from its
+   * resourceVersion delivers them.
+   */
+  stallWatch(): () => void;
   client: KubeClient;
 }
 
@@ -77,6 +83,7 @@ export function leaseHub() {
 
   const link = (): HubLink => {
     const held: (() => void)[] = [];
+    let watchStalled: Promise<void> = Promise.resolve();
     // The request reaches the hub when it is answered: a write held by a cut lands after the heal.
     const answer = <T>(respond: () => T): Promise<T> =>
       self.cut
@@ -85,6 +92,13 @@ export function leaseHub() {
     const self: HubLink = {
       cut: false,
       latencyMs: 2,
+      stallWatch: () => {
+        let release = () => {};
+        watchStalled = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        return release;
+      },
       heal: () => {
         self.cut = false;
         for (const release of held.splice(0)) release();
@@ -112,11 +126,12 @@ export function leaseHub() {
               // One after the other, as a watch stream delivers them, whatever the link's latency does.
               let delivered = Promise.resolve();
               const tell = (event: (typeof events)[number]) => {
-                delivered = delivered.then(() =>
-                  answer(() => {
+                delivered = delivered.then(async () => {
+                  await watchStalled;
+                  await answer(() => {
                     if (!signal?.aborted) onLine({ type: event.type, object: event.object });
-                  }),
-                );
+                  });
+                });
               };
               for (const event of events) if (event.version > from) tell(event);
               watchers.add(tell);

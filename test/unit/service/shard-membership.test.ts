@@ -3,13 +3,20 @@ import pino from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   SHARD_EPOCH_ANNOTATION,
+  SHARD_GROUP_LABEL,
   SHARD_SEEN_ANNOTATION,
   SHARD_VIEW_ANNOTATION,
 } from "../../../src/api/labels.ts";
 import { type Logger, silentLogger } from "../../../src/observability/log.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import { type MemberLease, memberLeaseName, provenRecord } from "../../../src/service/shard-lease.ts";
-import { ShardMembership, viewDigest } from "../../../src/service/sharding.ts";
+import { LEASE_API_VERSION, microTime } from "../../../src/service/lease.ts";
+import {
+  type MemberLease,
+  memberLeaseName,
+  provenRecord,
+  recordAnnotations,
+} from "../../../src/service/shard-lease.ts";
+import { ShardMembership, shardOwner, viewDigest } from "../../../src/service/sharding.ts";
 import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
 import { waitUntil } from "../../support/wait.ts";
 
@@ -45,8 +52,9 @@ function member(
   settle: () => Promise<void> = async () => {},
   log: Logger = silentLogger,
   onWidened: () => void = () => {},
+  link: HubLink = hub.link(),
 ): Member {
-  const self = { identity: processIdentity(pod), narrowed: [], link: hub.link() } as unknown as Member;
+  const self = { identity: processIdentity(pod), narrowed: [], link } as unknown as Member;
   self.membership = new ShardMembership({
     client: self.link.client,
     key: hub.key,
@@ -230,6 +238,71 @@ describe("an adversary who may write Leases but cannot read the shard key", () =
       await watchOwners([a, b], shared, 10_000);
     }
   }, 20_000);
+
+  it("counts a member whose Lease no list ever sees: written and deleted between two looks, the watch shows it", async () => {
+    const hub = leaseHub();
+    // A member's proven record, written and deleted again in the same turn: no list answer can hold it.
+    const hidden = processIdentity("replica-hidden");
+    const name = memberLeaseName("knative-fleet", hidden);
+    const flash = () => {
+      const record = { holder: hidden, renewTime: microTime(new Date()), view: "", epoch: "e1", seen: [] };
+      hub.tamper(name, () => ({
+        apiVersion: LEASE_API_VERSION,
+        kind: "Lease",
+        metadata: {
+          name,
+          namespace: "knative-fleet",
+          labels: { [SHARD_GROUP_LABEL]: "knative-fleet" },
+          annotations: recordAnnotations(hub.key, name, record),
+        },
+        spec: { holderIdentity: hidden, leaseDurationSeconds: 1, renewTime: record.renewTime },
+      }));
+      hub.tamper(name, () => undefined);
+    };
+    flash();
+    const flasher = setInterval(flash, RETRY_MS);
+    try {
+      const a = member(hub, "replica-a");
+      const hiddenShare = CLUSTERS.filter((c) => shardOwner([a.identity, hidden], c) === hidden);
+      expect(hiddenShare.length).toBeGreaterThan(0);
+      await waitUntil(
+        "the member is seen",
+        async () => (a.membership.members.includes(hidden) ? true : undefined),
+        2 * LEASE_MS,
+      );
+      await sleep(2 * LEASE_MS);
+      expect(a.membership.members).toContain(hidden);
+      // It never acknowledges a's view, so a takes nothing; in particular nothing hashing gives the hidden one.
+      expect(owned(a)).toEqual([]);
+    } finally {
+      clearInterval(flasher);
+    }
+  });
+
+  it("takes nothing on a watch that has not shown its own write for longer than the margin, and widens once it catches up", async () => {
+    const hub = leaseHub();
+    const link = hub.link();
+    // Stalled from the start: the list works, the watch stays open and says nothing.
+    const release = link.stallWatch();
+    const widened: number[] = [];
+    const a = member(
+      hub,
+      "replica-a",
+      async () => {},
+      silentLogger,
+      () => widened.push(performance.now()),
+      link,
+    );
+    await sleep(3 * LEASE_MS);
+    expect(widened, "no share on a watch that lags its own writes").toEqual([]);
+    expect(owned(a)).toEqual([]);
+    const releasedAt = performance.now();
+    release();
+    await waitUntil("it widens", async () => (widened.length > 0 ? true : undefined), 4 * LEASE_MS);
+    // The wait started over at the last look before the watch caught up: about a lease duration after it.
+    expect(widened[0]! - releasedAt).toBeGreaterThanOrEqual(LEASE_MS - 2 * RETRY_MS);
+    expect(owned(a)).toEqual(CLUSTERS);
+  });
 
   it("cannot hide a live member from a replica that has just started by deleting its Lease before the newcomer looks", async () => {
     const hub = leaseHub();
