@@ -1,13 +1,7 @@
 import { stringify } from "yaml";
 import type { ReadinessPhase } from "../api/conditions.ts";
-import type { DriftRecord, FieldChange } from "../api/drift.ts";
-import {
-  CONFIRM_PRUNE_ANNOTATION,
-  DRIFT_MODE_ANNOTATION,
-  isManagedByFleet,
-  PRUNE_CONFIRMATION_CONFIGMAP,
-} from "../api/labels.ts";
-import type { Diagnostic } from "../fleet/diagnostic.ts";
+import { CONFIRM_PRUNE_ANNOTATION, isManagedByFleet, PRUNE_CONFIRMATION_CONFIGMAP } from "../api/labels.ts";
+import { compareStrings, type Diagnostic } from "../fleet/diagnostic.ts";
 import { formatIdentity, type ResourceIdentity } from "../fleet/identity.ts";
 import type { KubeObject } from "../kube/object.ts";
 import type { PruneCandidate, PruneReport } from "../mirror/decide.ts";
@@ -15,11 +9,27 @@ import { type PlacementRollupRow, placementRollup } from "../placement/rollup.ts
 import type { RolloutReport } from "../rollout/edge.ts";
 import { type RolloutVerdict, rolloutVerdict } from "../rollout/state.ts";
 import type { SyncResult } from "../sync/sync.ts";
-import { shortCommit } from "../text/commit.ts";
-import { count } from "../text/count.ts";
-import { escapeControlCharacters } from "../text/escape.ts";
 import { markdownCell, markdownTable, markdownText } from "../text/markdown.ts";
-import { compareRows, type HubCrRow, hubCrRow, versionText } from "./row.ts";
+import {
+  clusterPage,
+  compareRows,
+  driftSection,
+  type HubCrRow,
+  hubCrRow,
+  isClusterPage,
+  listed,
+  more,
+  PHASE_MARK,
+  PHASE_ORDER,
+  RESOURCE_COLUMNS,
+  readinessCounts,
+  resourceCells,
+  resourcesTable,
+  table,
+  tally,
+  versionText,
+  withoutUndefined,
+} from "./row.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
 // fleet.yaml for tools, both from one summary so they never disagree. The output is a pure function of
@@ -28,21 +38,51 @@ import { compareRows, type HubCrRow, hubCrRow, versionText } from "./row.ts";
 
 const STATUS_README = "README.md";
 const STATUS_DATA = "fleet.yaml";
+/** The index of the clusters' pages, when the README summarizes. */
+export const CLUSTER_INDEX = "clusters/README.md";
 
-/**
- * The first line of each status file. A file at a status file's path that does not start with it is not
- * the bot's (a README of the repository, a fleet file): the write-back never overwrites it.
- */
-export const STATUS_FILE_HEADS: Readonly<Record<string, string>> = {
+const HEADS: Readonly<Record<string, string>> = {
   [STATUS_README]: "# Fleet status\n",
   [STATUS_DATA]: "# Written by knative-fleet from the hub after each sync; edits here are overwritten.\n",
+  [CLUSTER_INDEX]: "# Fleet status by cluster\n",
 };
+const CLUSTER_PAGE_HEAD = "# Cluster status\n";
+const WRITTEN = "Written by knative-fleet from the hub after each sync; edits here are overwritten.";
+
+/**
+ * The first line of the status file at `name`, or undefined for a path the status never writes. A file at a
+ * status file's path that does not start with it is not the bot's (a README of the repository, a fleet
+ * file): the write-back never overwrites it, nor deletes it.
+ */
+export const statusFileHead = (name: string): string | undefined =>
+  HEADS[name] ?? (isClusterPage(name) ? CLUSTER_PAGE_HEAD : undefined);
 
 export interface StatusFile {
-  /** The file name inside the status folder. */
+  /** The file's path inside the status folder: `README.md`, `clusters/fleet-system/eu-1.md`. */
   name: string;
   content: string;
 }
+
+// GitHub shows a folder's README.md (the status folder's page) up to its first 512,000 bytes and drops the
+// rest without a word (https://github.com/isaacs/github/issues/1610); it renders other Markdown files "if
+// the files are small (generally less than 2 MB)" (https://docs.github.com/en/repositories/creating-and-managing-repositories/repository-limits).
+
+/**
+ * Above this many clusters the README summarizes: the CRs counted by readiness and reason, by version and
+ * by wave, the ones not ready listed, every other table cut to MAX_LISTED rows; each cluster's CRs are on
+ * a page of its own (row.ts clusterPage), listed in clusters/README.md; fleet.yaml keeps every CR. Measured
+ * (scripts/bench-reports.ts, docs/scale.md): in a fleet mid-rollout a cluster with its two CRs takes ~570
+ * bytes of the whole README, so 1,000 clusters passed 512,000 bytes; at 200 the whole README is ~110 KiB,
+ * a fifth of that with room for a bad day (long failure messages, drift), and 400 rows is already more than
+ * anyone reads through.
+ */
+export const SUMMARY_ABOVE_CLUSTERS = 200;
+/** Rows a table of the summarized README lists at most; fleet.yaml and the clusters' pages have the rest. */
+const MAX_LISTED = 100;
+/** The CRs not ready are what a reader of a big fleet looks for: more of them are listed. */
+const MAX_NOT_READY_LISTED = 300;
+/** A status message in the summarized README's list is cut to this many characters (its page has it whole). */
+const MAX_LISTED_MESSAGE = 200;
 
 interface StatusSummaryInput {
   /** The KnativeServing and KnativeEventing CRs on the hub; hand-made ones (not mirrored) are left out. */
@@ -90,18 +130,56 @@ interface PruneSummary {
   confirmation?: { namespace: string; token: string };
 }
 
-/** The status folder's files, README.md then fleet.yaml. */
+/**
+ * The status folder's files: README.md then fleet.yaml; above SUMMARY_ABOVE_CLUSTERS clusters, the README
+ * summarizes, and the clusters' index and one page per cluster follow.
+ */
 export function renderStatusSummary(input: StatusSummaryInput): StatusFile[] {
   const summary = summarize(input);
+  // The rollout's sentence is read off the sync's report; fleet.yaml keeps the report's fields.
+  const verdict = input.sync.rollout && rolloutVerdict(input.sync.rollout);
+  const data = { name: STATUS_DATA, content: renderData(summary) };
+  const clusters = Map.groupBy(summary.resources, (row) => row.cluster);
+  if (clusters.size <= SUMMARY_ABOVE_CLUSTERS)
+    return [{ name: STATUS_README, content: renderReadme(summary, verdict, undefined) }, data];
+  const fleet: FleetView = {
+    clusters,
+    waves: input.sync.rollout?.clusterWaves ?? {},
+    waveOrder: waveOrderOf(input.sync.rollout),
+    waiting: new Map(summary.rollout?.waiting.map((w) => [w.resource, w.reason])),
+  };
   return [
-    // The rollout's sentence is read off the sync's report; fleet.yaml keeps the report's fields.
-    {
-      name: STATUS_README,
-      content: renderReadme(summary, input.sync.rollout && rolloutVerdict(input.sync.rollout)),
-    },
-    { name: STATUS_DATA, content: renderData(summary) },
+    { name: STATUS_README, content: renderReadme(summary, verdict, fleet) },
+    data,
+    { name: CLUSTER_INDEX, content: clusterIndex(fleet) },
+    ...[...clusters].map(([cluster, rows]) => ({
+      name: clusterPage(cluster),
+      content: page(cluster, rows, fleet),
+    })),
   ];
 }
+
+/** A summarized fleet: its rows by cluster, each cluster's wave, and why each waiting CR waits. */
+interface FleetView {
+  clusters: Map<string, HubCrRow[]>;
+  /** Each cluster's wave (`namespace/name`), and the waves in the order they completed, the open one, the rest by name. */
+  waves: Readonly<Record<string, string>>;
+  waveOrder: string[];
+  /** By `Kind namespace/name`. */
+  waiting: Map<string, string>;
+}
+
+function waveOrderOf(rollout: StatusSync["rollout"]): string[] {
+  const named = new Set(Object.values(rollout?.clusterWaves ?? {}));
+  const known = [...(rollout?.history ?? []).map((h) => h.wave), ...(rollout?.wave ? [rollout.wave] : [])];
+  return [...new Set([...known.filter((wave) => named.has(wave)), ...[...named].sort(compareStrings)])];
+}
+
+/** The pages a clusters' index lists (paths inside the status folder): what the write-back may prune. */
+export const clusterPagesListed = (index: string): string[] =>
+  [...index.matchAll(/\]\(([-a-z0-9._/]+\.md)\)/g)]
+    .map((link) => `clusters/${link[1]}`)
+    .filter(isClusterPage);
 
 /** What the status files read of a sync. */
 export type StatusSync = Omit<SyncResult, "model" | "placements"> & Partial<Pick<SyncResult, "placements">>;
@@ -180,117 +258,186 @@ function pruneSummary({
   return { state, reason, message, candidates, retained, confirmation };
 }
 
-function renderReadme(summary: Summary, rollout: RolloutVerdict | undefined): string {
+/** The README: every CR in one table, or for a big fleet (`fleet`) counts, the CRs not ready and links. */
+function renderReadme(
+  summary: Summary,
+  rollout: RolloutVerdict | undefined,
+  fleet: FleetView | undefined,
+): string {
+  const limit = fleet ? MAX_LISTED : Number.POSITIVE_INFINITY;
   const sections = [
-    STATUS_FILE_HEADS[STATUS_README]!.trimEnd(),
-    "Written by knative-fleet from the hub after each sync; edits here are overwritten.",
+    HEADS[STATUS_README]!.trimEnd(),
+    WRITTEN,
     readinessCounts(summary.resources),
-    resourcesTable(summary.resources),
-    placementsSection(summary.placements),
-    driftSection(summary.resources),
-    rolloutSection(summary.rollout, rollout),
-    validationSection(summary),
-    conflictsSection(summary.conflicts),
-    applyErrorsSection(summary.applyErrors),
-    pruneSection(summary.prune),
-    retainedSection(summary.prune.retained),
+    ...(fleet
+      ? [
+          `${fleet.clusters.size} clusters, more than ${SUMMARY_ABOVE_CLUSTERS}: this page counts the CRs and ` +
+            `lists those not ready; each cluster's CRs are on its own page, listed in [${CLUSTER_INDEX}](${CLUSTER_INDEX}), ` +
+            `and ${STATUS_DATA} has every CR.`,
+          countsSection(summary.resources, fleet),
+          notReadySection(summary.resources),
+        ]
+      : [resourcesTable(summary.resources)]),
+    placementsSection(summary.placements, limit),
+    driftSection(summary.resources, limit),
+    rolloutSection(summary.rollout, rollout, limit),
+    validationSection(summary, limit),
+    conflictsSection(summary.conflicts, limit),
+    applyErrorsSection(summary.applyErrors, limit),
+    pruneSection(summary.prune, limit),
+    retainedSection(summary.prune.retained, limit),
   ];
   return `${sections.filter((section) => section !== "").join("\n\n")}\n`;
 }
 
-const PHASE_MARK: Record<ReadinessPhase, string> = {
-  Current: "✓",
-  Failed: "✗",
-  InProgress: "…",
-  Terminating: "…",
-};
-
-function readinessCounts(rows: readonly HubCrRow[]): string {
-  if (rows.length === 0) return "The hub holds no CR from the fleet repository.";
-  const tally = (...phases: ReadinessPhase[]) => rows.filter((row) => phases.includes(row.phase)).length;
-  return (
-    `CRs on the hub: ${rows.length}; ready ${PHASE_MARK.Current} ${tally("Current")}, ` +
-    `not ready ${PHASE_MARK.Failed} ${tally("Failed")}, in progress ${PHASE_MARK.InProgress} ${tally("InProgress", "Terminating")}.`
-  );
-}
-
-function resourcesTable(rows: readonly HubCrRow[]): string {
-  if (rows.length === 0) return "";
-  return table(
-    ["Cluster", "Kind", "CR", "Ready", "Version", "Status", "Commit"],
-    rows.map((row) => [
-      row.cluster,
-      row.kind,
-      `${row.namespace}/${row.name}`,
-      PHASE_MARK[row.phase],
-      versionText(row) ?? "",
-      row.message ?? "",
-      row.commit === undefined ? "" : shortCommit(row.commit),
-    ]),
-  );
-}
-
-/** The rollout's verdict (rollout/state.ts rolloutVerdict), then the CRs that wait and why. */
-function rolloutSection(rollout: RolloutSummary | undefined, verdict: RolloutVerdict | undefined): string {
-  if (rollout === undefined || verdict === undefined) return "";
+/** A big fleet's CRs that are not ready, each cluster linked to its page, where its message is whole. */
+function notReadySection(rows: readonly HubCrRow[]): string {
+  const notReady = rows.filter((row) => row.phase !== "Current");
+  if (notReady.length === 0) return "";
+  const cut = (text = "") =>
+    text.length > MAX_LISTED_MESSAGE ? `${[...text].slice(0, MAX_LISTED_MESSAGE).join("")}…` : text;
+  const shown = notReady.slice(0, MAX_NOT_READY_LISTED).map((row) => {
+    const [cluster, ...cells] = resourceCells(row, cut(row.message)).map(markdownCell);
+    return [`[${cluster}](${clusterPage(row.cluster)})`, ...cells];
+  });
   return [
-    "## Rollout",
-    `${markdownText(verdict.message)}.`,
-    ...(rollout.waiting.length > 0
-      ? [
-          table(
-            ["CR", "Waits for"],
-            rollout.waiting.map((w) => [w.resource, w.reason]),
-          ),
-        ]
+    `## Not ready (${notReady.length})`,
+    markdownTable(RESOURCE_COLUMNS, shown),
+    ...(notReady.length > shown.length
+      ? [`… and ${notReady.length - shown.length} more, counted above: each is on its cluster's page.`]
       : []),
   ].join("\n\n");
 }
 
-function validationSection({ validationErrors, invalidFiles }: Summary): string {
+/** Per wave: its clusters, their CRs by readiness, and how many wait for the rollout. */
+function wavesTable(rows: readonly HubCrRow[], fleet: FleetView): string {
+  if (fleet.waveOrder.length === 0) return "";
+  const waves = new Map(
+    fleet.waveOrder.map((wave) => [wave, { clusters: new Set<string>(), phases: [0, 0, 0, 0], waiting: 0 }]),
+  );
+  for (const row of rows) {
+    const wave = waves.get(fleet.waves[row.cluster] ?? "");
+    if (wave === undefined) continue;
+    wave.clusters.add(row.cluster);
+    wave.phases[PHASE_ORDER.indexOf(row.phase)]! += 1;
+    if (fleet.waiting.has(formatIdentity(row))) wave.waiting += 1;
+  }
+  return table(
+    ["Wave", "Clusters", "CRs", "Ready", "Not ready", "In progress", "Waiting"],
+    [...waves]
+      .slice(0, MAX_LISTED)
+      .map(([name, { clusters, phases, waiting }]) => [
+        name,
+        ...[
+          clusters.size,
+          phases.reduce((a, b) => a + b),
+          phases[0]!,
+          phases[1]!,
+          phases[2]! + phases[3]!,
+          waiting,
+        ].map(String),
+      ]),
+  );
+}
+
+/**
+ * A big fleet's CRs counted: by readiness and reason, by kind and version, and by rollout wave (in the
+ * order the waves completed, then the open one, then the others by name).
+ */
+function countsSection(rows: readonly HubCrRow[], fleet: FleetView): string {
+  const phaseOf = (row: HubCrRow) => PHASE_ORDER.indexOf(row.phase);
+  const byReason = [...Map.groupBy(rows, (row) => JSON.stringify([row.phase, row.reason])).values()]
+    .sort(([a], [b]) => phaseOf(a!) - phaseOf(b!) || compareStrings(a!.reason ?? "", b!.reason ?? ""))
+    .map((group) => [PHASE_MARK[group[0]!.phase], group[0]!.reason ?? "", String(group.length)]);
+  const byVersion = [...Map.groupBy(rows, (row) => JSON.stringify([row.kind, versionText(row) ?? "-"]))]
+    .sort(([a], [b]) => compareStrings(a, b))
+    .map(([, group]) => [group[0]!.kind, versionText(group[0]!) ?? "-", String(group.length)]);
+  return [
+    "## Counts",
+    table(["Ready", "Reason", "CRs"], byReason.slice(0, MAX_LISTED)),
+    table(["Kind", "Version", "CRs"], byVersion.slice(0, MAX_LISTED)),
+    wavesTable(rows, fleet),
+  ]
+    .filter((part) => part !== "")
+    .join("\n\n");
+}
+
+/**
+ * The rollout's verdict (rollout/state.ts rolloutVerdict), then the CRs that wait and why; a big fleet's
+ * (a finite `limit`) counted by why, each CR on its cluster's page.
+ */
+function rolloutSection(
+  rollout: RolloutSummary | undefined,
+  verdict: RolloutVerdict | undefined,
+  limit: number,
+): string {
+  if (rollout === undefined || verdict === undefined) return "";
+  const { waiting } = rollout;
+  return [
+    "## Rollout",
+    `${markdownText(verdict.message)}.`,
+    ...(waiting.length === 0
+      ? []
+      : Number.isFinite(limit)
+        ? [
+            listed(
+              ["Waits for", "CRs"],
+              [...tally(waiting, (w) => w.reason)].sort(([a, m], [b, n]) => n - m || compareStrings(a, b)),
+              ([reason, crs]) => [reason, String(crs)],
+              limit,
+            ),
+          ]
+        : [
+            table(
+              ["CR", "Waits for"],
+              waiting.map((w) => [w.resource, w.reason]),
+            ),
+          ]),
+  ].join("\n\n");
+}
+
+function validationSection({ validationErrors, invalidFiles }: Summary, limit: number): string {
   if (validationErrors.length === 0) return "";
-  const kept = invalidFiles.flatMap(({ path, declares }) =>
+  const declared = invalidFiles.flatMap(({ path, declares }) =>
     declares.map((identity) => `- ${markdownText(formatIdentity(identity))} (${markdownText(path)})`),
   );
+  const kept =
+    declared.length > limit ? [...declared.slice(0, limit), more(declared.length - limit)] : declared;
   return [
     "## Validation errors",
     "A file with an error is not applied: the CRs it declares keep their last good state on the hub, and " +
       "nothing is pruned until every file is valid.",
-    table(
+    listed(
       ["Location", "Field", "Message"],
-      validationErrors.map((d) => [`${d.path}:${d.line}:${d.column}`, d.field, d.message]),
+      validationErrors,
+      (d) => [`${d.path}:${d.line}:${d.column}`, d.field, d.message],
+      limit,
     ),
     ...(kept.length > 0 ? ["Kept at their last good state:", kept.join("\n")] : []),
   ].join("\n\n");
 }
 
-function conflictsSection(conflicts: Summary["conflicts"]): string {
+function conflictsSection(conflicts: Summary["conflicts"], limit: number): string {
   if (conflicts.length === 0) return "";
   return [
     "## Conflicts",
     "A CR of the same kind and name is on the hub but is not this repository's: made by hand, or mirrored " +
       "from another repository. knative-fleet leaves it alone: it is neither updated nor pruned. The last " +
       "column says how to hand it over.",
-    table(
-      ["CR", "File", "Whose"],
-      conflicts.map((c) => [formatIdentity(c), c.path, c.reason ?? ""]),
-    ),
+    listed(["CR", "File", "Whose"], conflicts, (c) => [formatIdentity(c), c.path, c.reason ?? ""], limit),
   ].join("\n\n");
 }
 
-function applyErrorsSection(errors: Summary["applyErrors"]): string {
+function applyErrorsSection(errors: Summary["applyErrors"], limit: number): string {
   if (errors.length === 0) return "";
   return [
     "## Not applied",
     "knative-fleet's admission or the hub refused these CRs; they keep their last applied state.",
-    table(
-      ["CR", "File", "Error"],
-      errors.map((e) => [formatIdentity(e), e.path, e.error]),
-    ),
+    listed(["CR", "File", "Error"], errors, (e) => [formatIdentity(e), e.path, e.error], limit),
   ].join("\n\n");
 }
 
-function pruneSection(prune: PruneSummary): string {
+function pruneSection(prune: PruneSummary, limit: number): string {
   switch (prune.state) {
     case "none":
       return "";
@@ -298,13 +445,13 @@ function pruneSection(prune: PruneSummary): string {
       return [
         "## Prune failed",
         "These CRs are no longer in Git, but the hub refused to delete them; the next sync tries again.",
-        candidatesTable(prune.candidates, true),
+        candidatesTable(prune.candidates, true, limit),
       ].join("\n\n");
     case "skipped":
       return [
         "## Prune skipped",
         `These CRs are no longer in Git but are not pruned: ${markdownText(prune.message ?? "")}.`,
-        candidatesTable(prune.candidates, false),
+        candidatesTable(prune.candidates, false, limit),
       ].join("\n\n");
     case "held": {
       const { namespace, token } = prune.confirmation!;
@@ -312,7 +459,7 @@ function pruneSection(prune: PruneSummary): string {
         "## Prune held",
         `Held: ${markdownText(prune.message ?? "")}. Once confirmed, these CRs are deleted and Knative is ` +
           "uninstalled from their clusters:",
-        candidatesTable(prune.candidates, false),
+        candidatesTable(prune.candidates, false, limit),
         "To confirm exactly this prune, run against the hub:",
         [
           "```sh",
@@ -327,107 +474,102 @@ function pruneSection(prune: PruneSummary): string {
   }
 }
 
-function retainedSection(retained: readonly PruneCandidate[]): string {
+function retainedSection(retained: readonly PruneCandidate[], limit: number): string {
   if (retained.length === 0) return "";
   return [
     "## Kept by `fleet.knative.dev/prune: disabled`",
     "These CRs are no longer in Git and are never pruned; delete them on the hub to uninstall.",
-    candidatesTable(retained, false),
+    candidatesTable(retained, false, limit),
   ].join("\n\n");
 }
 
-function candidatesTable(candidates: readonly PruneCandidate[], withErrors: boolean): string {
-  return table(
+function candidatesTable(candidates: readonly PruneCandidate[], withErrors: boolean, limit: number): string {
+  return listed(
     withErrors ? ["CR", "File", "Error"] : ["CR", "File"],
-    candidates.map((c) => [formatIdentity(c), c.path ?? "", ...(withErrors ? [c.error ?? ""] : [])]),
+    candidates,
+    (c) => [formatIdentity(c), c.path ?? "", ...(withErrors ? [c.error ?? ""] : [])],
+    limit,
   );
 }
 
-function placementsSection(rows: readonly PlacementRollupRow[] | undefined): string {
+function placementsSection(rows: readonly PlacementRollupRow[] | undefined, limit: number): string {
   if (rows === undefined) return "";
   return [
     "## Placements",
-    table(
+    listed(
       ["Placement", "File", "Selected", "Ready", "Not ready (first)", "Left (kept for the grace period)"],
-      rows.map((row) => [
+      rows,
+      (row) => [
         row.placement,
         `${row.path}:${row.line}`,
         row.pending ? `pending: ${row.pending}` : String(row.selected.length),
         String(row.ready),
         row.notReady === 0 ? "0" : `${row.notReady} (${row.firstNotReady ?? ""})`,
-        row.left.join(", "),
-      ]),
+        row.left.length > limit
+          ? `${row.left.slice(0, limit).join(", ")} and ${row.left.length - limit} more`
+          : row.left.join(", "),
+      ],
+      limit,
     ),
-    ...differsList(rows),
+    ...differsList(rows, limit),
   ].join("\n\n");
 }
 
 /** The clusters that differ from the others of their placement (placement/rollup.ts), when some do. */
-function differsList(rows: readonly PlacementRollupRow[]): string[] {
+function differsList(rows: readonly PlacementRollupRow[], limit: number): string[] {
   const lines = rows.flatMap((row) =>
     (row.differs ?? []).map((what) => `- ${markdownText(row.placement)}: ${markdownText(what)}`),
   );
+  const shown = lines.length > limit ? [...lines.slice(0, limit), more(lines.length - limit)] : lines;
   return lines.length > 0
-    ? ["Clusters that differ from the others of their placement:", lines.join("\n")]
+    ? ["Clusters that differ from the others of their placement:", shown.join("\n")]
     : [];
 }
 
-/**
- * The CRs whose cluster someone else changed, each with its newest record: the object, who changed it and
- * when, the fields (what Git wants -> what the cluster has), the CR field to edit instead, and the outcome.
- */
-function driftSection(rows: readonly HubCrRow[]): string {
-  const drifted = rows.flatMap((row) => (row.drift ? [{ row, record: row.drift.records[0]! }] : []));
-  if (drifted.length === 0) return "";
+/** The clusters' index: a row per cluster, linked to its page, with its wave and its CRs' readiness. */
+function clusterIndex(fleet: FleetView): string {
+  const rows = [...fleet.clusters].map(([cluster, crs]) => {
+    const phases = tally(crs, (row) => row.phase);
+    const of = (phase: ReadinessPhase) => String(phases.get(phase) ?? 0);
+    return [
+      `[${markdownCell(cluster)}](${clusterPage(cluster).slice("clusters/".length)})`,
+      markdownCell(fleet.waves[cluster] ?? ""),
+      String(crs.length),
+      of("Current"),
+      of("Failed"),
+      String((phases.get("InProgress") ?? 0) + (phases.get("Terminating") ?? 0)),
+    ];
+  });
   return [
-    "## Drift",
-    "Someone else changed these objects on their cluster (the newest change per CR). knative-fleet puts back " +
-      `what Git wants unless the CR (or its placement) is annotated \`${DRIFT_MODE_ANNOTATION}: report\`; to ` +
-      "keep a change, make it in the fleet file at the line given.",
-    table(
-      ["Cluster", "CR", "Object", "Changed by", "Fields", "Edit instead", "Outcome"],
-      drifted.map(({ row, record }) => [
-        row.cluster,
-        formatIdentity(row),
-        escapeControlCharacters(record.object),
-        escapeControlCharacters(changedBy(record)),
-        lines([
-          ...(record.change === "deleted" ? ["(deleted)"] : []),
-          ...record.fields.map((f) => `${f.path}: ${f.want ?? "(absent)"} -> ${f.have ?? "(absent)"}`),
-          ...(record.omittedFields ? [count(record.omittedFields, "more field")] : []),
-        ]),
-        lines([...new Set(record.fields.map(editInstead))]),
-        record.outcome === "kept" ? "kept" : "put back",
-      ]),
-    ),
-  ].join("\n\n");
+    HEADS[CLUSTER_INDEX]!.trimEnd(),
+    `${WRITTEN} Every cluster of the [fleet status](../${STATUS_README}), with its CRs on its own page.`,
+    markdownTable(["Cluster", "Wave", "CRs", "Ready", "Not ready", "In progress"], rows),
+  ]
+    .join("\n\n")
+    .concat("\n");
 }
 
-/** `kubectl-edit (Update) at 2026-11-28T15:00:00Z`; a deletion has no manager (Kubernetes records none). */
-const changedBy = ({ manager, operation, at }: DriftRecord): string =>
-  `${manager ?? "unknown"}${operation ? ` (${operation})` : ""}${at ? ` at ${at}` : ""}`;
-
-/** The CR field that sets a field, and where in the fleet file; `add` when the CR does not set it yet. */
-function editInstead({ owner }: FieldChange): string {
-  if (!owner) return "release manifests";
-  return `${owner.set ? "" : "add "}${owner.field}${owner.at ? ` in ${owner.at}` : ""}`;
-}
-
-/** Values one per line of a cell: a line break inside a value is escaped, so it stays one line. */
-const lines = (values: readonly string[]): string => values.map(escapeControlCharacters).join("\n");
-
-/** A table of values from the hub and the repository, each escaped for its cell. */
-function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  return markdownTable(
-    header,
-    rows.map((row) => row.map(markdownCell)),
-  );
+/** A cluster's page: its CRs whole, as the README of a small fleet shows them, its drift, why its CRs wait. */
+function page(cluster: string, rows: readonly HubCrRow[], fleet: FleetView): string {
+  const up = "../".repeat(clusterPage(cluster).split("/").length - 1);
+  const wave = fleet.waves[cluster];
+  const waiting = rows.flatMap((row) => {
+    const reason = fleet.waiting.get(formatIdentity(row));
+    return reason === undefined ? [] : [[formatIdentity(row), reason]];
+  });
+  return [
+    CLUSTER_PAGE_HEAD.trimEnd(),
+    `**${markdownText(cluster)}**, one cluster of the [fleet status](${up}${STATUS_README}). ${WRITTEN}`,
+    `${readinessCounts(rows)}${wave === undefined ? "" : ` Rollout wave: ${markdownText(wave)}.`}`,
+    resourcesTable(rows),
+    driftSection(rows, Number.POSITIVE_INFINITY),
+    waiting.length > 0 ? ["## Rollout", table(["CR", "Waits for"], waiting)].join("\n\n") : "",
+  ]
+    .filter((section) => section !== "")
+    .join("\n\n")
+    .concat("\n");
 }
 
 function renderData(summary: Summary): string {
-  return `${STATUS_FILE_HEADS[STATUS_DATA]}${stringify(summary, { lineWidth: 0 })}`;
-}
-
-function withoutUndefined<T extends object>(value: T): T {
-  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined)) as T;
+  return `${HEADS[STATUS_DATA]}${stringify(summary, { lineWidth: 0 })}`;
 }

@@ -8,12 +8,19 @@ import { redactSecrets } from "../observability/redact.ts";
 import type { CommitBase, GitSource } from "../source/index.ts";
 import { commitInMessage } from "../text/commit.ts";
 import { SyncReport } from "./coalesce.ts";
-import { renderStatusSummary, STATUS_FILE_HEADS, type StatusFile, type StatusSync } from "./summary.ts";
+import {
+  CLUSTER_INDEX,
+  clusterPagesListed,
+  renderStatusSummary,
+  type StatusFile,
+  type StatusSync,
+  statusFileHead,
+} from "./summary.ts";
 
 /**
  * Why `path` cannot be the status folder of a repository whose fleet files `pathGlob` selects, or
- * undefined. The status files replace whatever is at `<path>/README.md` and `<path>/fleet.yaml`, and
- * nothing under `path` is read as desired state: the repository root would lose its README, and a folder
+ * undefined. The status files replace whatever is at `<path>/README.md` and `<path>/fleet.yaml` (and, for a
+ * big fleet, the clusters' pages under `<path>/clusters/`), and nothing under `path` is read as desired state: the repository root would lose its README, and a folder
  * that holds the fleet's folders would hide every fleet file (and the mirror would prune their CRs).
  */
 export function statusPathProblem(path: string, pathGlob: string): string | undefined {
@@ -89,20 +96,38 @@ export class StatusWriter extends SyncReport {
     this.options = options;
   }
 
-  /** The status files at their paths, checked against the branch head: none replaces a file not ours. */
-  private async changesOn(base: CommitBase, files: readonly StatusFile[]): Promise<Map<string, string>> {
-    const changes = new Map<string, string>();
-    for (const file of files) {
-      const path = posix.join(this.options.path, file.name);
-      const existing = await base.readFile(path);
-      if (existing !== null && !existing.startsWith(STATUS_FILE_HEADS[file.name] ?? "")) {
+  /**
+   * The status files at their paths, checked against the branch head: none replaces a file not ours. The
+   * clusters' pages the head's index lists that these files do not have (a cluster gone, a fleet that no
+   * longer summarizes) are deleted: those paths only, and each only if it is ours.
+   */
+  private async changesOn(
+    base: CommitBase,
+    files: readonly StatusFile[],
+  ): Promise<Map<string, string | null>> {
+    const at = (name: string) => posix.join(this.options.path, name);
+    const ours = (name: string, text: string) => text.startsWith(statusFileHead(name) ?? "");
+    // One read per file, all at once: a big fleet has a page per cluster.
+    const existing = await Promise.all(files.map((file) => base.readFile(at(file.name))));
+    const changes = new Map<string, string | null>();
+    files.forEach((file, i) => {
+      const text = existing[i];
+      if (text != null && !ours(file.name, text)) {
         throw new StatusPathTakenError(
-          `status.path ${this.options.path}: ${path} exists and was not written by knative-fleet; the status ` +
-            "is not committed until status.path names a folder of its own",
+          `status.path ${this.options.path}: ${at(file.name)} exists and was not written by knative-fleet; ` +
+            "the status is not committed until status.path names a folder of its own",
         );
       }
-      changes.set(path, redactSecrets(file.content));
-    }
+      changes.set(at(file.name), redactSecrets(file.content));
+    });
+    const index = await base.readFile(at(CLUSTER_INDEX));
+    if (index === null || !ours(CLUSTER_INDEX, index)) return changes;
+    const gone = [...clusterPagesListed(index), CLUSTER_INDEX].filter((name) => !changes.has(at(name)));
+    const stale = await Promise.all(gone.map((name) => base.readFile(at(name))));
+    gone.forEach((name, i) => {
+      const text = stale[i];
+      if (text != null && ours(name, text)) changes.set(at(name), null);
+    });
     return changes;
   }
 
