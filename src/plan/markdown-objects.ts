@@ -1,12 +1,177 @@
-import { describeRef, groupOf, type ObjectRef } from "../kube/object.ts";
+import { stringify } from "yaml";
+import { formatIdentity } from "../fleet/identity.ts";
+import { describeRef, groupOf, isRecord, type ObjectRef } from "../kube/object.ts";
 import { count } from "../text/count.ts";
-import { markdownCode, markdownCodeBlock, markdownText } from "../text/markdown.ts";
+import { markdownCell, markdownCode, markdownCodeBlock, markdownText } from "../text/markdown.ts";
 import type { FieldChange } from "./diff.ts";
-import type { ObjectChange } from "./report.ts";
+import type { ClusterPlan, Finding, ObjectChange, PlanSource, ResourcePlan } from "./report.ts";
+import { REVIEWED_FIELD_NAMES } from "./spec.ts";
 
-// The objects a CR's change creates, changes and deletes, as the plan comment shows them: by kind and
-// namespace on one line each (an install has hundreds), and the changed ones with their field diffs, long
-// strings shown where they differ. markdown.ts places them in each CR's section.
+// The plan comment's details of each cluster: per CR its action, facts, spec and removal, and the objects
+// its change creates, changes and deletes: by kind and namespace on one line each (an install has
+// hundreds), the changed ones with their field diffs, long strings shown where they differ. markdown.ts
+// places a cluster's section in the comment as far as the comment's limit allows.
+
+/** A CR's action as its summary row and its section say it: the version, the chain, a removal, ❌ on an error. */
+export function actionText(resource: ResourcePlan): string {
+  const errors = resource.findings.some((finding) => finding.severity === "error") ? " ❌" : "";
+  const { from, to } = resource.version ?? {};
+  const version = to
+    ? ` ${from && from !== to ? `${markdownCell(from)} → ` : ""}${markdownCell(to)}${chainText(resource)}`
+    : "";
+  // Only a live plan's fallback needs saying here; an offline plan says so once, at the top.
+  const unreachable = resource.findings.some((finding) => finding.code === "cluster-unreachable");
+  const source = unreachable ? " (offline: cluster unreachable)" : "";
+  switch (resource.action) {
+    case "blocked":
+      return "⛔ **blocked**: invalid file, not applied";
+    case "refused":
+      return `⛔ **refused** by the hub, not applied${errors}`;
+    case "delete":
+      return `⚠️ **delete**: ${removalText(resource)}${source}${errors}`;
+    case "reinstall":
+      return `⚠️ **reinstall**${version}, replacing ${markdownCell(resource.replaces ?? "")}${source}${errors}`;
+    default:
+      return `${resource.action}${version}${source}${errors}`;
+  }
+}
+
+/** ", step of the upgrade chain 1.20 → **1.21** → 1.22 → 1.23 to 1.23 (one minor per rollout)". */
+function chainText({ chain }: ResourcePlan): string {
+  if (chain === undefined) return "";
+  const minors = chain.minors.map((minor) =>
+    minor === chain.step ? `**${markdownCell(minor)}**` : markdownCell(minor),
+  );
+  return `, step of the upgrade chain ${minors.join(" → ")} to ${markdownCell(chain.target)} (one minor per rollout)`;
+}
+
+function removalText({ removal, kind }: ResourcePlan): string {
+  switch (removal?.prune) {
+    case "retained":
+      return "kept (prune disabled)";
+    case "held":
+      return `uninstalls ${kind} once a person confirms`;
+    case "skipped":
+      return `uninstalls ${kind} once the safeguard clears`;
+    case "departure":
+      return `uninstalls ${kind} after the departure grace period`;
+    default:
+      return removal?.sharedWith ? "hub CR deleted; cluster untouched" : `uninstalls ${kind}`;
+  }
+}
+
+export const SEVERITY_MARK: Record<Finding["severity"], string> = { error: "❌", warning: "⚠️" };
+
+/** `source` is the plan's, said once at the top: a CR's part says its own only where it differs. */
+export function clusterSection(cluster: ClusterPlan, source: PlanSource): string {
+  const totals = cluster.resources.reduce(
+    (sum, { objects }) => ({
+      created: sum.created + objects.created.length,
+      changed: sum.changed + objects.changed.length,
+      deleted: sum.deleted + objects.deleted.length,
+    }),
+    { created: 0, changed: 0, deleted: 0 },
+  );
+  const removes = cluster.resources.some((r) => r.action === "delete" || r.action === "reinstall")
+    ? " ⚠️ removal"
+    : "";
+  return [
+    "<details>",
+    `<summary><b>${markdownText(cluster.cluster)}</b>: ${count(cluster.resources.length, "CR")}, ` +
+      `+${totals.created} ~${totals.changed} -${totals.deleted}${removes}</summary>`,
+    ...cluster.resources.map((resource) => resourceSection(resource, source)),
+    "</details>",
+  ].join("\n\n");
+}
+
+function resourceSection(resource: ResourcePlan, planSource: PlanSource): string {
+  const { created, changed, deleted } = resource.objects;
+  return [
+    `#### ${markdownText(formatIdentity(resource))}: ${actionText(resource)}`,
+    resourceFacts(resource, planSource),
+    specSection(resource),
+    removalSection(resource),
+    objectList("Created", created),
+    changedSection(changed),
+    objectList(
+      resource.action === "delete"
+        ? "Deleted by FinalizeRemoteCluster"
+        : "Deleted (applied before, no longer desired)",
+      deleted,
+    ),
+    resource.removal && resource.removal.kept.length > 0
+      ? objectList("Kept on the cluster", resource.removal.kept)
+      : "",
+  ]
+    .filter((part) => part !== "")
+    .join("\n\n");
+}
+
+function resourceFacts(resource: ResourcePlan, planSource: PlanSource): string {
+  // The plan's source is said once, at the top; only a live plan's CR whose cluster could not be read
+  // says its own, with the reason.
+  const source =
+    resource.source === "offline" && planSource === "live"
+      ? ` Offline: ${markdownText(resource.offlineReason ?? "no cluster was read")}.`
+      : "";
+  // An unreadable cluster is said by the offline line already, with its reason.
+  const findings = resource.findings
+    .filter((finding) => finding.code !== "cluster-unreachable")
+    .map((finding) => `${SEVERITY_MARK[finding.severity]} ${markdownText(finding.message)}`);
+  return [`File ${markdownCode(resource.path)}.${source}`, ...findings].join("  \n");
+}
+
+/** What a created CR sets of the fields a reviewer reads, as the fleet file spells them: YAML. */
+function specSection({ spec }: ResourcePlan): string {
+  if (spec === undefined) return "";
+  if (Object.keys(spec).length === 0)
+    return `**Spec**: sets none of ${REVIEWED_FIELD_NAMES.join(", ")}: the release's defaults.`;
+  return [
+    "**Spec** (what the CR sets of these fields; the rest are the release's defaults)",
+    yamlBlock(spec),
+  ].join("\n\n");
+}
+
+/** A string in a spec longer than this is cut (a ConfigMap entry can be a whole document). */
+const MAX_SPEC_VALUE_LENGTH = 1_000;
+
+/** A value as YAML in a code block, as fleet files are written; very long strings cut. */
+export function yamlBlock(value: unknown): string {
+  const cut = (v: unknown): unknown =>
+    typeof v === "string" && v.length > MAX_SPEC_VALUE_LENGTH
+      ? `${v.slice(0, MAX_SPEC_VALUE_LENGTH - 40)}… (${v.length} characters: -o json has them all)`
+      : Array.isArray(v)
+        ? v.map(cut)
+        : isRecord(v)
+          ? Object.fromEntries(Object.entries(v).map(([key, item]) => [key, cut(item)]))
+          : v;
+  return markdownCodeBlock("yaml", stringify(cut(value), { lineWidth: 0 }).trimEnd().split("\n"));
+}
+
+function removalSection({ action, removal, cluster, kind, objects, replaces }: ResourcePlan): string {
+  if ((action !== "delete" && action !== "reinstall") || !removal) return "";
+  if (removal.prune === "retained") return `Kept: ${markdownText(removal.message ?? "")}.`;
+  const clusterText = markdownText(cluster);
+  if (action === "reinstall") {
+    return (
+      `**${clusterText} keeps ${kind}, reinstalled**: ${markdownText(replaces ?? "")} is removed and this CR ` +
+      "applies every object again in its place; the removal leaves the cluster alone while this CR installs there."
+    );
+  }
+  const grace = removal.prune === "departure" ? ` ${markdownText(removal.message ?? "")}.` : "";
+  if (removal.sharedWith) {
+    return (
+      `**The hub CR is deleted, but ${clusterText} keeps Knative**: ${markdownText(removal.sharedWith)} also installs ${kind} ` +
+      "there, so FinalizeRemoteCluster leaves the cluster untouched."
+    );
+  }
+  if (objects.deleted.length === 0)
+    return `${clusterText} has nothing of this install: nothing is deleted there.${grace}`;
+  return (
+    `**${clusterText} loses ${kind}.** FinalizeRemoteCluster deletes the cluster-scoped objects (CRDs excepted) and ` +
+    `the anchor ConfigMap; the cluster's garbage collector then deletes every object the anchor owns.${grace}`
+  );
+}
 
 /** Field lines shown per object; `-o json` has them all. */
 const MAX_FIELDS_PER_OBJECT = 25;
@@ -14,7 +179,7 @@ const MAX_FIELDS_PER_OBJECT = 25;
 const MAX_VALUE_LENGTH = 120;
 
 /** Objects by kind and namespace on one line each: an install has hundreds. */
-export function objectList(title: string, refs: readonly ObjectRef[]): string {
+function objectList(title: string, refs: readonly ObjectRef[]): string {
   if (refs.length === 0) return "";
   return [`**${title} (${refs.length})**`, objectGroups(refs).join("\n")].join("\n\n");
 }
@@ -40,7 +205,7 @@ const onlyVersionMarkers = (change: ObjectChange): boolean =>
  * counted per kind on one line each, with the label's change once; of the others, objects whose diffs are
  * identical share one diff, so the few particular changes stand out.
  */
-export function changedSection(changes: readonly ObjectChange[]): string {
+function changedSection(changes: readonly ObjectChange[]): string {
   if (changes.length === 0) return "";
   const parts = [`**Changed (${changes.length})**`];
   const refused = changes.filter((change) => change.refused !== undefined);

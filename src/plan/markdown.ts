@@ -1,7 +1,6 @@
-import { stringify } from "yaml";
 import { compareStrings, formatDiagnostic, isError } from "../fleet/diagnostic.ts";
 import { clusterKey, formatIdentity } from "../fleet/identity.ts";
-import { isRecord } from "../kube/object.ts";
+import type { SelectedCluster } from "../placement/expand.ts";
 import { NEEDS_HUB, type PlacementPlan } from "../placement/plan.ts";
 import type { RolloutPlan } from "../rollout/plan.ts";
 import { shortCommit } from "../text/commit.ts";
@@ -13,9 +12,8 @@ import {
   markdownTable,
   markdownText,
 } from "../text/markdown.ts";
-import { changedSection, objectList } from "./markdown-objects.ts";
-import type { ClusterPlan, Finding, FleetPlan, PlanSource, ResourcePlan } from "./report.ts";
-import { REVIEWED_FIELD_NAMES } from "./spec.ts";
+import { actionText, clusterSection, SEVERITY_MARK, yamlBlock } from "./markdown-objects.ts";
+import type { ClusterPlan, Finding, FleetPlan, ResourcePlan } from "./report.ts";
 
 /** The first line of every plan comment: how CI finds its own comment to update instead of adding one. */
 export const PLAN_MARKER = "<!-- knative-fleet-plan -->";
@@ -23,44 +21,105 @@ export const PLAN_MARKER = "<!-- knative-fleet-plan -->";
 /**
  * The plan as a pull-request comment: verdict, a summary table (cluster, CR, action, objects +/~/-),
  * validation errors and findings, one collapsed section per cluster, then the placements and the rollout.
- * Same plan, same text. Every value that comes from the repository, the pull request or a cluster goes
- * through text/markdown.ts, whatever section it is in.
+ * A big plan (more than SUMMARY_ABOVE_CLUSTERS clusters, or one whose summary alone would take half the
+ * comment and that does not fit whole) is summarized: see summarizedParts. Same plan, same text. Every
+ * value that comes from the repository, the pull request or a cluster goes through text/markdown.ts,
+ * whatever section it is in.
  */
 export function renderMarkdown(plan: FleetPlan, maxLength = GITHUB_COMMENT_LIMIT): string {
   const resources = plan.clusters.flatMap((cluster) => cluster.resources);
-  const summary = [
+  const opening = (limit: number) => [
     PLAN_MARKER,
     `## knative-fleet plan: ${count(resources.length, "CR")} on ${count(plan.clusters.length, "cluster")}`,
-    header(plan),
+    header(plan, limit),
     verdictLine(plan),
-    resources.length > 0 ? summaryTable(resources) : "Merging changes no CR.",
-    validationSection(plan),
-    settingsWarningsSection(plan),
-    findingsSection(plan, resources),
   ];
-  const trailer = [placementsSection(plan.placements), plan.rollout ? rolloutSection(plan.rollout) : ""];
-  const join = (sections: readonly string[]) => `${sections.filter((s) => s !== "").join("\n\n")}\n`;
-  const sections = plan.clusters.map((cluster) => clusterSection(cluster, plan.source));
-  const whole = join([...summary, ...sections, ...trailer]);
-  if (whole.length <= maxLength) return whole;
-  // Too long for one comment (GitHub refuses the whole body): the verdict, the summary, the errors and
-  // warnings, the placements and the rollout stay; the per-cluster details go, from the last cluster up.
-  const details: string[] = [];
-  let room =
-    maxLength -
-    join([...summary, leftOutNote(plan.clusters.length, plan.clusters.length), ...trailer]).length;
-  for (const section of sections) {
-    if (section.length + 2 > room) break;
-    details.push(section);
-    room -= section.length + 2;
+  const clusters = clustersNamed(plan);
+  if (clusters <= SUMMARY_ABOVE_CLUSTERS) {
+    const all = Number.POSITIVE_INFINITY;
+    const summary = [
+      ...opening(all),
+      resources.length > 0 ? summaryTable(resources) : "Merging changes no CR.",
+      validationSection(plan, all),
+      settingsWarningsSection(plan, all),
+      findingsSection(plan, resources, all),
+    ];
+    const trailer = [
+      placementsSection(plan.placements, all),
+      plan.rollout ? rolloutSection(plan.rollout, all) : "",
+    ];
+    const whole = withDetails(plan, summary, plan.clusters, trailer, maxLength);
+    if (whole.leftOut === 0 || joined([...summary, ...trailer]).length <= maxLength / 2) return whole.text;
   }
-  const note = leftOutNote(plan.clusters.length - details.length, plan.clusters.length);
-  const kept = join([...summary, ...details, note, ...trailer]);
-  return kept.length <= maxLength ? kept : cutToLength(kept, maxLength);
+  const { summary, trailer, order } = summarizedParts(plan, resources, opening(MAX_LISTED), clusters);
+  return withDetails(plan, summary, order, trailer, maxLength).text;
 }
 
 /** GitHub's limit on a comment's body, in characters; a longer body is refused whole. */
 export const GITHUB_COMMENT_LIMIT = 65_536;
+// The API answers 422 "Body is too long (maximum is 65536 characters)" (as quoted in
+// https://github.com/telia-oss/github-pr-resource/issues/259; https://github.com/dead-claudia/github-limits
+// lists the limits). GitLab refuses a note over 1,000,000 characters
+// (Gitlab::Database::MAX_TEXT_SIZE_LIMIT, gitlab-org/gitlab-foss@5af535d9; gitlab-org/gitlab#426314): the
+// one limit fits both hosts, which is how fleet-example's CI posts the same text to either.
+
+/**
+ * Above this many clusters (those with a changed CR and those the placements select) the comment is
+ * summarized; at or below it, when the plan does not fit whole and its summary alone would take more than
+ * half the comment. Measured (scripts/bench-reports.ts, docs/scale.md): a cluster whose two placement CRs
+ * a merge upgrades in a rollout adds ~1.2 KB outside the per-cluster details (two rows in the summary
+ * table, two in the rollout's, a merged spec per placement): half the comment at 25 clusters, all of it at
+ * 50, past which the last-resort cut dropped the findings, the placements and the rollout. A fleet of
+ * per-cluster files adds ~170 bytes per cluster, so its plan keeps the whole table well past 25 clusters.
+ */
+export const SUMMARY_ABOVE_CLUSTERS = 50;
+/** Rows, lines and clusters a summarized comment lists at most per table or list (~150 characters each). */
+const MAX_LISTED = 50;
+/** The distinct merged specs a summarized placement shows (each is YAML in a collapsed section). */
+const MAX_SPECS = 10;
+
+/** The clusters the plan names: those of its CRs, and those its placements select before and after. */
+function clustersNamed(plan: FleetPlan): number {
+  const named = new Set(plan.clusters.map((cluster) => cluster.cluster));
+  for (const entry of plan.placements.placements) {
+    for (const cluster of entry.before ?? []) named.add(cluster);
+    for (const cluster of entry.after ?? []) named.add(clusterKey(cluster));
+  }
+  return named.size;
+}
+
+const joined = (sections: readonly string[]) => `${sections.filter((s) => s !== "").join("\n\n")}\n`;
+
+/**
+ * The summary, as many clusters' details as fit in the limit, in the order given, and the trailer. The
+ * details are rendered one at a time and only as far as they fit: a big plan's run to megabytes. Too long
+ * for one comment (GitHub refuses the whole body): the verdict, the summary, the errors and warnings, the
+ * placements and the rollout stay; the per-cluster details go, from the last cluster up.
+ */
+function withDetails(
+  plan: FleetPlan,
+  summary: readonly string[],
+  clusters: readonly ClusterPlan[],
+  trailer: readonly string[],
+  maxLength: number,
+): { text: string; leftOut: number } {
+  const room = maxLength - joined([...summary, ...trailer]).length;
+  const details: string[] = [];
+  let used = 0;
+  for (const cluster of clusters) {
+    const section = clusterSection(cluster, plan.source);
+    if (used + section.length + 2 > room) break;
+    details.push(section);
+    used += section.length + 2;
+  }
+  if (details.length === clusters.length)
+    return { text: joined([...summary, ...details, ...trailer]), leftOut: 0 };
+  const noteRoom = leftOutNote(clusters.length, clusters.length).length + 2;
+  while (details.length > 0 && used + noteRoom > room) used -= details.pop()!.length + 2;
+  const leftOut = clusters.length - details.length;
+  const kept = joined([...summary, ...details, leftOutNote(leftOut, clusters.length), ...trailer]);
+  return { text: kept.length <= maxLength ? kept : cutToLength(kept, maxLength), leftOut };
+}
 
 function leftOutNote(leftOut: number, clusters: number): string {
   return (
@@ -68,6 +127,85 @@ function leftOutNote(leftOut: number, clusters: number): string {
     `a comment's limit of ${GITHUB_COMMENT_LIMIT.toLocaleString("en-US")} characters. ` +
     "`knative-fleet plan -o json` has every change."
   );
+}
+
+/**
+ * A big plan as one comment: the CRs counted by action, kind and version; the CRs that need a look (an
+ * error or a warning, a create, a delete, a reinstall, a blocked or refused change) listed; every list cut
+ * to MAX_LISTED; the placements' selections counted and their merged specs shown once per distinct spec;
+ * the rollout per wave. The details follow as far as they fit: clusters with an error first, then those
+ * with a CR listed, then the others.
+ */
+function summarizedParts(
+  plan: FleetPlan,
+  resources: readonly ResourcePlan[],
+  opening: readonly string[],
+  clusters: number,
+) {
+  const looks = resources.filter(needsALook);
+  const shown = [...looks].sort((a, b) => Number(!hasError(a)) - Number(!hasError(b))).slice(0, MAX_LISTED);
+  const flagged = new Set(looks.map((r) => r.cluster));
+  const summary = [
+    ...opening,
+    `A plan too big to show whole (${count(clusters, "cluster")}): this comment counts the CRs and lists ` +
+      `those that need a look (an error or a warning, a create, a delete, a reinstall, a blocked or refused ` +
+      `change): ${looks.length} of ${resources.length}. \`knative-fleet plan -o json\` has every change.`,
+    resources.length > 0 ? countsTable(resources) : "Merging changes no CR.",
+    ...(looks.length > 0
+      ? [
+          `### CRs that need a look (${looks.length})`,
+          summaryTable(shown),
+          ...(looks.length > shown.length
+            ? [`… and ${looks.length - shown.length} more: \`-o json\` has them.`]
+            : []),
+        ]
+      : []),
+    validationSection(plan, MAX_LISTED),
+    settingsWarningsSection(plan, MAX_LISTED),
+    findingsSection(plan, resources, MAX_LISTED),
+  ];
+  const trailer = [
+    placementsSection(plan.placements, MAX_LISTED),
+    plan.rollout ? rolloutSection(plan.rollout, MAX_LISTED) : "",
+  ];
+  // The details of clusters with an error first, then of those with a CR listed, then the others.
+  const rank = (c: ClusterPlan) => (c.resources.some(hasError) ? 0 : flagged.has(c.cluster) ? 1 : 2);
+  const order = [0, 1, 2].flatMap((r) => plan.clusters.filter((c) => rank(c) === r));
+  return { summary, trailer, order };
+}
+
+const hasError = (resource: ResourcePlan): boolean =>
+  resource.findings.some((finding) => finding.severity === "error");
+const needsALook = (resource: ResourcePlan): boolean =>
+  resource.action !== "update" || resource.findings.length > 0;
+
+const ACTION_ORDER = ["create", "update", "reinstall", "delete", "blocked", "refused"];
+
+/** `1.21.3 → 1.22.1`, `1.22.1` for a create, nothing for a delete. */
+function versionChange({ version }: ResourcePlan): string {
+  const { from, to } = version ?? {};
+  return to ? `${from && from !== to ? `${from} → ` : ""}${to}` : "";
+}
+
+/** CRs and their clusters counted by action, kind and version change. */
+function countsTable(resources: readonly ResourcePlan[]): string {
+  const groups = Map.groupBy(resources, (r) => JSON.stringify([r.action, r.kind, versionChange(r)]));
+  const rows = [...groups.values()]
+    .sort(
+      ([a], [b]) =>
+        ACTION_ORDER.indexOf(a!.action) - ACTION_ORDER.indexOf(b!.action) ||
+        compareStrings(a!.kind, b!.kind) ||
+        compareStrings(versionChange(a!), versionChange(b!)),
+    )
+    .slice(0, MAX_LISTED)
+    .map((members) => [
+      members[0]!.action,
+      markdownCell(members[0]!.kind),
+      markdownCell(versionChange(members[0]!)),
+      String(members.length),
+      String(new Set(members.map((r) => r.cluster)).size),
+    ]);
+  return markdownTable(["Action", "Kind", "Version", "CRs", "Clusters"], rows);
 }
 
 /**
@@ -97,12 +235,18 @@ function cutToLength(text: string, maxLength: number): string {
   return `${[...lines, ...closers].join("\n")}${tail}`;
 }
 
-function header(plan: FleetPlan): string {
+/** The revisions, live or offline, the changed fleet files (at most `limit`) and the uncommitted ones. */
+function header(plan: FleetPlan, limit: number): string {
   const revision = ({ ref, commit }: FleetPlan["base"]) =>
     commit.startsWith(ref)
       ? markdownCode(shortCommit(commit))
       : `${markdownCode(ref)} (${markdownText(shortCommit(commit))})`;
-  const files = plan.files.map(({ path, change }) => `${change} ${markdownCode(path)}`).join(", ");
+  const files =
+    plan.files
+      .slice(0, limit)
+      .map(({ path, change }) => `${change} ${markdownCode(path)}`)
+      .join(", ") +
+    (plan.files.length > limit ? ` and ${count(plan.files.length - limit, "more file")}` : "");
   return [
     `Merging ${revision(plan.head)} into ${revision(plan.base)} of ${markdownCode(plan.repository)}.`,
     plan.source === "live"
@@ -158,59 +302,13 @@ function summaryTable(resources: readonly ResourcePlan[]): string {
   return markdownTable(["Cluster", "CR", "Action", "Objects +/~/-"], rows);
 }
 
-function actionText(resource: ResourcePlan): string {
-  const errors = resource.findings.some((finding) => finding.severity === "error") ? " ❌" : "";
-  const { from, to } = resource.version ?? {};
-  const version = to
-    ? ` ${from && from !== to ? `${markdownCell(from)} → ` : ""}${markdownCell(to)}${chainText(resource)}`
-    : "";
-  // Only a live plan's fallback needs saying here; an offline plan says so once, at the top.
-  const unreachable = resource.findings.some((finding) => finding.code === "cluster-unreachable");
-  const source = unreachable ? " (offline: cluster unreachable)" : "";
-  switch (resource.action) {
-    case "blocked":
-      return "⛔ **blocked**: invalid file, not applied";
-    case "refused":
-      return `⛔ **refused** by the hub, not applied${errors}`;
-    case "delete":
-      return `⚠️ **delete**: ${removalText(resource)}${source}${errors}`;
-    case "reinstall":
-      return `⚠️ **reinstall**${version}, replacing ${markdownCell(resource.replaces ?? "")}${source}${errors}`;
-    default:
-      return `${resource.action}${version}${source}${errors}`;
-  }
-}
-
-/** ", step of the upgrade chain 1.20 → **1.21** → 1.22 → 1.23 to 1.23 (one minor per rollout)". */
-function chainText({ chain }: ResourcePlan): string {
-  if (chain === undefined) return "";
-  const minors = chain.minors.map((minor) =>
-    minor === chain.step ? `**${markdownCell(minor)}**` : markdownCell(minor),
-  );
-  return `, step of the upgrade chain ${minors.join(" → ")} to ${markdownCell(chain.target)} (one minor per rollout)`;
-}
-
-function removalText({ removal, kind }: ResourcePlan): string {
-  switch (removal?.prune) {
-    case "retained":
-      return "kept (prune disabled)";
-    case "held":
-      return `uninstalls ${kind} once a person confirms`;
-    case "skipped":
-      return `uninstalls ${kind} once the safeguard clears`;
-    case "departure":
-      return `uninstalls ${kind} after the departure grace period`;
-    default:
-      return removal?.sharedWith ? "hub CR deleted; cluster untouched" : `uninstalls ${kind}`;
-  }
-}
-
-function validationSection(plan: FleetPlan): string {
-  const errors = plan.diagnostics.filter(isError);
-  const total = errors.length + plan.omittedDiagnostics;
+function validationSection(plan: FleetPlan, limit: number): string {
+  const all = plan.diagnostics.filter(isError);
+  const errors = all.slice(0, limit);
+  const total = all.length + plan.omittedDiagnostics;
   if (total === 0) return "";
-  const omitted =
-    plan.omittedDiagnostics > 0 ? [`… ${count(plan.omittedDiagnostics, "more error")} left out`] : [];
+  const left = total - errors.length;
+  const omitted = left > 0 ? [`… ${count(left, "more error")} left out`] : [];
   return [
     `### Validation errors in head (${total})`,
     "A file with an error is not applied: its CRs keep their last good state, and nothing is pruned.",
@@ -219,148 +317,51 @@ function validationSection(plan: FleetPlan): string {
 }
 
 /** The settings check's warnings: what head's settings do that is likely not meant; nothing is held back. */
-function settingsWarningsSection(plan: FleetPlan): string {
+function settingsWarningsSection(plan: FleetPlan, limit: number): string {
   const warnings = plan.diagnostics.filter((diagnostic) => !isError(diagnostic));
   if (warnings.length === 0) return "";
+  const left = warnings.length - Math.min(limit, warnings.length);
   return [
     `### Setting warnings in head (${warnings.length})`,
     "These apply as written; check that they are meant.",
-    markdownCodeBlock("text", warnings.map(formatDiagnostic)),
+    markdownCodeBlock("text", [
+      ...warnings.slice(0, limit).map(formatDiagnostic),
+      ...(left > 0 ? [`… ${count(left, "more warning")} left out`] : []),
+    ]),
   ].join("\n\n");
 }
 
-const SEVERITY_MARK: Record<Finding["severity"], string> = { error: "❌", warning: "⚠️" };
-
-function findingsSection(plan: FleetPlan, resources: readonly ResourcePlan[]): string {
-  const fleet = [...plan.findings]
-    .sort((a, b) => compareStrings(a.severity, b.severity))
-    .map(
-      (finding) =>
-        `- ${SEVERITY_MARK[finding.severity]} ${markdownText(finding.subject)}: ` +
-        `${markdownCode(finding.code)} ${markdownText(finding.message)}`,
-    );
-  const lines = resources.flatMap((resource) =>
-    [...resource.findings]
-      .sort((a, b) => compareStrings(a.severity, b.severity))
-      .map(
-        (finding) =>
-          `- ${SEVERITY_MARK[finding.severity]} ${markdownText(resource.cluster)}, ` +
-          `${markdownText(formatIdentity(resource))}: ${markdownCode(finding.code)} ${markdownText(finding.message)}`,
-      ),
-  );
-  const all = [...fleet, ...lines];
-  return all.length > 0 ? ["### Findings", all.join("\n")].join("\n\n") : "";
-}
-
-/** `source` is the plan's, said once at the top: a CR's part says its own only where it differs. */
-function clusterSection(cluster: ClusterPlan, source: PlanSource): string {
-  const totals = cluster.resources.reduce(
-    (sum, { objects }) => ({
-      created: sum.created + objects.created.length,
-      changed: sum.changed + objects.changed.length,
-      deleted: sum.deleted + objects.deleted.length,
-    }),
-    { created: 0, changed: 0, deleted: 0 },
-  );
-  const removes = cluster.resources.some((r) => r.action === "delete" || r.action === "reinstall")
-    ? " ⚠️ removal"
-    : "";
-  return [
-    "<details>",
-    `<summary><b>${markdownText(cluster.cluster)}</b>: ${count(cluster.resources.length, "CR")}, ` +
-      `+${totals.created} ~${totals.changed} -${totals.deleted}${removes}</summary>`,
-    ...cluster.resources.map((resource) => resourceSection(resource, source)),
-    "</details>",
-  ].join("\n\n");
-}
-
-function resourceSection(resource: ResourcePlan, planSource: PlanSource): string {
-  const { created, changed, deleted } = resource.objects;
-  return [
-    `#### ${markdownText(formatIdentity(resource))}: ${actionText(resource)}`,
-    resourceFacts(resource, planSource),
-    specSection(resource),
-    removalSection(resource),
-    objectList("Created", created),
-    changedSection(changed),
-    objectList(
-      resource.action === "delete"
-        ? "Deleted by FinalizeRemoteCluster"
-        : "Deleted (applied before, no longer desired)",
-      deleted,
+/**
+ * Every finding, the fleet's first, errors before warnings; a summarized comment's (a finite `limit`)
+ * counted by code first, then at most `limit` of them, errors first.
+ */
+function findingsSection(plan: FleetPlan, resources: readonly ResourcePlan[], limit: number): string {
+  const bySeverity = <T extends Finding>(findings: readonly T[]) =>
+    [...findings].sort((a, b) => compareStrings(a.severity, b.severity));
+  const all = [
+    ...bySeverity(plan.findings).map((finding) => ({ finding, about: markdownText(finding.subject) })),
+    ...resources.flatMap((resource) =>
+      bySeverity(resource.findings).map((finding) => ({
+        finding,
+        about: `${markdownText(resource.cluster)}, ${markdownText(formatIdentity(resource))}`,
+      })),
     ),
-    resource.removal && resource.removal.kept.length > 0
-      ? objectList("Kept on the cluster", resource.removal.kept)
-      : "",
-  ]
-    .filter((part) => part !== "")
-    .join("\n\n");
-}
-
-function resourceFacts(resource: ResourcePlan, planSource: PlanSource): string {
-  // The plan's source is said once, at the top; only a live plan's CR whose cluster could not be read
-  // says its own, with the reason.
-  const source =
-    resource.source === "offline" && planSource === "live"
-      ? ` Offline: ${markdownText(resource.offlineReason ?? "no cluster was read")}.`
-      : "";
-  // An unreadable cluster is said by the offline line already, with its reason.
-  const findings = resource.findings
-    .filter((finding) => finding.code !== "cluster-unreachable")
-    .map((finding) => `${SEVERITY_MARK[finding.severity]} ${markdownText(finding.message)}`);
-  return [`File ${markdownCode(resource.path)}.${source}`, ...findings].join("  \n");
-}
-
-/** What a created CR sets of the fields a reviewer reads, as the fleet file spells them: YAML. */
-function specSection({ spec }: ResourcePlan): string {
-  if (spec === undefined) return "";
-  if (Object.keys(spec).length === 0)
-    return `**Spec**: sets none of ${REVIEWED_FIELD_NAMES.join(", ")}: the release's defaults.`;
-  return [
-    "**Spec** (what the CR sets of these fields; the rest are the release's defaults)",
-    yamlBlock(spec),
-  ].join("\n\n");
-}
-
-/** A string in a spec longer than this is cut (a ConfigMap entry can be a whole document). */
-const MAX_SPEC_VALUE_LENGTH = 1_000;
-
-/** A value as YAML in a code block, as fleet files are written; very long strings cut. */
-function yamlBlock(value: unknown): string {
-  const cut = (v: unknown): unknown =>
-    typeof v === "string" && v.length > MAX_SPEC_VALUE_LENGTH
-      ? `${v.slice(0, MAX_SPEC_VALUE_LENGTH - 40)}… (${v.length} characters: -o json has them all)`
-      : Array.isArray(v)
-        ? v.map(cut)
-        : isRecord(v)
-          ? Object.fromEntries(Object.entries(v).map(([key, item]) => [key, cut(item)]))
-          : v;
-  return markdownCodeBlock("yaml", stringify(cut(value), { lineWidth: 0 }).trimEnd().split("\n"));
-}
-
-function removalSection({ action, removal, cluster, kind, objects, replaces }: ResourcePlan): string {
-  if ((action !== "delete" && action !== "reinstall") || !removal) return "";
-  if (removal.prune === "retained") return `Kept: ${markdownText(removal.message ?? "")}.`;
-  const clusterText = markdownText(cluster);
-  if (action === "reinstall") {
-    return (
-      `**${clusterText} keeps ${kind}, reinstalled**: ${markdownText(replaces ?? "")} is removed and this CR ` +
-      "applies every object again in its place; the removal leaves the cluster alone while this CR installs there."
-    );
-  }
-  const grace = removal.prune === "departure" ? ` ${markdownText(removal.message ?? "")}.` : "";
-  if (removal.sharedWith) {
-    return (
-      `**The hub CR is deleted, but ${clusterText} keeps Knative**: ${markdownText(removal.sharedWith)} also installs ${kind} ` +
-      "there, so FinalizeRemoteCluster leaves the cluster untouched."
-    );
-  }
-  if (objects.deleted.length === 0)
-    return `${clusterText} has nothing of this install: nothing is deleted there.${grace}`;
-  return (
-    `**${clusterText} loses ${kind}.** FinalizeRemoteCluster deletes the cluster-scoped objects (CRDs excepted) and ` +
-    `the anchor ConfigMap; the cluster's garbage collector then deletes every object the anchor owns.${grace}`
+  ];
+  if (all.length === 0) return "";
+  const line = ({ finding, about }: (typeof all)[number]) =>
+    `- ${SEVERITY_MARK[finding.severity]} ${about}: ${markdownCode(finding.code)} ${markdownText(finding.message)}`;
+  if (all.length <= limit) return ["### Findings", all.map(line).join("\n")].join("\n\n");
+  const shown = [...all].sort((a, b) => compareStrings(a.finding.severity, b.finding.severity));
+  const counted = [...Map.groupBy(shown, ({ finding }) => `${finding.severity} ${finding.code}`)].map(
+    ([, [{ finding }, ...others]]) =>
+      `${SEVERITY_MARK[finding.severity]} ${markdownCode(finding.code)} ${others.length + 1}`,
   );
+  return [
+    `### Findings (${all.length}: ${counted.join(", ")})`,
+    [...shown.slice(0, limit).map(line), `… and ${all.length - limit} more: \`-o json\` has them all.`].join(
+      "\n",
+    ),
+  ].join("\n\n");
 }
 
 const INVENTORY_TEXT: Record<PlacementPlan["inventory"], string> = {
@@ -371,17 +372,25 @@ const INVENTORY_TEXT: Record<PlacementPlan["inventory"], string> = {
 
 /**
  * Per placement: the clusters it selects now and after the merge, who joins and who leaves, and each
- * cluster's CR with its merged spec. The CRs themselves are planned above, with every other CR.
+ * cluster's CR with its merged spec. The CRs themselves are planned above, with every other CR. A
+ * summarized comment's (a finite `limit`) counts the selections, lists at most `limit` clusters joining or
+ * leaving, and shows each distinct merged spec once, for the clusters that share it.
  */
-function placementsSection(plan: PlacementPlan): string {
+function placementsSection(plan: PlacementPlan, limit: number): string {
   if (plan.placements.length === 0) return "";
+  const summarized = Number.isFinite(limit);
   const lines = ["### Placements", INVENTORY_TEXT[plan.inventory]];
   const list = (clusters: readonly string[] | undefined) =>
     clusters === undefined
       ? "—"
       : clusters.length === 0
         ? "none"
-        : clusters.map((c) => markdownCode(c)).join(", ");
+        : clusters
+            .slice(0, limit)
+            .map((c) => markdownCode(c))
+            .join(", ") + (clusters.length > limit ? ` and ${clusters.length - limit} more` : "");
+  const selection = (clusters: readonly string[] | undefined) =>
+    summarized && clusters !== undefined ? count(clusters.length, "cluster") : list(clusters);
   for (const entry of plan.placements) {
     lines.push(`#### ${markdownCode(entry.placement)} (${markdownCode(entry.path)})`);
     if (entry.pending) {
@@ -395,30 +404,50 @@ function placementsSection(plan: PlacementPlan): string {
     }
     lines.push(
       [
-        `- selects now: ${list(entry.before)}`,
-        `- selects after the merge: ${list(entry.after?.map(clusterKey))}`,
+        `- selects now: ${selection(entry.before)}`,
+        `- selects after the merge: ${selection(entry.after?.map(clusterKey))}`,
         ...(entry.added.length > 0 ? [`- joins: ${list(entry.added)}`] : []),
         ...(entry.removed.length > 0
           ? [`- leaves: ${list(entry.removed)} (pruned after the departure grace period)`]
           : []),
-        ...entry.skipped.map((s) => `- skipped ${markdownCode(s.cluster)}: ${markdownText(s.reason)}`),
+        ...entry.skipped
+          .slice(0, limit)
+          .map((s) => `- skipped ${markdownCode(s.cluster)}: ${markdownText(s.reason)}`),
+        ...(entry.skipped.length > limit ? [`- skipped ${entry.skipped.length - limit} more`] : []),
       ].join("\n"),
     );
-    for (const cluster of entry.after ?? []) {
-      const overrides =
-        cluster.overrides.length === 0 ? "no override" : `overrides ${cluster.overrides.join(", ")}`;
+    const overrides = (cluster: SelectedCluster) =>
+      markdownText(
+        cluster.overrides.length === 0 ? "no override" : `overrides ${cluster.overrides.join(", ")}`,
+      );
+    if (!summarized) {
+      for (const cluster of entry.after ?? []) {
+        lines.push(
+          `<details><summary>${markdownText(clusterKey(cluster))} → ${markdownText(cluster.crName)} ` +
+            `(${overrides(cluster)})</summary>\n\n${yamlBlock(cluster.spec)}\n\n</details>`,
+        );
+      }
+      continue;
+    }
+    const specs = [...Map.groupBy(entry.after ?? [], (c) => JSON.stringify([c.overrides, c.spec])).values()];
+    for (const same of specs.slice(0, MAX_SPECS)) {
+      const names = same.slice(0, 3).map((c) => markdownText(clusterKey(c)));
       lines.push(
-        `<details><summary>${markdownText(clusterKey(cluster))} → ${markdownText(cluster.crName)} ` +
-          `(${markdownText(overrides)})</summary>\n\n` +
-          `${yamlBlock(cluster.spec)}\n\n</details>`,
+        `<details><summary>${count(same.length, "cluster")} (${names.join(", ")}${same.length > 3 ? ", …" : ""}) ` +
+          `(${overrides(same[0]!)})</summary>\n\n${yamlBlock(same[0]!.spec)}\n\n</details>`,
       );
     }
+    if (specs.length > MAX_SPECS)
+      lines.push(`… and ${specs.length - MAX_SPECS} more merged specs: \`-o json\` has each cluster's.`);
   }
   return lines.join("\n\n");
 }
 
-/** The waves the merge goes through, every CR it changes in its wave, and the order of deletions. */
-function rolloutSection(plan: RolloutPlan): string {
+/**
+ * The waves the merge goes through, every CR it changes in its wave, and the order of deletions; a
+ * summarized comment's (a finite `limit`) counts each wave's CRs by change, and lists at most `limit`.
+ */
+function rolloutSection(plan: RolloutPlan, limit: number): string {
   const lines = ["### Rollout"];
   if (plan.removed !== undefined) {
     lines.push(
@@ -448,6 +477,32 @@ function rolloutSection(plan: RolloutPlan): string {
         "read (`--kubeconfig`, or `--cluster-profiles FILE`): such clusters are shown in the remaining wave.",
     );
   }
+  lines.push(Number.isFinite(limit) ? waveCounts(plan) : waveRows(plan));
+  const approvals = plan.waves.filter((wave) => wave.approval && wave.resources.length > 0);
+  if (approvals.length > 0) {
+    lines.push(
+      `✋ ${approvals.map((wave) => `Wave ${markdownText(wave.name)}`).join(", ")} ${approvals.length > 1 ? "open" : "opens"} ` +
+        "only once approved in Git for the merge commit: `knative-fleet approve --wave <wave> --commit <merge commit>`, pushed to the tracked branch (see docs/approvals.md).",
+    );
+  }
+  const listed = (items: readonly string[]) =>
+    items.slice(0, limit).join(", ") + (items.length > limit ? ` and ${items.length - limit} more` : "");
+  if (plan.outsideWindows.length > 0) {
+    lines.push(
+      `🕑 Outside their maintenance windows now (they wait until one opens): ${listed(
+        plan.outsideWindows.map((o) => `${markdownText(o.cluster)} (${markdownText(o.why)})`),
+      )}.`,
+    );
+  }
+  const deletions = [...plan.waves]
+    .reverse()
+    .flatMap((wave) => wave.deletions.map((d) => `${markdownText(d)} (wave ${markdownText(wave.name)})`));
+  if (deletions.length > 0) lines.push(`Deletions go in reverse wave order: ${listed(deletions)}.`);
+  return lines.join("\n\n");
+}
+
+/** A row per CR the merge changes, in its wave. */
+function waveRows(plan: RolloutPlan): string {
   const rows = plan.waves.flatMap((wave) => {
     const cells = (resource: string, cluster: string, change: string) => [
       markdownCell(wave.name),
@@ -463,26 +518,21 @@ function rolloutSection(plan: RolloutPlan): string {
       cells(markdownCode(row.resource, { inTable: true }), markdownCell(row.cluster), row.change),
     );
   });
-  lines.push(
-    markdownTable(["wave", "CR", "cluster", "change", "maxUnavailable", "soak", "time limit"], rows),
-  );
-  const approvals = plan.waves.filter((wave) => wave.approval && wave.resources.length > 0);
-  if (approvals.length > 0) {
-    lines.push(
-      `✋ ${approvals.map((wave) => `Wave ${markdownText(wave.name)}`).join(", ")} ${approvals.length > 1 ? "open" : "opens"} ` +
-        "only once approved in Git for the merge commit: `knative-fleet approve --wave <wave> --commit <merge commit>`, pushed to the tracked branch (see docs/approvals.md).",
-    );
-  }
-  if (plan.outsideWindows.length > 0) {
-    lines.push(
-      `🕑 Outside their maintenance windows now (they wait until one opens): ${plan.outsideWindows
-        .map((o) => `${markdownText(o.cluster)} (${markdownText(o.why)})`)
-        .join(", ")}.`,
-    );
-  }
-  const deletions = [...plan.waves]
-    .reverse()
-    .flatMap((wave) => wave.deletions.map((d) => `${markdownText(d)} (wave ${markdownText(wave.name)})`));
-  if (deletions.length > 0) lines.push(`Deletions go in reverse wave order: ${deletions.join(", ")}.`);
-  return lines.join("\n\n");
+  return markdownTable(["wave", "CR", "cluster", "change", "maxUnavailable", "soak", "time limit"], rows);
+}
+
+/** A row per wave: how many CRs the merge changes there, on how many clusters, by change. */
+function waveCounts(plan: RolloutPlan): string {
+  const rows = plan.waves.map((wave) => [
+    markdownCell(wave.name),
+    String(wave.resources.length),
+    String(new Set(wave.resources.map((row) => row.cluster)).size),
+    [...Map.groupBy(wave.resources, (row) => row.change)]
+      .map(([change, rows]) => `${change} ${rows.length}`)
+      .join(", "),
+    markdownCell(wave.maxUnavailable),
+    markdownCell(wave.soak),
+    markdownCell(wave.timeLimit),
+  ]);
+  return markdownTable(["wave", "CRs", "clusters", "change", "maxUnavailable", "soak", "time limit"], rows);
 }

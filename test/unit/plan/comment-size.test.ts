@@ -48,9 +48,14 @@ describe("a plan comment too long for GitHub", { timeout: 120_000 }, () => {
     expect(balancedMarkdown(comment)).toBe(true);
   });
 
-  it("cuts at a line, closing what it opened, when even the summary does not fit", async () => {
+  it("summarizes when the table alone would take half the comment, and cuts at a line when even that does not fit", async () => {
     const plan = await upgrade();
-    for (const limit of [1_200, 2_500]) {
+    const summarized = renderMarkdown(plan, 2_500);
+    expect(summarized).toContain("A plan too big to show whole (30 clusters)");
+    expect(summarized).toContain("| update | KnativeServing | 1.21.3 → 1.22.1 | 30 | 30 |");
+    expect(summarized).not.toContain("The plan is cut here");
+    expect(balancedMarkdown(summarized)).toBe(true);
+    for (const limit of [1_200, 1_600]) {
       const comment = renderMarkdown(plan, limit);
       expect(comment.length, `limit ${limit}`).toBeLessThanOrEqual(limit);
       expect(comment.startsWith(PLAN_MARKER)).toBe(true);
