@@ -16,6 +16,7 @@ import type { KubeObject } from "../kube/object.ts";
 import type { EventRecorder, InvolvedObject } from "../observability/events.ts";
 import type { Logger } from "../observability/log.ts";
 import {
+  CONFIGMAP_DATA_LIMIT,
   type OpenedState,
   openState,
   ROLLOUT_KEY_SECRET,
@@ -24,6 +25,7 @@ import {
   ROLLOUT_STATE_CONFIGMAP,
   ROLLOUT_STATE_MAC_KEY,
   type RolloutState,
+  sealedBytes,
   sealState,
   stateBinding,
 } from "./state.ts";
@@ -153,6 +155,15 @@ export class SealedStateStore {
     const { hub, namespace, repository } = this.#options;
     const key = this.#key!; // read by `open`, which accepted the state this one follows
     const data = sealState(state, key, stateBinding(namespace, repository), this.#last ?? "");
+    const bytes = sealedBytes(data);
+    if (bytes > CONFIGMAP_DATA_LIMIT) {
+      // Said as it is rather than as the API server's refusal: nothing the state would let through is written.
+      throw new Error(
+        `the rollout state of ${Object.keys(state.crs).length} CRs takes ${bytes} bytes sealed, more than ` +
+          `the ${CONFIGMAP_DATA_LIMIT} a ConfigMap holds: it cannot be stored, and the changes it would let ` +
+          "through wait (docs/scale.md, the rollout state)",
+      );
+    }
     this.#written = undefined; // unknown until the write is known to have landed
     await hub.apply({
       apiVersion: "v1",

@@ -1,7 +1,9 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { gunzipSync, gzipSync } from "node:zlib";
 import { z } from "zod";
 import { ROLLOUT_START_OVER_ANNOTATION } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
+import { isRecord } from "../kube/object.ts";
 import { commitInMessage } from "../text/commit.ts";
 
 // The rollout's state, kept on the hub (a ConfigMap in knative-fleet's namespace) so a new leader carries on
@@ -14,7 +16,10 @@ import { commitInMessage } from "../text/commit.ts";
 // reconciler's own put back (a replay, valid HMAC and all) is refused too, by every leader.
 
 export const ROLLOUT_STATE_CONFIGMAP = "knative-fleet-rollout";
-/** The ConfigMap's data keys: the state (JSON), the HMAC of the state it replaced, and its own HMAC. */
+/**
+ * The ConfigMap's data keys: the state (JSON, its CRs packed once it is large: `storedText`), the HMAC of the
+ * state it replaced, and its own HMAC.
+ */
 const ROLLOUT_STATE_KEY = "state";
 export const ROLLOUT_STATE_PREVIOUS_KEY = "previous";
 export const ROLLOUT_STATE_MAC_KEY = "mac";
@@ -119,8 +124,9 @@ function mac(key: Uint8Array, binding: string, text: string, previous: string | 
 }
 
 /**
- * The state's stored text: JSON with sorted keys, so the same state is the same text whatever order its
- * fields were set in (a state read back comes in schema order), and an unchanged state is never rewritten.
+ * The state's text: JSON with sorted keys, so the same state is the same text whatever order its fields were
+ * set in (a state read back comes in schema order), and an unchanged state is never rewritten (the stage
+ * compares it with the text `openState` gives back, whatever form the state is stored in).
  */
 export const stateText = (state: RolloutState): string => canonicalJson(state);
 
@@ -131,7 +137,7 @@ export function sealState(
   binding: string,
   previous: string,
 ): Record<string, string> {
-  const text = stateText(state);
+  const text = storedText(state);
   return {
     [ROLLOUT_STATE_KEY]: text,
     [ROLLOUT_STATE_PREVIOUS_KEY]: previous,
@@ -139,10 +145,150 @@ export function sealState(
   };
 }
 
+/** The most data a ConfigMap holds: the API server refuses an object whose data takes more. */
+export const CONFIGMAP_DATA_LIMIT = 1_048_576;
+
+/** The bytes sealed data takes against CONFIGMAP_DATA_LIMIT: its keys and values, in UTF-8. */
+export const sealedBytes = (data: Readonly<Record<string, string>>): number =>
+  Object.entries(data).reduce((bytes, [k, v]) => bytes + Buffer.byteLength(k) + Buffer.byteLength(v), 0);
+
+// The stored form. The state's JSON takes ~870 bytes a CR mid-rollout (its key and cluster, two digests of
+// 64 digits written five times, commits, versions, times): 1 MiB holds 1,200 of them. Up to PLAIN_TEXT_LIMIT
+// it is stored as it is, readable with kubectl; above, the CRs' records are packed and the rest of the state
+// left as it is: a column per field, so that like values sit together (names with names, the commits and
+// times that repeat from CR to CR), a value that repeats another field of the same CR or ends its key (a
+// placement CR's cluster name) written as a number, then gzip and base64: ~140 bytes a CR at the worst, mostly
+// its two digests (docs/scale.md). Only the text is packed: the schema the code works with is the same, and a
+// state stored in either form (or by an earlier release) reads back the same. The HMAC covers the stored
+// text, so nothing is unpacked before it checks out, but by peekRolloutState, which holds no key and unpacks
+// at most UNPACKED_LIMIT.
+
+/** A state whose JSON takes up to this many bytes is stored as it is: about 40 CRs mid-rollout. */
+const PLAIN_TEXT_LIMIT = 32 * 1024;
+/** The field of a stored state that holds its CRs packed, in place of `crs`. */
+const PACKED_CRS = "packedCrs";
+/** The packing's version, written in the packed text: a packing this version does not know is not read. */
+const PACKING = 1;
+/** The most a packed state unpacks to (some 150,000 CRs): more is refused, not inflated. */
+const UNPACKED_LIMIT = 64 * 1024 * 1024;
+
+/** The text stored for `state`: its JSON, or, over PLAIN_TEXT_LIMIT, its JSON with the CRs packed. */
+function storedText(state: RolloutState): string {
+  const text = stateText(state);
+  if (Buffer.byteLength(text) <= PLAIN_TEXT_LIMIT) return text;
+  const { crs, ...rest } = state;
+  return canonicalJson({ ...rest, [PACKED_CRS]: packCrs(crs) });
+}
+
+/**
+ * One CR's value of a field, packed: null when it has none; a string or boolean as it is, but a string that
+ * repeats one of the CR's earlier fields is that field's number, and one of 8 characters or more that ends
+ * the CR's key (a placement CR's cluster name) is minus its length; any other value in an array of one.
+ */
+type Cell = string | boolean | number | null | [unknown];
+
+/** A field of the CRs' records: `[name]`, or `[name, member]` for a member of an object. */
+const FieldName = z.string().regex(/^[A-Za-z][A-Za-z0-9]*$/);
+const PackedCrsSchema = z.strictObject({
+  packing: z.literal(PACKING),
+  keys: z.array(z.string()),
+  fields: z.array(z.union([z.tuple([FieldName]), z.tuple([FieldName, FieldName])])),
+  columns: z.array(z.array(z.unknown())),
+});
+
+/** The CRs' records in columns, JSON, gzipped, base64. */
+function packCrs(crs: RolloutState["crs"]): string {
+  const keys = Object.keys(crs).sort();
+  const rows = keys.map((key) => fieldsOf(crs[key]!));
+  const names = [...new Set(rows.flatMap((row) => [...row.keys()]))].sort();
+  const columns: Cell[][] = names.map(() => []);
+  rows.forEach((row, r) => {
+    const seen = new Map<string, number>();
+    names.forEach((name, f) => {
+      const value = row.get(name);
+      columns[f]!.push(value === undefined ? null : packCell(value, f, keys[r]!, seen));
+    });
+  });
+  const fields = names.map((name) => JSON.parse(name) as unknown);
+  return gzipSync(JSON.stringify({ packing: PACKING, keys, fields, columns })).toString("base64");
+}
+
+/** The cell of field `f`'s value in the row of the CR `key`, whose strings so far are `seen`. */
+function packCell(value: unknown, f: number, key: string, seen: Map<string, number>): Cell {
+  if (typeof value !== "string") return typeof value === "boolean" ? value : [value];
+  const earlier = seen.get(value);
+  if (earlier !== undefined) return earlier;
+  seen.set(value, f);
+  return value.length >= 8 && key.endsWith(value) ? -value.length : value;
+}
+
+/** A CR's record by field, each named by its JSON: an object's members are fields of their own. */
+function fieldsOf(record: CrState): Map<string, unknown> {
+  const fields = new Map<string, unknown>();
+  for (const [name, value] of Object.entries(record)) {
+    const members = isRecord(value) ? Object.entries(value).filter(([, v]) => v !== undefined) : [];
+    for (const [member, leaf] of members) fields.set(JSON.stringify([name, member]), leaf);
+    if (members.length === 0 && value !== undefined) fields.set(JSON.stringify([name]), value);
+  }
+  return fields;
+}
+
+/** The CRs' records from their packed text (throws when it is not one this version packs). */
+function unpackCrs(packed: unknown): Record<string, unknown> {
+  if (typeof packed !== "string") throw new Error("not packed");
+  const unzipped = gunzipSync(Buffer.from(packed, "base64"), { maxOutputLength: UNPACKED_LIMIT });
+  const { keys, fields, columns } = PackedCrsSchema.parse(JSON.parse(unzipped.toString("utf8")));
+  if (columns.length !== fields.length || columns.some((column) => column.length !== keys.length)) {
+    throw new Error("ragged columns");
+  }
+  return Object.fromEntries(keys.map((key, r) => [key, unpackRecord(key, fields, columns, r)]));
+}
+
+/** The record of the CR `key`, in row `r`. */
+function unpackRecord(key: string, fields: readonly string[][], columns: readonly unknown[][], r: number) {
+  const record: Record<string, unknown> = {};
+  const values: unknown[] = [];
+  fields.forEach(([name, member], f) => {
+    const value = unpackCell(columns[f]![r], f, key, values);
+    values.push(value);
+    if (value === undefined) return;
+    if (member === undefined) record[name!] = value;
+    else {
+      const object = record[name!] ?? {};
+      if (!isRecord(object)) throw new Error(`${name} is no object`);
+      record[name!] = Object.assign(object, { [member]: value });
+    }
+  });
+  return record;
+}
+
+/** The value of field `f` in its cell, the CR's key and its values of the fields before. */
+function unpackCell(cell: unknown, f: number, key: string, values: readonly unknown[]): unknown {
+  if (Array.isArray(cell)) return cell[0];
+  if (typeof cell !== "number") return cell ?? undefined;
+  const value = cell < 0 ? (-cell <= key.length ? key.slice(cell) : undefined) : values[cell];
+  if (!Number.isInteger(cell) || cell >= f || typeof value !== "string") {
+    throw new Error(`field ${f} repeats no string of the CR`);
+  }
+  return value;
+}
+
+/** The state in a stored text of either form, unchecked: undefined when it cannot be read. */
+function storedState(text: string): unknown {
+  const parsed = parseJson(text);
+  if (!isRecord(parsed) || parsed[PACKED_CRS] === undefined || "crs" in parsed) return parsed;
+  const { [PACKED_CRS]: packed, ...rest } = parsed;
+  try {
+    return { ...rest, crs: unpackCrs(packed) };
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * What the stored data says: no state (none stored, or one written by an older version of knative-fleet,
  * which the rollout starts over from, safely); a state whose HMAC checks out and that is the last one stored
- * (`mac`, to record as such); or a refusal, with why, for data this reconciler did not write or that it
+ * (`mac`, to record as such; `text` is its stateText, whatever form it is stored in); or a refusal, with why, for data this reconciler did not write or that it
  * replaced since. A refused state is never obeyed.
  *
  * `last` is the HMAC the key Secret records as the last state stored (undefined before any was recorded).
@@ -183,11 +329,10 @@ export function openState(
         "it is not the last state this knative-fleet stored (an older state put back?); the key Secret records another",
     };
   }
-  const parsed = parseJson(text);
-  const state = RolloutStateSchema.safeParse(parsed);
+  const state = RolloutStateSchema.safeParse(storedState(text));
   // A valid HMAC over an unreadable state: written by a version of knative-fleet this one cannot read.
   if (!state.success) return { kind: "none", legacy: "unreadable" };
-  return { kind: "valid", state: state.data, text, mac: sealedMac };
+  return { kind: "valid", state: state.data, text: stateText(state.data), mac: sealedMac };
 }
 
 /** The state of knative-fleet before it was sealed: a JSON object with no schema number. */
@@ -211,15 +356,15 @@ function sameMac(a: string, b: string): boolean {
 }
 
 /**
- * The state as `knative-fleet status` shows it, read without the key (the CLI has none): the same JSON, not
- * checked. Undefined when there is none or it cannot be read.
+ * The state as `knative-fleet status` shows it, read without the key (the CLI has none): the same JSON (its
+ * CRs unpacked), not checked. Undefined when there is none or it cannot be read.
  */
 export function peekRolloutState(
   data: Readonly<Record<string, unknown>> | undefined,
 ): RolloutState | undefined {
   const text = data?.[ROLLOUT_STATE_KEY];
   if (typeof text !== "string") return undefined;
-  const parsed = RolloutStateSchema.safeParse(parseJson(text));
+  const parsed = RolloutStateSchema.safeParse(storedState(text));
   return parsed.success ? parsed.data : undefined;
 }
 
