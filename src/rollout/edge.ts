@@ -49,7 +49,7 @@ export interface OpenedRollout {
   refused: boolean;
   /** A person chose to start the state over (it was refused or missing): the gate re-derives baselines. */
   startedOver: boolean;
-  /** The stored state, checked against its key (undefined: none yet), and its text as stored. */
+  /** The stored state, checked against its key (undefined: none yet), and its plain JSON (packed or not when stored). */
   state?: RolloutState;
   stateText?: string;
   /** The CRs of fleet files that failed validation: they keep their last applied content. */
