@@ -5,7 +5,12 @@
 // (objects from a real plan of the real releases, copied per CR), with a few joins, departures, findings
 // and errors. The unit tests (test/unit/status/big-fleet.test.ts, test/unit/plan/big-fleet.test.ts)
 // check the sizes and the structure of the same fleets; this script prints the times.
+// With --pipeline, the two steps of the plan's pipeline that were quadratic (issue #44): the joins and
+// departures of one placement of N clusters (placement/plan.ts planPlacements: three join, two leave), and
+// the upgrade chain of each of N CRs all on one chain (plan/plan.ts withChain): the median time and the
+// time per cluster or CR, which stays flat as N doubles (it doubled with the quadratic lookups).
 // Usage: node scripts/bench-reports.ts [clusters=250,500,1000,2000] [runs=5]
+//        node scripts/bench-reports.ts --pipeline [size=1000,2000,4000,8000] [runs=5]
 import type { Condition } from "../src/api/knative.ts";
 import {
   DRIFT_STATUS_ANNOTATION,
@@ -17,11 +22,14 @@ import {
 } from "../src/api/labels.ts";
 import { compareStrings } from "../src/fleet/diagnostic.ts";
 import type { KubeObject } from "../src/kube/object.ts";
-import type { SelectedCluster } from "../src/placement/expand.ts";
+import type { PlacementSelection, SelectedCluster } from "../src/placement/expand.ts";
+import { planPlacements } from "../src/placement/plan.ts";
 import { buildPlan, type FleetPlan, type ResourcePlan, renderMarkdown } from "../src/plan/index.ts";
+import { chainsOf, withChain } from "../src/plan/plan.ts";
 import { createKodataSource, ReleaseLoader } from "../src/render/index.ts";
 import { renderStatusSummary } from "../src/status/summary.ts";
 import { DEFAULT_FLEET_SETTINGS } from "../src/sync/settings.ts";
+import type { ChainedCr } from "../src/upgrade/chain.ts";
 import { crText } from "../test/support/fleet-files.ts";
 import { knativeReleasesDir } from "../test/support/shared.ts";
 
@@ -385,9 +393,57 @@ export async function bigFleetPlan(clusters: number): Promise<FleetPlan> {
 /** The number in a cluster's name. */
 const clusterIndex = (cluster: string): number => Number(cluster.slice(-4));
 
+/** One placement of `clusters` clusters before and after a merge: the last three join, the two before them leave. */
+function bigPlacement(clusters: number): { before: PlacementSelection[]; after: PlacementSelection[] } {
+  const joining = new Set([1, 2, 3].map((back) => clusterName(clusters - back)));
+  const leaving = new Set([4, 5].map((back) => clusterName(clusters - back)));
+  const selection = (left: ReadonlySet<string>): PlacementSelection => ({
+    path: "placements/serving.yaml",
+    line: 1,
+    kind: "KnativeServingPlacement",
+    namespace: NAMESPACE,
+    name: "serving",
+    clusters: selected(clusters, (i) => templateSpec(i, "1.22"), "serving").filter((c) => !left.has(c.name)),
+    skipped: [],
+  });
+  return { before: [selection(joining)], after: [selection(leaving)] };
+}
+
+/** `crs` CRs of a plan, every one on the upgrade chain 1.20 -> 1.22 (the step 1.21 under way), in one order. */
+function chainedCrs(crs: number): { plans: ResourcePlan[]; upgrades: ChainedCr[] } {
+  const plans = Array.from(
+    { length: crs },
+    (_, i): ResourcePlan => ({
+      kind: "KnativeServing",
+      namespace: NAMESPACE,
+      name: `serving-${clusterName(i)}`,
+      cluster: `fleet-system/${clusterName(i)}`,
+      path: "placements/serving.yaml",
+      action: "update",
+      objects: { created: [], changed: [], deleted: [] },
+      findings: [],
+    }),
+  );
+  const upgrades = plans.map(
+    (plan): ChainedCr => ({
+      key: `${plan.kind} ${plan.namespace}/${plan.name}`,
+      path: plan.path,
+      cluster: plan.cluster,
+      chain: "KnativeServing 1.22",
+      from: "1.20",
+      step: "1.21",
+      target: "1.22",
+      minors: ["1.20", "1.21", "1.22"],
+    }),
+  );
+  return { plans, upgrades };
+}
+
 if (import.meta.main) {
-  const sizes = (process.argv[2] ?? "250,500,1000,2000").split(",").map(Number);
-  const runs = Number(process.argv[3] ?? 5);
+  const pipeline = process.argv[2] === "--pipeline";
+  const args = pipeline ? process.argv.slice(3) : process.argv.slice(2);
+  const sizes = (args[0] ?? (pipeline ? "1000,2000,4000,8000" : "250,500,1000,2000")).split(",").map(Number);
+  const runs = Number(args[1] ?? 5);
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const timed = <T>(work: () => T): { value: T; ms: number } => {
     const times: number[] = [];
@@ -406,7 +462,37 @@ if (import.meta.main) {
     previous[label] = ms;
     return before === undefined ? "" : ` (x${(ms / before).toFixed(2)} for x2)`;
   };
-  for (const clusters of sizes) {
+  // A few milliseconds each once linear: each sample repeats the step over 16,000 clusters or CRs in all
+  // (a GC pause or the JIT then weighs on one sample less), and the time is one step's.
+  const perStep = <T>(size: number, work: () => T) => {
+    const repeats = Math.max(1, Math.round(16_000 / size));
+    const { value, ms } = timed(() => {
+      let last!: T;
+      for (let i = 0; i < repeats; i++) last = work();
+      return last;
+    });
+    const step = ms / repeats;
+    return { value, text: `median ${step.toFixed(1)} ms, ${((step * 1e6) / size).toFixed(0)} ns each` };
+  };
+  for (const size of pipeline ? sizes : []) {
+    const { before, after } = bigPlacement(size);
+    const placements = perStep(size, () => planPlacements(before, after, "snapshot"));
+    const { added, removed } = placements.value.placements[0]!;
+    console.log(
+      `planPlacements, one placement of ${size} clusters (${added.length} join, ${removed.length} leave): ` +
+        placements.text,
+    );
+    const { plans, upgrades } = chainedCrs(size);
+    const chained = perStep(size, () => {
+      const chains = chainsOf(upgrades);
+      return plans.map((plan) => withChain(plan, chains));
+    });
+    console.log(
+      `withChain, ${size} CRs on a chain (${chained.value.filter((plan) => plan.chain).length} chained): ` +
+        chained.text,
+    );
+  }
+  for (const clusters of pipeline ? [] : sizes) {
     const input = bigFleetStatus(clusters);
     const status = timed(() => renderStatusSummary(input));
     const files = status.value;
