@@ -83,8 +83,7 @@ ${KODATA_FLAG_HELP}; the directory the service
   --cluster-profiles FILE               offline: ClusterProfiles and PlacementDecisions (a kubectl -o yaml
                                         list) that placements select from; live, the hub's are read
   -o, --output markdown|json            output format (default markdown); json: {schemaVersion, ...the plan}
-  --output-file FILE                    write to FILE instead of stdout; Markdown there is the whole
-                                        plan, uncut (stdout keeps within a comment's 65,536 characters)
+  --output-file FILE                    write to FILE instead of stdout
   --detailed-exitcode                   exit 3 when the merge changes a CR and nothing is wrong (0: it
                                         changes nothing), as terraform plan -detailed-exitcode
   -h, --help                            show this help`,
@@ -138,18 +137,13 @@ ${KODATA_FLAG_HELP}; the directory the service
       ctx.stderr.write(`knative-fleet plan: ${missingKodataMessage()}\n`);
       return EXIT_ERROR;
     }
-    // Standard output is the pull-request comment, within its limit; the file is the artifact CI keeps
-    // beside it (fleet-example's plan.yml), every cluster's details in it, however long.
-    const file = options.outputFile;
     const text = redactSecrets(
       options.format === "json"
         ? `${JSON.stringify({ schemaVersion: SCHEMA_VERSION, ...plan }, null, 2)}\n`
-        : file === undefined
-          ? renderMarkdown(plan)
-          : renderMarkdown(plan, Number.POSITIVE_INFINITY),
+        : renderMarkdown(plan),
     );
-    if (file === undefined) ctx.stdout.write(text);
-    else await writeFile(file, text);
+    if (options.outputFile === undefined) ctx.stdout.write(text);
+    else await writeFile(options.outputFile, text);
     return planExitCode(plan, options.detailedExitCode);
   },
 };
