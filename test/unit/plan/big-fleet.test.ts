@@ -1,5 +1,4 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { bigFleetPlan } from "../../../scripts/bench-reports.ts";
 import {
   GITHUB_COMMENT_LIMIT,
   PLAN_MARKER,
@@ -7,6 +6,7 @@ import {
   SUMMARY_ABOVE_CLUSTERS,
 } from "../../../src/plan/markdown.ts";
 import type { FleetPlan } from "../../../src/plan/report.ts";
+import { bigFleetPlan } from "../../support/big-fleet.ts";
 import { balancedMarkdown } from "./support.ts";
 
 // The plan comment of a merge that upgrades every CR of 1,000 clusters (2,000 CRs) in a rollout, with joins,

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { bigFleetStatus, clusterName } from "../../../scripts/bench-reports.ts";
 import type { Condition } from "../../../src/api/knative.ts";
 import { DRIFT_STATUS_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
@@ -12,6 +11,7 @@ import {
   type StatusFile,
   SUMMARY_ABOVE_CLUSTERS,
 } from "../../../src/status/summary.ts";
+import { bigFleetStatus, clusterName } from "../../support/big-fleet.ts";
 
 // The status files of a fleet of 1,000 clusters and 2,000 CRs mid-rollout (scripts/bench-reports.ts prints
 // their sizes and render times): within what GitHub shows of a folder's README (512,000 bytes; the README
