@@ -257,9 +257,38 @@ export class SoakFleet {
     return commit;
   }
 
-  /** Whether a CR content (version, marker) was ever pushed for the CR named `name`. */
-  wasPushed(kind: string, name: string, version: string, marker: string | undefined): boolean {
-    return this.pushedContents.has(`${contentOwner(kind, name)}|${version}|${marker}`);
+  /**
+   * Whether a CR content (version, marker) was ever pushed for the CR named `name`; or, when the CR names
+   * the version its file wants (`upgradeTarget`: a hub CR on a step of an upgrade chain, docs/rollout.md),
+   * whether it is such a step: that version was pushed with this marker, and `version` is a minor below it,
+   * at or above the oldest version pushed for the CR (a chain walks up from where the CR was, one minor at
+   * a time, with the rest of the content its file has).
+   */
+  wasPushed(
+    kind: string,
+    name: string,
+    version: string,
+    marker: string | undefined,
+    upgradeTarget?: string,
+  ): boolean {
+    const owner = contentOwner(kind, name);
+    if (this.pushedContents.has(`${owner}|${version}|${marker}`)) return true;
+    const target = minorOf(upgradeTarget);
+    const step = minorOf(version);
+    if (
+      target === undefined ||
+      step === undefined ||
+      !this.pushedContents.has(`${owner}|${target}|${marker}`)
+    )
+      return false;
+    const rank = (minor: string) => KNATIVE_MINORS.indexOf(minor as (typeof KNATIVE_MINORS)[number]);
+    const oldest = Math.min(
+      ...[...this.pushedContents]
+        .map((content) => content.split("|"))
+        .filter(([who]) => who === owner)
+        .map(([, pushed]) => rank(minorOf(pushed) ?? target)),
+    );
+    return rank(step) < rank(target) && rank(step) >= oldest;
   }
 
   /** Whether a marker was ever pushed for the CR named `name`, with any version. */

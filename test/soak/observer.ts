@@ -6,6 +6,7 @@ import {
   DESIRED_HASH_ANNOTATION,
   MANAGED_BY,
   MANAGED_BY_LABEL,
+  UPGRADE_TARGET_ANNOTATION,
 } from "../../src/api/labels.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { Informer } from "../../src/kube/informer.ts";
@@ -228,7 +229,8 @@ export class Observer {
     track.object = object;
     const version = spec.version ?? "";
     const marker = spec.config?.observability?.[MARKER_KEY];
-    if (!fleet.wasPushed(object.kind, name, version, marker))
+    const upgradeTarget = object.metadata.annotations?.[UPGRADE_TARGET_ANNOTATION];
+    if (!fleet.wasPushed(object.kind, name, version, marker, upgradeTarget))
       this.violate(
         "spec-from-pushed-revision",
         `hub CR ${key} holds version ${version}, marker ${marker}, which no push declared for it`,

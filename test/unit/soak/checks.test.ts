@@ -3,7 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
-import { CR_KIND_LABEL, CR_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL } from "../../../src/api/labels.ts";
+import {
+  CR_KIND_LABEL,
+  CR_NAME_LABEL,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  UPGRADE_TARGET_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import {
   clustersIn,
@@ -361,6 +367,34 @@ describe("the observer", () => {
         expect.stringMatching(/serving-spoke-1 holds version 1\.21, marker \d+, which no push declared/),
       ],
       ["spec-from-pushed-revision", expect.stringMatching(/spoke-1 runs knative-serving with marker 4343/)],
+    ]);
+  });
+
+  it("spec-from-pushed-revision: takes a step of an upgrade chain toward a pushed version, and nothing else that names a target", async () => {
+    const { fleet, observer, hooks, pushed, cr } = observedFleet();
+    expect(pushed.version).toBe("1.22");
+    // A later push wants 1.23 with a new marker; the CR is on the chain's step before it (a found case of
+    // the hour soak: two version pushes 29 s apart, the second while the first was still rolling out).
+    const later = pushed.marker + 1;
+    fleet.pushedContents.add(`serving-${SPOKE}|1.23|${later}`);
+    const onStep = (version: string, marker: number, target: string | undefined): KubeObject => {
+      const object = cr({ version, marker });
+      return {
+        ...object,
+        metadata: { ...object.metadata, annotations: { [UPGRADE_TARGET_ANNOTATION]: target! } },
+      };
+    };
+    await hooks.onHubCr(fleet, "MODIFIED", onStep("1.22", later, "1.23.1"));
+    expect(observer.violations).toEqual([]);
+    await hooks.onHubCr(fleet, "MODIFIED", onStep("1.21", later, "1.23")); // below where the CR ever was
+    await hooks.onHubCr(fleet, "MODIFIED", onStep("1.22", 4242, "1.23")); // the target's push had another marker
+    await hooks.onHubCr(fleet, "MODIFIED", onStep("1.23", pushed.marker, "1.23")); // not below its target
+    await hooks.onHubCr(fleet, "MODIFIED", cr({ version: "1.22", marker: later })); // no target named
+    expect(observer.violations.map((v) => v.evidence)).toEqual([
+      expect.stringContaining("holds version 1.21, marker"),
+      expect.stringContaining("holds version 1.22, marker 4242"),
+      expect.stringContaining(`holds version 1.23, marker ${pushed.marker}`),
+      expect.stringContaining(`holds version 1.22, marker ${later}`),
     ]);
   });
 
