@@ -35,6 +35,31 @@ export async function ensureNamespace(client: KubeClient, name: string): Promise
 }
 
 /**
+ * The sandbox's credential Secrets of a spoke (`<name>` for secretreader, `<name>-kubeconfig` for
+ * kubeconfig-secretreader), copied from the ClusterProfile's namespace into `namespace`, which must exist: what
+ * giving knative-fleet a cluster's credentials amounts to (docs/adding-a-cluster.md). The names copied.
+ */
+export async function copySpokeCredentials(
+  hub: KubeClient,
+  from: { namespace: string; name: string },
+  namespace: string,
+): Promise<string[]> {
+  const copied: string[] = [];
+  for (const name of [from.name, `${from.name}-kubeconfig`]) {
+    const secret = await hub.get("v1", "Secret", from.namespace, name);
+    if (!secret) continue;
+    await hub.apply({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name, namespace },
+      data: secret.data,
+    } as KubeObject);
+    copied.push(name);
+  }
+  return copied;
+}
+
+/**
  * The sandbox's ClusterProfile for a spoke, copied into `namespace` with another server (a proxy in front of
  * the spoke) and that server's CA; the same access providers and plugins.
  */
@@ -48,16 +73,7 @@ export async function copyClusterProfile(
 ): Promise<void> {
   if (credentialsNamespace !== undefined) {
     await ensureNamespace(hub, credentialsNamespace);
-    for (const name of [from.name, `${from.name}-kubeconfig`]) {
-      const secret = await hub.get("v1", "Secret", from.namespace, name);
-      if (secret)
-        await hub.apply({
-          apiVersion: "v1",
-          kind: "Secret",
-          metadata: { name, namespace: credentialsNamespace },
-          data: secret.data,
-        } as KubeObject);
-    }
+    await copySpokeCredentials(hub, from, credentialsNamespace);
   }
   const apiVersion = "multicluster.x-k8s.io/v1alpha1";
   const original = await hub.get(apiVersion, "ClusterProfile", from.namespace, from.name);

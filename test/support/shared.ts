@@ -7,8 +7,13 @@ import { fileURLToPath } from "node:url";
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 // Where the same files are published: the fallback when ../shared is not beside the checkout.
-const CLUSTER_PROFILE_CRD_URL =
-  "https://raw.githubusercontent.com/kubernetes-sigs/cluster-inventory-api/v0.1.2/config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml";
+export const CLUSTER_INVENTORY_CRDS_URL =
+  "https://raw.githubusercontent.com/kubernetes-sigs/cluster-inventory-api/v0.1.2/config/crd/bases";
+/** The Cluster Inventory API's CRDs in ../shared/crds, as release v0.1.2 publishes them. */
+const CLUSTER_INVENTORY_CRDS = [
+  "multicluster.x-k8s.io_clusterprofiles.yaml",
+  "multicluster.x-k8s.io_placementdecisions.yaml",
+] as const;
 const OPERATOR_CRD_URL = (kind: string) =>
   `https://raw.githubusercontent.com/knative/operator/main/config/crd/bases/operator.knative.dev_${kind}.yaml`;
 
@@ -39,8 +44,10 @@ export function sharedDir(): string {
 function downloadedShared(): string {
   const dir = join(process.env.KNATIVE_FLEET_CACHE ?? join(homedir(), ".cache", "knative-fleet"), "shared");
   const complete = join(dir, ".complete");
-  // A download made before the window grew holds another folder: fetched again.
-  if (existsSync(complete) && existsSync(join(dir, RELEASES_FOLDER))) return dir;
+  // A download made before the window grew holds another folder (or fewer CRDs): fetched again.
+  const crds = CLUSTER_INVENTORY_CRDS.map((file) => join(dir, "crds", file));
+  if (existsSync(complete) && existsSync(join(dir, RELEASES_FOLDER)) && crds.every((f) => existsSync(f)))
+    return dir;
   process.stderr.write(
     `knative-fleet: ../shared is not beside the checkout; downloading the Knative releases and CRDs from their ` +
       `public release locations into ${dir} (once)\n`,
@@ -53,7 +60,8 @@ function downloadedShared(): string {
       mkdirSync(dirname(file), { recursive: true });
       execFileSync("curl", ["-fsSL", "--retry", "3", "-o", file, url], { stdio: "inherit" });
     };
-    download(CLUSTER_PROFILE_CRD_URL, join(dir, "crds", "multicluster.x-k8s.io_clusterprofiles.yaml"));
+    for (const file of CLUSTER_INVENTORY_CRDS)
+      download(`${CLUSTER_INVENTORY_CRDS_URL}/${file}`, join(dir, "crds", file));
     for (const kind of ["knativeservings", "knativeeventings"]) {
       download(
         OPERATOR_CRD_URL(kind),
@@ -73,6 +81,11 @@ function downloadedShared(): string {
 }
 
 export const knativeReleasesDir = (): string => join(sharedDir(), RELEASES_FOLDER);
-export const clusterProfileCrdPath = (): string =>
-  join(sharedDir(), "crds", "multicluster.x-k8s.io_clusterprofiles.yaml");
+/** A Cluster Inventory API CRD by its file name in the release (`multicluster.x-k8s.io_<plural>.yaml`). */
+export function clusterInventoryCrdPath(file: string): string {
+  if (!(CLUSTER_INVENTORY_CRDS as readonly string[]).includes(file))
+    throw new Error(`the shared data holds no Cluster Inventory API CRD ${file} (${CLUSTER_INVENTORY_CRDS})`);
+  return join(sharedDir(), "crds", file);
+}
+export const clusterProfileCrdPath = (): string => clusterInventoryCrdPath(CLUSTER_INVENTORY_CRDS[0]);
 export const upstreamOperatorCrdsDir = (): string => join(sharedDir(), "reference", "knative-operator-crds");

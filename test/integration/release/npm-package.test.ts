@@ -1,10 +1,11 @@
 import { execFile } from "node:child_process";
-import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
-import { delimiter, dirname, join } from "node:path";
+import { delimiter, join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadSandbox } from "../../sandbox/index.ts";
+import { copyCheckout } from "../../support/checkout.ts";
 import { crText } from "../../support/fleet-files.ts";
 import { createFleetRepo, type FleetRepo } from "../../support/fleet-repo.ts";
 import { writeTokenKubeconfig } from "../../support/kubeconfig.ts";
@@ -64,24 +65,6 @@ function satisfiesCaret(version: string, range: string): boolean {
   return atLeast && same;
 }
 
-/** What a fresh clone of the checkout holds: the files git tracks (and new ones it does not ignore). */
-async function cleanClone(into: string): Promise<void> {
-  const { stdout } = await execFileAsync(
-    "git",
-    ["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-    { cwd: repoRoot, maxBuffer: 16 << 20 },
-  );
-  for (const file of stdout.split("\0").filter((f) => f !== "")) {
-    const exists = await stat(join(repoRoot, file)).then(
-      (s) => s.isFile(),
-      () => false,
-    );
-    if (!exists) continue; // deleted in the working tree
-    await mkdir(dirname(join(into, file)), { recursive: true });
-    await copyFile(join(repoRoot, file), join(into, file));
-  }
-}
-
 describe("the npm package, from a fresh clone", () => {
   let work: string;
   const bins: Record<string, string> = {};
@@ -115,7 +98,7 @@ describe("the npm package, from a fresh clone", () => {
     lines.forEach((line, i) => {
       bins[line] = located[i]!;
     });
-    await Promise.all([cleanClone(packClone), cleanClone(cliClone)]);
+    await Promise.all([copyCheckout(packClone), copyCheckout(cliClone)]);
     // The `npm run cli` route runs in its own clone meanwhile; its test awaits it.
     cliRun = npm(USER_LINE, ["run", "-s", "cli", "--", "-v"], cliClone).catch((err: { stderr: string }) => {
       throw new Error(`npm run cli failed: ${err.stderr}`);

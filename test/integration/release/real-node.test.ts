@@ -1,18 +1,34 @@
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { freePort } from "../../sandbox/processes.ts";
-import { buildNodeTools, ctr, type RealNode, startRealNode, stopNodes } from "../../sandbox/real-node.ts";
+import { ctr, type RealNode } from "../../sandbox/real-node.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
 import { adminClient, ensureNamespace } from "../../support/hub.ts";
 import { knativeReleasesDir, repoRoot } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
+import {
+  containerId,
+  crReady,
+  type FleetCr,
+  isReadyPod,
+  nodeTools,
+  type PodStatus,
+  pluginCopyValues,
+  postRendererFlags,
+  printPodLogsOnFailure,
+  releasePods,
+  removeFleet,
+  sandboxHelm,
+  startChartNode,
+  stopChartNodes,
+} from "./real-node-chart.ts";
 
 const execFileAsync = promisify(execFile);
 
@@ -35,8 +51,6 @@ const NAMESPACE = "knative-fleet";
 const REPO = "fleet";
 const NODE = "real-node-1";
 const IMAGE = "localhost/knative-fleet:dev";
-const helmBin = join(sandbox.binDir, "helm");
-const postRenderer = join(repoRoot, "test", "integration", "release", "real-node-post-renderer.ts");
 
 /** fleet-example's fleet files, path -> text. */
 function fleetExample(): Record<string, string> {
@@ -50,22 +64,10 @@ function fleetExample(): Record<string, string> {
   return files;
 }
 
-type Cr = { kind: string; namespace: string; name: string };
-const CRS: Cr[] = [
+const CRS: FleetCr[] = [
   { kind: "KnativeServing", namespace: "knative-fleet", name: "spoke-1-serving" },
   { kind: "KnativeEventing", namespace: "knative-fleet", name: "spoke-2-eventing" },
 ];
-
-interface PodStatus {
-  metadata: { name: string; creationTimestamp: string; deletionTimestamp?: string };
-  spec: { nodeName?: string };
-  status: {
-    phase?: string;
-    conditions?: { type: string; status: string; lastTransitionTime: string }[];
-    containerStatuses?: { name: string; containerID?: string; ready: boolean; restartCount: number }[];
-    initContainerStatuses?: { name: string; state: { terminated?: { exitCode: number } } }[];
-  };
-}
 
 describe("helm install on a real node", () => {
   const work = mkdtempSync(join(tmpdir(), "knative-fleet-real-node-"));
@@ -74,13 +76,7 @@ describe("helm install on a real node", () => {
   let git: GitServer;
   let metricsPort: number;
 
-  const helm = (...args: string[]) =>
-    execFileAsync(helmBin, [...args, "--kubeconfig", sandbox.hub.adminKubeconfig], {
-      // The post-renderer is TypeScript: Node 24 (this process's) runs it.
-      env: { ...process.env, PATH: `${join(process.execPath, "..")}:${process.env.PATH}` },
-      maxBuffer: 16 << 20,
-    });
-  const hubPort = new URL(sandbox.hub.server).port;
+  const helm = sandboxHelm(sandbox);
   const helmInstall = (verb: "install" | "upgrade", valuesFile: string) =>
     helm(
       verb,
@@ -90,30 +86,11 @@ describe("helm install on a real node", () => {
       NAMESPACE,
       "--values",
       valuesFile,
-      "--post-renderer",
-      postRenderer,
-      "--post-renderer-args",
-      `127.0.0.1:${hubPort}`,
+      ...postRendererFlags(sandbox),
     );
 
-  const pods = async () =>
-    (
-      await hub.list("v1", "Pod", {
-        namespace: NAMESPACE,
-        labelSelector: `app.kubernetes.io/instance=${RELEASE}`,
-      })
-    ).items as unknown as PodStatus[];
-  const readyPod = async () =>
-    (await pods()).find(
-      (p) =>
-        !p.metadata.deletionTimestamp &&
-        p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
-    );
-  /** The containerd id of the pod's knative-fleet container. */
-  const containerId = (pod: PodStatus) =>
-    pod.status.containerStatuses
-      ?.find((c) => c.name === "knative-fleet")
-      ?.containerID?.replace(/^containerd:\/\//, "") ?? "";
+  const pods = () => releasePods(hub, NAMESPACE, RELEASE);
+  const readyPod = async () => (await pods()).find(isReadyPod);
   const exec = (pod: PodStatus, ...command: string[]) => {
     try {
       return {
@@ -124,26 +101,7 @@ describe("helm install on a real node", () => {
       return { code: 1, out: String((err as { stderr?: string }).stderr ?? err) };
     }
   };
-  const crReady = async (cr: Cr) => {
-    const live = await hub.get(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name);
-    return (
-      live?.status as { conditions?: { type: string; status: string }[] } | undefined
-    )?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
-  };
-  const printLogsOnFailure = () =>
-    onTestFailed(() => {
-      const logDirs = readdirSync(join(sandbox.stateDir, "nodes"))
-        .map((name) => join(sandbox.stateDir, "nodes", name, "pod-logs"))
-        .filter((dir) => existsSync(dir));
-      for (const dir of logDirs.flatMap((logs) =>
-        readdirSync(logs, { recursive: true, withFileTypes: true }),
-      )) {
-        if (dir.isFile() && dir.parentPath.endsWith("knative-fleet"))
-          console.error(
-            `--- ${dir.parentPath}:\n${readFileSync(join(dir.parentPath, dir.name), "utf8").slice(-4000)}`,
-          );
-      }
-    });
+  const printLogsOnFailure = () => printPodLogsOnFailure(sandbox);
 
   beforeAll(async () => {
     const build = Date.now();
@@ -164,13 +122,14 @@ describe("helm install on a real node", () => {
       },
     );
     figures.imageBuildSeconds = Math.round((Date.now() - build) / 1000);
+    // One line per tag of the image: readme-install.test.ts tags the same image with the release's version.
     figures.imageSize = (
       await execFileAsync("buildah", ["images", "--format", "{{.Size}}", IMAGE])
-    ).stdout.trim();
+    ).stdout.split("\n")[0]!;
 
-    const { kubelet, images } = buildNodeTools(sandbox.binDir);
+    const { kubelet, images } = nodeTools(sandbox);
     const nodeStart = Date.now();
-    node = await startRealNode(sandbox, NODE, kubelet, [
+    node = await startChartNode(sandbox, hub, NODE, kubelet, [
       ...images,
       { name: "knative-fleet", reference: IMAGE, archive },
     ]);
@@ -191,7 +150,6 @@ describe("helm install on a real node", () => {
       } as never);
     }
     metricsPort = await freePort();
-    const plugin = (name: string) => images.find((image) => image.name === name)!.reference;
     // What a user of a hub whose runtime has no image volumes writes: the repository, its credentials, the
     // webhook, and the plugin images from their own registry (here: built locally from their module).
     const values = {
@@ -203,18 +161,9 @@ describe("helm install on a real node", () => {
       metrics: { port: metricsPort },
       webhook: { enabled: true, port: await freePort(), secretRef: { name: "fleet-webhook" } },
       multicluster: {
-        pluginMount: "initContainer",
+        ...pluginCopyValues(images),
         credentials: { namespace: sandbox.clusterProfileNamespace },
-        pluginCopyImage: plugin("busybox"),
         remoteDeploymentsPollInterval: "2s",
-        plugins: [
-          { name: "secretreader", image: plugin("secretreader"), mountPath: "/access-plugins/secretreader" },
-          {
-            name: "kubeconfig-secretreader",
-            image: plugin("kubeconfig-secretreader"),
-            mountPath: "/access-plugins/kubeconfig-secretreader",
-          },
-        ],
       },
     };
     writeFileSync(join(work, "values.yaml"), stringify(values));
@@ -223,51 +172,19 @@ describe("helm install on a real node", () => {
 
   afterAll(async () => {
     console.log("real node figures:", JSON.stringify(figures));
-    // Leave the spokes as found, the way users remove a whole fleet: the reconciler back, the files deleted
-    // from the repository (an empty fleet never prunes: allowEmpty is false), then the hub CRs deleted by
-    // hand, and their finalizers uninstall Knative from the spokes.
-    const remaining = async () =>
-      (
-        await Promise.all(CRS.map((cr) => hub.get(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name)))
-      ).filter(Boolean);
-    if (git && (await remaining()).length > 0) {
-      try {
-        await helmInstall("install", join(work, "values.yaml"));
-        await git.pushChange(REPO, {
-          files: Object.fromEntries(Object.keys(fleetExample()).map((path) => [path, null])),
-          message: "remove the fleet",
-        });
-        await waitUntil(
-          "the fleet's CRs finalized",
-          async () => {
-            const left = await remaining();
-            // Deleted again while a sync of the commit before the removal may still bring one back.
-            for (const cr of CRS.filter((cr) =>
-              left.some((l) => l?.metadata.name === cr.name && !l.metadata.deletionTimestamp),
-            ))
-              await hub.delete(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name);
-            return left.length === 0 ? true : undefined;
-          },
-          180_000,
-        );
-      } catch (err) {
-        // The reconciler goes first, so that nothing puts a finalizer back while the CRs are released.
-        console.error(`cleanup: ${(err as Error).message}; releasing the CRs by hand`);
-        await helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait").catch(() => {});
-        for (const cr of CRS) {
-          await hub
-            .mergePatch(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name, {
-              metadata: { finalizers: null },
-            })
-            .catch(() => {});
-          await hub.delete(OPERATOR_API_VERSION, cr.kind, cr.namespace, cr.name).catch(() => {});
-        }
-      }
-    }
+    if (git)
+      await removeFleet(hub, CRS, {
+        restore: () => helmInstall("install", join(work, "values.yaml")),
+        deleteFiles: () =>
+          git.pushChange(REPO, {
+            files: Object.fromEntries(Object.keys(fleetExample()).map((path) => [path, null])),
+            message: "remove the fleet",
+          }),
+        uninstall: () => helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"),
+      });
     await helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait").catch(() => {});
     await git?.close();
-    await stopNodes(sandbox.stateDir);
-    rmSync(join(sandbox.stateDir, "nodes"), { recursive: true, force: true });
+    await stopChartNodes(sandbox, hub);
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -294,7 +211,7 @@ describe("helm install on a real node", () => {
     printLogsOnFailure();
     const start = Date.now();
     for (const cr of CRS)
-      await waitUntil(`${cr.name} Ready`, async () => ((await crReady(cr)) ? true : undefined), 600_000);
+      await waitUntil(`${cr.name} Ready`, async () => ((await crReady(hub, cr)) ? true : undefined), 600_000);
     figures.fleetExampleReadySeconds = Math.round((Date.now() - start) / 1000);
     expect(await spokes[0]!.get("apps/v1", "Deployment", "knative-serving", "controller")).toBeDefined();
     expect(
@@ -357,12 +274,7 @@ describe("helm install on a real node", () => {
       )?.holderIdentity;
     /** The pod whose process holds the Lease: identities are "<pod name>_<uuid>", new for every process. */
     const podOf = (identity: string | undefined) => identity?.replace(/_[0-9a-f-]{36}$/, "");
-    const readyPods = async () =>
-      (await pods()).filter(
-        (p) =>
-          !p.metadata.deletionTimestamp &&
-          p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
-      );
+    const readyPods = async () => (await pods()).filter(isReadyPod);
     /** What each running pod's own /metrics says of its leadership, read inside its network namespace. */
     const leaders = async () => {
       const running = (await pods()).filter((p) =>
@@ -401,12 +313,13 @@ describe("helm install on a real node", () => {
       // their own, reaching the hub, the spokes and the Git server through forwarded loopback ports.
       const ports = [sandbox.hub, ...sandbox.spokes].map((c) => Number(new URL(c.server).port));
       ports.push(Number(new URL(git.url(REPO)).port));
-      const { kubelet, images } = buildNodeTools(sandbox.binDir);
+      const { kubelet, images } = nodeTools(sandbox);
       const archive = join(work, "knative-fleet.oci.tar");
       for (const name of ["real-node-2", "real-node-3"]) {
         nodes.push(
-          await startRealNode(
+          await startChartNode(
             sandbox,
+            hub,
             name,
             kubelet,
             [...images, { name: "knative-fleet", reference: IMAGE, archive }],
