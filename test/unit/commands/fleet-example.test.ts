@@ -91,5 +91,10 @@ describe("fleet-example/README.md, as written", { timeout: 120_000 }, () => {
     expect(ran.code).toBe(1);
     expect(ran.stdout).toMatch(/clusters\/spoke-1\/knative-serving\.yaml:\d+:\d+ .*hub/);
     expect(text).toContain("clusterProfileRef:");
+    // And the README says so (it once said such a CR installs on the hub).
+    const target = (await readFile(README, "utf8")).replace(/\s+/g, " ");
+    expect(target).toContain(
+      "A CR without it targets the hub itself, which the service refuses unless hub installs are enabled",
+    );
   });
 });

@@ -80,6 +80,25 @@ describe("release manifests for the CLI", { timeout: 60_000 }, () => {
     expect(fromCache.stdout).toContain("version-unknown");
   });
 
+  it("run finds them as plan does: KO_DATA_PATH, then the fetched cache; none is said with the cache's path", async () => {
+    const config = join(cacheHome, "no-such-config.yaml");
+    const none = await runCli("run", "--config", config);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain("no Knative release manifests");
+    expect(none.stderr).toContain(join(cacheHome, "knative-fleet", "kodata"));
+    // Found: run goes on to read its config (none here), and says nothing of the releases.
+    process.env.KO_DATA_PATH = knativeReleasesDir();
+    const fromEnv = await runCli("run", "--config", config);
+    delete process.env.KO_DATA_PATH;
+    mkdirSync(join(cacheHome, "knative-fleet", "kodata"), { recursive: true });
+    const fromCache = await runCli("run", "--config", config);
+    for (const found of [fromEnv, fromCache]) {
+      expect(found.code).toBe(2);
+      expect(found.stderr).not.toContain("no Knative release manifests");
+      expect(found.stderr).toContain("no-such-config.yaml");
+    }
+  });
+
   it("refuses a --kodata or KO_DATA_PATH that is not a directory", async () => {
     const fleet = await repo({ [SERVING]: serving("1.22") });
     expect((await plan(fleet.dir, "--kodata", "/nonexistent")).stderr).toContain(
