@@ -203,10 +203,11 @@ describe("the README's Install section, from a clone to a Ready spoke", () => {
       },
       {
         from: /^npm install -g /,
-        to: `npm install -g --prefix ${prefix} --offline `,
+        to: `npm install -g --prefix ${prefix} --prefer-offline `,
         why:
-          "a temporary prefix instead of the machine's global one, and the dependencies from npm's cache (the " +
-          "checkout's install and npm-package.test.ts fill it) instead of the registry",
+          "a temporary prefix instead of the machine's global one, and the dependencies from npm's cache where " +
+          "it has them (the checkout's install fills it with the packages, not always with their metadata: " +
+          "--offline fails on a cold cache), as npm-package.test.ts installs them",
       },
       {
         from: new RegExp(
