@@ -24,6 +24,10 @@ export interface HubLink {
    * resourceVersion delivers them.
    */
   stallWatch(): () => void;
+  /** While true, a watch is refused at once (a 500), as a hub that cannot serve watches refuses it. */
+  failWatch: boolean;
+  /** How much later than the write itself its answer arrives (ms): the watch may show the write first. */
+  answerDelayMs: number;
   client: KubeClient;
 }
 
@@ -81,6 +85,15 @@ export function leaseHub() {
     return store(body!);
   };
 
+  /** A `key=value` label selector (the only kind the members use), or everything. */
+  const selects =
+    (selector: string | undefined) =>
+    (lease: MemberLease): boolean => {
+      if (!selector) return true;
+      const [key, value] = selector.split("=");
+      return lease.metadata.labels?.[key!] === value;
+    };
+
   const link = (): HubLink => {
     const held: (() => void)[] = [];
     let watchStalled: Promise<void> = Promise.resolve();
@@ -89,9 +102,13 @@ export function leaseHub() {
       self.cut
         ? new Promise<void>((resolve) => held.push(resolve)).then(respond)
         : sleep(self.latencyMs).then(respond);
+    const answerLate = <T>(respond: () => T): Promise<T> =>
+      answer(respond).then((value) => (self.answerDelayMs > 0 ? sleep(self.answerDelayMs, value) : value));
     const self: HubLink = {
       cut: false,
       latencyMs: 2,
+      failWatch: false,
+      answerDelayMs: 0,
       stallWatch: () => {
         let release = () => {};
         watchStalled = new Promise<void>((resolve) => {
@@ -104,28 +121,40 @@ export function leaseHub() {
         for (const release of held.splice(0)) release();
       },
       client: {
-        path: async (_apiVersion: string, _kind: string, namespace: string, name?: string) =>
-          `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases${name ? `/${name}` : ""}`,
-        list: () =>
-          answer(() => ({ items: [...leases.values()].map(copy), resourceVersion: String(version) })),
+        path: async (apiVersion: string, kind: string, namespace: string, name?: string) => {
+          if (apiVersion !== "coordination.k8s.io/v1" || kind !== "Lease")
+            throw new Error(`this hub serves Leases only, not ${apiVersion} ${kind}`);
+          return `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases${name ? `/${name}` : ""}`;
+        },
+        list: (_apiVersion: string, _kind: string, { labelSelector }: { labelSelector?: string } = {}) =>
+          answer(() => ({
+            items: [...leases.values()].filter(selects(labelSelector)).map(copy),
+            resourceVersion: String(version),
+          })),
         get: (_apiVersion: string, _kind: string, _namespace: string, name: string) =>
           answer(() => copy(leases.get(name))),
         rest: {
           request: ({ method, path, body }: { method: string; path: string; body?: MemberLease }) =>
-            answer(() => ({ status: 200, body: write(method, path, body) })),
+            answerLate(() => ({ status: 200, body: write(method, path, body) })),
           // A watch from `resourceVersion`: the changes after it, then each new one, each answered over the
           // link (a cut holds them, in order, until the heal); it ends when the watcher aborts.
           stream: (
             _path: string,
-            query: { resourceVersion?: string },
+            query: { resourceVersion?: string; labelSelector?: string },
             onLine: (value: unknown) => void,
             signal?: AbortSignal,
           ) =>
-            new Promise<void>((resolve) => {
+            new Promise<void>((resolve, reject) => {
+              if (self.failWatch) {
+                reject(new KubeApiError("GET", "watch", 500, "InternalError", "the hub serves no watch now"));
+                return;
+              }
               const from = Number(query.resourceVersion ?? 0);
+              const selected = selects(query.labelSelector);
               // One after the other, as a watch stream delivers them, whatever the link's latency does.
               let delivered = Promise.resolve();
               const tell = (event: (typeof events)[number]) => {
+                if (!selected(event.object)) return;
                 delivered = delivered.then(async () => {
                   await watchStalled;
                   await answer(() => {
@@ -148,5 +177,7 @@ export function leaseHub() {
     return self;
   };
   // The shard key every member of this hub's deployment reads (service/shard-key.ts keeps it in a Secret).
-  return { link, leases, history, tamper, key: randomBytes(32) as Uint8Array };
+  /** The watches open now (a member that stopped has closed its own). */
+  const openWatches = () => watchers.size;
+  return { link, leases, history, tamper, openWatches, key: randomBytes(32) as Uint8Array };
 }

@@ -279,6 +279,54 @@ describe("an adversary who may write Leases but cannot read the shard key", () =
     }
   });
 
+  it("takes nothing while its watch of the member Leases fails, says why, and takes its share once the watch runs", async () => {
+    const hub = leaseHub();
+    const link = hub.link();
+    link.failWatch = true;
+    const lines: { msg: string; err?: string }[] = [];
+    const log = pino({ level: "debug" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const widened: number[] = [];
+    const a = member(
+      hub,
+      "replica-a",
+      async () => {},
+      log,
+      () => widened.push(performance.now()),
+      link,
+    );
+    await sleep(3 * LEASE_MS);
+    expect(widened, "no share without a watch that shows every write").toEqual([]);
+    expect(owned(a)).toEqual([]);
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        msg: "sharding: the watch of the member Leases broke",
+        err: expect.stringContaining("the hub serves no watch now"),
+      }),
+    );
+    link.failWatch = false;
+    await waitUntil("it widens", async () => (widened.length > 0 ? true : undefined), 10_000);
+    expect(owned(a)).toEqual(CLUSTERS);
+    await a.membership.stop();
+    expect(hub.openWatches(), "its watch closed when it stopped").toBe(0);
+  }, 20_000);
+
+  it("widens though the watch shows each of its writes before the write's answer arrives", async () => {
+    const hub = leaseHub();
+    const link = hub.link();
+    link.answerDelayMs = 20; // the watch's event comes first: a write heard before it is known as this member's
+    const widened: number[] = [];
+    const a = member(
+      hub,
+      "replica-a",
+      async () => {},
+      silentLogger,
+      () => widened.push(performance.now()),
+      link,
+    );
+    await waitUntil("it widens", async () => (widened.length > 0 ? true : undefined), 8 * LEASE_MS);
+    expect(owned(a)).toEqual(CLUSTERS);
+  }, 20_000);
+
   it("takes nothing on a watch that has not shown its own write for longer than the margin, and widens once it catches up", async () => {
     const hub = leaseHub();
     const link = hub.link();
@@ -445,7 +493,11 @@ describe("what a member writes in its Lease, and what it does with the others'",
     hub.tamper("knative-fleet-member-intruder", () => ({
       apiVersion: "coordination.k8s.io/v1",
       kind: "Lease",
-      metadata: { name: "knative-fleet-member-intruder", namespace: "knative-fleet" },
+      metadata: {
+        name: "knative-fleet-member-intruder",
+        namespace: "knative-fleet",
+        labels: { [SHARD_GROUP_LABEL]: "knative-fleet" },
+      },
       spec: { holderIdentity: "intruder", renewTime: "2026-01-01T00:00:00.000000Z" },
     }));
     const b = member(hub, "replica-b");
