@@ -75,6 +75,20 @@ function member(
   return self;
 }
 
+/** replica-a over `link`, and when it widened (performance.now() of each onWidened). */
+function widening(hub: ReturnType<typeof leaseHub>, link: HubLink, log: Logger = silentLogger) {
+  const widened: number[] = [];
+  const a = member(
+    hub,
+    "replica-a",
+    async () => {},
+    log,
+    () => widened.push(performance.now()),
+    link,
+  );
+  return { a, widened };
+}
+
 const owned = (m: Member) => CLUSTERS.filter((c) => m.membership.owns(c));
 
 /** Samples every few ms until `until` says stop; fails at once on a cluster two members own. */
@@ -285,15 +299,7 @@ describe("an adversary who may write Leases but cannot read the shard key", () =
     link.failWatch = true;
     const lines: { msg: string; err?: string }[] = [];
     const log = pino({ level: "debug" }, { write: (line: string) => lines.push(JSON.parse(line)) });
-    const widened: number[] = [];
-    const a = member(
-      hub,
-      "replica-a",
-      async () => {},
-      log,
-      () => widened.push(performance.now()),
-      link,
-    );
+    const { a, widened } = widening(hub, link, log);
     await sleep(3 * LEASE_MS);
     expect(widened, "no share without a watch that shows every write").toEqual([]);
     expect(owned(a)).toEqual([]);
@@ -314,15 +320,7 @@ describe("an adversary who may write Leases but cannot read the shard key", () =
     const hub = leaseHub();
     const link = hub.link();
     link.answerDelayMs = 20; // the watch's event comes first: a write heard before it is known as this member's
-    const widened: number[] = [];
-    const a = member(
-      hub,
-      "replica-a",
-      async () => {},
-      silentLogger,
-      () => widened.push(performance.now()),
-      link,
-    );
+    const { a, widened } = widening(hub, link, silentLogger);
     await waitUntil("it widens", async () => (widened.length > 0 ? true : undefined), 8 * LEASE_MS);
     expect(owned(a)).toEqual(CLUSTERS);
   }, 20_000);
@@ -332,15 +330,7 @@ describe("an adversary who may write Leases but cannot read the shard key", () =
     const link = hub.link();
     // Stalled from the start: the list works, the watch stays open and says nothing.
     const release = link.stallWatch();
-    const widened: number[] = [];
-    const a = member(
-      hub,
-      "replica-a",
-      async () => {},
-      silentLogger,
-      () => widened.push(performance.now()),
-      link,
-    );
+    const { a, widened } = widening(hub, link, silentLogger);
     await sleep(3 * LEASE_MS);
     expect(widened, "no share on a watch that lags its own writes").toEqual([]);
     expect(owned(a)).toEqual([]);
