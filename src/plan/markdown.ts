@@ -40,14 +40,9 @@ export function renderMarkdown(plan: FleetPlan, maxLength = GITHUB_COMMENT_LIMIT
     const summary = [
       ...opening(all),
       resources.length > 0 ? summaryTable(resources) : "Merging changes no CR.",
-      validationSection(plan, all),
-      settingsWarningsSection(plan, all),
-      findingsSection(plan, resources, all),
+      ...checkSections(plan, resources, all),
     ];
-    const trailer = [
-      placementsSection(plan.placements, all),
-      plan.rollout ? rolloutSection(plan.rollout, all) : "",
-    ];
+    const trailer = trailerSections(plan, all);
     const whole = withDetails(plan, summary, plan.clusters, trailer, maxLength);
     if (whole.leftOut === 0 || joined([...summary, ...trailer]).length <= maxLength / 2) return whole.text;
   }
@@ -160,14 +155,9 @@ function summarizedParts(
             : []),
         ]
       : []),
-    validationSection(plan, MAX_LISTED),
-    settingsWarningsSection(plan, MAX_LISTED),
-    findingsSection(plan, resources, MAX_LISTED),
+    ...checkSections(plan, resources, MAX_LISTED),
   ];
-  const trailer = [
-    placementsSection(plan.placements, MAX_LISTED),
-    plan.rollout ? rolloutSection(plan.rollout, MAX_LISTED) : "",
-  ];
+  const trailer = trailerSections(plan, MAX_LISTED);
   // The details of clusters with an error first, then of those with a CR listed, then the others.
   const rank = (c: ClusterPlan) => (c.resources.some(hasError) ? 0 : flagged.has(c.cluster) ? 1 : 2);
   const order = [0, 1, 2].flatMap((r) => plan.clusters.filter((c) => rank(c) === r));
@@ -300,6 +290,20 @@ function summaryTable(resources: readonly ResourcePlan[]): string {
     ];
   });
   return markdownTable(["Cluster", "CR", "Action", "Objects +/~/-"], rows);
+}
+
+/** The validation, settings and findings sections, each listing at most `limit` items: whole or summarized. */
+function checkSections(plan: FleetPlan, resources: readonly ResourcePlan[], limit: number): string[] {
+  return [
+    validationSection(plan, limit),
+    settingsWarningsSection(plan, limit),
+    findingsSection(plan, resources, limit),
+  ];
+}
+
+/** The placements and rollout sections that follow the details, each listing at most `limit` items. */
+function trailerSections(plan: FleetPlan, limit: number): string[] {
+  return [placementsSection(plan.placements, limit), plan.rollout ? rolloutSection(plan.rollout, limit) : ""];
 }
 
 function validationSection(plan: FleetPlan, limit: number): string {
