@@ -51,7 +51,10 @@ export interface DepartureInput {
   failedPaths: ReadonlySet<string>;
   now: number;
   gracePeriodMs: number;
-  /** When each departed CR was first seen out, from the previous sync; entries no longer out are dropped. */
+  /**
+   * When each departed CR was first seen out, from the previous sync (due ones included, while their CR is
+   * on the hub); entries no longer out are dropped.
+   */
   previous: ReadonlyMap<string, number>;
 }
 
@@ -98,8 +101,10 @@ export function decideDepartures(input: DepartureInput): DepartureResult {
     }
     const leftAt = input.previous.get(key) ?? input.now;
     const pruneAt = leftAt + input.gracePeriodMs;
-    if (input.now >= pruneAt) continue;
+    // The clock is kept past its end too: a due prune that a safeguard holds (one waiting for a person's
+    // confirmation) stays due on the next sync instead of starting a new grace period.
     since.set(key, leftAt);
+    if (input.now >= pruneAt) continue;
     held.push(cr);
     const cluster = object.metadata.annotations?.[SOURCE_CLUSTER_ANNOTATION] ?? "";
     departures.push({ ...cr, placement, cluster, since: leftAt, pruneAt });

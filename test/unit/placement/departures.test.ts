@@ -66,6 +66,20 @@ describe("a cluster that leaves a placement keeps its CR for the grace period", 
     expect(due.nextDue).toBeUndefined();
   });
 
+  it("a due departure whose prune a safeguard held stays due on the next syncs: no new grace period", () => {
+    // The soak's case: the prune of two due departures exceeded maxPruneFraction and waited for a person;
+    // the next sync started their clocks again, so the held record came and went every grace period.
+    let since = decideDepartures(input({})).since;
+    for (const now of [1_000_000 + GRACE, 1_000_000 + GRACE + 1, 1_000_000 + 5 * GRACE]) {
+      const result = decideDepartures(input({ now, previous: since }));
+      expect(result.held).toEqual([]);
+      expect(result.since.get("KnativeServing knative-fleet/serving-b")).toBe(1_000_000);
+      since = result.since;
+    }
+    // Pruned at last (gone from the hub): its clock goes with it.
+    expect(decideDepartures(input({ live: [cr("serving-a")], previous: since })).since.size).toBe(0);
+  });
+
   it("a cluster that comes back forgets its departure; flapping faster than the grace never prunes", () => {
     let since = new Map<string, number>();
     for (let step = 0; step < 10; step++) {
