@@ -24,6 +24,8 @@ export interface MirrorHub {
   delete(identity: ResourceIdentity): Promise<void>;
   /** Writes the held prune on the prune-confirmation ConfigMap, or takes it away; only when it changes. */
   recordHeldPrune(prune: PruneReport, confirmation: KubeObject | undefined): Promise<void>;
+  /** The prune-confirmation ConfigMap alone: what a held prune waits on between syncs. */
+  confirmation(): Promise<KubeObject | undefined>;
 }
 
 /** The token a person confirmed a held prune with, on the prune-confirmation ConfigMap. */
@@ -32,14 +34,13 @@ export const confirmedToken = (confirmation: KubeObject | undefined): string | u
 
 /** The hub, through the process's client; knative-fleet's own objects live in `namespace`. */
 export function hubMirror(hub: KubeClient, namespace: string): MirrorHub {
+  const confirmation = () => hub.get("v1", "ConfigMap", namespace, PRUNE_CONFIRMATION_CONFIGMAP);
   return {
     read: async () => {
-      const [live, confirmation] = await Promise.all([
-        listHubResources(hub),
-        hub.get("v1", "ConfigMap", namespace, PRUNE_CONFIRMATION_CONFIGMAP),
-      ]);
-      return { live, ...(confirmation && { confirmation }) };
+      const [live, confirmed] = await Promise.all([listHubResources(hub), confirmation()]);
+      return { live, ...(confirmed && { confirmation: confirmed }) };
     },
+    confirmation,
     apply: async (object) => {
       await hub.apply(object);
     },
@@ -90,4 +91,8 @@ export class MemoryHub implements MirrorHub {
   }
 
   async recordHeldPrune(): Promise<void> {}
+
+  async confirmation(): Promise<undefined> {
+    return undefined;
+  }
 }

@@ -1,4 +1,5 @@
 import type { FleetFile } from "../fleet/model.ts";
+import { confirmedToken } from "../mirror/mirror.ts";
 import type { SyncTrigger } from "../observability/metrics.ts";
 import type { Snapshot } from "../source/index.ts";
 import { type SyncEdges, type SyncResult, type SyncSettings, sync } from "../sync/sync.ts";
@@ -19,7 +20,11 @@ export interface SyncLoopOptions {
   onSynced(result: SyncResult): void;
   /** The sync itself (src/sync); a test gives a fake. */
   sync?: typeof sync;
+  /** How often a held prune's confirmation is looked for between syncs (default 10 s). */
+  confirmationCheckMs?: number;
 }
+
+const CONFIRMATION_CHECK_MS = 10_000;
 
 /**
  * The leader's syncs, one at a time: a Git change and an inventory change never mirror concurrently. A
@@ -30,6 +35,8 @@ export class SyncLoop {
   /** The last commit's files, synced again when the inventory changes what placements select. */
   private lastCommit: { files: readonly FleetFile[]; commit: string } | undefined;
   private syncs: Promise<void> = Promise.resolve();
+  /** While the last sync held a prune for a person: the next look at the confirmation ConfigMap. */
+  private confirmationCheck: NodeJS.Timeout | undefined;
 
   constructor(options: SyncLoopOptions) {
     this.options = options;
@@ -54,6 +61,7 @@ export class SyncLoop {
   /** Leadership ended: no commit to sync again until the next one. */
   forget(): void {
     this.lastCommit = undefined;
+    this.awaitConfirmation(undefined);
   }
 
   private serialized(run: () => Promise<void>): Promise<void> {
@@ -79,5 +87,28 @@ export class SyncLoop {
     const run = { commit, trigger, durationMs: performance.now() - started };
     reportSync(result, run, options.report);
     options.onSynced(result);
+    this.awaitConfirmation(result.prune.state === "held" ? result.prune.confirmation?.token : undefined);
+  }
+
+  /**
+   * A held prune is released by a person's annotation, which changes no commit and no inventory: it is
+   * looked for (one read of the ConfigMap) until it names `token`, then the last commit is synced again.
+   */
+  private awaitConfirmation(token: string | undefined): void {
+    clearTimeout(this.confirmationCheck);
+    this.confirmationCheck = undefined;
+    if (token === undefined) return;
+    const check = setTimeout(async () => {
+      if (!this.options.isLeading()) return;
+      const confirmation = await this.options
+        .edges()
+        .hub.confirmation()
+        .catch(() => undefined); // the hub away: looked for again at the next check
+      if (this.confirmationCheck !== check) return; // a sync since decided what to wait for
+      if (confirmedToken(confirmation) === token) this.again("prune-confirmation");
+      else this.awaitConfirmation(token);
+    }, this.options.confirmationCheckMs ?? CONFIRMATION_CHECK_MS);
+    check.unref();
+    this.confirmationCheck = check;
   }
 }

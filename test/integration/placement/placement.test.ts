@@ -457,15 +457,8 @@ spec:
         annotations: { [CONFIRM_PRUNE_ANNOTATION]: token },
       },
     });
-    // A confirmation is read by the next sync, and the service syncs on a Git change (or an inventory
-    // change): a person's next commit, here a comment.
-    await git.pushChange(REPO, {
-      files: {
-        "clusters/elsewhere/knative-serving.yaml": `# confirmed the prune of the placements\n${await git.readFile(REPO, "main", "clusters/elsewhere/knative-serving.yaml")}`,
-      },
-      message: "Any commit after the confirmation",
-    });
-    await service.syncNow();
+    // The confirmation alone releases the prune: no commit, no inventory change, no poll (the service
+    // looks for it while the prune is held).
     const remaining = async () => [
       ...(await hub.list(OPERATOR_API_VERSION, "KnativeServing", { namespace: NS })).items,
       ...(await hub.list(OPERATOR_API_VERSION, "KnativeEventing", { namespace: NS })).items,

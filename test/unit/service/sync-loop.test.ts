@@ -1,5 +1,8 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
+import { CONFIRM_PRUNE_ANNOTATION } from "../../../src/api/labels.ts";
 import type { FleetFile } from "../../../src/fleet/model.ts";
+import type { KubeObject } from "../../../src/kube/object.ts";
 import { SyncLoop, type SyncLoopOptions } from "../../../src/service/sync-loop.ts";
 import type { Snapshot } from "../../../src/source/index.ts";
 import { DEFAULT_FLEET_SETTINGS } from "../../../src/sync/settings.ts";
@@ -14,10 +17,12 @@ const snapshot = (commit: string): Snapshot => ({
   digest: commit,
 });
 
-const result = (commit: string) =>
+const NO_PRUNE = { state: "none", candidates: [], retained: [] };
+
+const result = (commit: string, prune: object = NO_PRUNE) =>
   ({
     resources: [{ action: "created" }],
-    prune: { state: "none", candidates: [], retained: [] },
+    prune,
     failedFiles: [],
     source: { commit },
   }) as unknown as SyncResult;
@@ -27,7 +32,8 @@ interface Started {
   commit: string;
   files: readonly FleetFile[];
   edges: SyncEdges;
-  finish(): void;
+  /** Ends it; with a prune report, as that sync's outcome. */
+  finish(prune?: object): void;
   fail(err: Error): void;
 }
 
@@ -35,7 +41,17 @@ function loop(over: Partial<SyncLoopOptions> = {}) {
   let leading = true;
   const started: Started[] = [];
   const noted: unknown[][] = [];
-  const edges = { placements: { inventory: () => ({}) } } as unknown as SyncEdges;
+  /** The prune-confirmation ConfigMap as the hub holds it, and how often it was read between syncs. */
+  const hub = { confirmation: undefined as KubeObject | undefined, reads: 0 };
+  const edges = {
+    placements: { inventory: () => ({}) },
+    hub: {
+      confirmation: async () => {
+        hub.reads++;
+        return hub.confirmation;
+      },
+    },
+  } as unknown as SyncEdges;
   const options: SyncLoopOptions = {
     settings: { fleet: DEFAULT_FLEET_SETTINGS, kodataDir: "/kodata" },
     source: { repository: "https://git.example/fleet.git", branch: "main" },
@@ -67,7 +83,7 @@ function loop(over: Partial<SyncLoopOptions> = {}) {
           commit: source.commit,
           files,
           edges: given,
-          finish: () => resolve(result(source.commit)),
+          finish: (prune) => resolve(result(source.commit, prune)),
           fail: reject,
         }),
       );
@@ -79,6 +95,7 @@ function loop(over: Partial<SyncLoopOptions> = {}) {
     started,
     noted,
     edges,
+    hub,
     stopLeading: () => {
       leading = false;
     },
@@ -222,5 +239,55 @@ describe("SyncLoop", () => {
     await syncs.idle();
     await settle();
     expect(started.map((s) => s.commit)).toEqual(["c1"]);
+  });
+
+  it("a prune held for a person: its confirmation, which changes no commit, syncs the last commit again; nothing else does", async () => {
+    const { syncs, started, noted, hub, stopLeading } = loop({ confirmationCheckMs: 5 });
+    const held = (token: string) => ({
+      ...NO_PRUNE,
+      state: "held",
+      confirmation: { namespace: "ns", token },
+    });
+    const confirm = (token: string) => {
+      hub.confirmation = {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: "knative-fleet-prune", annotations: { [CONFIRM_PRUNE_ANNOTATION]: token } },
+      };
+    };
+    void syncs.snapshot(snapshot("c1"));
+    await settle();
+    started[0]!.finish(held("t1"));
+    await sleep(40);
+    expect(hub.reads).toBeGreaterThan(2); // looked for while nobody confirmed
+    expect(started).toHaveLength(1);
+    confirm("t0"); // another prune's token releases nothing
+    await sleep(40);
+    expect(started).toHaveLength(1);
+    confirm("t1");
+    await sleep(40);
+    expect(started.map((s) => s.commit)).toEqual(["c1", "c1"]);
+    expect(triggers(noted)).toEqual(["git"]);
+    started[1]!.finish({ ...NO_PRUNE, state: "pruned" });
+    await settle();
+    expect(triggers(noted)).toEqual(["git", "prune-confirmation"]);
+    // Pruned: nothing is waited for any more.
+    const reads = hub.reads;
+    await sleep(40);
+    expect(hub.reads).toBe(reads);
+    expect(started).toHaveLength(2);
+
+    // Held again, then leadership ends: the next leader's sync decides; this replica stops looking.
+    void syncs.snapshot(snapshot("c2"));
+    await settle();
+    started[2]!.finish(held("t2"));
+    await settle();
+    stopLeading();
+    syncs.forget();
+    const before = hub.reads;
+    confirm("t2");
+    await sleep(40);
+    expect(hub.reads).toBe(before);
+    expect(started).toHaveLength(3);
   });
 });
