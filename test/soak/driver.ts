@@ -253,6 +253,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   const watchConvergence = async (fleet: SoakFleet) => {
     while (watching) {
       const revisions = fleet.revisions.length;
+      await observer
+        .answerHeldPrune(fleet)
+        .catch((err: Error) => log(`answering ${fleet.repo}'s held prune failed: ${err.message}`));
       const differences = await observer
         .differences(fleet)
         .catch((err: Error) => [`cannot check: ${err.message}`]);

@@ -1,16 +1,19 @@
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { OPERATOR_API_VERSION } from "../../src/api/knative.ts";
 import {
+  CONFIRM_PRUNE_ANNOTATION,
   CR_KIND_LABEL,
   CR_NAME_LABEL,
   DESIRED_HASH_ANNOTATION,
   MANAGED_BY,
   MANAGED_BY_LABEL,
+  PRUNE_CONFIRMATION_CONFIGMAP,
   UPGRADE_TARGET_ANNOTATION,
 } from "../../src/api/labels.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { Informer } from "../../src/kube/informer.ts";
 import type { KubeObject } from "../../src/kube/object.ts";
+import { HELD_PRUNE_KEY, HeldPruneSchema } from "../../src/mirror/decide.ts";
 import { peekRolloutState, ROLLOUT_STATE_CONFIGMAP } from "../../src/rollout/state.ts";
 import { sampleValue } from "../support/service-process.ts";
 import {
@@ -86,6 +89,8 @@ export class Observer {
     ownershipSamples: 0,
     spokeSamples: 0,
     hubEvents: 0,
+    /** Prunes held for a person's confirmation (maxPruneFraction) that the soak confirmed, as one would. */
+    prunesConfirmed: 0,
   };
   /** CRs finalized while their ClusterProfile was gone: the spoke keeps their install by design. */
   readonly releasedWithoutCleanup = new Set<string>();
@@ -411,6 +416,36 @@ export class Observer {
             );
         }
       }
+  }
+
+  // ── A person's part ──────────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * What a person does with a prune held for confirmation (more than maxPruneFraction at once, as when a
+   * new leader finds two departures due together): confirms it when every CR it names is one the fleet no
+   * longer declares. A held prune naming a declared CR is confirmed by no one and counted.
+   */
+  async answerHeldPrune(fleet: SoakFleet): Promise<void> {
+    const namespace = fleet.layout.namespace;
+    const map = await withTimeout(this.hub.get("v1", "ConfigMap", namespace, PRUNE_CONFIRMATION_CONFIGMAP));
+    const text = (map?.data as Record<string, string> | undefined)?.[HELD_PRUNE_KEY];
+    if (map === undefined || text === undefined) return;
+    const held = HeldPruneSchema.parse(JSON.parse(text));
+    if (map.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION] === held.token) return;
+    const previous = this.protectedNow.get(fleet) ?? new Set<string>();
+    const declared = protectedCrs(fleet.layout, fleet.files, fleet.inventoryView, previous);
+    const named = held.candidates.filter((key) => declared.has(key));
+    if (named.length > 0) {
+      this.violate(
+        "no-prune-of-declared",
+        `a prune held for confirmation names declared CRs: ${named.join(", ")}`,
+      );
+      return;
+    }
+    await this.hub.mergePatch("v1", "ConfigMap", namespace, PRUNE_CONFIRMATION_CONFIGMAP, {
+      metadata: { annotations: { [CONFIRM_PRUNE_ANNOTATION]: held.token } },
+    });
+    this.counts.prunesConfirmed++;
   }
 
   // ── Convergence ──────────────────────────────────────────────────────────────────────────────────────

@@ -100,7 +100,7 @@ export function renderReport(result: SoakResult): string {
       ([name, meaning]) => `| \`${name}\` | ${meaning} | ${result.counters[name as Invariant]} |`,
     ),
     "",
-    `Checked: ${result.checks.hubEvents} hub CR events, ${result.checks.waveChecks} wave checks (${result.checks.waveChecksSkipped} skipped: policy changed within 30 s or broken), ${result.checks.ownershipSamples} ownership samples, ${result.checks.spokeSamples} spoke reads.`,
+    `Checked: ${result.checks.hubEvents} hub CR events, ${result.checks.waveChecks} wave checks (${result.checks.waveChecksSkipped} skipped: policy changed within 30 s or broken), ${result.checks.ownershipSamples} ownership samples, ${result.checks.spokeSamples} spoke reads; ${result.checks.prunesConfirmed} prunes held for a person's confirmation, confirmed.`,
     "",
   );
   if (result.violations.length > 0) {

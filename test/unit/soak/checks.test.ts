@@ -4,13 +4,16 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import {
+  CONFIRM_PRUNE_ANNOTATION,
   CR_KIND_LABEL,
   CR_NAME_LABEL,
   MANAGED_BY,
   MANAGED_BY_LABEL,
+  PRUNE_CONFIRMATION_CONFIGMAP,
   UPGRADE_TARGET_ANNOTATION,
 } from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
+import { HELD_PRUNE_KEY } from "../../../src/mirror/decide.ts";
 import {
   clustersIn,
   DeclarationHistory,
@@ -395,6 +398,40 @@ describe("the observer", () => {
       expect.stringContaining("holds version 1.22, marker 4242"),
       expect.stringContaining(`holds version 1.23, marker ${pushed.marker}`),
       expect.stringContaining(`holds version 1.22, marker ${later}`),
+    ]);
+  });
+
+  it("a prune held for a person's confirmation: confirmed when it names only undeclared CRs; one naming a declared CR is a violation", async () => {
+    const { hub, fleet, observer } = observedFleet();
+    // The service applies the record's data only: a person's annotation stays.
+    const held = (candidates: string[], token: string) =>
+      hub.put({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: {
+          name: PRUNE_CONFIRMATION_CONFIGMAP,
+          namespace: fleet.layout.namespace,
+          annotations: hub.find("ConfigMap", PRUNE_CONFIRMATION_CONFIGMAP)?.metadata.annotations ?? {},
+        },
+        data: {
+          [HELD_PRUNE_KEY]: JSON.stringify({ token, message: "held", count: candidates.length, candidates }),
+        },
+      });
+    const confirmed = () =>
+      hub.find("ConfigMap", PRUNE_CONFIRMATION_CONFIGMAP)?.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION];
+    await observer.answerHeldPrune(fleet); // nothing held: nothing to do
+    expect(confirmed()).toBeUndefined();
+
+    held([`KnativeEventing ${fleet.layout.namespace}/eventing-${SPOKE}`], "t1");
+    await observer.answerHeldPrune(fleet);
+    expect(confirmed()).toBe("t1");
+    expect(observer.counts.prunesConfirmed).toBe(1);
+
+    held([`KnativeServing ${fleet.layout.namespace}/serving-${SPOKE}`], "t2"); // its file still declares it
+    await observer.answerHeldPrune(fleet);
+    expect(confirmed()).toBe("t1");
+    expect(observer.violations.map((v) => [v.invariant, v.evidence])).toEqual([
+      ["no-prune-of-declared", expect.stringContaining(`serving-${SPOKE}`)],
     ]);
   });
 
