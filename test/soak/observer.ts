@@ -423,7 +423,9 @@ export class Observer {
   /**
    * What a person does with a prune held for confirmation (more than maxPruneFraction at once, as when a
    * new leader finds two departures due together): confirms it when every CR it names is one the fleet no
-   * longer declares. A held prune naming a declared CR is confirmed by no one and counted.
+   * longer declares. One naming a declared CR is left alone: it may be a record a push has just made stale
+   * (the next sync replaces it, and its token releases no other set); a declared CR actually deleted is
+   * what `no-prune-of-declared` counts.
    */
   async answerHeldPrune(fleet: SoakFleet): Promise<void> {
     const namespace = fleet.layout.namespace;
@@ -434,14 +436,7 @@ export class Observer {
     if (map.metadata.annotations?.[CONFIRM_PRUNE_ANNOTATION] === held.token) return;
     const previous = this.protectedNow.get(fleet) ?? new Set<string>();
     const declared = protectedCrs(fleet.layout, fleet.files, fleet.inventoryView, previous);
-    const named = held.candidates.filter((key) => declared.has(key));
-    if (named.length > 0) {
-      this.violate(
-        "no-prune-of-declared",
-        `a prune held for confirmation names declared CRs: ${named.join(", ")}`,
-      );
-      return;
-    }
+    if (held.candidates.some((key) => declared.has(key))) return;
     await this.hub.mergePatch("v1", "ConfigMap", namespace, PRUNE_CONFIRMATION_CONFIGMAP, {
       metadata: { annotations: { [CONFIRM_PRUNE_ANNOTATION]: held.token } },
     });
