@@ -101,7 +101,8 @@ describe("the rollout state's stored form", () => {
       { numRuns: 200 },
     );
     expect(packings).toBeGreaterThan(50);
-  });
+    // 200 seals and opens of states up to 60+ CRs: over 5 s under a mutation run's coverage on a loaded machine.
+  }, 60_000);
 
   it("packs the CRs alone: the rest of the state stays JSON, readable without unpacking", () => {
     const s = stateAt("c-1");
