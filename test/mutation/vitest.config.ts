@@ -6,6 +6,9 @@ export default defineConfig({
   test: {
     include: ["test/unit/**/*.test.ts"],
     environment: "node",
+    // Instrumented for coverage, the heavier property tests take over vitest's 5 s default on a loaded
+    // machine; a mutant that hangs is cut by Stryker's own timeout (timeoutMS), not by this one.
+    testTimeout: 60_000,
     root: new URL("../..", import.meta.url).pathname,
   },
 });
