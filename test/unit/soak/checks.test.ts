@@ -427,10 +427,21 @@ describe("the observer", () => {
     expect(confirmed()).toBe("t1");
     expect(observer.counts.prunesConfirmed).toBe(1);
 
-    held([`KnativeServing ${fleet.layout.namespace}/serving-${SPOKE}`], "t2"); // its file still declares it
+    await observer.answerHeldPrune(fleet); // confirmed already: nothing more to do
+    expect(observer.counts.prunesConfirmed).toBe(1);
+
+    // One of the CRs it names is still declared by its file: not confirmed.
+    held(
+      [
+        `KnativeEventing ${fleet.layout.namespace}/eventing-${SPOKE}`,
+        `KnativeServing ${fleet.layout.namespace}/serving-${SPOKE}`,
+      ],
+      "t2",
+    );
     await observer.answerHeldPrune(fleet);
     expect(confirmed()).toBe("t1");
     expect(observer.counts.prunesConfirmed).toBe(1);
+    expect(observer.violations).toEqual([]);
   });
 
   it("no-spoke-leftovers: catches a spoke that keeps the install of a CR gone from the hub, unless it was finalized while its ClusterProfile was gone", async () => {
