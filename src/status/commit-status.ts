@@ -38,7 +38,10 @@ interface ClusterVerdict {
   description: string;
 }
 
-/** The statuses a sync asks for: the fleet's first, then each cluster's by name. */
+/**
+ * The statuses a sync asks for, in the order they are posted: each cluster's by name, then the fleet's. The
+ * whole after its parts: whoever sees the fleet's status change finds the clusters' it sums up already sent.
+ */
 export function commitStatuses(
   input: { resources: readonly KubeObject[]; sync: StatusSync },
   options: CommitStatusOptions,
@@ -65,17 +68,16 @@ export function commitStatuses(
   });
   const context = `${COMMIT_STATUS_PREFIX}/${options.fleet}`;
   const fleet = fleetVerdict(verdicts, sync, waiting.size - countWaitingOn(rows, waiting));
-  const statuses: CommitStatus[] = [{ commit, context, ...fleet }];
-  if (verdicts.length <= options.maxClusters) {
-    for (const v of verdicts) {
-      statuses.push({
-        commit,
-        context: `${context}/${v.cluster}`,
-        state: v.state,
-        description: v.description,
-      });
-    }
-  }
+  const statuses: CommitStatus[] =
+    verdicts.length <= options.maxClusters
+      ? verdicts.map((v) => ({
+          commit,
+          context: `${context}/${v.cluster}`,
+          state: v.state,
+          description: v.description,
+        }))
+      : [];
+  statuses.push({ commit, context, ...fleet });
   return statuses.map((s) => ({ ...s, description: oneLine(s.description) }));
 }
 

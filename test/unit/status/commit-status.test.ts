@@ -141,11 +141,16 @@ describe("commit statuses", () => {
     expect(statuses.map((s) => s.context)).toEqual(["knative-fleet/prod"]);
     const all = commitStatuses({ resources, sync: mirrorResult() }, { fleet: "prod", maxClusters: 4 });
     expect(all).toHaveLength(5);
+    // Posted in this order: the clusters' by name, the fleet's last, so it never runs ahead of them.
+    expect(all.map((s) => s.context)).toEqual([
+      ...["c0", "c1", "c2", "c3"].map((c) => `knative-fleet/prod/fleet-system/${c}`),
+      "knative-fleet/prod",
+    ]);
     for (const s of all) {
       expect(s.description.length).toBeLessThanOrEqual(DESCRIPTION_LIMIT);
       expect(s.description).not.toMatch(/\n/);
     }
-    expect(all[1]!.description.endsWith("…")).toBe(true);
+    expect(all[0]!.description.endsWith("…")).toBe(true);
   });
 
   it("the same fleet asks for the same statuses (no time in them): an unchanged fleet sends nothing", () => {
