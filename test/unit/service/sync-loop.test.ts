@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { CONFIRM_PRUNE_ANNOTATION } from "../../../src/api/labels.ts";
 import type { FleetFile } from "../../../src/fleet/model.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
@@ -255,17 +255,22 @@ describe("SyncLoop", () => {
         metadata: { name: "knative-fleet-prune", annotations: { [CONFIRM_PRUNE_ANNOTATION]: token } },
       };
     };
+    // Counted reads, not a sleep: on a loaded machine 40 ms may hold no timer at all.
+    const moreReads = (n: number) => {
+      const target = hub.reads + n;
+      return vi.waitFor(() => expect(hub.reads).toBeGreaterThanOrEqual(target), { timeout: 10_000 });
+    };
     void syncs.snapshot(snapshot("c1"));
     await settle();
     started[0]!.finish(held("t1"));
-    await sleep(40);
-    expect(hub.reads).toBeGreaterThan(2); // looked for while nobody confirmed
+    await moreReads(3); // looked for while nobody confirmed
     expect(started).toHaveLength(1);
     confirm("t0"); // another prune's token releases nothing
-    await sleep(40);
+    await moreReads(2); // at least one whole read after it
+    await settle();
     expect(started).toHaveLength(1);
     confirm("t1");
-    await sleep(40);
+    await vi.waitFor(() => expect(started).toHaveLength(2), { timeout: 10_000 });
     expect(started.map((s) => s.commit)).toEqual(["c1", "c1"]);
     expect(triggers(noted)).toEqual(["git"]);
     started[1]!.finish({ ...NO_PRUNE, state: "pruned" });
