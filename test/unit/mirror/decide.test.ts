@@ -15,6 +15,8 @@ import {
   type ApplyStep,
   decideApplies,
   decidePrune,
+  HeldPruneSchema,
+  heldPruneRecord,
   type MirrorInput,
   pruneToken,
 } from "../../../src/mirror/decide.ts";
@@ -152,9 +154,32 @@ describe("decideApplies", () => {
       metadata: { ...object.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" },
     }));
     const files = [crFile("alpha", { namespace: NS }), crFile("beta", { namespace: NS })];
-    expect(actions(sync(mirrorInput(files, NS, COMMIT_1), [handMade("alpha"), ...terminating]))).toEqual([
+    const steps = sync(mirrorInput(files, NS, COMMIT_1), [handMade("alpha"), ...terminating]);
+    expect(actions(steps)).toEqual([
       ["alpha", "conflict"],
       ["beta", "terminating"],
+    ]);
+    // What the person who made it by hand reads: the label that is missing, and the two ways out.
+    expect(steps[0]).toMatchObject({
+      reason:
+        "a CR of this kind and name exists on the hub without the label app.kubernetes.io/managed-by: " +
+        "knative-fleet (made by hand); delete it, or add the label to hand it over",
+    });
+  });
+
+  it("orders its steps by kind, then namespace, then name, whatever the files' order", () => {
+    const files = [
+      crFile("b", { namespace: "ns-2" }),
+      crFile("a", { namespace: "ns-2", kind: "KnativeEventing" }),
+      crFile("c", { namespace: "ns-1" }),
+      crFile("a", { namespace: "ns-2" }),
+    ];
+    const steps = sync(mirrorInput(files, NS, COMMIT_1), []);
+    expect(steps.map((s) => `${s.kind} ${s.namespace}/${s.name}`)).toEqual([
+      "KnativeEventing ns-2/a",
+      "KnativeServing ns-1/c",
+      "KnativeServing ns-2/a",
+      "KnativeServing ns-2/b",
     ]);
   });
 });
@@ -316,6 +341,20 @@ describe("decideApplies: a repository owns its CRs", () => {
     expect(gone.state).toBe("none");
   });
 
+  it("a mirrored CR that names no repository is no one's to change: a conflict that says so", () => {
+    const live = fromOther(["alpha"]).map((object) => {
+      const { [SOURCE_REPOSITORY_ANNOTATION]: _, ...annotations } = object.metadata.annotations ?? {};
+      return { ...object, metadata: { ...object.metadata, annotations } };
+    });
+    const [step] = sync(mirrorInput([crFile("alpha", { namespace: NS })], NS, COMMIT_2), live);
+    expect(step).toMatchObject({
+      action: "conflict",
+      reason:
+        "the hub CR was mirrored from an unnamed repository (fleet.knative.dev/source-repository); to hand it " +
+        `over to this one, annotate the hub CR fleet.knative.dev/adopt=${TEST_REPOSITORY}`,
+    });
+  });
+
   it("the adoption marker hands it over: updated, and from then on this repository's", () => {
     const live = fromOther(["alpha"], { [ADOPT_ANNOTATION]: TEST_REPOSITORY });
     const steps = sync(
@@ -449,6 +488,98 @@ describe("decidePrune", () => {
     );
     expect(report.state).toBe("pruned");
     expect(names(report.candidates)).toEqual(NAMES.slice(0, 5));
+  });
+
+  it("says why it keeps the candidates, in words and in counts", () => {
+    const live = mirroredHub(["a", "b", "c"]);
+    const messageOf = (input: MirrorInput, failures = 0) =>
+      decidePrune(input, live, { applyFailures: failures, confirmedToken: undefined }).message;
+    expect(messageOf(mirrorInput(filesOf(["a"]), NS, COMMIT_2, { prune: false }))).toBe(
+      "pruning is disabled (prune: false)",
+    );
+    const broken = (name: string) => ({
+      ...crFile(name, { namespace: NS }),
+      text: `${crFile(name, { namespace: NS }).text}  bogus: 1\n`,
+    });
+    expect(messageOf(mirrorInput([...filesOf(["a"]), broken("b")], NS, COMMIT_2))).toBe(
+      "1 fleet file failed validation; nothing is pruned until every file is valid",
+    );
+    expect(messageOf(mirrorInput([broken("a"), broken("b")], NS, COMMIT_2))).toBe(
+      "2 fleet files failed validation; nothing is pruned until every file is valid",
+    );
+    expect(messageOf(mirrorInput([], NS, COMMIT_2))).toBe(
+      "the fleet repository declares no CR; pruning everything needs allowEmpty: true",
+    );
+    expect(messageOf(mirrorInput(filesOf(["a"]), NS, COMMIT_2), 1)).toBe(
+      "1 CR failed to apply; nothing is pruned until every CR applies",
+    );
+    expect(messageOf(mirrorInput(filesOf(["a"]), NS, COMMIT_2), 3)).toBe(
+      "3 CRs failed to apply; nothing is pruned until every CR applies",
+    );
+    // The safeguards in their order: pruning off says so before anything else that also holds.
+    const everything = mirrorInput([broken("a")], NS, COMMIT_2, { prune: false });
+    expect(decidePrune(everything, live, { applyFailures: 2, confirmedToken: undefined }).reason).toBe(
+      "disabled",
+    );
+    expect(
+      decidePrune(mirrorInput([broken("a")], NS, COMMIT_2), live, {
+        applyFailures: 2,
+        confirmedToken: undefined,
+      }).reason,
+    ).toBe("invalid-files");
+    expect(
+      decidePrune(mirrorInput([], NS, COMMIT_2), live, { applyFailures: 2, confirmedToken: undefined })
+        .reason,
+    ).toBe("empty-desired-set");
+    // Nothing to prune: no words at all, even with every safeguard on.
+    const none = decidePrune(mirrorInput(filesOf(["a", "b", "c"]), NS, COMMIT_2, { prune: false }), live, {
+      applyFailures: 2,
+      confirmedToken: undefined,
+    });
+    expect(none).toEqual({ state: "none", candidates: [], retained: [] });
+  });
+
+  it("lists candidates and retained CRs by kind, then namespace, then name, whatever the hub's order", () => {
+    const retain = { [PRUNE_ANNOTATION]: PRUNE_DISABLED };
+    const live = mirroredHub(["a", "b", "c", "d", "e", "f", "g"], { b: retain, f: retain }).reverse();
+    const report = decidePrune(mirrorInput(filesOf(["a", "c", "d", "e"]), NS, COMMIT_2), live, noFailures);
+    expect(names(report.candidates)).toEqual(["g"]);
+    expect(names(report.retained)).toEqual(["b", "f"]);
+    const many = decidePrune(
+      mirrorInput(filesOf(["a"]), NS, COMMIT_2, { maxPruneFraction: 1 }),
+      live,
+      noFailures,
+    );
+    expect(names(many.candidates)).toEqual(["c", "d", "e", "g"]);
+  });
+
+  it("a held prune's record: its token and message, how many, and at most 20 of them named in order", () => {
+    const all = Array.from({ length: 30 }, (_, i) => `cr-${String(i).padStart(2, "0")}`);
+    const live = mirroredHub(all);
+    const report = decidePrune(mirrorInput(filesOf(["cr-00"]), NS, COMMIT_2), live, noFailures);
+    const record = HeldPruneSchema.parse(JSON.parse(heldPruneRecord(report)!));
+    expect(record).toEqual({
+      token: report.confirmation!.token,
+      message:
+        "pruning 29 of 30 mirrored CRs (97%) exceeds maxPruneFraction 50% and waits for a person's confirmation",
+      count: 29,
+      candidates: all.slice(1, 21).map((name) => `KnativeServing ${NS}/${name}`),
+    });
+    // Nothing held, no record.
+    const pruned = decidePrune(mirrorInput(filesOf(all.slice(1)), NS, COMMIT_2), live, noFailures);
+    expect(pruned.state).toBe("pruned");
+    expect(heldPruneRecord(pruned)).toBeUndefined();
+    expect(heldPruneRecord({ ...report, confirmation: undefined })).toBeUndefined();
+  });
+
+  it("a token names the set, not the order it came in", () => {
+    const [a, b] = [
+      { kind: "KnativeServing" as const, namespace: NS, name: "a" },
+      { kind: "KnativeServing" as const, namespace: NS, name: "b" },
+    ];
+    expect(pruneToken([b, a])).toBe(pruneToken([a, b]));
+    expect(pruneToken([a])).not.toBe(pruneToken([a, b]));
+    expect(pruneToken([a, b])).toMatch(/^[0-9a-f]{16}$/);
   });
 
   it("retains a CR annotated prune: disabled, and does not count CRs already being deleted", () => {
