@@ -26,6 +26,8 @@ export interface MirrorHub {
   recordHeldPrune(prune: PruneReport, confirmation: KubeObject | undefined): Promise<void>;
   /** The prune-confirmation ConfigMap alone: what a held prune waits on between syncs. */
   confirmation(): Promise<KubeObject | undefined>;
+  /** One hub CR alone: what a declared CR whose hub copy is being deleted waits on between syncs. */
+  get(identity: ResourceIdentity): Promise<KubeObject | undefined>;
 }
 
 /** The token a person confirmed a held prune with, on the prune-confirmation ConfigMap. */
@@ -41,6 +43,7 @@ export function hubMirror(hub: KubeClient, namespace: string): MirrorHub {
       return { live, ...(confirmed && { confirmation: confirmed }) };
     },
     confirmation,
+    get: ({ kind, namespace: ns, name }) => hub.get(OPERATOR_API_VERSION, kind, ns, name),
     apply: async (object) => {
       await hub.apply(object);
     },
@@ -94,5 +97,9 @@ export class MemoryHub implements MirrorHub {
 
   async confirmation(): Promise<undefined> {
     return undefined;
+  }
+
+  async get(identity: ResourceIdentity): Promise<KubeObject | undefined> {
+    return this.#objects.get(formatIdentity(identity));
   }
 }

@@ -65,7 +65,7 @@ export type StatusCommitOutcome = "pushed" | "unchanged" | "failed";
 export type CommitStatusOutcome = "posted" | "failed" | "rate_limited";
 export type NotificationOutcome = "sent" | "suppressed" | "failed";
 /** What started a sync: a commit, an inventory change, the rollout's clock, or a person's confirmation of a held prune. */
-export type SyncTrigger = "git" | "inventory" | "rollout" | "prune-confirmation";
+export type SyncTrigger = "git" | "inventory" | "rollout" | "prune-confirmation" | "hub-cr-deleted";
 
 const STATUS_COMMIT_OUTCOMES: readonly StatusCommitOutcome[] = ["pushed", "unchanged", "failed"];
 const COMMIT_STATUS_OUTCOMES: readonly CommitStatusOutcome[] = ["posted", "failed", "rate_limited"];

@@ -1,3 +1,4 @@
+import type { ResourceIdentity } from "../fleet/identity.ts";
 import type { FleetFile } from "../fleet/model.ts";
 import { confirmedToken } from "../mirror/mirror.ts";
 import type { SyncTrigger } from "../observability/metrics.ts";
@@ -20,11 +21,24 @@ export interface SyncLoopOptions {
   onSynced(result: SyncResult): void;
   /** The sync itself (src/sync); a test gives a fake. */
   sync?: typeof sync;
-  /** How often a held prune's confirmation is looked for between syncs (default 10 s). */
+  /**
+   * How often the hub is looked at between syncs for what the last one waits on (default 10 s): a held
+   * prune's confirmation, the end of a declared CR's deletion.
+   */
   confirmationCheckMs?: number;
 }
 
 const CONFIRMATION_CHECK_MS = 10_000;
+
+/** What the last sync left waiting on the hub, which neither a commit nor the inventory announces. */
+interface HubWait {
+  /** The token of a prune held for a person. */
+  token: string | undefined;
+  /** Declared CRs whose hub copy was being deleted: each is created again once its finalizer is done. */
+  terminating: readonly ResourceIdentity[];
+}
+
+const NOTHING_TO_WAIT_FOR: HubWait = { token: undefined, terminating: [] };
 
 /**
  * The leader's syncs, one at a time: a Git change and an inventory change never mirror concurrently. A
@@ -35,8 +49,8 @@ export class SyncLoop {
   /** The last commit's files, synced again when the inventory changes what placements select. */
   private lastCommit: { files: readonly FleetFile[]; commit: string } | undefined;
   private syncs: Promise<void> = Promise.resolve();
-  /** While the last sync held a prune for a person: the next look at the confirmation ConfigMap. */
-  private confirmationCheck: NodeJS.Timeout | undefined;
+  /** While the last sync left something waiting on the hub (HubWait): the next look at it. */
+  private hubCheck: NodeJS.Timeout | undefined;
 
   constructor(options: SyncLoopOptions) {
     this.options = options;
@@ -61,7 +75,7 @@ export class SyncLoop {
   /** Leadership ended: no commit to sync again until the next one. */
   forget(): void {
     this.lastCommit = undefined;
-    this.awaitConfirmation(undefined);
+    this.awaitHub(NOTHING_TO_WAIT_FOR);
   }
 
   private serialized(run: () => Promise<void>): Promise<void> {
@@ -87,28 +101,41 @@ export class SyncLoop {
     const run = { commit, trigger, durationMs: performance.now() - started };
     reportSync(result, run, options.report);
     options.onSynced(result);
-    this.awaitConfirmation(result.prune.state === "held" ? result.prune.confirmation?.token : undefined);
+    this.awaitHub({
+      token: result.prune.state === "held" ? result.prune.confirmation?.token : undefined,
+      terminating: result.resources.filter((outcome) => outcome.action === "terminating"),
+    });
   }
 
   /**
-   * A held prune is released by a person's annotation, which changes no commit and no inventory: it is
-   * looked for (one read of the ConfigMap) until it names `token`, then the last commit is synced again.
+   * Two things release a sync without a commit or an inventory change: a person's confirmation of a held
+   * prune (an annotation on its ConfigMap), and the end of the deletion of a declared CR's hub copy (its
+   * finalizer uninstalled the cluster; the CR is to be created again). While the last sync left either,
+   * the hub is looked at (one read each) until it happened, then the last commit is synced again.
    */
-  private awaitConfirmation(token: string | undefined): void {
-    clearTimeout(this.confirmationCheck);
-    this.confirmationCheck = undefined;
-    if (token === undefined) return;
+  private awaitHub(wait: HubWait): void {
+    clearTimeout(this.hubCheck);
+    this.hubCheck = undefined;
+    if (wait.token === undefined && wait.terminating.length === 0) return;
     const check = setTimeout(async () => {
       if (!this.options.isLeading()) return;
-      const confirmation = await this.options
-        .edges()
-        .hub.confirmation()
-        .catch(() => undefined); // the hub away: looked for again at the next check
-      if (this.confirmationCheck !== check) return; // a sync since decided what to wait for
-      if (confirmedToken(confirmation) === token) this.again("prune-confirmation");
-      else this.awaitConfirmation(token);
+      const trigger = await this.released(wait).catch(() => undefined); // the hub away: the next check
+      if (this.hubCheck !== check) return; // a sync since decided what to wait for
+      if (trigger) this.again(trigger);
+      else this.awaitHub(wait);
     }, this.options.confirmationCheckMs ?? CONFIRMATION_CHECK_MS);
     check.unref();
-    this.confirmationCheck = check;
+    this.hubCheck = check;
+  }
+
+  /** What, of what `wait` waits on, has happened; undefined while nothing has. */
+  private async released(wait: HubWait): Promise<Exclude<SyncTrigger, "git"> | undefined> {
+    const { hub } = this.options.edges();
+    if (wait.token !== undefined && confirmedToken(await hub.confirmation()) === wait.token)
+      return "prune-confirmation";
+    for (const identity of wait.terminating) {
+      if ((await hub.get(identity)) === undefined) return "hub-cr-deleted";
+    }
+    return undefined;
   }
 }

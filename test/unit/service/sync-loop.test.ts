@@ -19,9 +19,9 @@ const snapshot = (commit: string): Snapshot => ({
 
 const NO_PRUNE = { state: "none", candidates: [], retained: [] };
 
-const result = (commit: string, prune: object = NO_PRUNE) =>
+const result = (commit: string, prune: object = NO_PRUNE, resources: object[] = [{ action: "created" }]) =>
   ({
-    resources: [{ action: "created" }],
+    resources,
     prune,
     failedFiles: [],
     source: { commit },
@@ -32,8 +32,8 @@ interface Started {
   commit: string;
   files: readonly FleetFile[];
   edges: SyncEdges;
-  /** Ends it; with a prune report, as that sync's outcome. */
-  finish(prune?: object): void;
+  /** Ends it; with a prune report and the CRs' outcomes, as that sync's. */
+  finish(prune?: object, resources?: object[]): void;
   fail(err: Error): void;
 }
 
@@ -41,14 +41,21 @@ function loop(over: Partial<SyncLoopOptions> = {}) {
   let leading = true;
   const started: Started[] = [];
   const noted: unknown[][] = [];
-  /** The prune-confirmation ConfigMap as the hub holds it, and how often it was read between syncs. */
-  const hub = { confirmation: undefined as KubeObject | undefined, reads: 0 };
+  /**
+   * The prune-confirmation ConfigMap and the CRs as the hub holds them (by "kind namespace/name"), and how
+   * often either was read between syncs.
+   */
+  const hub = { confirmation: undefined as KubeObject | undefined, crs: new Set<string>(), reads: 0 };
   const edges = {
     placements: { inventory: () => ({}) },
     hub: {
       confirmation: async () => {
         hub.reads++;
         return hub.confirmation;
+      },
+      get: async ({ kind, namespace, name }: { kind: string; namespace: string; name: string }) => {
+        hub.reads++;
+        return hub.crs.has(`${kind} ${namespace}/${name}`) ? ({} as KubeObject) : undefined;
       },
     },
   } as unknown as SyncEdges;
@@ -83,7 +90,7 @@ function loop(over: Partial<SyncLoopOptions> = {}) {
           commit: source.commit,
           files,
           edges: given,
-          finish: (prune) => resolve(result(source.commit, prune)),
+          finish: (prune, resources) => resolve(result(source.commit, prune, resources)),
           fail: reject,
         }),
       );
@@ -294,5 +301,33 @@ describe("SyncLoop", () => {
     await sleep(40);
     expect(hub.reads).toBe(before);
     expect(started).toHaveLength(3);
+  });
+  it("a declared CR whose hub copy was being deleted: the last commit is synced again once the deletion is done", async () => {
+    const { syncs, started, noted, hub } = loop({ confirmationCheckMs: 5 });
+    const moreReads = (n: number) => {
+      const target = hub.reads + n;
+      return vi.waitFor(() => expect(hub.reads).toBeGreaterThanOrEqual(target), { timeout: 10_000 });
+    };
+    const terminating = { action: "terminating", kind: "KnativeServing", namespace: "ns", name: "a" };
+    hub.crs.add("KnativeServing ns/a");
+    void syncs.snapshot(snapshot("c1"));
+    await settle();
+    started[0]!.finish(NO_PRUNE, [
+      terminating,
+      { action: "unchanged", kind: "KnativeServing", namespace: "ns", name: "b" },
+    ]);
+    await moreReads(3); // its finalizer is still at work: looked at, nothing synced
+    await settle();
+    expect(started).toHaveLength(1);
+    hub.crs.delete("KnativeServing ns/a");
+    await vi.waitFor(() => expect(started).toHaveLength(2), { timeout: 10_000 });
+    expect(started.map((s) => s.commit)).toEqual(["c1", "c1"]);
+    started[1]!.finish(NO_PRUNE, [{ action: "create", kind: "KnativeServing", namespace: "ns", name: "a" }]);
+    await settle();
+    expect(triggers(noted)).toEqual(["git", "hub-cr-deleted"]);
+    // Created again: nothing is waited for any more.
+    const reads = hub.reads;
+    await sleep(40);
+    expect(hub.reads).toBe(reads);
   });
 });
