@@ -1,4 +1,4 @@
-import type { ResourceIdentity } from "../fleet/identity.ts";
+import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import type { FleetFile } from "../fleet/model.ts";
 import { confirmedToken } from "../mirror/mirror.ts";
 import type { SyncTrigger } from "../observability/metrics.ts";
@@ -39,6 +39,9 @@ interface HubWait {
 }
 
 const NOTHING_TO_WAIT_FOR: HubWait = { token: undefined, terminating: [] };
+
+/** Up to this many terminating CRs are looked at with a GET each; more, with the sync's own read. */
+const TERMINATING_READ_ONE_BY_ONE = 5;
 
 /**
  * The leader's syncs, one at a time: a Git change and an inventory change never mirror concurrently. A
@@ -133,9 +136,15 @@ export class SyncLoop {
     const { hub } = this.options.edges();
     if (wait.token !== undefined && confirmedToken(await hub.confirmation()) === wait.token)
       return "prune-confirmation";
-    for (const identity of wait.terminating) {
-      if ((await hub.get(identity)) === undefined) return "hub-cr-deleted";
-    }
-    return undefined;
+    if (wait.terminating.length === 0) return undefined;
+    // A few are read one by one; many (a cluster's departure at scale) with one list of each kind.
+    const present =
+      wait.terminating.length <= TERMINATING_READ_ONE_BY_ONE
+        ? await Promise.all(wait.terminating.map((identity) => hub.get(identity)))
+        : await hub.read().then(({ live }) => {
+            const onHub = new Set(live.map((object) => formatIdentity(identityOf(object))));
+            return wait.terminating.map((identity) => onHub.has(formatIdentity(identity)) || undefined);
+          });
+    return present.some((object) => object === undefined) ? "hub-cr-deleted" : undefined;
   }
 }

@@ -45,7 +45,13 @@ function loop(over: Partial<SyncLoopOptions> = {}) {
    * The prune-confirmation ConfigMap and the CRs as the hub holds them (by "kind namespace/name"), and how
    * often either was read between syncs.
    */
-  const hub = { confirmation: undefined as KubeObject | undefined, crs: new Set<string>(), reads: 0 };
+  const hub = {
+    confirmation: undefined as KubeObject | undefined,
+    crs: new Set<string>(),
+    reads: 0,
+    /** Of the reads, whole lists of the hub's CRs. */
+    lists: 0,
+  };
   const edges = {
     placements: { inventory: () => ({}) },
     hub: {
@@ -56,6 +62,16 @@ function loop(over: Partial<SyncLoopOptions> = {}) {
       get: async ({ kind, namespace, name }: { kind: string; namespace: string; name: string }) => {
         hub.reads++;
         return hub.crs.has(`${kind} ${namespace}/${name}`) ? ({} as KubeObject) : undefined;
+      },
+      read: async () => {
+        hub.reads++;
+        hub.lists++;
+        const live = [...hub.crs].map((key) => {
+          const [kind, path] = key.split(" ") as [string, string];
+          const [namespace, name] = path.split("/");
+          return { apiVersion: "operator.knative.dev/v1beta1", kind, metadata: { namespace, name } };
+        });
+        return { live };
       },
     },
   } as unknown as SyncEdges;
@@ -329,5 +345,25 @@ describe("SyncLoop", () => {
     const reads = hub.reads;
     await sleep(40);
     expect(hub.reads).toBe(reads);
+  });
+  it("many terminating CRs are looked at with one read of the hub, not a GET each", async () => {
+    const { syncs, started, noted, hub } = loop({ confirmationCheckMs: 5 });
+    const names = ["a", "b", "c", "d", "e", "f", "g"];
+    for (const name of names) hub.crs.add(`KnativeServing ns/${name}`);
+    void syncs.snapshot(snapshot("c1"));
+    await settle();
+    started[0]!.finish(
+      NO_PRUNE,
+      names.map((name) => ({ action: "terminating", kind: "KnativeServing", namespace: "ns", name })),
+    );
+    await vi.waitFor(() => expect(hub.lists).toBeGreaterThanOrEqual(2), { timeout: 10_000 });
+    await settle();
+    expect(hub.reads).toBe(hub.lists);
+    expect(started).toHaveLength(1);
+    hub.crs.delete("KnativeServing ns/f"); // one is gone: the last commit is synced again
+    await vi.waitFor(() => expect(started).toHaveLength(2), { timeout: 10_000 });
+    started[1]!.finish();
+    await settle();
+    expect(triggers(noted)).toEqual(["git", "hub-cr-deleted"]);
   });
 });
