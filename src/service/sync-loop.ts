@@ -25,10 +25,10 @@ export interface SyncLoopOptions {
    * How often the hub is looked at between syncs for what the last one waits on (default 10 s): a held
    * prune's confirmation, the end of a declared CR's deletion.
    */
-  confirmationCheckMs?: number;
+  hubCheckMs?: number;
 }
 
-const CONFIRMATION_CHECK_MS = 10_000;
+const HUB_CHECK_MS = 10_000;
 
 /** What the last sync left waiting on the hub, which neither a commit nor the inventory announces. */
 interface HubWait {
@@ -126,7 +126,7 @@ export class SyncLoop {
       if (this.hubCheck !== check) return; // a sync since decided what to wait for
       if (trigger) this.again(trigger);
       else this.awaitHub(wait);
-    }, this.options.confirmationCheckMs ?? CONFIRMATION_CHECK_MS);
+    }, this.options.hubCheckMs ?? HUB_CHECK_MS);
     check.unref();
     this.hubCheck = check;
   }

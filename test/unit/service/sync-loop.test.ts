@@ -265,7 +265,7 @@ describe("SyncLoop", () => {
   });
 
   it("a prune held for a person: its confirmation, which changes no commit, syncs the last commit again; nothing else does", async () => {
-    const { syncs, started, noted, hub, stopLeading } = loop({ confirmationCheckMs: 5 });
+    const { syncs, started, noted, hub, stopLeading } = loop({ hubCheckMs: 5 });
     const held = (token: string) => ({
       ...NO_PRUNE,
       state: "held",
@@ -319,7 +319,7 @@ describe("SyncLoop", () => {
     expect(started).toHaveLength(3);
   });
   it("a declared CR whose hub copy was being deleted: the last commit is synced again once the deletion is done", async () => {
-    const { syncs, started, noted, hub } = loop({ confirmationCheckMs: 5 });
+    const { syncs, started, noted, hub } = loop({ hubCheckMs: 5 });
     const moreReads = (n: number) => {
       const target = hub.reads + n;
       return vi.waitFor(() => expect(hub.reads).toBeGreaterThanOrEqual(target), { timeout: 10_000 });
@@ -347,7 +347,7 @@ describe("SyncLoop", () => {
     expect(hub.reads).toBe(reads);
   });
   it("many terminating CRs are looked at with one read of the hub, not a GET each", async () => {
-    const { syncs, started, noted, hub } = loop({ confirmationCheckMs: 5 });
+    const { syncs, started, noted, hub } = loop({ hubCheckMs: 5 });
     const names = ["a", "b", "c", "d", "e", "f", "g"];
     for (const name of names) hub.crs.add(`KnativeServing ns/${name}`);
     void syncs.snapshot(snapshot("c1"));
