@@ -360,7 +360,7 @@ async function planApplied(
   const moved = !reinstall && base && clusterChange(base, head);
   if (moved) return { ...plan, findings: [moved] };
   let release: Release;
-  let rendered: KubeObject[];
+  let rendered: readonly KubeObject[];
   try {
     release = await context.options.releases.load(head);
     rendered = renderInstall(head, release);
@@ -506,7 +506,7 @@ async function renderBase(resource: KnativeResource, context: PlanContext) {
  */
 async function clusterView(
   resource: KnativeResource,
-  base: { release: Release; objects: KubeObject[]; resource: KnativeResource } | undefined,
+  base: { release: Release; objects: readonly KubeObject[]; resource: KnativeResource } | undefined,
   context: PlanContext,
   { reinstall = false } = {},
 ): Promise<{

@@ -106,7 +106,7 @@ interface InstallContext {
   /** Whether the cluster answered (for the metrics); unset until the pass tries to reach it. */
   reachable?: boolean;
   requestsBefore?: number;
-  desired?: KubeObject[];
+  desired?: readonly KubeObject[];
   applied?: ApplyResult;
   drifted?: DriftRecord[];
 }

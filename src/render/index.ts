@@ -7,7 +7,7 @@ export {
 } from "./kubernetes-version.ts";
 export { ByteBudget } from "./location-loader.ts";
 export type { Manifest, Transformer } from "./manifest.ts";
-export { ManifestParseError, parseManifests, RenderError } from "./manifest.ts";
+export { deepFreeze, ManifestParseError, parseManifests, RenderError } from "./manifest.ts";
 export {
   COMPONENT_OF_KIND,
   type Release,

@@ -32,7 +32,7 @@ async function desiredOf(
   kind: Kind,
   version: string,
   options: { namespace?: string; spec?: Record<string, unknown> } = {},
-): Promise<KubeObject[]> {
+): Promise<readonly KubeObject[]> {
   const resource = cr(kind, version, options.spec);
   return renderInstall(resource, await releases.load(resource), options.namespace);
 }
