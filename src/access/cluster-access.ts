@@ -87,6 +87,8 @@ export class ClusterAccess {
   readonly #entries = new Map<string, SpokeEntry>();
   readonly #seen = new Map<string, SeenProfile>();
   readonly #listeners = new Set<ClusterProfileListener>();
+  /** What a contact ahead of a reconcile failed with, until the next resolution reports it. */
+  readonly #contactFailures = new Map<string, AccessError>();
   #watch: ClusterProfileWatch | undefined;
   #resource: Promise<ClusterProfileResource> | undefined;
   #closed = false;
@@ -126,12 +128,37 @@ export class ClusterAccess {
    * shared; concurrent resolutions of one spoke share one plugin run and one probe.
    */
   async resolve(ref: ClusterRef): Promise<ResolveResult> {
+    const failed = this.#contactFailures.get(clusterKey(ref));
+    if (failed) {
+      this.#contactFailures.delete(clusterKey(ref));
+      return { ok: false, reason: failed.reason, message: failed.message };
+    }
     try {
       return { ok: true, spoke: await this.#resolve(ref) };
     } catch (err) {
       if (err instanceof AccessError) return { ok: false, reason: err.reason, message: err.message };
       throw err;
     }
+  }
+
+  /**
+   * Reaches the spoke ahead of a reconcile (the work queue's preparation), so that waiting on one that does
+   * not answer, a probe's whole timeout for a black-holed server, holds no worker. Undefined when its client
+   * has answered already; else the resolution to start, whose failure the cluster's next `resolve` reports
+   * once, at once, instead of waiting for it again. Any change to the ClusterProfile forgets the failure.
+   */
+  contact(ref: ClusterRef): (() => Promise<void>) | undefined {
+    const key = clusterKey(ref);
+    if (this.#entries.get(key)?.answered) return undefined;
+    return () =>
+      this.#resolve(ref).then(
+        () => {
+          this.#contactFailures.delete(key);
+        },
+        (err: unknown) => {
+          if (err instanceof AccessError && !this.#closed) this.#contactFailures.set(key, err);
+        },
+      );
   }
 
   /** Stops the watch and every client; requests in flight are aborted, later resolutions fail. */
@@ -141,6 +168,7 @@ export class ClusterAccess {
     const reason = accessClosed();
     const entries = [...this.#entries.values()];
     this.#entries.clear();
+    this.#contactFailures.clear();
     this.#listeners.clear();
     await Promise.all([
       this.#watch?.stop(),
@@ -304,6 +332,7 @@ export class ClusterAccess {
 
   /** Drops a cached client: later requests fail with RemoteClusterStale and `message`; see close's mode. */
   #drop(key: string, message: string, mode: "drain" | "abort"): void {
+    this.#contactFailures.delete(key);
     const entry = this.#entries.get(key);
     if (entry === undefined) return;
     this.#entries.delete(key);
@@ -341,6 +370,7 @@ export class ClusterAccess {
   }
 
   #notify(ref: ClusterRef, change: ClusterProfileChange): void {
+    this.#contactFailures.delete(clusterKey(ref)); // what failed may work now
     for (const listener of this.#listeners) {
       try {
         listener(ref, change);
@@ -363,6 +393,8 @@ class SpokeEntry {
   readonly fingerprint: string;
   readonly connection: SpokeConnection;
   #firstProbe: Promise<SpokeProbe> | undefined;
+  /** The spoke answered this client's probe: contacting it again holds nothing up. */
+  answered = false;
 
   constructor(endpoint: SpokeEndpoint, fingerprint: string, authenticator: ExecAuthenticator) {
     this.fingerprint = fingerprint;
@@ -375,10 +407,16 @@ class SpokeEntry {
    */
   async ready(probeTimeoutMs: number): Promise<SpokeProbe> {
     await this.connection.authenticator.credential();
-    this.#firstProbe ??= this.connection.probe(probeTimeoutMs).catch((err: unknown) => {
-      this.#firstProbe = undefined;
-      throw err;
-    });
+    this.#firstProbe ??= this.connection.probe(probeTimeoutMs).then(
+      (probe) => {
+        this.answered = true;
+        return probe;
+      },
+      (err: unknown) => {
+        this.#firstProbe = undefined;
+        throw err;
+      },
+    );
     return this.#firstProbe;
   }
 }

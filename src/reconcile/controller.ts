@@ -11,6 +11,7 @@ import {
 import { FINALIZERS } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
 import {
+  type ClusterRef,
   clusterLabel,
   formatIdentity,
   identityOf,
@@ -49,6 +50,11 @@ interface ControllerOptions {
    * src/service/sharding.ts; every cluster when unset.
    */
   owns?(cluster: string): boolean;
+  /**
+   * Reaches a CR's cluster before a worker takes the CR (ClusterAccess.contact): undefined when it answered
+   * already, else the contact to start. Waiting on a cluster that does not answer then holds no worker.
+   */
+  contact?(cluster: ClusterRef): (() => Promise<void>) | undefined;
   /** Another writer changed a CR's status (a CR of another shard): the status summary may have changed. */
   onStatusChanged?(): void;
 }
@@ -102,6 +108,11 @@ export class KnativeController {
       concurrency: options.workers,
       perGroup: options.workersPerCluster,
       groupOf: (key) => this.clusterOfKey(key),
+      prepare: (key) => {
+        const object = this.objectOf(key);
+        const cluster = object && this.owns(object) ? targetOf(object) : undefined;
+        return cluster && options.contact?.(cluster);
+      },
     });
     for (const [kind, informer] of this.informers) {
       informer.on((event, object, previous) => {

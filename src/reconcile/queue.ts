@@ -6,6 +6,11 @@
  * Keys fall into groups (the controller's group is the target cluster): at most `perGroup` keys of one
  * group run at once, and a key whose group is full waits while later keys of other groups go ahead, so
  * a spoke whose requests hang holds at most `perGroup` workers and the other spokes keep the rest.
+ *
+ * A group may need preparing before its keys run (the controller's: reaching the cluster). Preparations run
+ * beside the workers, `prepareConcurrency` at once, and hold no worker: a key waits while its group prepares
+ * and later keys of ready groups go ahead, so a thousand clusters that take a timeout each to not answer
+ * do not stand in front of the fifty that answer.
  */
 interface WorkQueueOptions {
   concurrency: number;
@@ -13,6 +18,14 @@ interface WorkQueueOptions {
   perGroup?: number;
   /** The group of a key, read when the key is dispatched (default: the key itself). */
   groupOf?(key: string): string;
+  /**
+   * What must happen before a key of its group runs, asked for the first queued key of a group that is not
+   * prepared: undefined when nothing must (the group is ready), else the preparation, started when a place
+   * is free. Its outcome is the handler's to find.
+   */
+  prepare?(key: string): (() => Promise<void>) | undefined;
+  /** At most this many preparations at once (default 32). */
+  prepareConcurrency?: number;
   baseDelayMs?: number;
   maxDelayMs?: number;
 }
@@ -27,10 +40,13 @@ export class WorkQueue {
   private readonly runningPerGroup = new Map<string, number>();
   private readonly groupWaiters = new Map<string, (() => void)[]>();
   private readonly dirty = new Set<string>();
+  /** Groups being prepared, and those prepared whose next dispatched key has not run yet. */
+  private readonly preparing = new Set<string>();
+  private readonly prepared = new Set<string>();
   private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly idleWaiters: (() => void)[] = [];
-  private readonly options: Required<WorkQueueOptions>;
+  private readonly options: Required<Omit<WorkQueueOptions, "prepare">> & Pick<WorkQueueOptions, "prepare">;
   private readonly handler: (key: string) => Promise<WorkResult>;
   private stopped = false;
   private running = 0;
@@ -41,6 +57,8 @@ export class WorkQueue {
       concurrency: options.concurrency,
       perGroup: options.perGroup ?? options.concurrency,
       groupOf: options.groupOf ?? ((key) => key),
+      prepare: options.prepare,
+      prepareConcurrency: options.prepareConcurrency ?? 32,
       baseDelayMs: options.baseDelayMs ?? 1_000,
       maxDelayMs: options.maxDelayMs ?? 300_000,
     };
@@ -122,10 +140,11 @@ export class WorkQueue {
       const index = this.order.findIndex((k) => {
         if (this.inFlight.has(k)) return false;
         group = groupOf(k);
-        return (this.runningPerGroup.get(group) ?? 0) < perGroup;
+        return (this.runningPerGroup.get(group) ?? 0) < perGroup && this.isPrepared(k, group);
       });
       if (index < 0) break;
       const [key] = this.order.splice(index, 1) as [string];
+      this.prepared.delete(group);
       this.queued.delete(key);
       this.inFlight.set(key, group);
       this.runningPerGroup.set(group, (this.runningPerGroup.get(group) ?? 0) + 1);
@@ -135,6 +154,26 @@ export class WorkQueue {
     if (this.order.length === 0 && this.running === 0) {
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
+  }
+
+  /** Whether key's group is ready to run it; starts the group's preparation when it must be and may be. */
+  private isPrepared(key: string, group: string): boolean {
+    const { prepare, prepareConcurrency } = this.options;
+    if (!prepare || this.prepared.has(group)) return true;
+    if (this.preparing.has(group)) return false;
+    const preparation = prepare(key);
+    if (!preparation) return true;
+    if (this.preparing.size >= prepareConcurrency) return false;
+    this.preparing.add(group);
+    void preparation()
+      .catch(() => {}) // its outcome is the handler's to find
+      .finally(() => {
+        this.preparing.delete(group);
+        if (this.stopped) return;
+        this.prepared.add(group);
+        this.pump();
+      });
+    return false;
   }
 
   private finished(key: string): void {

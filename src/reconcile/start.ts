@@ -5,7 +5,7 @@ import { createTargetResolver } from "../access/target.ts";
 import type { LocationPolicy } from "../admission/locations.ts";
 import type { CrAdmission } from "../admission/tenancy.ts";
 import type { FleetFile } from "../fleet/file-text.ts";
-import { clusterLabel, identityOf } from "../fleet/identity.ts";
+import { type ClusterRef, clusterLabel, identityOf } from "../fleet/identity.ts";
 import { DeploymentWatches } from "../install/deployment-watch.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { Logger } from "../observability/log.ts";
@@ -110,6 +110,7 @@ export async function startReconciler(options: ReconcilerOptions): Promise<Recon
     workers: options.workers,
     workersPerCluster: options.workersPerCluster,
     owns: options.owns,
+    ...(providers.enabled && { contact: (cluster: ClusterRef) => access.contact(cluster) }),
     onStatusChanged: options.onStatusChanged,
     resyncIntervalMs: options.resyncIntervalMs,
     onReconciled: options.onReconciled,

@@ -89,3 +89,47 @@ describe("ClusterAccess without a hub round trip", () => {
     );
   });
 });
+
+describe("ClusterAccess.contact: reaching a cluster ahead of its reconcile", () => {
+  it("runs the resolution once; its failure is what the next resolve reports, at once, and only once", async () => {
+    // A hub that takes each connection and drops it: every read of the ClusterProfile fails, and is counted.
+    let connections = 0;
+    const server = createServer((socket) => {
+      connections++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const hub = new KubeConfig();
+    hub.loadFromString(
+      stringify({
+        clusters: [
+          { name: "hub", cluster: { server: `https://127.0.0.1:${(server.address() as AddressInfo).port}` } },
+        ],
+        users: [{ name: "nobody", user: {} }],
+        contexts: [{ name: "hub", context: { cluster: "hub", user: "nobody" } }],
+        "current-context": "hub",
+      }),
+    );
+    const access = new ClusterAccess({
+      hub: clientFromKubeConfig(hub),
+      providers: { enabled: true, config: providerConfig(provider("secretreader")) },
+      logger: silentLogger,
+    });
+    try {
+      const contact = access.contact(ref);
+      expect(contact).toBeTypeOf("function"); // no client answered yet: there is something to wait for
+      await expect(contact!()).resolves.toBeUndefined(); // the failure is kept, not thrown
+      const tried = connections;
+      expect(tried).toBeGreaterThan(0);
+      const reported = await access.resolve(ref);
+      expect(reported.ok === false && reported.reason).toBe("ClusterProfileUnavailable");
+      expect(connections).toBe(tried); // reported from the contact, without asking the hub again
+      const again = await access.resolve(ref);
+      expect(again.ok === false && again.reason).toBe("ClusterProfileUnavailable");
+      expect(connections).toBeGreaterThan(tried); // reported once: the next resolution tries again
+    } finally {
+      await access.close();
+      server.close();
+    }
+  });
+});

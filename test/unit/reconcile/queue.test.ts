@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { WorkQueue } from "../../../src/reconcile/queue.ts";
 
 const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
@@ -118,5 +118,92 @@ describe("work queue: per-group bound", () => {
   it("groupSettled resolves at once for a group with nothing in flight", async () => {
     const q = new WorkQueue(async () => undefined, { concurrency: 1 });
     await expect(q.groupSettled("nothing")).resolves.toBeUndefined();
+  });
+});
+
+describe("work queue: groups prepared beside the workers", () => {
+  it("a thousand groups that take long to prepare hold no worker: the ready ones queued behind them run at once", async () => {
+    const never = new Promise<void>(() => {}); // a black hole: the contact never ends in this test
+    const done: string[] = [];
+    let running = 0;
+    let peak = 0;
+    const q = new WorkQueue(
+      async (key) => {
+        peak = Math.max(peak, ++running);
+        await tick(1);
+        running--;
+        done.push(key);
+        return undefined;
+      },
+      {
+        concurrency: 2,
+        groupOf: (key) => key.split("/")[0]!,
+        prepare: (key) => (key.startsWith("far-") ? () => never : undefined),
+        prepareConcurrency: 8,
+      },
+    );
+    // Sorted as a controller's queue is: every unreachable cluster's CR before the reachable ones.
+    for (let i = 0; i < 1000; i++) q.add(`far-${String(i).padStart(4, "0")}/serving`);
+    for (const key of ["spoke-1/serving", "spoke-2/serving", "spoke-3/serving"]) q.add(key);
+    await vi.waitFor(() => expect(done).toHaveLength(3), { timeout: 2_000, interval: 5 });
+    expect(done.sort()).toEqual(["spoke-1/serving", "spoke-2/serving", "spoke-3/serving"]);
+    expect(peak).toBeLessThanOrEqual(2);
+    expect(q.length).toBe(1000);
+  });
+
+  it("at most prepareConcurrency groups prepare at once; a prepared group's key runs once its preparation ends, failed or not", async () => {
+    const preparations = new Map<string, PromiseWithResolvers<void>>();
+    const ran: string[] = [];
+    const q = new WorkQueue(
+      async (key) => {
+        ran.push(key);
+        return undefined;
+      },
+      {
+        concurrency: 4,
+        prepare: (key) => () => {
+          const p = Promise.withResolvers<void>();
+          preparations.set(key, p);
+          return p.promise;
+        },
+        prepareConcurrency: 2,
+      },
+    );
+    for (const key of ["a", "b", "c"]) q.add(key);
+    await tick();
+    expect([...preparations.keys()]).toEqual(["a", "b"]);
+    expect(ran).toEqual([]);
+    preparations.get("a")!.reject(new Error("unreachable")); // the handler finds the outcome itself
+    await vi.waitFor(() => expect(ran).toEqual(["a"]), { timeout: 1_000, interval: 2 });
+    expect([...preparations.keys()]).toEqual(["a", "b", "c"]);
+    preparations.get("b")!.resolve();
+    preparations.get("c")!.resolve();
+    await q.idle();
+    expect(ran.sort()).toEqual(["a", "b", "c"]);
+  });
+
+  it("a group is prepared again for its next key after one ran; a ready group is not held", async () => {
+    const prepared: string[] = [];
+    const ran: string[] = [];
+    const q = new WorkQueue(
+      async (key) => {
+        ran.push(key);
+        return undefined;
+      },
+      {
+        concurrency: 1,
+        prepare: (key) => {
+          prepared.push(key);
+          return key === "ready" ? undefined : async () => void (await tick(1));
+        },
+      },
+    );
+    q.add("far");
+    q.add("ready");
+    await q.idle();
+    q.add("far");
+    await q.idle();
+    expect(ran).toEqual(["ready", "far", "far"]);
+    expect(prepared.filter((k) => k === "far")).toHaveLength(2);
   });
 });
