@@ -128,3 +128,39 @@ describe("sync: upgrade chains", () => {
     expect(result.upgrades).toBeUndefined();
   });
 });
+
+describe("sync: hub writes", () => {
+  /** A sync of 20 new CRs whose hub takes `delayOf(name)` ms per write; returns the outcomes and the peak. */
+  async function syncTwenty(delayOf: (name: string) => number) {
+    const files = Array.from({ length: 20 }, (_, i) =>
+      crFile(`cr-${String(i).padStart(2, "0")}`, { namespace: NS }),
+    );
+    const hub = new FakeKube().serveKindsOf(
+      KNATIVE_KINDS.map((kind) => ({ apiVersion: OPERATOR_API_VERSION, kind, metadata: { name: "x" } })),
+    );
+    const apply = hub.client.apply.bind(hub.client);
+    let running = 0;
+    let peak = 0;
+    hub.client.apply = async (object, options) => {
+      peak = Math.max(peak, ++running);
+      await new Promise((resolve) => setTimeout(resolve, delayOf(object.metadata.name ?? "")));
+      running--;
+      return apply(object, options);
+    };
+    const result = await syncInto(hub.client, { files, namespace: NS, commit: "1".repeat(40) });
+    return { result, peak, hub };
+  }
+
+  it("a placement's many CRs are written several at once (at most 8), every one, the outcomes in the steps' order whatever order the writes end in", async () => {
+    const slowFirst = await syncTwenty((name) => 40 - Number(name.slice(3)) * 2);
+    const instant = await syncTwenty(() => 0);
+    expect(slowFirst.peak).toBe(8);
+    expect(slowFirst.result.resources.map((r) => [r.name, r.action])).toEqual(
+      instant.result.resources.map((r) => [r.name, r.action]),
+    );
+    expect(slowFirst.result.resources.filter((r) => r.action === "create")).toHaveLength(20);
+    expect(
+      slowFirst.hub.objects().filter((o) => o.kind === "KnativeServing" && o.metadata.name !== "x"),
+    ).toHaveLength(20);
+  });
+});
