@@ -49,6 +49,13 @@ const CACHE_SIZE = 4096;
 /** events.k8s.io's note limit: a longer message is cut, so an error dump cannot bloat etcd. */
 const MAX_MESSAGE_LENGTH = 1024;
 const COMBINED_PREFIX = "(combined from similar events): ";
+/**
+ * client-go's EventSourceObjectSpamFilter: each object may have this many Events written at once, and then
+ * one per SPAM_REFILL_MS. A thousand clusters that fail every retry write a few thousand Events, not one per
+ * retry for as long as they fail.
+ */
+const SPAM_BURST = 25;
+const SPAM_REFILL_MS = 5 * 60_000;
 
 /** What the recorder remembers of an Event it wrote, to count a repeat on it. */
 interface SeenEvent {
@@ -66,6 +73,12 @@ interface Occurrence {
   message: string;
 }
 
+/** An object's tokens for the spam filter, as of lastSeenMs. */
+interface SpamTokens {
+  tokens: number;
+  lastSeenMs: number;
+}
+
 /** The distinct messages seen for one (object, type, reason), for the similar-event aggregation. */
 interface SimilarMessages {
   messages: Set<string>;
@@ -77,7 +90,8 @@ interface SimilarMessages {
  * aggregation: a repeat of an Event (same object, type, reason and message) within 10 minutes patches
  * count and lastTimestamp of the existing Event instead of creating another; and once an object has had 10
  * different messages for one reason within 10 minutes, further ones are combined into a single Event, so a
- * reconcile error whose text changes every time cannot flood the namespace.
+ * reconcile error whose text changes every time cannot flood the namespace. And its spam filter: an object
+ * gets SPAM_BURST Event writes, then one per SPAM_REFILL_MS; the rest are dropped.
  *
  * The aggregation state is in memory (the chart grants create and patch on events, not get or list), as in
  * client-go; after a restart a repeat starts a new Event. Recording never throws: an Event is a courtesy
@@ -91,6 +105,7 @@ export class EventRecorder {
   private readonly now: () => Date;
   private readonly seen = new Map<string, SeenEvent>();
   private readonly similar = new Map<string, SimilarMessages>();
+  private readonly spam = new Map<string, SpamTokens>();
   /** The write in progress per Event key: a repeat waits for it, so two records never race to create. */
   private readonly pending = new Map<string, Promise<void>>();
   private lastNanos = 0n;
@@ -104,6 +119,7 @@ export class EventRecorder {
   }
 
   async record(involved: InvolvedObject, type: EventType, reason: string, message: string): Promise<void> {
+    if (!this.takeToken(involved)) return;
     const { key, text } = this.aggregate(involved, type, reason, truncate(redactSecrets(message)));
     const occurrence = { involved, type, reason, message: text };
     const previous = this.pending.get(key) ?? Promise.resolve();
@@ -111,6 +127,27 @@ export class EventRecorder {
     this.pending.set(key, write);
     await write;
     if (this.pending.get(key) === write) this.pending.delete(key);
+  }
+
+  /** client-go's spam filter: whether the object has a token left (one is taken), keyed as client-go keys it. */
+  private takeToken(involved: InvolvedObject): boolean {
+    const { name, namespace, uid } = involved.metadata;
+    const key = JSON.stringify([
+      this.component,
+      this.host,
+      involved.kind,
+      namespace,
+      name,
+      uid,
+      involved.apiVersion,
+    ]);
+    const nowMs = this.now().getTime();
+    const last = this.spam.get(key);
+    const refilled = last ? (nowMs - last.lastSeenMs) / SPAM_REFILL_MS : SPAM_BURST;
+    const tokens = Math.min(SPAM_BURST, (last?.tokens ?? 0) + refilled);
+    const allowed = tokens >= 1;
+    remember(this.spam, key, { tokens: allowed ? tokens - 1 : tokens, lastSeenMs: nowMs }, nowMs);
+    return allowed;
   }
 
   /**

@@ -195,9 +195,10 @@ describe("event recorder", () => {
     const events = recorder(hub.client, clock.now);
     const padding = "x".repeat(900);
     const before = heapMiB();
-    // One CR, a new message every 5 s for 14 hours: its aggregation window never closes.
+    // One CR, a new message every 5 minutes (as often as the spam filter lets one object write) for five
+    // weeks: its aggregation window never closes.
     for (let i = 0; i < 10_000; i++) {
-      clock.advance(5_000);
+      clock.advance(5 * 60_000);
       await events.record(serving, "Warning", "ReconcileFailed", `attempt ${i} ${padding}`);
     }
     const failing = heapMiB() - before;
@@ -220,6 +221,26 @@ describe("event recorder", () => {
     );
     expect(failing).toBeLessThan(2); // 10,000 messages of ~1 KB kept: 10 MiB or more
     expect(full - after).toBeGreaterThan(3); // the 4,000 Events' entries (~1 KB keys) let go
+  });
+
+  it("spam filter (client-go's): an object gets 25 writes at once, then one per 5 minutes; other objects keep theirs", async () => {
+    const hub = fakeHub();
+    const clock = manualClock();
+    const events = recorder(hub.client, clock.now);
+    for (let i = 0; i < 40; i++) await events.record(serving, "Warning", "ReconcileFailed", "cannot reach");
+    expect(hub.writes).toHaveLength(25);
+    expect([...hub.events.values()].map((e) => e.count)).toEqual([25]);
+    const other = { ...serving, metadata: { ...serving.metadata, name: "other", uid: "0b1d" } };
+    await events.record(other, "Warning", "ReconcileFailed", "cannot reach");
+    expect(hub.writes).toHaveLength(26);
+    clock.advance(4 * 60_000);
+    await events.record(serving, "Warning", "ReconcileFailed", "cannot reach");
+    expect(hub.writes).toHaveLength(26); // not a whole token yet
+    clock.advance(60_000);
+    await events.record(serving, "Warning", "ReconcileFailed", "cannot reach");
+    await events.record(serving, "Warning", "ReconcileFailed", "cannot reach");
+    expect(hub.writes).toHaveLength(27); // one token in five minutes
+    expect([...hub.events.values()].map((e) => e.count)).toEqual([26, 1]);
   });
 
   it("writes a repeat again, count carried over, when the API server's TTL removed the Event", async () => {
