@@ -48,8 +48,10 @@ describe("one --kodata lookup", () => {
 describe("scripts and integration tests build on the shared test support", () => {
   // A script runs outside vitest: a unit test's helper may register a hook or make fixtures on import.
   const SCRIPTS_MAY_IMPORT = ["src/", "test/support/", "test/sandbox/", "scripts/"];
-  // Scripts that run a suite living with the tests: the mutation run's safety core, the soak's driver.
+  // Scripts that run a suite living with the tests: the mutation run's safety core, the soak's driver, and
+  // the big-fleet run, which checks the soak's invariants with the soak's own checkers.
   const SCRIPT_SUITES: Record<string, readonly string[]> = {
+    "scripts/bench-fleet.ts": ["test/soak/checks.ts"],
     "scripts/mutation.ts": ["test/mutation/"],
     "scripts/soak.ts": ["test/soak/"],
     "scripts/soak-upgrade.ts": ["test/soak/"],
