@@ -10,7 +10,7 @@ import { silentLogger } from "../observability/log.ts";
 import { type ClusterProfileResource, clusterProfileResource } from "./clusterprofile-version.ts";
 import { ClusterProfileWatch } from "./clusterprofile-watch.ts";
 import { AccessError, causeText } from "./errors.ts";
-import { ExecAuthenticator } from "./exec-authenticator.ts";
+import { ExecAuthenticator, PluginRunSlots } from "./exec-authenticator.ts";
 import { type AccessPolicy, SAFE_ACCESS_POLICY } from "./policy.ts";
 import type { ProviderConfigState } from "./provider-config.ts";
 import { SpokeConnection, type SpokeProbe } from "./spoke-connection.ts";
@@ -28,6 +28,8 @@ export interface ClusterAccessOptions {
   pluginTimeoutMs?: number;
   /** How long before expiry a credential is renewed (default 60 s; never in its first half-life). */
   refreshBeforeExpiryMs?: number;
+  /** At most this many credential plugins run at once, for every spoke together (default 4). */
+  pluginsAtOnce?: number;
   /** How long the first request to a new client (GET /version) may take (default 10 s). */
   probeTimeoutMs?: number;
   logger?: Logger;
@@ -66,6 +68,7 @@ type ClusterProfileListener = (ref: ClusterRef, change: ClusterProfileChange) =>
 const DEFAULT_PLUGIN_TIMEOUT_MS = 10_000;
 const DEFAULT_REFRESH_BEFORE_EXPIRY_MS = 60_000;
 const DEFAULT_PROBE_TIMEOUT_MS = 10_000;
+const DEFAULT_PLUGINS_AT_ONCE = 4;
 // A ClusterProfile that changes this often while its client is being built is not settled enough to use.
 const MAX_RESOLVE_ATTEMPTS = 3;
 
@@ -92,9 +95,11 @@ export class ClusterAccess {
   #watch: ClusterProfileWatch | undefined;
   #resource: Promise<ClusterProfileResource> | undefined;
   #closed = false;
+  readonly #pluginRuns: PluginRunSlots;
 
   constructor(options: ClusterAccessOptions) {
     this.#options = options;
+    this.#pluginRuns = new PluginRunSlots(options.pluginsAtOnce ?? DEFAULT_PLUGINS_AT_ONCE);
     this.#logger = (options.logger ?? silentLogger).child({ component: "cluster-access" });
   }
 
@@ -299,6 +304,7 @@ export class ClusterAccess {
         pluginTimeoutMs: this.#options.pluginTimeoutMs ?? DEFAULT_PLUGIN_TIMEOUT_MS,
         refreshBeforeExpiryMs: this.#options.refreshBeforeExpiryMs ?? DEFAULT_REFRESH_BEFORE_EXPIRY_MS,
         logger: this.#logger.child({ clusterProfile: key }),
+        runs: this.#pluginRuns,
         onPluginRun: (run) =>
           this.#options.onPluginRun?.({ ...run, provider: endpoint.providerName, cluster: key }),
       }),

@@ -11,6 +11,38 @@ interface ExecAuthenticatorOptions {
   now?: () => Date;
   /** Called after every plugin run, for metrics. */
   onPluginRun?(run: { durationMs: number; error: boolean }): void;
+  /** Places shared by every spoke's plugin runs in the process (a run waits for one before it starts). */
+  runs?: PluginRunSlots;
+}
+
+/**
+ * At most `limit` plugin runs at once in the process. A plugin is a process that starts, reads its
+ * credential source and answers: CPU, where waiting for a spoke is none. Reaching a thousand clusters at
+ * once must not start a thousand of them on a hub replica's CPU, starving its own Lease renewals.
+ */
+export class PluginRunSlots {
+  readonly #limit: number;
+  #running = 0;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  /** Resolves when a place is free, with the function that gives it back. */
+  async take(): Promise<() => void> {
+    if (this.#running >= this.#limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    else this.#running++;
+    let given = false;
+    return () => {
+      if (given) return;
+      given = true;
+      const next = this.#waiting.shift();
+      if (next)
+        next(); // the place passes straight on
+      else this.#running--;
+    };
+  }
 }
 
 /**
@@ -63,6 +95,7 @@ export class ExecAuthenticator {
   }
 
   async #run(): Promise<PluginCredential> {
+    const release = await this.#options.runs?.take();
     this.#runs++;
     const started = performance.now();
     let failed = true;
@@ -77,6 +110,7 @@ export class ExecAuthenticator {
       failed = false;
       return credential;
     } finally {
+      release?.();
       this.#running = undefined;
       this.#options.onPluginRun?.({ durationMs: performance.now() - started, error: failed });
     }

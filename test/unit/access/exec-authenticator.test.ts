@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ExecAuthenticator } from "../../../src/access/exec-authenticator.ts";
+import { ExecAuthenticator, PluginRunSlots } from "../../../src/access/exec-authenticator.ts";
 import type { EnvVar } from "../../../src/access/provider-config.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { fixturePlugin } from "../../fixtures/plugins/index.ts";
@@ -10,7 +10,7 @@ import { scratchDir } from "./support.ts";
 const scratch = scratchDir();
 
 /** An authenticator for the token fixture, whose runs are counted in a file, and a clock the test moves. */
-function tokenAuthenticator(env: EnvVar[] = [], command = fixturePlugin("token")) {
+function tokenAuthenticator(env: EnvVar[] = [], command = fixturePlugin("token"), runs?: PluginRunSlots) {
   const runLog = join(mkdtempSync(join(scratch, "authenticator-")), "runs");
   writeFileSync(runLog, "");
   let offsetMs = 0;
@@ -30,6 +30,7 @@ function tokenAuthenticator(env: EnvVar[] = [], command = fixturePlugin("token")
       refreshBeforeExpiryMs: 60_000,
       logger: silentLogger,
       now: () => new Date(Date.now() + offsetMs),
+      ...(runs && { runs }),
     },
   );
   return {
@@ -106,5 +107,45 @@ describe("ExecAuthenticator", () => {
     authenticator.close();
     await expect(pending).rejects.toThrow("was stopped because the request for credentials was cancelled");
     await expect(authenticator.credential()).rejects.toThrow("cancelled");
+  });
+});
+
+describe("plugin runs share the process's places", () => {
+  it("at most `limit` hold a place at once; a place given back passes to the next waiting, once", async () => {
+    const slots = new PluginRunSlots(2);
+    const held: (() => void)[] = [];
+    let started = 0;
+    const takers = Array.from({ length: 5 }, () =>
+      slots.take().then((release) => {
+        started++;
+        held.push(release);
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(started).toBe(2);
+    held[0]!();
+    held[0]!(); // given back twice: still one place
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(started).toBe(3);
+    for (const release of held.splice(1)) release();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(started).toBe(5);
+    for (const release of held) release();
+    await Promise.all(takers);
+    // Every place is free again: two take one at once.
+    const again = await Promise.all([slots.take(), slots.take()]);
+    for (const release of again) release();
+  });
+
+  it("a spoke's plugin does not start while every place is taken, and starts once one is free", async () => {
+    const slots = new PluginRunSlots(1);
+    const hold = await slots.take();
+    const { authenticator, runs } = tokenAuthenticator([], fixturePlugin("token"), slots);
+    const credential = authenticator.credential();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(runs()).toBe(0);
+    hold();
+    await credential;
+    expect(runs()).toBe(1);
   });
 });
