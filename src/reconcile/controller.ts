@@ -110,8 +110,10 @@ export class KnativeController {
       groupOf: (key) => this.clusterOfKey(key),
       prepare: (key) => {
         const object = this.objectOf(key);
-        const cluster = object && this.owns(object) ? targetOf(object) : undefined;
-        return cluster && options.contact?.(cluster);
+        const cluster = object && targetOf(object);
+        const contact = cluster && options.contact?.(cluster);
+        // Another replica's cluster: its key returns at once, nothing to reach.
+        return contact && this.owns(object) ? contact : undefined;
       },
     });
     for (const [kind, informer] of this.informers) {

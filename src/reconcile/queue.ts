@@ -43,6 +43,8 @@ export class WorkQueue {
   /** Groups being prepared, and those prepared whose next dispatched key has not run yet. */
   private readonly preparing = new Set<string>();
   private readonly prepared = new Set<string>();
+  /** Groups found to need preparing while every place was taken: not asked again until one is free. */
+  private readonly waitingToPrepare = new Set<string>();
   private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly idleWaiters: (() => void)[] = [];
@@ -161,9 +163,16 @@ export class WorkQueue {
     const { prepare, prepareConcurrency } = this.options;
     if (!prepare || this.prepared.has(group)) return true;
     if (this.preparing.has(group)) return false;
+    const full = this.preparing.size >= prepareConcurrency;
+    // A full pool and a thousand keys behind it: each pump would ask each of them again.
+    if (full && this.waitingToPrepare.has(group)) return false;
     const preparation = prepare(key);
+    this.waitingToPrepare.delete(group);
     if (!preparation) return true;
-    if (this.preparing.size >= prepareConcurrency) return false;
+    if (full) {
+      this.waitingToPrepare.add(group);
+      return false;
+    }
     this.preparing.add(group);
     void preparation()
       .catch(() => {}) // its outcome is the handler's to find

@@ -123,6 +123,11 @@ export class ShardMembership {
   private running?: Promise<void>;
   /** The views this member's share is narrowed by (see ownsUnder); [[]] owns nothing. */
   private views: string[][] = [[]];
+  /** owns' answers under `views` (replaced, never changed in place): a cluster's owner is hashed once. */
+  private owned: { views: string[][]; answers: Map<string, boolean> } = {
+    views: this.views,
+    answers: new Map(),
+  };
   private acknowledged = "";
   /** This member's current epoch: a new one with each view it narrows to. */
   private epoch = randomBytes(8).toString("hex");
@@ -186,7 +191,13 @@ export class ShardMembership {
 
   /** Whether this replica reconciles the cluster's CRs now. */
   owns(cluster: string): boolean {
-    return ownsUnder(this.views, this.options.identity, cluster);
+    if (this.owned.views !== this.views) this.owned = { views: this.views, answers: new Map() };
+    let answer = this.owned.answers.get(cluster);
+    if (answer === undefined) {
+      answer = ownsUnder(this.views, this.options.identity, cluster);
+      this.owned.answers.set(cluster, answer);
+    }
+    return answer;
   }
 
   /** The newest view this member narrowed to (the live members as it last saw them). */

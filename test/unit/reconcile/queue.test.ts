@@ -125,6 +125,7 @@ describe("work queue: groups prepared beside the workers", () => {
   it("a thousand groups that take long to prepare hold no worker: the ready ones queued behind them run at once", async () => {
     const never = new Promise<void>(() => {}); // a black hole: the contact never ends in this test
     const done: string[] = [];
+    let farAsked = 0;
     let running = 0;
     let peak = 0;
     const q = new WorkQueue(
@@ -138,7 +139,11 @@ describe("work queue: groups prepared beside the workers", () => {
       {
         concurrency: 2,
         groupOf: (key) => key.split("/")[0]!,
-        prepare: (key) => (key.startsWith("far-") ? () => never : undefined),
+        prepare: (key) => {
+          if (!key.startsWith("far-")) return undefined;
+          farAsked++;
+          return () => never;
+        },
         prepareConcurrency: 8,
       },
     );
@@ -149,6 +154,8 @@ describe("work queue: groups prepared beside the workers", () => {
     expect(done.sort()).toEqual(["spoke-1/serving", "spoke-2/serving", "spoke-3/serving"]);
     expect(peak).toBeLessThanOrEqual(2);
     expect(q.length).toBe(1000);
+    // Each waiting group was asked once while the places were full, not at every one of the ~1,000 pumps.
+    expect(farAsked).toBe(1000);
   });
 
   it("at most prepareConcurrency groups prepare at once; a prepared group's key runs once its preparation ends, failed or not", async () => {
