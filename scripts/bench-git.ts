@@ -1,6 +1,6 @@
 // Measures the git source against a real `git http-backend` on loopback, with a 200-file fleet repository:
 // the first clone, a no-op poll (the steady state: the head has not moved), a poll after a person's push,
-// and a status write-back. Prints wall time, requests and response bytes for each.
+// and status write-backs (one file; a 1,000-cluster fleet's pages, new and then 10 changed). Prints wall time, requests and response bytes for each.
 // Usage: node scripts/bench-git.ts [files=200] [no-op polls=20]
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -89,6 +89,26 @@ try {
     ),
   ]);
   rows.push(["poll after the status commit", await measure(server, () => poller.syncNow())]);
+
+  // The status folder of a 1,000-cluster fleet: a page per cluster (status/clusters/<namespace>/<name>.md).
+  const pages = (round: number, changed: number) =>
+    new Map(
+      Array.from({ length: 1000 }, (_, i) => [
+        `status/clusters/fleet-system/cluster-${i}.md`,
+        `# cluster-${i}\n\n| CR | Ready | version |\n|---|---|---|\n| serving | ${i < changed ? round : 0} | 1.22.1 |\n`,
+      ]),
+    );
+  const author = { name: "knative-fleet", email: "knative-fleet@example.com" };
+  for (const [name, round, changed] of [
+    ["status write-back (1,000 new pages)", 1, 1000],
+    ["status write-back (1,000 pages, 10 changed)", 2, 10],
+  ] as const)
+    rows.push([
+      name,
+      await measure(server, () =>
+        source.commitAndPush({ files: pages(round, changed), message: "Status", author }),
+      ),
+    ]);
 
   const width = Math.max(...rows.map(([name]) => name.length));
   console.log(
