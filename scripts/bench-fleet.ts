@@ -21,6 +21,7 @@ import { pathToFileURL } from "node:url";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
 import { type KubeObject, nameOf } from "../src/kube/object.ts";
 import { CLUSTER_PROFILE_NAMESPACE, clusterProfileStatus, SANDBOX_ENV } from "../test/sandbox/index.ts";
+import { readSandbox } from "../test/sandbox/sandbox.ts";
 import {
   clustersIn,
   ownershipViolations,
@@ -28,7 +29,6 @@ import {
   type WaveCr,
   waveViolation,
 } from "../test/soak/checks.ts";
-import { readSandbox } from "../test/sandbox/sandbox.ts";
 import { imageRuntime } from "../test/support/dockerfile.ts";
 import { placementText } from "../test/support/fleet-files.ts";
 import { startFleetProcess } from "../test/support/fleet-service.ts";
