@@ -37,6 +37,19 @@ interface Member {
   link: HubLink;
 }
 
+// Hashes counted (passed through): a cluster's owner is hashed once per view, not at every ask.
+const hashes = vi.hoisted(() => ({ count: 0 }));
+vi.mock("node:crypto", async (importOriginal) => {
+  const crypto = await importOriginal<typeof import("node:crypto")>();
+  return {
+    ...crypto,
+    createHash: (...args: Parameters<typeof crypto.createHash>) => {
+      hashes.count++;
+      return crypto.createHash(...args);
+    },
+  };
+});
+
 const started: ShardMembership[] = [];
 const warnings: string[] = [];
 const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
@@ -104,6 +117,23 @@ async function watchOwners(members: Member[], until: () => boolean, timeoutMs: n
     await sleep(5);
   }
 }
+
+describe("ownership asked often", () => {
+  it("is hashed once per cluster and view: 1,200 asks of a settled member hash nothing again", async () => {
+    const hub = leaseHub();
+    const a = member(hub, "replica-a");
+    const b = member(hub, "replica-b");
+    await watchOwners(
+      [a, b],
+      () => CLUSTERS.every((c) => [a, b].some((m) => m.membership.owns(c))) && owned(a).length > 0,
+      10_000,
+    );
+    const before = owned(a);
+    hashes.count = 0;
+    for (let round = 0; round < 50; round++) expect(owned(a)).toEqual(before); // no timer runs in between
+    expect(hashes.count).toBe(0);
+  });
+});
 
 describe("a shard member cut off from the hub", () => {
   it("drops every cluster at its renew deadline though its requests hang, before the other takes them", async () => {
