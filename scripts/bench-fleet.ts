@@ -33,7 +33,7 @@ import { imageRuntime } from "../test/support/dockerfile.ts";
 import { placementText } from "../test/support/fleet-files.ts";
 import { startFleetProcess } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
-import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
+import { adminClient, ensureNamespace, installFleetCrds, replicaPod } from "../test/support/hub.ts";
 import type { ServiceProcess } from "../test/support/service-process.ts";
 import { conditionsOf, dropHubCrs, FLEET_NAMESPACE } from "../test/support/serving-fleet.ts";
 import { repoRoot } from "../test/support/shared.ts";
@@ -185,16 +185,7 @@ async function startReplica(name: string, repositoryUrl: string, counter: string
 }
 
 async function startReplicaProcess(name: string, repositoryUrl: string, counter: string, counts: string) {
-  const pod = await hub.apply({
-    apiVersion: "v1",
-    kind: "Pod",
-    metadata: { name, namespace: GROUP },
-    spec: {
-      serviceAccountName: "knative-fleet",
-      automountServiceAccountToken: false,
-      containers: [{ name: "knative-fleet", image: "knative-fleet:bench" }],
-    },
-  } as KubeObject);
+  const pod = await replicaPod(hub, GROUP, name);
   return startFleetProcess({
     sandbox: sandbox!,
     service: {

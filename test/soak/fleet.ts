@@ -8,7 +8,7 @@ import { freePort } from "../sandbox/processes.ts";
 import type { Sandbox } from "../sandbox/sandbox.ts";
 import { startFleetProcess } from "../support/fleet-service.ts";
 import type { GitServer } from "../support/git-server.ts";
-import { copyClusterProfile, ensureNamespace } from "../support/hub.ts";
+import { copyClusterProfile, ensureNamespace, replicaPod } from "../support/hub.ts";
 import { type LoopbackProxy, startFreezableForwarder } from "../support/loopback-proxies.ts";
 import type { ServiceProcess } from "../support/service-process.ts";
 import {
@@ -194,16 +194,7 @@ export class SoakFleet {
         metadata: { name: "knative-fleet", namespace: this.layout.namespace },
       });
       for (const replica of this.replicas) {
-        const pod = await hub.apply({
-          apiVersion: "v1",
-          kind: "Pod",
-          metadata: { name: replica.name, namespace: this.layout.namespace },
-          spec: {
-            serviceAccountName: "knative-fleet",
-            automountServiceAccountToken: false,
-            containers: [{ name: "knative-fleet", image: "knative-fleet:soak" }],
-          },
-        } as KubeObject);
+        const pod = await replicaPod(hub, this.layout.namespace, replica.name);
         replica.podUid = String(pod.metadata.uid);
       }
     }

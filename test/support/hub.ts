@@ -111,3 +111,21 @@ export async function resetRolloutState(hub: KubeClient, namespace: string): Pro
   await hub.delete("v1", "ConfigMap", namespace, ROLLOUT_STATE_CONFIGMAP).catch(() => {});
   await hub.delete("v1", "Secret", namespace, ROLLOUT_KEY_SECRET).catch(() => {});
 }
+
+/**
+ * What the chart's Deployment gives a replica: a Pod named POD_NAME, running as the knative-fleet
+ * ServiceAccount, in the namespace of its Leases; sharding vouches for a member by it. Returns the Pod
+ * (its UID is POD_UID).
+ */
+export function replicaPod(hub: KubeClient, namespace: string, name: string) {
+  return hub.apply({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace },
+    spec: {
+      serviceAccountName: "knative-fleet",
+      automountServiceAccountToken: false,
+      containers: [{ name: "knative-fleet", image: "knative-fleet:test" }],
+    },
+  });
+}

@@ -12,7 +12,7 @@ import { loadSandbox } from "../../sandbox/index.ts";
 import { clustersIn, ownershipViolations, type ReplicaSample } from "../../soak/checks.ts";
 import { startFleetProcess } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
-import { adminClient, ensureNamespace, installFleetCrds } from "../../support/hub.ts";
+import { adminClient, ensureNamespace, installFleetCrds, replicaPod } from "../../support/hub.ts";
 import { freezableHubPath, type startFreezableForwarder } from "../../support/loopback-proxies.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
 import { dropHubCrs, isReady, servingFile } from "../../support/serving-fleet.ts";
@@ -64,24 +64,12 @@ describe("sharding over three replicas", () => {
   let forwarder: Awaited<ReturnType<typeof startFreezableForwarder>> | undefined;
   const replicas: ServiceProcess[] = [];
   const podNames = new Map<ServiceProcess, string>();
-  /** The Pod a replica named POD_NAME runs in, as the chart's Deployment makes it: who vouches for it. */
-  const replicaPod = (name: string) =>
-    hub.apply({
-      apiVersion: "v1",
-      kind: "Pod",
-      metadata: { name, namespace: GROUP },
-      spec: {
-        serviceAccountName: "knative-fleet",
-        automountServiceAccountToken: false,
-        containers: [{ name: "knative-fleet", image: "knative-fleet:test" }],
-      },
-    });
   /**
    * A replica named POD_NAME in its Pod (what vouches for it), sharded, on the test's repository; `hubKubeconfig`
    * when it reaches the hub another way than directly.
    */
   const startReplica = async (name: string, hubKubeconfig = sandbox.hub.adminKubeconfig) => {
-    const pod = await replicaPod(name);
+    const pod = await replicaPod(hub, GROUP, name);
     const replica = startFleetProcess({
       sandbox: { ...sandbox, hub: { ...sandbox.hub, adminKubeconfig: hubKubeconfig } },
       service: { repositoryUrl: git.url(REPO), leaderElection: { leaseName: GROUP, namespace: GROUP } },
