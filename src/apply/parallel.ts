@@ -19,3 +19,16 @@ export async function inParallel<T>(
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   if (failure !== undefined) throw failure;
 }
+
+/** Like inParallel, the results in the items' order. */
+export async function mapInParallel<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = [];
+  await inParallel([...items.keys()], limit, async (index) => {
+    results[index] = await fn(items[index]!);
+  });
+  return results;
+}

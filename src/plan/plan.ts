@@ -1,7 +1,7 @@
 import type { KnativeResource } from "../api/knative.ts";
 import { DRIFT_MODE_ANNOTATION } from "../api/labels.ts";
 import type { ApplyResult } from "../apply/engine.ts";
-import { inParallel } from "../apply/parallel.ts";
+import { mapInParallel } from "../apply/parallel.ts";
 import { compareStrings, isError } from "../fleet/diagnostic.ts";
 import { formatDuration } from "../fleet/duration.ts";
 import { clusterLabel, formatIdentity, identityOf } from "../fleet/identity.ts";
@@ -148,10 +148,7 @@ export async function buildPlan(revisions: Revisions, options: PlanOptions): Pro
   const crsAtOnce = options.clusters ? context.concurrency : 1;
   const gracePeriod = formatDuration(options.settings.departureGracePeriodMs);
   const changes = resourceChanges(base, head, gracePeriod);
-  const resources: ResourcePlan[] = [];
-  await inParallel([...changes.keys()], crsAtOnce, async (index) => {
-    resources[index] = await planResource(changes[index]!, context);
-  });
+  const resources = await mapInParallel(changes, crsAtOnce, (change) => planResource(change, context));
   const placements = planPlacements(
     base.placements.selections,
     head.placements.selections,

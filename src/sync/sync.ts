@@ -1,6 +1,6 @@
 import { admitHubObject } from "../admission/hub-cr.ts";
 import { KNATIVE_KINDS, type KnativeKind } from "../api/knative.ts";
-import { inParallel } from "../apply/parallel.ts";
+import { mapInParallel } from "../apply/parallel.ts";
 import { type Diagnostic, isError } from "../fleet/diagnostic.ts";
 import { formatIdentity, identityOf, type ResourceIdentity } from "../fleet/identity.ts";
 import {
@@ -283,23 +283,16 @@ async function write(
   steps: readonly ApplyStep[],
   admission: ReturnType<typeof hubCrPolicy>,
 ): Promise<ResourceOutcome[]> {
-  const outcomes: ResourceOutcome[] = new Array(steps.length);
-  await inParallel([...steps.keys()], HUB_WRITES_AT_ONCE, async (i) => {
-    const step = steps[i]!;
-    if (step.action !== "create" && step.action !== "update") {
-      outcomes[i] = step;
-      return;
-    }
+  return mapInParallel(steps, HUB_WRITES_AT_ONCE, async (step): Promise<ResourceOutcome> => {
+    if (step.action !== "create" && step.action !== "update") return step;
     const { object, ...outcome } = step;
     const refusal = admitHubObject(object, admission);
     if (refusal) {
       const error = `${outcome.path}: ${refusal.field}: ${refusal.message}`;
-      outcomes[i] = { ...outcome, action: "refused", error };
-      return;
+      return { ...outcome, action: "refused", error };
     }
-    outcomes[i] = { ...outcome, ...(await attempt(() => hub.apply(object))) };
+    return { ...outcome, ...(await attempt(() => hub.apply(object))) };
   });
-  return outcomes;
 }
 
 /** Deletes the candidates that do not wait; the hub controller's finalizer then uninstalls each. */
