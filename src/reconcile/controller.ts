@@ -24,6 +24,7 @@ import { type KubeObject, nameOf } from "../kube/object.ts";
 import { isConflict } from "../kube/rest.ts";
 import type { Logger } from "../observability/log.ts";
 import { redactSecrets } from "../observability/redact.ts";
+import { ClusterIndex } from "./cluster-index.ts";
 import { WorkQueue } from "./queue.ts";
 import { finalizeInstall, type ReconcileDeps, reconcileInstall } from "./reconciler.ts";
 
@@ -92,6 +93,8 @@ export class KnativeController {
   private readonly informers: Map<KnativeKind, Informer>;
   /** The queue's keys (`formatIdentity`) and the CR each names: nothing parses a key back. */
   private readonly identities = new Map<string, ResourceIdentity>();
+  /** The hub CRs by the cluster they target, as the informers have them. */
+  private readonly byCluster = new ClusterIndex();
   readonly queue: WorkQueue;
 
   constructor(options: ControllerOptions) {
@@ -122,7 +125,13 @@ export class KnativeController {
           options.onStatusChanged?.(); // a status write (ours, or another shard's), or our own finalizer
           return;
         }
-        this.enqueue(identityOf({ kind, metadata: object.metadata }));
+        const identity = identityOf({ kind, metadata: object.metadata });
+        this.byCluster.note(
+          formatIdentity(identity),
+          identity,
+          event === "DELETED" ? undefined : clusterOf(object),
+        );
+        this.enqueue(identity);
       });
     }
   }
@@ -149,16 +158,12 @@ export class KnativeController {
    * became healthy again, or this replica's shard gained it.
    */
   enqueueCluster(cluster: string): void {
-    for (const [kind, informer] of this.informers) {
-      for (const object of informer.list()) {
-        if (clusterOf(object) === cluster) this.enqueue(identityOf({ kind, metadata: object.metadata }));
-      }
-    }
+    for (const identity of this.byCluster.crsOf(cluster)) this.enqueue(identity);
   }
 
   /** Every cluster the hub CRs target (`clusterLabel`). */
   clusters(): Set<string> {
-    return new Set([...this.informers.values()].flatMap((i) => i.list().map(clusterOf)));
+    return this.byCluster.clusters();
   }
 
   /** Resolves when no reconcile of the cluster is running (the shard gave it up: no new one starts). */
@@ -173,8 +178,7 @@ export class KnativeController {
   }
 
   private clusterOfKey(key: string): string {
-    const object = this.objectOf(key);
-    return object ? clusterOf(object) : key;
+    return this.byCluster.clusterOf(key) ?? key;
   }
 
   private async reconcileKey(key: string): Promise<{ requeueAfterMs?: number } | undefined> {
