@@ -178,7 +178,14 @@ export class LeaderElector {
     const deadlineMs = () => this.lastHeldWriteSentMs + this.renewDeadlineMs;
     while (await sleep(this.retryPeriodMs, done)) {
       const remainingMs = deadlineMs() - performance.now();
-      if (remainingMs > 0) await settleWithin(this.tryAcquireOrRenew(), remainingMs, done);
+      if (
+        remainingMs > 0 &&
+        (await settleWithin(this.tryAcquireOrRenew(), remainingMs, done)) === undefined
+      ) {
+        // Said, as an error would be: a hub too slow to answer, or this process too busy to hear it.
+        if (!done.aborted)
+          this.log.warn({ waitedMs: Math.round(remainingMs) }, "the Lease renewal got no answer in time");
+      }
       if (performance.now() >= deadlineMs()) return false;
     }
     return true;

@@ -1,13 +1,14 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { KubeApiError, type RestRequest } from "../../../src/kube/rest.ts";
-import { silentLogger } from "../../../src/observability/log.ts";
+import { type Logger, silentLogger } from "../../../src/observability/log.ts";
 import {
   type LeaderElectionOptions,
   LeaderElector,
   processIdentity,
 } from "../../../src/service/leader-election.ts";
 import { waitUntil } from "../../support/wait.ts";
+import { capturingLogger } from "../access/support.ts";
 
 // Short timings keep the tests fast; the ratios are the defaults' (15 s / 10 s / 2 s).
 const TIMING = { leaseDurationMs: 750, renewDeadlineMs: 500, retryPeriodMs: 100 };
@@ -68,6 +69,7 @@ function replica(
   identity: string,
   callbacks: Partial<Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading">> = {},
   afterWrite?: (method: string) => Promise<void> | undefined,
+  log: Logger = silentLogger,
 ) {
   const { client, cut } = server.clientFor(afterWrite);
   const calls: { call: "started" | "stopped"; atMs: number }[] = [];
@@ -76,7 +78,7 @@ function replica(
     namespace: "ns",
     name: "fleet",
     identity,
-    log: silentLogger,
+    log,
     ...TIMING,
     onStartedLeading: () => {
       calls.push({ call: "started", atMs: performance.now() });
@@ -97,9 +99,9 @@ afterEach(async () => {
 });
 
 /** Replica "a" leading on a fresh Lease, then replica "b" started as a candidate. */
-async function leaderAndCandidate() {
+async function leaderAndCandidate(leaderLog?: Logger) {
   const server = leaseServer();
-  const a = replica(server, "a");
+  const a = replica(server, "a", {}, undefined, leaderLog);
   a.elector.start();
   await until("a leads", () => a.elector.isLeader);
   const b = replica(server, "b");
@@ -208,8 +210,9 @@ describe("leader election", () => {
     expect(server.lease()!.spec).toMatchObject({ holderIdentity: "", leaseDurationSeconds: 1 });
   });
 
-  it("a cut-off leader stops after renewDeadline, before the standby takes over after leaseDuration", async () => {
-    const { server, a, b } = await leaderAndCandidate();
+  it("a cut-off leader stops after renewDeadline, before the standby takes over after leaseDuration, and says why", async () => {
+    const log = capturingLogger();
+    const { server, a, b } = await leaderAndCandidate(log.logger);
     await new Promise((r) => setTimeout(r, 2 * TIMING.retryPeriodMs));
 
     const cutAt = performance.now();
@@ -222,6 +225,28 @@ describe("leader election", () => {
     expect(startedAt).toBeGreaterThan(stoppedAt);
     expect(startedAt - cutAt).toBeGreaterThanOrEqual(TIMING.leaseDurationMs - TIMING.retryPeriodMs);
     expect(server.lease()!.spec).toMatchObject({ holderIdentity: "b", leaseTransitions: 1 });
+    // An unanswered renewal is said as it happens, not only the loss it leads to.
+    const said = log.lines().map((line) => [line.level, line.msg]);
+    const unanswered = said.findIndex(([, msg]) => msg === "the Lease renewal got no answer in time");
+    expect(said[unanswered]).toEqual([40, "the Lease renewal got no answer in time"]);
+    const waitedMs = log.lines()[unanswered]!.waitedMs as number;
+    expect(waitedMs).toBeGreaterThan(0);
+    expect(waitedMs).toBeLessThanOrEqual(TIMING.renewDeadlineMs);
+    expect(said.findIndex(([, msg]) => String(msg).startsWith("lost leadership"))).toBeGreaterThan(
+      unanswered,
+    );
+    expect(
+      said.filter(([, msg]) => msg === "the Lease renewal got no answer in time").length,
+    ).toBeLessThanOrEqual(Math.ceil(TIMING.renewDeadlineMs / TIMING.retryPeriodMs));
+  });
+
+  it("a leader that steps down while a renewal is out does not call it unanswered", async () => {
+    const log = capturingLogger();
+    const { a } = await leaderAndCandidate(log.logger);
+    a.cut();
+    await new Promise((r) => setTimeout(r, TIMING.retryPeriodMs + 20)); // a renewal is out, unanswered
+    await a.elector.stop();
+    expect(log.text()).not.toContain("the Lease renewal got no answer in time");
   });
 
   it("steps down when onStartedLeading fails, releasing the Lease, and runs for leader again", async () => {
