@@ -11,6 +11,8 @@
 // pruned. The replicas run as the image runs them (the built CLI, the Dockerfile's node flags).
 // Usage: KNATIVE_FLEET_SANDBOX=<state dir> node scripts/bench-fleet.ts [clusters=1000] [replicas=3] [workers=4]
 // The sandbox: `npm run sandbox -- up --spokes 20 --light` (its spokes are the reachable clusters).
+// BENCH_CPU_PROF=<dir>: each replica process writes a V8 CPU profile there when it exits (a leader that
+// loses its Lease exits, so its profile shows what held its event loop).
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { stripTypeScriptTypes } from "node:module";
 import { createServer, type Socket } from "node:net";
@@ -197,7 +199,10 @@ async function startReplicaProcess(name: string, repositoryUrl: string, counter:
     scratch,
     name,
     entry: join(repoRoot, "dist", "cli.js"),
-    nodeArgs: runtime.nodeArgs,
+    nodeArgs: [
+      ...runtime.nodeArgs,
+      ...(process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+    ],
     env: {
       ...runtime.env,
       POD_NAME: name,

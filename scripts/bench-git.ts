@@ -1,10 +1,13 @@
 // Measures the git source against a real `git http-backend` on loopback, with a 200-file fleet repository:
 // the first clone, a no-op poll (the steady state: the head has not moved), a poll after a person's push,
-// and status write-backs (one file; a 1,000-cluster fleet's pages, new and then 10 changed). Prints wall time, requests and response bytes for each.
+// and status write-backs (one file; a 1,000-cluster fleet's pages, new and then 10 changed). Prints wall time,
+// requests, response bytes and the longest the event loop was held for each (the service's Leases are
+// renewed on that loop: a hold longer than the renew deadline, 10 s, costs a replica its Lease).
 // Usage: node scripts/bench-git.ts [files=200] [no-op polls=20]
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { GitSource } from "../src/source/git-source.ts";
 import { Poller } from "../src/source/poller.ts";
 import { gitSourceSpecSchema } from "../src/source/spec.ts";
@@ -36,11 +39,14 @@ function settings(component: string): string[] {
 
 async function measure<T>(server: GitServer, run: () => Promise<T>) {
   server.resetRequests();
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
   const started = performance.now();
   const result = await run();
   const ms = performance.now() - started;
+  loop.disable();
   const bytes = server.requests.reduce((sum, r) => sum + r.responseBytes, 0);
-  return { result, ms, requests: server.requests.length, bytes };
+  return { result, ms, requests: server.requests.length, bytes, heldMs: loop.max / 1e6 };
 }
 
 const server = await startGitServer();
@@ -58,7 +64,7 @@ try {
     },
   });
 
-  const rows: [string, { ms: number; requests: number; bytes: number }][] = [];
+  const rows: [string, { ms: number; requests: number; bytes: number; heldMs: number }][] = [];
   const clone = await measure(server, () => poller.syncNow());
   if (clone.result !== "emitted") throw new Error(`first poll: ${clone.result}`);
   rows.push([`clone (first poll, ${fileCount} files)`, clone]);
@@ -112,11 +118,11 @@ try {
 
   const width = Math.max(...rows.map(([name]) => name.length));
   console.log(
-    `${"".padEnd(width)}  ${"time".padStart(9)}  ${"requests".padStart(8)}  ${"bytes".padStart(9)}`,
+    `${"".padEnd(width)}  ${"time".padStart(9)}  ${"requests".padStart(8)}  ${"bytes".padStart(9)}  ${"loop held".padStart(9)}`,
   );
-  for (const [name, { ms, requests, bytes }] of rows) {
+  for (const [name, { ms, requests, bytes, heldMs }] of rows) {
     console.log(
-      `${name.padEnd(width)}  ${`${ms.toFixed(1)} ms`.padStart(9)}  ${String(requests).padStart(8)}  ${String(bytes).padStart(9)}`,
+      `${name.padEnd(width)}  ${`${ms.toFixed(1)} ms`.padStart(9)}  ${String(requests).padStart(8)}  ${String(bytes).padStart(9)}  ${`${heldMs.toFixed(0)} ms`.padStart(9)}`,
     );
   }
 } finally {
