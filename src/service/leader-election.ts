@@ -178,6 +178,8 @@ export class LeaderElector {
     const deadlineMs = () => this.lastHeldWriteSentMs + this.renewDeadlineMs;
     while (await sleep(this.retryPeriodMs, done)) {
       const remainingMs = deadlineMs() - performance.now();
+      // No time left: the check below reports the loss in this turn (so `> 0` or `>= 0`, or none, differ
+      // only by a warning said just before it; mutation testing lists them as survivors).
       if (
         remainingMs > 0 &&
         (await settleWithin(this.tryAcquireOrRenew(), remainingMs, done)) === undefined
