@@ -37,5 +37,16 @@ describe("crAdmission", () => {
     expect(open(cr("team-b", false))).toEqual({ admitted: true });
     const listed = crAdmission(TenancySchema.parse({ crNamespaces: ["a", "b"] }), "x");
     expect([listed(cr("b", true)).admitted, listed(cr("x", true)).admitted]).toEqual([true, false]);
+    expect(listed(cr("x", true))).toMatchObject({
+      why: expect.stringContaining("(tenancy.crNamespaces: a, b)"),
+    });
+  });
+
+  it("a hand-made CR is not taken for a mirrored one by half of the marks: the label and the repository both", () => {
+    const mirrored = cr("knative-fleet", true);
+    const labelOnly = { ...mirrored, metadata: { ...mirrored.metadata, annotations: {} } };
+    const annotationOnly = { ...mirrored, metadata: { ...mirrored.metadata, labels: {} } };
+    expect(safe(labelOnly).admitted).toBe(false);
+    expect(safe(annotationOnly).admitted).toBe(false);
   });
 });
