@@ -482,7 +482,8 @@ describe("what a member writes in its Lease, and what it does with the others'",
     expect(leaseOf(hub, b), "gone from the view, not yet removed").toBeDefined();
     while (leaseOf(hub, b) && performance.now() - quietAt < 4 * LEASE_MS) await sleep(20);
     expect(leaseOf(hub, b)).toBeUndefined();
-    expect(performance.now() - quietAt).toBeGreaterThanOrEqual(2 * LEASE_MS);
+    // Quiet since its last write, which came before the cut (a mutation run's dry run saw 1,173 ms).
+    expect(performance.now() - quietAt).toBeGreaterThanOrEqual(2 * LEASE_MS - 2 * RETRY_MS);
   });
 
   it("gives each write a later renewTime than the last, even when the clock stands still", async () => {
