@@ -1,38 +1,11 @@
-import { Writable } from "node:stream";
-import { type Logger, pino } from "pino";
 import type { AccessProviderConfig, ProviderConfig } from "../../../src/access/provider-config.ts";
 import type { ClusterProfile } from "../../../src/api/clusterprofile.ts";
 import { base64, testdata } from "../../support/access-pki.ts";
 
 // The access tests' fixtures: the test PKI (test/support/access-pki.ts), providers, ClusterProfiles.
 export { base64, testdata, testdataPath } from "../../support/access-pki.ts";
+export { capturingLogger } from "../../support/capturing-logger.ts";
 export { scratchDir } from "../../support/scratch-dir.ts";
-
-/** A logger that keeps every line it writes, parsed, for tests that check what reaches the log. */
-export function capturingLogger(): {
-  logger: Logger;
-  lines: () => Record<string, unknown>[];
-  text: () => string;
-} {
-  const chunks: string[] = [];
-  const sink = new Writable({
-    write(chunk, _encoding, done) {
-      chunks.push(chunk.toString());
-      done();
-    },
-  });
-  const logger = pino({ level: "debug" }, sink);
-  const text = () => chunks.join("");
-  return {
-    logger,
-    text,
-    lines: () =>
-      text()
-        .split("\n")
-        .filter((l) => l !== "")
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
 
 export function provider(name: string, overrides: Partial<AccessProviderConfig> = {}): AccessProviderConfig {
   return {

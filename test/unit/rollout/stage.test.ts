@@ -1,7 +1,6 @@
 import { createHmac } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import {
   ROLLOUT_REFUSED_ANNOTATION,
@@ -18,6 +17,7 @@ import {
   ROLLOUT_STATE_CONFIGMAP,
   type RolloutState,
 } from "../../../src/rollout/state.ts";
+import { capturingLogger } from "../../support/capturing-logger.ts";
 import type { FakeKube } from "../../support/fake-kube.ts";
 import { crObject } from "../../support/fleet-files.ts";
 import { syncInto } from "../../support/sync.ts";
@@ -602,13 +602,6 @@ describe("an upgrade chain through the rollout stage", () => {
 });
 
 describe("the rollout stage asks the spokes", () => {
-  /** A logger whose lines the test reads. */
-  function capturingLogger() {
-    const lines: Record<string, unknown>[] = [];
-    const log = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
-    return { log, lines };
-  }
-
   it("a verification gate failing on the Ready canary halts the rollout with the gate's result, and says what it cost", async () => {
     const probe = createServer((req, res) => {
       res.statusCode = req.url === "/c1" ? 503 : 200;
@@ -616,7 +609,7 @@ describe("the rollout stage asks the spokes", () => {
     });
     await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
     const { port } = probe.address() as AddressInfo;
-    const { log, lines } = capturingLogger();
+    const { logger: log, lines } = capturingLogger();
     const hub = setup(undefined, undefined, { log, prometheusUrl: "http://127.0.0.1:1" });
     const gates = [
       {
@@ -634,7 +627,7 @@ describe("the rollout stage asks the spokes", () => {
     try {
       await hub.sync(files, "a");
       // Nothing Ready on a change yet: no gate is checked.
-      expect(lines.filter((line) => line.msg === "verification gates evaluated")).toEqual([]);
+      expect(lines().filter((line) => line.msg === "verification gates evaluated")).toEqual([]);
       healthy(hub.kube, "c1-serving");
       await hub.sync(files, "a");
       await new Promise((resolve) => setTimeout(resolve, 5));
@@ -642,7 +635,7 @@ describe("the rollout stage asks the spokes", () => {
       expect(report?.phase).toBe("Halted");
       expect(report?.halt?.reason).toMatch(new RegExp(`^gate probe: GET http://127.0.0.1:${port}/c1: .*503`));
       expect(hub.kube.find("KnativeServing", "c2-serving")).toBeUndefined();
-      const checks = lines.filter((line) => line.msg === "verification gates evaluated");
+      const checks = lines().filter((line) => line.msg === "verification gates evaluated");
       expect(checks[0]).toMatchObject({
         crs: 1,
         requests: 1,

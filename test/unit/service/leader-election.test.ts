@@ -7,8 +7,8 @@ import {
   LeaderElector,
   processIdentity,
 } from "../../../src/service/leader-election.ts";
+import { capturingLogger } from "../../support/capturing-logger.ts";
 import { waitUntil } from "../../support/wait.ts";
-import { capturingLogger } from "../access/support.ts";
 
 // Short timings keep the tests fast; the ratios are the defaults' (15 s / 10 s / 2 s).
 const TIMING = { leaseDurationMs: 750, renewDeadlineMs: 500, retryPeriodMs: 100 };
