@@ -223,7 +223,16 @@ export class ShardMembership {
     await this.narrow([]);
     if (!this.lease) return;
     this.acknowledged = LEFT;
-    await settleWithin(this.renew(), this.options.renewDeadlineMs);
+    // A round's renewal given up as the stop began may still land first (409): read again, write again.
+    const deadlineMs = performance.now() + this.options.renewDeadlineMs;
+    for (let attempt = 1; attempt <= 3 && this.lease; attempt++) {
+      const remainingMs = deadlineMs - performance.now();
+      if (remainingMs <= 0) break;
+      if (await settleWithin(this.renew(), remainingMs)) return;
+    }
+    this.options.log.warn(
+      "sharding: could not record that this member left; the others drop it when its Lease expires",
+    );
   }
 
   private async run(): Promise<void> {
@@ -477,8 +486,8 @@ export class ShardMembership {
     this.lapseTimer.unref();
   }
 
-  /** Writes this member's Lease (renewTime now, its proven record); notes when a write succeeded. */
-  private async renew(): Promise<void> {
+  /** Writes this member's Lease (renewTime now, its proven record); true, and noted, when the write succeeded. */
+  private async renew(): Promise<boolean> {
     const { client, namespace, group, identity, leaseDurationMs, key, log } = this.options;
     const sentMs = performance.now();
     this.lastRenewTimeMs = Math.max(Date.now(), this.lastRenewTimeMs + 1);
@@ -515,6 +524,7 @@ export class ShardMembership {
       this.heardOwn.clear();
       if (this.ownLast) this.renewed(sentMs);
       this.ownLast = true;
+      return true;
     } catch (err) {
       // Someone else wrote it (409) or removed it (404): read it again, or create it, next round; that
       // write renews nothing (an observer may have seen the Lease gone, and may see it gone again).
@@ -522,6 +532,7 @@ export class ShardMembership {
         this.ownLast = false;
         this.lease = await getLease(client, namespace, this.leaseName).catch(() => undefined);
       } else log.warn({ err: String(err) }, "sharding: could not renew the member Lease");
+      return false;
     }
   }
 

@@ -471,6 +471,28 @@ describe("what a member writes in its Lease, and what it does with the others'",
     expect(performance.now() - stoppedAt).toBeLessThan(LEASE_MS / 2 + 2 * RETRY_MS);
   });
 
+  it("writes its left record though a renewal it gave up on as it stopped lands first", async () => {
+    const hub = leaseHub();
+    const a = member(hub, "replica-a");
+    const b = member(hub, "replica-b");
+    await watchOwners([a, b], () => owned(a).length > 0 && owned(b).length > 0, 10_000);
+    // Its writes land at once and their answers come late: stopped with one out, its left record is sent
+    // on the Lease's version before that write (409).
+    b.link.answerDelayMs = DEADLINE_MS / 4;
+    const request = b.link.client.rest.request.bind(b.link.client.rest);
+    let putOut: () => void = () => {};
+    const out = new Promise<void>((resolve) => {
+      putOut = resolve;
+    });
+    b.link.client.rest.request = ((options: { method: string }) => {
+      if (options.method === "PUT") putOut();
+      return request(options as Parameters<typeof request>[0]);
+    }) as typeof request;
+    await out;
+    await b.membership.stop();
+    expect(provenRecord(leaseOf(hub, b), hub.key)).toMatchObject({ holder: b.identity, view: "left" });
+  });
+
   it("removes a dead member's Lease once it stayed quiet twice the lease duration", async () => {
     const hub = leaseHub();
     const a = member(hub, "replica-a");
