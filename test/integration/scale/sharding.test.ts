@@ -6,7 +6,7 @@ import { SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../../../src/api/label
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { nameOf } from "../../../src/kube/object.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
-import { memberLeaseName } from "../../../src/service/shard-lease.ts";
+import { LEFT, memberLeaseName, podOf } from "../../../src/service/shard-lease.ts";
 import { shardOwner } from "../../../src/service/sharding.ts";
 import { loadSandbox } from "../../sandbox/index.ts";
 import { clustersIn, ownershipViolations, type ReplicaSample } from "../../soak/checks.ts";
@@ -41,7 +41,6 @@ const fleetFiles = (target: string) =>
     ...SPOKES.map((s) => servingFile(s, { autoscaler: { "container-concurrency-target-default": target } })),
   );
 
-/** Reconciles per cluster so far, from a replica's /metrics (every result counted). */
 /** Per cluster, the replica's reconciles so far: how many (`count`), or their seconds in all (`sum`). */
 async function reconcilesOf(
   replica: ServiceProcess,
@@ -102,18 +101,34 @@ describe("sharding over three replicas", () => {
         identity: (lease.spec as { holderIdentity: string }).holderIdentity,
         view: lease.metadata.annotations?.[SHARD_VIEW_ANNOTATION],
       }));
-  /** Waits until exactly `count` members hold Leases and all acknowledged the same view. */
-  const settledMembers = (count: number, timeoutMs: number) =>
-    waitUntil(
-      `${count} members on one view`,
+  /**
+   * Waits until the running replicas, and only they, hold member Leases (a stopped one's "left" record does
+   * not count), all acknowledging one view; their identities. A replica that exited fails the wait at once
+   * with its log: a count alone would be met by a stopped replica's Lease not yet dropped, or by the
+   * members before one joined.
+   */
+  const settledMembers = (timeoutMs: number) => {
+    const expected = live();
+    const pods = expected.map((r) => podNames.get(r)!).sort();
+    return waitUntil(
+      `${pods.join(", ")} as the members on one view`,
       async () => {
-        const list = await members();
-        return list.length === count && new Set(list.map((m) => m.view)).size === 1 && list[0]!.view
-          ? list.map((m) => m.identity)
-          : undefined;
+        const gone = expected.find((r) => !r.running);
+        if (gone)
+          throw new Error(`${podNames.get(gone)} exited while awaited as a member:\n${gone.logTail()}`);
+        const list = (await members()).filter((m) => m.view !== LEFT);
+        const settled =
+          list
+            .map((m) => podOf(m.identity))
+            .sort()
+            .join() === pods.join() &&
+          new Set(list.map((m) => m.view)).size === 1 &&
+          list[0]!.view;
+        return settled ? list.map((m) => m.identity) : undefined;
       },
       timeoutMs,
     );
+  };
   const live = () => replicas.filter((r) => r.running);
   const snapshot = () => Promise.all(live().map((r) => reconcilesOf(r)));
   /** The pod names of the live replicas that reconciled each spoke between two snapshots. */
@@ -185,14 +200,14 @@ describe("sharding over three replicas", () => {
   }, 300_000);
 
   it("each CR is reconciled by exactly one replica, the one rendezvous hashing names", async () => {
-    const identities = await settledMembers(3, 120_000);
+    const identities = await settledMembers(120_000);
     for (const s of SPOKES)
       await waitUntil(
         `serving-${s} Ready`,
         async () => ((await isReady(hub, "KnativeServing", `serving-${s}`)) ? true : undefined),
         600_000,
       );
-    await settledMembers(3, 30_000);
+    await settledMembers(30_000);
 
     const before = await snapshot();
     await pushTarget("150");
@@ -244,7 +259,7 @@ describe("sharding over three replicas", () => {
     for (const ms of Object.values(pickedUp))
       expect(ms).toBeLessThan(LEASE_DURATION_MS + 3 * RETRY_PERIOD_MS);
 
-    const remaining = await settledMembers(2, 60_000);
+    const remaining = await settledMembers(60_000);
     expect(remaining.some((id) => id.startsWith(`${podNames.get(victim)}_`))).toBe(false);
     const settledBefore = await snapshot();
     await pushTarget("175");
@@ -252,7 +267,7 @@ describe("sharding over three replicas", () => {
   }, 600_000);
 
   it("a forged member Lease (a replica's format, a huge duration, never renewed) moves no cluster", async () => {
-    const remaining = await settledMembers(2, 60_000);
+    const remaining = await settledMembers(60_000);
     // An identity in the replicas' format whose Lease would take at least one spoke: what an attacker picks.
     let intruder = processIdentity("intruder-0");
     while (!SPOKES.some((s) => shardOwner([...remaining, intruder], clusterOf(s)) === intruder))
@@ -274,7 +289,7 @@ describe("sharding over three replicas", () => {
     const before = await snapshot();
     await pushTarget("200");
     expectOneOwnerEach(await reconciledSince(before), remaining);
-    expect(await settledMembers(2, 30_000)).toEqual(remaining);
+    expect(await settledMembers(30_000)).toEqual(remaining);
     const logs = live().map((r) => readFileSync(r.logFile, "utf8"));
     expect(
       logs.some((log) =>
@@ -290,7 +305,7 @@ describe("sharding over three replicas", () => {
       return body.split("\n").filter((line) => line.includes(`cluster="${clusterOf(spokeName)}"`));
     };
     const byPod = (identity: string) => live().find((r) => identity.startsWith(`${podNames.get(r)}_`))!;
-    const settledIdentities = await settledMembers(live().length, 60_000);
+    const settledIdentities = await settledMembers(60_000);
     const ownersBefore = new Map(
       SPOKES.map((s) => [s, byPod(shardOwner(settledIdentities, clusterOf(s))!)] as const),
     );
@@ -302,7 +317,7 @@ describe("sharding over three replicas", () => {
     let identities: string[] = [];
     for (let i = 4; moved.length === 0 && i <= 6; i++) {
       await startReplica(`replica-${i}`);
-      identities = await settledMembers(live().length, 60_000);
+      identities = await settledMembers(60_000);
       moved = SPOKES.filter((s) => byPod(shardOwner(identities, clusterOf(s))!) !== ownersBefore.get(s));
     }
     console.log(`sharding: ${moved.join(", ")} moved to a joining replica`);
@@ -354,7 +369,7 @@ describe("sharding over three replicas", () => {
     for (let attempt = 1; owning.length === 0 && attempt <= 4; attempt++) {
       if (cut) await cut.stop();
       cut = await startReplica(`replica-cut-${attempt}`, kubeconfig);
-      const identities = await settledMembers(3, 60_000);
+      const identities = await settledMembers(60_000);
       owning = SPOKES.filter((s) =>
         shardOwner(identities, clusterOf(s))!.startsWith(`replica-cut-${attempt}_`),
       );
@@ -408,7 +423,7 @@ describe("sharding over three replicas", () => {
     await new Promise((resolve) => setTimeout(resolve, 25_000 - (performance.now() - frozenAt)));
     forwarder.thaw();
     // Back: it acknowledges the view with it again, and takes its share once every member has.
-    await settledMembers(3, 60_000);
+    await settledMembers(60_000);
     sampling = false;
     await sampler;
     console.log(
@@ -421,7 +436,7 @@ describe("sharding over three replicas", () => {
       "sharding: the member Lease was not renewed in time; dropping every cluster",
     );
     // Its spokes reconciled by one replica each after a change: the membership is whole again.
-    const identities = await settledMembers(3, 30_000);
+    const identities = await settledMembers(30_000);
     const before = await snapshot();
     await pushTarget("225");
     expectOneOwnerEach(await reconciledSince(before), identities);
