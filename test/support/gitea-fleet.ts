@@ -117,13 +117,17 @@ export async function giteaFleet(options: GiteaFleetOptions) {
     config: { url: `http://127.0.0.1:${webhookPort}/webhook`, content_type: "json", secret: webhookSecret },
   });
 
-  /** Every status of the commit, oldest first. */
+  /**
+   * Every status of the commit, oldest first. Paged in the commit's own index order (Gitea's `highestindex`
+   * is ascending): its default order, by creation second, ties in arbitrary order per query, so a page
+   * boundary could skip the newest status while the service posts.
+   */
   const history = async (commit: string): Promise<GiteaStatus[]> => {
     const all: GiteaStatus[] = [];
     for (let page = 1; ; page++) {
       const batch = await gitea.api<GiteaStatus[]>(
         "GET",
-        `/repos/${repo.owner}/${repo.name}/commits/${commit}/statuses?limit=50&page=${page}`,
+        `/repos/${repo.owner}/${repo.name}/commits/${commit}/statuses?sort=highestindex&limit=50&page=${page}`,
       );
       all.push(...batch);
       if (batch.length < 50) return all.sort((a, b) => a.id - b.id);
