@@ -17,6 +17,7 @@ import {
   recordAnnotations,
 } from "../../../src/service/shard-lease.ts";
 import { ShardMembership, shardOwner, viewDigest } from "../../../src/service/sharding.ts";
+import { capturingLogger } from "../../support/capturing-logger.ts";
 import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
 import { waitUntil } from "../../support/wait.ts";
 
@@ -473,8 +474,9 @@ describe("what a member writes in its Lease, and what it does with the others'",
 
   it("writes its left record though a renewal it gave up on as it stopped lands first", async () => {
     const hub = leaseHub();
+    const log = capturingLogger();
     const a = member(hub, "replica-a");
-    const b = member(hub, "replica-b");
+    const b = member(hub, "replica-b", async () => {}, log.logger);
     await watchOwners([a, b], () => owned(a).length > 0 && owned(b).length > 0, 10_000);
     // Its writes land at once and their answers come late: stopped with one out, its left record is sent
     // on the Lease's version before that write (409).
@@ -491,6 +493,20 @@ describe("what a member writes in its Lease, and what it does with the others'",
     await out;
     await b.membership.stop();
     expect(provenRecord(leaseOf(hub, b), hub.key)).toMatchObject({ holder: b.identity, view: "left" });
+    expect(log.text()).not.toContain("could not record that this member left");
+  });
+
+  it("stops within its renew deadline when the hub does not answer, and says the others wait for its Lease", async () => {
+    const hub = leaseHub();
+    const log = capturingLogger();
+    const b = member(hub, "replica-b", async () => {}, log.logger);
+    await waitUntil("replica-b owns its clusters", async () => (owned(b).length > 0 ? true : undefined));
+    b.link.cut = true;
+    const stoppingAt = performance.now();
+    await b.membership.stop();
+    expect(performance.now() - stoppingAt).toBeLessThan(DEADLINE_MS + 2 * RETRY_MS);
+    expect(provenRecord(leaseOf(hub, b), hub.key)?.view).not.toBe("left");
+    expect(log.text()).toContain("could not record that this member left");
   });
 
   it("removes a dead member's Lease once it stayed quiet twice the lease duration", async () => {
