@@ -9,8 +9,11 @@
 // departures of one placement of N clusters (placement/plan.ts planPlacements: three join, two leave), and
 // the upgrade chain of each of N CRs all on one chain (plan/plan.ts withChain): the median time and the
 // time per cluster or CR, which stays flat as N doubles (it doubled with the quadratic lookups).
+// The status renders alternate between fleets that differ in every CR, or in 1% of them (fleet.yaml
+// reuses the rows a render already wrote).
 // Usage: node scripts/bench-reports.ts [clusters=250,500,1000,2000] [runs=5]
 //        node scripts/bench-reports.ts --pipeline [size=1000,2000,4000,8000] [runs=5]
+import type { KubeObject } from "../src/kube/object.ts";
 import { planPlacements } from "../src/placement/plan.ts";
 import { renderMarkdown } from "../src/plan/index.ts";
 import { chainsOf, withChain } from "../src/plan/plan.ts";
@@ -72,7 +75,18 @@ if (import.meta.main) {
   }
   for (const clusters of pipeline ? [] : sizes) {
     const input = bigFleetStatus(clusters);
-    const status = timed(() => renderStatusSummary(input));
+    // Renders alternate between two fleets: one whose every CR differs (nothing of the last render's
+    // rows is reused), and one with every hundredth CR changed (a write-back after a few CRs moved on).
+    const alternating = (every: number) => {
+      const other = withVersionsChanged(input, every);
+      let flip = false;
+      return timed(() => {
+        flip = !flip;
+        return renderStatusSummary(flip ? input : other);
+      });
+    };
+    const status = alternating(1);
+    const again = alternating(100);
     const files = status.value;
     const readme = files.find((f) => f.name === "README.md")!.content;
     const others = files.filter((f) => f.name !== "README.md");
@@ -83,7 +97,8 @@ if (import.meta.main) {
           .slice(0, 3)
           .join(", ") +
         (others.length > 3 ? `, ... (${kb(others.map((f) => f.content).join(""))} in all)` : "") +
-        `; render median ${status.ms.toFixed(0)} ms${growth("status", status.ms)}`,
+        `; render median ${status.ms.toFixed(0)} ms${growth("status", status.ms)}, ` +
+        `${again.ms.toFixed(0)} ms after 1% of the CRs changed${growth("status again", again.ms)}`,
     );
     const plan = await bigFleetPlan(clusters);
     const comment = timed(() => renderMarkdown(plan));
@@ -94,4 +109,22 @@ if (import.meta.main) {
         `${comment.ms.toFixed(0)} ms${growth("plan", comment.ms)}`,
     );
   }
+}
+
+/** The fleet with every `every`-th CR's installed version changed: its row differs, the others do not. */
+function withVersionsChanged<T extends { resources: readonly KubeObject[] }>(input: T, every: number): T {
+  return {
+    ...input,
+    resources: input.resources.map((cr, i) =>
+      i % every === 0
+        ? {
+            ...cr,
+            status: {
+              ...(cr.status as object),
+              version: `${(cr.status as { version?: string })?.version}-next`,
+            },
+          }
+        : cr,
+    ),
+  };
 }

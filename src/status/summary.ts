@@ -30,6 +30,7 @@ import {
   versionText,
   withoutUndefined,
 } from "./row.ts";
+import { yamlList } from "./yaml-list.ts";
 
 // The status files the bot commits back to the fleet repository: README.md for people on the Git host,
 // fleet.yaml for tools, both from one summary so they never disagree. The output is a pure function of
@@ -570,6 +571,7 @@ function page(cluster: string, rows: readonly HubCrRow[], fleet: FleetView): str
     .concat("\n");
 }
 
-function renderData(summary: Summary): string {
-  return `${HEADS[STATUS_DATA]}${stringify(summary, { lineWidth: 0 })}`;
+/** fleet.yaml: the summary's YAML, its first key the CRs (summarize's order), rendered row by row. */
+function renderData({ resources, ...rest }: Summary): string {
+  return `${HEADS[STATUS_DATA]}${yamlList("resources", resources)}${stringify(rest, { lineWidth: 0 })}`;
 }
