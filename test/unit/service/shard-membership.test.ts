@@ -7,6 +7,7 @@ import {
   SHARD_SEEN_ANNOTATION,
   SHARD_VIEW_ANNOTATION,
 } from "../../../src/api/labels.ts";
+import { KubeApiError } from "../../../src/kube/rest.ts";
 import { type Logger, silentLogger } from "../../../src/observability/log.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
 import { LEASE_API_VERSION, microTime } from "../../../src/service/lease.ts";
@@ -494,6 +495,26 @@ describe("what a member writes in its Lease, and what it does with the others'",
     await b.membership.stop();
     expect(provenRecord(leaseOf(hub, b), hub.key)).toMatchObject({ holder: b.identity, view: "left" });
     expect(log.text()).not.toContain("could not record that this member left");
+  });
+
+  it("tries its left record three times when every write of it is refused, then says so", async () => {
+    const hub = leaseHub();
+    const log = capturingLogger();
+    const b = member(hub, "replica-b", async () => {}, log.logger);
+    await waitUntil("replica-b owns its clusters", async () => (owned(b).length > 0 ? true : undefined));
+    // Someone rewrites its Lease before each of its writes lands: every PUT is a conflict.
+    const request = b.link.client.rest.request.bind(b.link.client.rest);
+    let puts = 0;
+    b.link.client.rest.request = ((options: { method: string; path: string }) => {
+      if (options.method !== "PUT") return request(options as Parameters<typeof request>[0]);
+      puts++;
+      return Promise.reject(
+        new KubeApiError("PUT", options.path, 409, "Conflict", "the object was modified"),
+      );
+    }) as typeof request;
+    await b.membership.stop();
+    expect(puts).toBe(3);
+    expect(log.text()).toContain("could not record that this member left");
   });
 
   it("stops within its renew deadline when the hub does not answer, and says the others wait for its Lease", async () => {
