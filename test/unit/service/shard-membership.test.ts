@@ -525,7 +525,8 @@ describe("what a member writes in its Lease, and what it does with the others'",
     b.link.cut = true;
     const stoppingAt = performance.now();
     await b.membership.stop();
-    expect(performance.now() - stoppingAt).toBeLessThan(DEADLINE_MS + 2 * RETRY_MS);
+    // One renew deadline for the left record, and room for a loaded machine's timers, short of a second deadline.
+    expect(performance.now() - stoppingAt).toBeLessThan(1.75 * DEADLINE_MS);
     expect(provenRecord(leaseOf(hub, b), hub.key)?.view).not.toBe("left");
     expect(log.text()).toContain("could not record that this member left");
   });
