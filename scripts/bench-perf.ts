@@ -45,7 +45,13 @@ import { startGitServer } from "../test/support/git-server.ts";
 import { forceDeleteCrs, KOURIER, startUpstream } from "../test/support/handover.ts";
 import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
 import { type LoopbackProxy, startClusterProxy } from "../test/support/loopback-proxies.ts";
-import { peakRssKiB, ServiceProcess, sampleValue, serviceEnv } from "../test/support/service-process.ts";
+import {
+  nextMetricsPort,
+  peakRssKiB,
+  ServiceProcess,
+  sampleValue,
+  serviceEnv,
+} from "../test/support/service-process.ts";
 import { repoRoot } from "../test/support/shared.ts";
 import { prepareUpstreamHub } from "../test/support/upstream-operator.ts";
 import { waitUntil } from "../test/support/wait.ts";
@@ -189,7 +195,7 @@ const controllers: Record<Side, Controller> = {
     async start() {
       const scratch = fleetScratch;
       const configPath = writeServiceConfig({ repositoryUrl: git.url(REPO), namespace: FLEET_NAMESPACE });
-      const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
+      const metricsPort = nextMetricsPort();
       writeFileSync(
         configPath,
         stringify({

@@ -7,7 +7,7 @@ import { createLogger, silentLogger } from "../../src/observability/log.ts";
 import type { ServiceConfig } from "../../src/service/config.ts";
 import { FleetService } from "../../src/service/service.ts";
 import type { Sandbox } from "../sandbox/index.ts";
-import { ServiceProcess } from "./service-process.ts";
+import { nextMetricsPort, ServiceProcess } from "./service-process.ts";
 import { knativeReleasesDir } from "./shared.ts";
 
 export interface TestServiceConfig {
@@ -95,8 +95,7 @@ export interface FleetProcessOptions {
 export function startFleetProcess(options: FleetProcessOptions): ServiceProcess {
   const { sandbox, scratch, name } = options;
   const path = writeServiceConfig(options.service);
-  const metricsPort =
-    (options.config?.metricsPort as number | undefined) ?? 19_000 + Math.floor(Math.random() * 1_000);
+  const metricsPort = (options.config?.metricsPort as number | undefined) ?? nextMetricsPort();
   const config = parse(readFileSync(path, "utf8")) as Record<string, unknown>;
   writeFileSync(path, stringify({ ...config, metricsPort, ...options.config }));
   return new ServiceProcess({

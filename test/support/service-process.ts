@@ -12,6 +12,15 @@ export const serviceEnv = (hubKubeconfig: string, home: string): Record<string, 
 });
 
 /** How a child process ended: `code` 0 is a clean stop; `signal` is set when a signal killed it. */
+/** The first metrics port this process hands out: a random base, so two test processes rarely meet. */
+let nextPort = 19_000 + Math.floor(Math.random() * 900);
+
+/**
+ * A metrics port for one more `knative-fleet run` of this process: each one its own (a random port per
+ * service met another now and then when a test ran five or more replicas, and that one exited at start).
+ */
+export const nextMetricsPort = (): number => nextPort++;
+
 export interface ServiceExit {
   code: number | null;
   signal: NodeJS.Signals | null;

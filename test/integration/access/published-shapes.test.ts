@@ -19,7 +19,7 @@ import {
   startConnectProxy,
 } from "../../support/loopback-proxies.ts";
 import { scratchDir } from "../../support/scratch-dir.ts";
-import { ServiceProcess, serviceEnv } from "../../support/service-process.ts";
+import { nextMetricsPort, ServiceProcess, serviceEnv } from "../../support/service-process.ts";
 import { clusterProfileCrdPath } from "../../support/shared.ts";
 import { waitUntil } from "../../support/wait.ts";
 import { sandbox } from "./support.ts";
@@ -341,7 +341,7 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
       }),
     );
     const configPath = writeServiceConfig({ repositoryUrl: git.url(REPO), namespace: FLEET_NAMESPACE });
-    const metricsPort = 19_000 + Math.floor(Math.random() * 1_000);
+    const metricsPort = nextMetricsPort();
     const config = parse(readFileSync(configPath, "utf8")) as Record<string, unknown>;
     writeFileSync(
       configPath,
