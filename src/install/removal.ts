@@ -73,18 +73,18 @@ export function sharingCr<T extends KnativeResource>(
 
 /**
  * Removes an install by `removalOf`'s rule: the cluster-scoped objects, then the anchor (garbage collection
- * takes what it owns). `fallback` stands in for the inventory when the anchor is gone; `namespace` is where
- * the install lives (located, see layout.ts).
+ * takes what it owns). `fallback` stands in for the inventory when the anchor is gone (asked only then: it
+ * renders the release); `namespace` is where the install lives (located, see layout.ts).
  */
 export async function removeInstall(
   client: KubeClient,
   resource: KnativeResource,
-  fallback: readonly ObjectRef[],
+  fallback: () => Promise<readonly ObjectRef[]>,
   namespace = installNamespace(resource),
 ): Promise<{ deleted: ObjectRef[] }> {
   const owner = ownerOf(resource);
   const anchor = await client.get("v1", "ConfigMap", namespace, anchorName(owner));
-  const removal = removalOf(resource, anchor ? decodeInventory(anchor) : fallback, namespace);
+  const removal = removalOf(resource, anchor ? decodeInventory(anchor) : await fallback(), namespace);
   const anchorKey = anchorName(owner);
   const clusterScoped = removal.deletedByName.filter((ref) => ref.namespace === "");
   const deleted = await deleteClusterScoped(client, clusterScoped);

@@ -391,10 +391,11 @@ export async function finalizeInstall(
     };
   }
   const { namespace } = await locateInstall(target.client, resource);
-  const fallback = await deps.releases
-    .load(resource)
-    .then((release) => renderInstall(resource, release, namespace).map(refOf))
-    .catch(() => []);
+  const fallback = () =>
+    deps.releases
+      .load(resource)
+      .then((release) => renderInstall(resource, release, namespace).map(refOf))
+      .catch(() => []);
   const { deleted } = await removeInstall(target.client, resource, fallback, namespace);
   log.info({ cluster: target.cluster, deleted: deleted.length }, "FinalizeRemoteCluster done");
   return { release: true };

@@ -73,7 +73,7 @@ describe("an install adopted in the older upstream layout", () => {
   it("is removed where it is", async () => {
     const { fake } = await installedIn("team-a");
     const { namespace } = await locateInstall(fake.client, resource);
-    const { deleted } = await removeInstall(fake.client, resource, [], namespace);
+    const { deleted } = await removeInstall(fake.client, resource, async () => [], namespace);
     expect(deleted.some((ref) => ref.kind === "ConfigMap" && ref.namespace === "team-a")).toBe(true);
     expect(fake.find("ConfigMap", anchorName(ownerOf(resource)))).toBeUndefined();
   });
