@@ -36,7 +36,7 @@ import { placementText } from "../test/support/fleet-files.ts";
 import { startFleetProcess } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds, replicaPod } from "../test/support/hub.ts";
-import type { ServiceProcess } from "../test/support/service-process.ts";
+import { cpuSeconds as processCpuSeconds, type ServiceProcess } from "../test/support/service-process.ts";
 import { conditionsOf, dropHubCrs, FLEET_NAMESPACE } from "../test/support/serving-fleet.ts";
 import { repoRoot } from "../test/support/shared.ts";
 import { cleanSpokes } from "../test/support/spokes.ts";
@@ -48,7 +48,6 @@ const REPO = "bench-fleet";
 const GROUP = "bench-fleet-shards";
 const LABEL = { "bench.knative-fleet.dev/fleet": "big" };
 const PROFILE_API = "multicluster.x-k8s.io/v1alpha1";
-const CLOCK_TICKS_PER_SECOND = 100;
 const MiB = 1024 * 1024;
 const IDLE_SECONDS = 90;
 const SAMPLE_MS = 2_000;
@@ -247,8 +246,7 @@ function procStatusMiB(pid: number, field: "VmRSS" | "VmHWM"): number {
 function cpuSeconds(replica: Replica): number {
   const pid = replica.process.pid;
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    replica.cpuByPid.set(pid, (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND);
+    replica.cpuByPid.set(pid, processCpuSeconds(pid));
   } catch {
     // exited: its last reading stands
   }

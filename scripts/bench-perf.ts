@@ -30,12 +30,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { parse, stringify } from "yaml";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
-import { MANAGED_BY, MANAGED_BY_LABEL } from "../src/api/labels.ts";
-import { deleteClusterScoped } from "../src/apply/engine.ts";
 import { isDeploymentAvailable } from "../src/install/health.ts";
-import type { KubeClient } from "../src/kube/client.ts";
 import { Informer } from "../src/kube/informer.ts";
-import { type ObjectRef, refKey, refOf } from "../src/kube/object.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { down, readSandbox, type Sandbox, up } from "../test/sandbox/sandbox.ts";
 import { base64, testdata } from "../test/support/access-pki.ts";
@@ -53,6 +49,7 @@ import {
   serviceEnv,
 } from "../test/support/service-process.ts";
 import { repoRoot } from "../test/support/shared.ts";
+import { clearKnative } from "../test/support/spokes.ts";
 import { prepareUpstreamHub } from "../test/support/upstream-operator.ts";
 import { waitUntil } from "../test/support/wait.ts";
 
@@ -79,14 +76,6 @@ const FLEET_NAMESPACE = "knative-fleet";
 /** The bench's own ClusterProfiles: the sandbox's, but naming the counting proxy as the server. */
 const PROFILE_NAMESPACE = "bench-perf";
 const REPO = "fleet";
-/** The labels every cluster-scoped object of the Serving, Kourier and Eventing releases carries. */
-const RELEASE_OBJECTS = "app.kubernetes.io/name in (knative-serving,knative-eventing)";
-const CLUSTER_SCOPED = [
-  ["rbac.authorization.k8s.io/v1", "ClusterRole"],
-  ["rbac.authorization.k8s.io/v1", "ClusterRoleBinding"],
-  ["admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"],
-  ["admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"],
-] as const;
 
 const fleetEntry =
   values.entry === "dist"
@@ -576,9 +565,7 @@ function stepLines(logFile: string): StepLine[] {
 
 /**
  * Removes the workload, whichever implementation installed it: its hub CRs in every namespace (finalizers
- * dropped: no controller runs now) and, on the spokes, the install namespaces, the Knative CRDs and the
- * cluster-scoped objects of the releases (by the releases' own labels, and knative-fleet's), waiting until
- * they are gone, so a run starts from spokes as a fresh sandbox has them.
+ * dropped: no controller runs now) and every trace of it on the spokes (clearKnative).
  */
 async function clearSandbox(): Promise<void> {
   for (const kind of ["KnativeServing", "KnativeEventing"]) {
@@ -588,33 +575,8 @@ async function clearSandbox(): Promise<void> {
     await forceDeleteCrs(hub, crs.items);
   }
   await Promise.all(
-    WORKLOAD.map(async ({ spoke, namespace }) => {
-      const client: KubeClient = spokeClients.get(spoke.name)!;
-      for (const ns of [namespace, "kourier-system"]) await client.delete("v1", "Namespace", undefined, ns);
-      await deleteClusterScoped(client, await releaseClusterScoped(client));
-      const crds = await client.list("apiextensions.k8s.io/v1", "CustomResourceDefinition");
-      for (const crd of crds.items.filter((c) => /knative\.dev$/.test(c.metadata.name ?? "")))
-        await client.delete(crd.apiVersion, crd.kind, undefined, crd.metadata.name ?? "");
-      await waitUntil(
-        `${spoke.name} cleared`,
-        async () => {
-          if (await client.get("v1", "Namespace", undefined, namespace)) return undefined;
-          const left = await client.list("apiextensions.k8s.io/v1", "CustomResourceDefinition");
-          if (left.items.some((c) => /knative\.dev$/.test(c.metadata.name ?? ""))) return undefined;
-          return (await releaseClusterScoped(client)).length === 0 ? true : undefined;
-        },
-        180_000,
-      );
-    }),
+    WORKLOAD.map(({ spoke, namespace }) =>
+      clearKnative(spokeClients.get(spoke.name)!, [namespace, "kourier-system"]),
+    ),
   );
-}
-
-/** The cluster-scoped objects of the releases on a spoke, whoever applied them. */
-async function releaseClusterScoped(client: KubeClient): Promise<ObjectRef[]> {
-  const refs = new Map<string, ObjectRef>();
-  for (const [apiVersion, kind] of CLUSTER_SCOPED)
-    for (const labelSelector of [RELEASE_OBJECTS, `${MANAGED_BY_LABEL}=${MANAGED_BY}`])
-      for (const item of (await client.list(apiVersion, kind, { labelSelector })).items)
-        refs.set(refKey(refOf(item)), refOf(item));
-  return [...refs.values()];
 }

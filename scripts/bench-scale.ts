@@ -28,7 +28,7 @@ import { imageRuntime } from "../test/support/dockerfile.ts";
 import { startFleetProcess } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { adminClient, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
-import type { ServiceProcess } from "../test/support/service-process.ts";
+import { cpuSeconds, type ServiceProcess } from "../test/support/service-process.ts";
 import { dropHubCrs, FLEET_NAMESPACE, isReady, servingFile } from "../test/support/serving-fleet.ts";
 import { repoRoot } from "../test/support/shared.ts";
 import { cleanSpokes } from "../test/support/spokes.ts";
@@ -39,7 +39,6 @@ const workers = Number(process.argv[3] ?? 4);
 const idleSeconds = Number(process.argv[4] ?? 180);
 const heapSnapshots = process.env.BENCH_HEAP_SNAPSHOTS;
 const REPO = "bench-scale";
-const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
 const MiB = 1024 * 1024;
 const ENTRY = join(repoRoot, "dist", "cli.js");
 if (!existsSync(ENTRY)) throw new Error(`${ENTRY} is missing: run npm run build first`);
@@ -130,11 +129,6 @@ function counterModule(scratch: string): string {
   const file = join(scratch, "bench-scale-counter.mjs");
   writeFileSync(file, stripTypeScriptTypes(source));
   return file;
-}
-
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND; // utime + stime
 }
 
 async function measure(sandbox: Sandbox, n: number): Promise<Row> {

@@ -141,6 +141,19 @@ export class ServiceProcess {
   }
 }
 
+const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
+
+/**
+ * CPU seconds a process used (user + system, /proc/<pid>/stat), with those of its children it has waited
+ * for (a controller's credential plugins) when `withChildren`.
+ */
+export function cpuSeconds(pid: number, withChildren = false): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime
+  const childTicks = withChildren ? Number(fields[13]) + Number(fields[14]) : 0; // cutime + cstime
+  return (ticks + childTicks) / CLOCK_TICKS_PER_SECOND;
+}
+
 /** A process's resident set size in KiB, from /proc/<pid>/status. */
 export const rssKiB = (pid: number): number => procStatusKiB(pid, "VmRSS");
 

@@ -1,3 +1,7 @@
+import { MANAGED_BY, MANAGED_BY_LABEL } from "../../src/api/labels.ts";
+import { deleteClusterScoped } from "../../src/apply/engine.ts";
+import type { KubeClient } from "../../src/kube/client.ts";
+import { type ObjectRef, refKey, refOf } from "../../src/kube/object.ts";
 import type { Sandbox } from "../sandbox/index.ts";
 import { adminClient } from "./hub.ts";
 import { waitUntil } from "./wait.ts";
@@ -21,4 +25,47 @@ export async function cleanSpokes(sandbox: Sandbox, names: readonly string[]): P
         180_000,
       );
   }
+}
+
+/** The labels every cluster-scoped object of the Serving, Kourier and Eventing releases carries. */
+const RELEASE_OBJECTS = "app.kubernetes.io/name in (knative-serving,knative-eventing)";
+const CLUSTER_SCOPED = [
+  ["rbac.authorization.k8s.io/v1", "ClusterRole"],
+  ["rbac.authorization.k8s.io/v1", "ClusterRoleBinding"],
+  ["admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"],
+  ["admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"],
+] as const;
+
+/**
+ * Removes every trace of a Knative install from a spoke, whichever controller made it (benchmarks that
+ * compare two start each run from a spoke as a fresh sandbox has it): the install namespaces, the Knative
+ * CRDs and the releases' cluster-scoped objects (by the releases' own labels, and knative-fleet's), waiting
+ * until they are gone.
+ */
+export async function clearKnative(client: KubeClient, namespaces: readonly string[]): Promise<void> {
+  for (const ns of namespaces) await client.delete("v1", "Namespace", undefined, ns);
+  await deleteClusterScoped(client, await releaseClusterScoped(client));
+  const crds = await client.list("apiextensions.k8s.io/v1", "CustomResourceDefinition");
+  for (const crd of crds.items.filter((c) => /knative\.dev$/.test(c.metadata.name ?? "")))
+    await client.delete(crd.apiVersion, crd.kind, undefined, crd.metadata.name ?? "");
+  await waitUntil(
+    "the spoke cleared of Knative",
+    async () => {
+      for (const ns of namespaces) if (await client.get("v1", "Namespace", undefined, ns)) return undefined;
+      const left = await client.list("apiextensions.k8s.io/v1", "CustomResourceDefinition");
+      if (left.items.some((c) => /knative\.dev$/.test(c.metadata.name ?? ""))) return undefined;
+      return (await releaseClusterScoped(client)).length === 0 ? true : undefined;
+    },
+    180_000,
+  );
+}
+
+/** The cluster-scoped objects of the releases on a spoke, whoever applied them. */
+async function releaseClusterScoped(client: KubeClient): Promise<ObjectRef[]> {
+  const refs = new Map<string, ObjectRef>();
+  for (const [apiVersion, kind] of CLUSTER_SCOPED)
+    for (const labelSelector of [RELEASE_OBJECTS, `${MANAGED_BY_LABEL}=${MANAGED_BY}`])
+      for (const item of (await client.list(apiVersion, kind, { labelSelector })).items)
+        refs.set(refKey(refOf(item)), refOf(item));
+  return [...refs.values()];
 }
