@@ -222,7 +222,9 @@ async function startCluster(
  * What a light spoke's controller-manager runs: Deployments roll out (deployment, replicaset), namespaces
  * are deleted (namespace, garbage collector), pods get their ServiceAccount and the fleet its token
  * (serviceaccount, serviceaccount-token, root CA), Jobs run, kwok's nodes lose their not-ready taint
- * (node lifecycle), webhook Services get their endpoints (endpointslice: an install is Ready only then).
+ * (node lifecycle), webhook Services get their endpoints (endpointslice: an install is Ready only then),
+ * aggregated ClusterRoles get their rules (clusterrole-aggregation: the upstream operator reads them back
+ * and fails an install whose aggregated role has none, in bench-versus).
  * Left out: endpoints, quotas, HPA, PV, disruption, TTL and the rest, which an install does not wait on.
  */
 export const LIGHT_SPOKE_CONTROLLERS = [
@@ -236,6 +238,7 @@ export const LIGHT_SPOKE_CONTROLLERS = [
   "job-controller",
   "node-lifecycle-controller",
   "endpointslice-controller",
+  "clusterrole-aggregation-controller",
 ];
 
 const ALL_CONTROLLERS = "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller";
