@@ -19,6 +19,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
+import { inParallel } from "../src/apply/parallel.ts";
 import type { KubeClient } from "../src/kube/client.ts";
 import type { KubeObject } from "../src/kube/object.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
@@ -337,7 +338,18 @@ async function installDeployments(client: KubeClient): Promise<number> {
 async function clear(): Promise<void> {
   for (const namespace of [FLEET_NAMESPACE, UPSTREAM_NAMESPACE])
     await forceDeleteCrs(hub, await servings(namespace));
-  await Promise.all(spokeClients.map((client) => clearKnative(client, INSTALL_NAMESPACES)));
+  // A few spokes at a time, each tried again: twenty cleared at once time out the sandbox's shared etcd.
+  await inParallel(spokeClients, 4, async (client) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await clearKnative(client, INSTALL_NAMESPACES);
+      } catch (err) {
+        if (attempt === 3) throw err;
+        console.log(`   clearing a spoke failed (${(err as Error).message}); again in 5 s`);
+        await sleep(5_000);
+      }
+    }
+  });
 }
 
 function printTable(): void {

@@ -324,7 +324,7 @@ export async function runApplySet(
 }
 
 /** Deletes at once per removal: a Serving's cluster-scoped objects one by one took seconds of round trips. */
-const DELETE_CONCURRENCY = 8;
+export const DELETE_CONCURRENCY = 8;
 
 /**
  * Deletes cluster-scoped objects by name. Aggregated ClusterRoles (those with an aggregationRule) go last,
@@ -334,11 +334,10 @@ const DELETE_CONCURRENCY = 8;
 export async function deleteClusterScoped(
   client: KubeClient,
   refs: readonly ObjectRef[],
-  concurrency = DELETE_CONCURRENCY,
 ): Promise<ObjectRef[]> {
   const aggregating: ObjectRef[] = [];
   const deleted: ObjectRef[] = [];
-  await inParallel(refs, concurrency, async (ref) => {
+  await inParallel(refs, DELETE_CONCURRENCY, async (ref) => {
     if (ref.kind === "ClusterRole") {
       const live = await client.get(ref.apiVersion, ref.kind, undefined, ref.name).catch(ignoreNoKind);
       if (live && live.aggregationRule !== undefined) {
@@ -349,23 +348,18 @@ export async function deleteClusterScoped(
     if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name).catch(ignoreNoKind))
       deleted.push(ref);
   });
-  const deletedAggregating: ObjectRef[] = [];
-  await inParallel(aggregating, concurrency, async (ref) => {
-    if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name)) deletedAggregating.push(ref);
+  await inParallel(aggregating, DELETE_CONCURRENCY, async (ref) => {
+    if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name)) deleted.push(ref);
   });
   for (let round = 0; round < 3 && aggregating.length > 0; round++) {
     await sleep(1_000);
     let recreated = 0;
-    await inParallel(aggregating, concurrency, async (ref) => {
+    await inParallel(aggregating, DELETE_CONCURRENCY, async (ref) => {
       if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name)) recreated++;
     });
     if (recreated === 0) break;
   }
-  // In the order asked, aggregated roles last (the deletes ran at once): the same removal reads the same.
-  const asked = new Map(refs.map((ref, index) => [refKey(ref), index]));
-  const inOrderAsked = (list: ObjectRef[]) =>
-    list.sort((a, b) => asked.get(refKey(a))! - asked.get(refKey(b))!);
-  return [...inOrderAsked(deleted), ...inOrderAsked(deletedAggregating)];
+  return deleted;
 }
 
 export const selectorOf = (labels: Record<string, string>): string =>

@@ -1,6 +1,7 @@
 import type { KnativeResource } from "../api/knative.ts";
-import { type ApplyState, deleteClusterScoped } from "../apply/engine.ts";
+import { type ApplyState, DELETE_CONCURRENCY, deleteClusterScoped } from "../apply/engine.ts";
 import { decodeInventory } from "../apply/inventory.ts";
+import { inParallel } from "../apply/parallel.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { isCrd, type ObjectRef, refKey } from "../kube/object.ts";
 import {
@@ -71,6 +72,9 @@ export function sharingCr<T extends KnativeResource>(
   );
 }
 
+/** What runs the install's processes: deleted by name on removal, not left to the garbage collector. */
+const WORKLOAD_KINDS = new Set(["Deployment", "StatefulSet", "DaemonSet", "Job"]);
+
 /**
  * Removes an install by `removalOf`'s rule: the cluster-scoped objects, then the anchor (garbage collection
  * takes what it owns). `fallback` stands in for the inventory when the anchor is gone (asked only then: it
@@ -87,7 +91,16 @@ export async function removeInstall(
   const removal = removalOf(resource, anchor ? decodeInventory(anchor) : await fallback(), namespace);
   const anchorKey = anchorName(owner);
   const clusterScoped = removal.deletedByName.filter((ref) => ref.namespace === "");
-  const deleted = await deleteClusterScoped(client, clusterScoped);
+  // The workloads stop at once, beside the cluster-scoped deletes, rather than when the garbage collector
+  // reaches them after the anchor (seconds later); the anchor still goes last, so a removal cut short
+  // finds its inventory again.
+  const workloads = removal.collected.filter((ref) => WORKLOAD_KINDS.has(ref.kind));
+  const [deleted] = await Promise.all([
+    deleteClusterScoped(client, clusterScoped),
+    inParallel(workloads, DELETE_CONCURRENCY, (ref) =>
+      client.delete(ref.apiVersion, ref.kind, ref.namespace, ref.name),
+    ),
+  ]);
   if (await client.delete("v1", "ConfigMap", namespace, anchorKey, "Background")) {
     deleted.push(anchorRef(resource, namespace));
   }

@@ -266,9 +266,13 @@ export class KnativeController {
   private async finalize(resource: KnativeResource, object: KubeObject, log: Logger): Promise<boolean> {
     const finalizer = FINALIZERS[resource.kind];
     if (!(object.metadata.finalizers as string[] | undefined)?.includes(finalizer)) return false;
-    const hubCrs = this.informers
-      .get(resource.kind)!
-      .list()
+    // Only the CRs on the same cluster can share its install: read by the index, not by parsing every CR
+    // on the hub for each finalize (a placement's 1,000 CRs deleted at once made that quadratic).
+    const informer = this.informers.get(resource.kind)!;
+    const hubCrs = this.byCluster
+      .crsOf(clusterOf(object))
+      .filter((identity) => identity.kind === resource.kind)
+      .flatMap((identity) => informer.get(identity.namespace, identity.name) ?? [])
       .filter((o) => this.options.admits?.(o).admitted ?? true) // a foreign CR cannot hold back cleanup
       .flatMap((o) => {
         const parsed = KnativeResourceSchema.safeParse(o);

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { type KnativeResource, KnativeResourceSchema } from "../../../src/api/knative.ts";
 import { applyInstall } from "../../../src/install/apply.ts";
 import { renderInstall } from "../../../src/install/desired.ts";
+import { anchorName, ownerOf } from "../../../src/install/identity.ts";
 import { removalOf, removedBy, removeInstall, sharingCr } from "../../../src/install/removal.ts";
 import { describeRef, isCrd, type ObjectRef, refKey, refOf } from "../../../src/kube/object.ts";
 import { createKodataSource, ReleaseLoader } from "../../../src/render/index.ts";
@@ -93,6 +94,28 @@ describe("removeInstall executes removalOf", () => {
         .map((o) => describeRef(refOf(o))),
     ).toEqual([]);
     expect(fake.objects().some(isCrd)).toBe(true);
+  });
+
+  it("stops the workloads by name before the anchor goes, not waiting for the garbage collector", async () => {
+    const resource = cr();
+    const release = await releases.load(resource);
+    const fake = new FakeKube().serveKindsOf(release.manifests);
+    const applied = await applyInstall(fake.client, resource, renderInstall(resource, release), {
+      mode: "apply",
+      concurrency: 4,
+    });
+    const deployments = applied.desired.filter((o) => o.kind === "Deployment").map(refOf);
+    expect(deployments.length).toBeGreaterThan(3);
+    const deletes: string[] = [];
+    const deleteByName = fake.client.delete.bind(fake.client);
+    fake.client.delete = (apiVersion, kind, namespace, name, propagation) => {
+      deletes.push(`${kind} ${namespace ?? ""}/${name}`);
+      return deleteByName(apiVersion, kind, namespace, name, propagation);
+    };
+    await removeInstall(fake.client, resource, async () => []);
+    // The anchor last: a removal cut short before it finds the inventory again.
+    expect(deletes.at(-1)).toBe(`ConfigMap knative-serving/${anchorName(ownerOf(resource))}`);
+    for (const d of deployments) expect(deletes, d.name).toContain(`Deployment ${d.namespace}/${d.name}`);
   });
 
   it("without an anchor, works from the fallback (the release rendered in full)", async () => {
