@@ -39,6 +39,13 @@ describe("shard assignment (rendezvous hashing)", () => {
     expect(viewDigest(["a", "b"])).not.toBe(viewDigest(["a", "b", "c"]));
   });
 
+  it("names a view as every version of a replica does: SHA-256 of the members sorted, one a line, 16 hex digits", () => {
+    // Written into member Leases and compared by the other replicas, of this version or another in a rollout.
+    expect(viewDigest(["pod-c_3", "pod-a_1", "pod-b_2"])).toBe("e0e017e3c0930231");
+    // The line break keeps members apart: two members are not one whose name joins theirs.
+    expect(viewDigest(["pod-a_1", "pod-b_2"])).not.toBe(viewDigest(["pod-a_1pod-b_2"]));
+  });
+
   it("no members: no owner", () => {
     expect(shardOwner([], "fleet-system/spoke-1")).toBeUndefined();
   });
