@@ -144,7 +144,39 @@ describe("the Pod check behind vouching (podVoucher)", () => {
 
   it("will not start sharding on an identity that does not carry its own Pod's UID (POD_UID unset)", async () => {
     await expect(podVoucher(hub().client, NS, processIdentity("replica-1"))).rejects.toThrow(
-      /POD_UID must be set from metadata.uid/,
+      `sharding binds members to their Pods' UIDs, but this replica's identity does not carry its Pod's (${UID_1}): POD_UID must be set from metadata.uid`,
     );
+    // A Pod with no UID at all (not one the API server made): the message says so rather than "undefined".
+    const kube = hub();
+    const { uid: _, ...metadata } = pod("replica-1", UID_1).metadata;
+    kube.put({ ...pod("replica-1", UID_1), metadata });
+    await expect(podVoucher(kube.client, NS, processIdentity("replica-1", UID_1))).rejects.toThrow(
+      "does not carry its Pod's (none)",
+    );
+  });
+
+  it("will not start sharding when its own Pod cannot be read, and says which Pod and what names it", async () => {
+    await expect(podVoucher(hub().client, NS, processIdentity("replica-9", UID_1))).rejects.toThrow(
+      "sharding vouches for members by their Pods, but this replica's own Pod knative-fleet/replica-9 cannot be read: POD_NAME must name it (the chart sets it) and the ServiceAccount may get Pods there",
+    );
+  });
+
+  it('counts a Pod that names no ServiceAccount as running as "default", its own as the others\'', async () => {
+    const kube = hub();
+    const withoutServiceAccount = (name: string, uid: string) => {
+      const { serviceAccountName: _, ...spec } = pod(name, uid).spec;
+      return { ...pod(name, uid), spec };
+    };
+    kube.put(withoutServiceAccount("replica-1", UID_1));
+    kube.put(pod("named-default", UID_2, { serviceAccountName: "default" }));
+    kube.put(withoutServiceAccount("unnamed", UID_2));
+    const vouch = await podVoucher(kube.client, NS, processIdentity("replica-1", UID_1));
+    expect(await vouch(processIdentity("named-default", UID_2))).toBe(true);
+    expect(await vouch(processIdentity("unnamed", UID_2))).toBe(true);
+    expect(await vouch(processIdentity("replica-2", UID_2))).toBe(false); // runs as knative-fleet
+    // And the other way round: its own Pod named "default", another's naming none.
+    kube.put(pod("replica-1", UID_1, { serviceAccountName: "default" }));
+    const vouchAsDefault = await podVoucher(kube.client, NS, processIdentity("replica-1", UID_1));
+    expect(await vouchAsDefault(processIdentity("unnamed", UID_2))).toBe(true);
   });
 });
