@@ -78,6 +78,14 @@ export function leaseHub() {
     if (method === "POST") return current ? fail(409, "AlreadyExists") : store(body!);
     if (!current) return fail(404, "NotFound");
     if (method === "DELETE") {
+      // A delete with a precondition, as the API server takes it: refused once the Lease changed.
+      const precondition = (body as { preconditions?: { resourceVersion?: string } } | undefined)
+        ?.preconditions;
+      if (
+        precondition?.resourceVersion !== undefined &&
+        precondition.resourceVersion !== current.metadata.resourceVersion
+      )
+        return fail(409, "Conflict");
       remove(name);
       return {};
     }

@@ -88,8 +88,13 @@ let lastRecordMs = 0;
  * Writes a proven record for `identity` into its member Lease, as that member would (the test holds the
  * shard key): a member that takes part in no round of its own.
  */
-export function writeRecord(hub: Hub, identity: string, record: Partial<MemberRecord> = {}): void {
-  const name = memberLeaseName(GROUP, identity);
+export function writeRecord(
+  hub: Hub,
+  identity: string,
+  record: Partial<MemberRecord> = {},
+  { group = GROUP, leaseDurationSeconds = 1 }: { group?: string; leaseDurationSeconds?: number } = {},
+): void {
+  const name = memberLeaseName(group, identity);
   lastRecordMs = Math.max(Date.now(), lastRecordMs + 1);
   const full: MemberRecord = {
     holder: identity,
@@ -107,10 +112,10 @@ export function writeRecord(hub: Hub, identity: string, record: Partial<MemberRe
       metadata: {
         name,
         namespace: NAMESPACE,
-        labels: { [SHARD_GROUP_LABEL]: GROUP },
+        labels: { [SHARD_GROUP_LABEL]: group },
         annotations: recordAnnotations(hub.key, name, full),
       },
-      spec: { holderIdentity: identity, leaseDurationSeconds: 1, renewTime: full.renewTime },
+      spec: { holderIdentity: identity, leaseDurationSeconds, renewTime: full.renewTime },
     }),
   );
 }
