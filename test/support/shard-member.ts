@@ -1,3 +1,4 @@
+import { afterEach } from "vitest";
 import { SHARD_GROUP_LABEL } from "../../src/api/labels.ts";
 import { type Logger, silentLogger } from "../../src/observability/log.ts";
 import { processIdentity } from "../../src/service/leader-election.ts";
@@ -127,4 +128,17 @@ export async function until(what: string, done: () => boolean, timeoutMs = 10_00
     if (performance.now() > deadline) throw new Error(`timed out waiting until ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/** A test file's way to start members: each is stopped after the test that started it. */
+export function membersStoppedAfterEach(): (...args: Parameters<typeof shardMember>) => ShardMember {
+  const started: ShardMembership[] = [];
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((m) => m.stop()));
+  });
+  return (...args) => {
+    const m = shardMember(...args);
+    started.push(m.membership);
+    return m;
+  };
 }

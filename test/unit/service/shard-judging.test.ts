@@ -1,19 +1,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { SHARD_GROUP_LABEL, SHARD_VIEW_ANNOTATION } from "../../../src/api/labels.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
 import { memberLeaseName, provenRecord } from "../../../src/service/shard-lease.ts";
-import { type ShardMembership, viewDigest } from "../../../src/service/sharding.ts";
+import { viewDigest } from "../../../src/service/sharding.ts";
 import { capturingLogger } from "../../support/capturing-logger.ts";
 import { leaseHub } from "../../support/lease-hub.ts";
-import {
-  CLUSTERS,
-  GROUP,
-  type ShardMember,
-  shardMember,
-  until,
-  writeRecord,
-} from "../../support/shard-member.ts";
+import { CLUSTERS, GROUP, membersStoppedAfterEach, until, writeRecord } from "../../support/shard-member.ts";
 
 // What a shard member makes of the member Leases it lists and watches, over the in-memory hub: which it
 // counts, which it ignores and says so (once per Lease), whom it asks a replica to vouch for and when again,
@@ -25,15 +18,7 @@ const RETRY_MS = 100;
 // Rounds in real time: a loaded machine's timers make a test of a few seconds take several times that.
 vi.setConfig({ testTimeout: 20_000 });
 
-const started: ShardMembership[] = [];
-afterEach(async () => {
-  await Promise.all(started.splice(0).map((m) => m.stop()));
-});
-const member = (...args: Parameters<typeof shardMember>): ShardMember => {
-  const m = shardMember(...args);
-  started.push(m.membership);
-  return m;
-};
+const member = membersStoppedAfterEach();
 const warnings = (log: ReturnType<typeof capturingLogger>) => log.lines().filter((line) => line.level === 40);
 const messages = (log: ReturnType<typeof capturingLogger>, msg: string) =>
   log.lines().filter((line) => line.msg === msg);

@@ -1,10 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { KubeApiError } from "../../../src/kube/rest.ts";
-import type { ShardMembership } from "../../../src/service/sharding.ts";
 import { capturingLogger } from "../../support/capturing-logger.ts";
 import { type HubLink, leaseHub } from "../../support/lease-hub.ts";
-import { CLUSTERS, type ShardMember, shardMember, until } from "../../support/shard-member.ts";
+import { CLUSTERS, membersStoppedAfterEach, until } from "../../support/shard-member.ts";
 
 // A shard member that cannot renew in time, over the in-memory hub: when it drops every cluster, what it
 // says, what it writes once it can again, and that it widens only on a renewal within its renew deadline
@@ -16,15 +15,7 @@ const LAPSED = "sharding: the member Lease was not renewed in time; dropping eve
 // Rounds in real time: a loaded machine's timers make a test of a few seconds take several times that.
 vi.setConfig({ testTimeout: 20_000 });
 
-const started: ShardMembership[] = [];
-afterEach(async () => {
-  await Promise.all(started.splice(0).map((m) => m.stop()));
-});
-const member = (...args: Parameters<typeof shardMember>): ShardMember => {
-  const m = shardMember(...args);
-  started.push(m.membership);
-  return m;
-};
+const member = membersStoppedAfterEach();
 const messages = (log: ReturnType<typeof capturingLogger>, msg: string) =>
   log.lines().filter((line) => line.msg === msg);
 

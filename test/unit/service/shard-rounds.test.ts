@@ -1,13 +1,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { SHARD_GROUP_LABEL } from "../../../src/api/labels.ts";
 import { processIdentity } from "../../../src/service/leader-election.ts";
 import { LEASE_API_VERSION } from "../../../src/service/lease.ts";
-import type { ShardMembership } from "../../../src/service/sharding.ts";
 import { viewDigest } from "../../../src/service/sharding.ts";
 import { capturingLogger } from "../../support/capturing-logger.ts";
 import { leaseHub } from "../../support/lease-hub.ts";
-import { CLUSTERS, type ShardMember, shardMember, until, writeRecord } from "../../support/shard-member.ts";
+import { CLUSTERS, membersStoppedAfterEach, until, writeRecord } from "../../support/shard-member.ts";
 
 // A shard member's rounds over the in-memory hub: how often it looks, what it writes and when, what its
 // constructor and start/stop refuse, and what it says. Short timings (600 ms lease, 400 ms renew deadline,
@@ -18,15 +17,7 @@ const RETRY_MS = 100;
 // Rounds in real time: a loaded machine's timers make a test of a few seconds take several times that.
 vi.setConfig({ testTimeout: 20_000 });
 
-const started: ShardMembership[] = [];
-afterEach(async () => {
-  await Promise.all(started.splice(0).map((m) => m.stop()));
-});
-const member = (...args: Parameters<typeof shardMember>): ShardMember => {
-  const m = shardMember(...args);
-  started.push(m.membership);
-  return m;
-};
+const member = membersStoppedAfterEach();
 const messages = (log: ReturnType<typeof capturingLogger>, msg: string) =>
   log.lines().filter((line) => line.msg === msg);
 
