@@ -204,14 +204,7 @@ const controllers: Record<Side, Controller> = {
         nodeArgs: fleetNodeArgs,
       });
       fleetService = service;
-      await waitUntil(
-        "knative-fleet /readyz",
-        async () => {
-          if (!service.running) fail(`knative-fleet exited:\n${service.logTail()}`);
-          return (await service.get("/readyz")).status === 200 ? true : undefined;
-        },
-        60_000,
-      );
+      await service.ready().catch((err: Error) => fail(err.message));
       await sleep(3_000); // settle: the first fleet poll has run (an empty fleet)
       return service;
     },

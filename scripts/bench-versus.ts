@@ -149,14 +149,7 @@ const controllers: Record<Side, Controller> = {
         entry: fleetCli,
         nodeArgs: image.nodeArgs,
       });
-      await waitUntil(
-        "knative-fleet /readyz",
-        async () => {
-          if (!service.running) fail(`knative-fleet exited:\n${service.logTail()}`);
-          return (await service.get("/readyz")).status === 200 ? true : undefined;
-        },
-        60_000,
-      );
+      await service.ready().catch((err: Error) => fail(err.message));
       return { pid: service.pid, stop: () => service.stop(), logTail: () => service.logTail() };
     },
     create: () =>

@@ -97,6 +97,17 @@ export class ServiceProcess {
     }
   }
 
+  /** Waits until /readyz answers 200; fails with the log's tail when the process exits or time runs out. */
+  async ready(timeoutMs = 60_000): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    while ((await this.get("/readyz")).status !== 200) {
+      if (!this.running) throw new Error(`knative-fleet exited before it was ready:\n${this.logTail()}`);
+      if (performance.now() > deadline)
+        throw new Error(`knative-fleet not ready in ${timeoutMs} ms:\n${this.logTail()}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+
   /** One sample of /metrics: the series' value, or undefined when it is not exposed (or nothing answers). */
   async metric(name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
     const { status, body } = await this.get("/metrics");
