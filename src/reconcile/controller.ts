@@ -95,6 +95,8 @@ export class KnativeController {
   private readonly identities = new Map<string, ResourceIdentity>();
   /** The hub CRs by the cluster they target, as the informers have them. */
   private readonly byCluster = new ClusterIndex();
+  /** The CRs queued while the informers make their first list (start): queued once they have it all. */
+  private heldUntilSynced: ResourceIdentity[] | undefined;
   readonly queue: WorkQueue;
 
   constructor(options: ControllerOptions) {
@@ -136,9 +138,18 @@ export class KnativeController {
     }
   }
 
+  /**
+   * Starts the informers; no CR is reconciled before every cache holds the whole hub (client-go's wait for
+   * cache sync): a CR being deleted, taken while the first list was still being delivered, would find no
+   * other CR sharing its cluster and remove an install a CR listed after it still uses.
+   */
   async start(): Promise<void> {
+    this.heldUntilSynced = [];
     for (const informer of this.informers.values()) informer.start();
     await Promise.all([...this.informers.values()].map((i) => i.hasSynced()));
+    const held = this.heldUntilSynced;
+    this.heldUntilSynced = undefined;
+    for (const identity of held) this.enqueue(identity);
   }
 
   async stop(): Promise<void> {
@@ -148,6 +159,10 @@ export class KnativeController {
 
   /** Queues the CR for a reconcile, keyed by its identity's one spelling. */
   enqueue(identity: ResourceIdentity): void {
+    if (this.heldUntilSynced) {
+      this.heldUntilSynced.push(identity);
+      return;
+    }
     const key = formatIdentity(identity);
     this.identities.set(key, identity);
     this.queue.add(key);
