@@ -34,13 +34,12 @@ import { isDeploymentAvailable } from "../src/install/health.ts";
 import { Informer } from "../src/kube/informer.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { down, readSandbox, type Sandbox, up } from "../test/sandbox/sandbox.ts";
-import { base64, testdata } from "../test/support/access-pki.ts";
 import { builtCli, imageRuntime } from "../test/support/dockerfile.ts";
 import { writeServiceConfig } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { forceDeleteCrs, KOURIER, startUpstream } from "../test/support/handover.ts";
-import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
-import { type LoopbackProxy, startClusterProxy } from "../test/support/loopback-proxies.ts";
+import { adminClient, countingProxyOf, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
+import type { LoopbackProxy } from "../test/support/loopback-proxies.ts";
 import {
   nextMetricsPort,
   peakRssKiB,
@@ -128,24 +127,8 @@ if (sides.includes("upstream")) await prepareUpstreamHub(hub);
 
 // A reverse proxy per spoke, counting what reaches the spoke's apiserver (the measured controller's only).
 const proxies = new Map<string, LoopbackProxy>();
-for (const spoke of spokes) {
-  const proxy = await startClusterProxy({
-    key: testdata("server.key"),
-    cert: testdata("server.crt"),
-    routes: { [spoke.name]: spoke.server },
-    upstreamCa: Buffer.from(spoke.caData, "base64").toString("utf8"),
-  });
-  proxies.set(spoke.name, proxy);
-  await copyClusterProfile(
-    hub,
-    { namespace: sandbox.clusterProfileNamespace, name: spoke.name },
-    PROFILE_NAMESPACE,
-    {
-      url: `${proxy.url}/${spoke.name}`,
-      caData: base64(testdata("ca.crt")),
-    },
-  );
-}
+for (const spoke of spokes)
+  proxies.set(spoke.name, await countingProxyOf(hub, sandbox, spoke, PROFILE_NAMESPACE));
 
 const git = await startGitServer();
 await git.createRepo(REPO, { "README.md": "bench-perf fleet\n" });

@@ -24,14 +24,13 @@ import type { KubeClient } from "../src/kube/client.ts";
 import type { KubeObject } from "../src/kube/object.ts";
 import { SANDBOX_ENV } from "../test/sandbox/index.ts";
 import { down, readSandbox, type Sandbox, up } from "../test/sandbox/sandbox.ts";
-import { base64, testdata } from "../test/support/access-pki.ts";
 import { builtCli, imageRuntime } from "../test/support/dockerfile.ts";
 import { type CrOptions, crObject, crText } from "../test/support/fleet-files.ts";
 import { startFleetProcess } from "../test/support/fleet-service.ts";
 import { startGitServer } from "../test/support/git-server.ts";
 import { forceDeleteCrs, KOURIER, startUpstream } from "../test/support/handover.ts";
-import { adminClient, copyClusterProfile, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
-import { type LoopbackProxy, startClusterProxy } from "../test/support/loopback-proxies.ts";
+import { adminClient, countingProxyOf, ensureNamespace, installFleetCrds } from "../test/support/hub.ts";
+import type { LoopbackProxy } from "../test/support/loopback-proxies.ts";
 import { cpuSeconds, peakRssKiB } from "../test/support/service-process.ts";
 import { conditionsOf } from "../test/support/serving-fleet.ts";
 import { clearKnative } from "../test/support/spokes.ts";
@@ -93,21 +92,7 @@ for (const ns of [FLEET_NAMESPACE, UPSTREAM_NAMESPACE, PROFILE_NAMESPACE]) await
 
 // A counting proxy per spoke (each spoke has its own CA), named by a copy of its ClusterProfile.
 const proxies: LoopbackProxy[] = [];
-for (const spoke of spokes) {
-  const proxy = await startClusterProxy({
-    key: testdata("server.key"),
-    cert: testdata("server.crt"),
-    routes: { [spoke.name]: spoke.server },
-    upstreamCa: Buffer.from(spoke.caData, "base64").toString("utf8"),
-  });
-  proxies.push(proxy);
-  await copyClusterProfile(
-    hub,
-    { namespace: sandbox.clusterProfileNamespace, name: spoke.name },
-    PROFILE_NAMESPACE,
-    { url: `${proxy.url}/${spoke.name}`, caData: base64(testdata("ca.crt")) },
-  );
-}
+for (const spoke of spokes) proxies.push(await countingProxyOf(hub, sandbox, spoke, PROFILE_NAMESPACE));
 const git = await startGitServer();
 await git.createRepo(REPO, { "README.md": "bench-versus fleet\n" });
 

@@ -6,7 +6,9 @@ import { clientFromKubeConfig, loadKubeConfig } from "../../src/kube/kubeconfig.
 import type { KubeObject } from "../../src/kube/object.ts";
 import { nameOf } from "../../src/kube/object.ts";
 import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../src/rollout/state.ts";
-import type { SandboxCluster } from "../sandbox/index.ts";
+import type { Sandbox, SandboxCluster } from "../sandbox/index.ts";
+import { base64, testdata } from "./access-pki.ts";
+import { type LoopbackProxy, startClusterProxy } from "./loopback-proxies.ts";
 import { repoRoot } from "./shared.ts";
 import { waitUntil } from "./wait.ts";
 
@@ -128,4 +130,28 @@ export function replicaPod(hub: KubeClient, namespace: string, name: string) {
       containers: [{ name: "knative-fleet", image: "knative-fleet:test" }],
     },
   });
+}
+
+/**
+ * A reverse proxy in front of a sandbox spoke's API server that counts what reaches it, and a copy of the
+ * spoke's ClusterProfile in `namespace` naming the proxy: a benchmark's controller reaches the spoke through
+ * it, so the requests counted are that controller's own.
+ */
+export async function countingProxyOf(
+  hub: KubeClient,
+  sandbox: Sandbox,
+  spoke: SandboxCluster & { name: string },
+  namespace: string,
+): Promise<LoopbackProxy> {
+  const proxy = await startClusterProxy({
+    key: testdata("server.key"),
+    cert: testdata("server.crt"),
+    routes: { [spoke.name]: spoke.server },
+    upstreamCa: Buffer.from(spoke.caData, "base64").toString("utf8"),
+  });
+  await copyClusterProfile(hub, { namespace: sandbox.clusterProfileNamespace, name: spoke.name }, namespace, {
+    url: `${proxy.url}/${spoke.name}`,
+    caData: base64(testdata("ca.crt")),
+  });
+  return proxy;
 }
