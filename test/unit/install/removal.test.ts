@@ -118,6 +118,21 @@ describe("removeInstall executes removalOf", () => {
     for (const d of deployments) expect(deletes, d.name).toContain(`Deployment ${d.namespace}/${d.name}`);
   });
 
+  it("a spoke refusing the deletes fails the removal with its answer and keeps the anchor (the retry finds its inventory)", async () => {
+    const resource = cr();
+    const release = await releases.load(resource);
+    const fake = new FakeKube().serveKindsOf(release.manifests);
+    await applyInstall(fake.client, resource, renderInstall(resource, release), {
+      mode: "apply",
+      concurrency: 4,
+    });
+    // Both steps fail at once, as a spoke whose RBAC was taken away refuses them.
+    fake.forbid("deployments");
+    fake.forbid("clusterrolebindings");
+    await expect(removeInstall(fake.client, resource, async () => [])).rejects.toThrow(/is forbidden/);
+    expect(fake.find("ConfigMap", anchorName(ownerOf(resource)))).toBeDefined();
+  });
+
   it("without an anchor, works from the fallback (the release rendered in full)", async () => {
     const resource = cr();
     const fake = new FakeKube().serveKindsOf([
