@@ -95,19 +95,30 @@ export interface PruneCandidate extends ResourceIdentity {
 /** Why candidates were kept: the prune safeguards, in the order they are checked. */
 type PruneReason = "disabled" | "invalid-files" | "empty-desired-set" | "apply-failed" | "over-max-fraction";
 
-export interface PruneReport {
-  /** `none`: nothing to prune; `pruned`: the candidates were deleted; `skipped`, `held`: they were kept. */
-  state: "none" | "pruned" | "skipped" | "held";
-  reason?: PruneReason;
-  /** The reason, for people. */
-  message?: string;
+/** The mirrored CRs no fleet file declares, and those of them `fleet.knative.dev/prune: disabled` keeps. */
+interface PruneLists {
   /** The mirrored CRs no fleet file declares, but for `retained`. Unknown (empty) when Git was unreadable. */
   candidates: PruneCandidate[];
   /** The mirrored CRs no fleet file declares that `fleet.knative.dev/prune: disabled` keeps for good. */
   retained: PruneCandidate[];
-  /** When held: the confirm-prune annotation value, in that namespace, that releases exactly this prune. */
-  confirmation?: { namespace: string; token: string };
 }
+
+/**
+ * `none`: nothing to prune; `pruned`: the candidates were deleted; `skipped`, `held`: they were kept, for
+ * the reason given (`message` for people). Only a held prune has a confirmation: the confirm-prune
+ * annotation value, in that namespace, that releases exactly this prune.
+ */
+export type PruneReport = PruneLists &
+  (
+    | { state: "none" | "pruned"; reason?: undefined; message?: undefined; confirmation?: undefined }
+    | { state: "skipped"; reason: PruneReason; message: string; confirmation?: undefined }
+    | {
+        state: "held";
+        reason: "over-max-fraction";
+        message: string;
+        confirmation: { namespace: string; token: string };
+      }
+  );
 
 /** The hub CR a desired CR becomes, with the commit it is written from. */
 export function mirroredObject(desired: DesiredResource, source: MirrorSource): KubeObject {
@@ -278,7 +289,10 @@ export function pruneToken(candidates: readonly ResourceIdentity[]): string {
   return createHash("sha256").update(identities).digest("hex").slice(0, 16);
 }
 
-/** The prune-confirmation ConfigMap's data key that says which prune waits for a person. */
+/**
+ * The prune-confirmation ConfigMap's data key that says which prune waits for a person. Every reader and
+ * the writer share it, and each sync writes the record again: a renamed key is simply written anew.
+ */
 export const HELD_PRUNE_KEY = "held";
 
 /** A held prune as people (and `knative-fleet status`) read it; the candidates named are bounded. */
@@ -294,10 +308,10 @@ const MAX_HELD_NAMED = 20;
 
 /** The text of the held-prune record of a prune report; undefined when nothing waits for a person. */
 export function heldPruneRecord(prune: PruneReport): string | undefined {
-  if (prune.state !== "held" || prune.confirmation === undefined) return undefined;
+  if (prune.state !== "held") return undefined;
   const record: HeldPrune = {
     token: prune.confirmation.token,
-    message: prune.message ?? "",
+    message: prune.message,
     count: prune.candidates.length,
     candidates: prune.candidates.slice(0, MAX_HELD_NAMED).map(formatIdentity),
   };

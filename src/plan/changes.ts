@@ -175,15 +175,9 @@ const RETAINED: RemovalDecision = {
 /** What the prune's safeguards do with the removed CRs. */
 function pruneDecision(report: PruneReport): RemovalDecision {
   if (report.state === "held") {
-    return {
-      prune: "held",
-      ...(report.message !== undefined && { message: report.message }),
-      ...(report.confirmation && { token: report.confirmation.token }),
-    };
+    return { prune: "held", message: report.message, token: report.confirmation.token };
   }
-  if (report.state === "skipped") {
-    return { prune: "skipped", ...(report.message !== undefined && { message: report.message }) };
-  }
+  if (report.state === "skipped") return { prune: "skipped", message: report.message };
   return { prune: "pruned" };
 }
 

@@ -105,7 +105,7 @@ export class SyncLoop {
     reportSync(result, run, options.report);
     options.onSynced(result);
     this.awaitHub({
-      token: result.prune.state === "held" ? result.prune.confirmation?.token : undefined,
+      token: result.prune.state === "held" ? result.prune.confirmation.token : undefined,
       terminating: result.resources.filter((outcome) => outcome.action === "terminating"),
     });
   }

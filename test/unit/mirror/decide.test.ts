@@ -559,7 +559,7 @@ describe("decidePrune", () => {
     const report = decidePrune(mirrorInput(filesOf(["cr-00"]), NS, COMMIT_2), live, noFailures);
     const record = HeldPruneSchema.parse(JSON.parse(heldPruneRecord(report)!));
     expect(record).toEqual({
-      token: report.confirmation!.token,
+      token: report.state === "held" && report.confirmation.token,
       message:
         "pruning 29 of 30 mirrored CRs (97%) exceeds maxPruneFraction 50% and waits for a person's confirmation",
       count: 29,
@@ -569,7 +569,6 @@ describe("decidePrune", () => {
     const pruned = decidePrune(mirrorInput(filesOf(all.slice(1)), NS, COMMIT_2), live, noFailures);
     expect(pruned.state).toBe("pruned");
     expect(heldPruneRecord(pruned)).toBeUndefined();
-    expect(heldPruneRecord({ ...report, confirmation: undefined })).toBeUndefined();
   });
 
   it("a token names the set, not the order it came in", () => {

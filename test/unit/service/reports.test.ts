@@ -156,8 +156,12 @@ const outcome = (over: Partial<SyncOutcome> = {}): SyncOutcome => ({
   ],
   prune: {
     state: "held",
+    reason: "over-max-fraction",
+    message:
+      "pruning 1 of 3 mirrored CRs (33%) exceeds maxPruneFraction 10% and waits for a person's confirmation",
     candidates: [{ kind: "KnativeServing", namespace: "knative-fleet", name: "gone" }],
     retained: [],
+    confirmation: { namespace: "knative-fleet", token: "0123456789abcdef" },
   },
   failedFiles: [{ path: "clusters/bad.yaml", status: "failed", declares: [] }],
   ...over,
