@@ -327,32 +327,37 @@ export async function runApplySet(
 export const DELETE_CONCURRENCY = 8;
 
 /**
- * Deletes cluster-scoped objects by name. Aggregated ClusterRoles (those with an aggregationRule) go last,
- * and are checked again afterwards: the controller-manager's clusterrole-aggregation controller may still
- * hold one in its queue, and its server-side apply of the rules re-creates a role that was just deleted.
+ * Deletes cluster-scoped objects by name, aggregated ClusterRoles (those with an aggregationRule) first.
+ * The controller-manager's clusterrole-aggregation controller server-side applies an aggregated role's
+ * rules whenever any ClusterRole changes, which re-creates a role just deleted if its cache still holds
+ * it; deleted first, the role is gone from that cache before the deletes of the roles it aggregates are
+ * seen (one watch, in order), so they queue nothing for it. A sync queued earlier (another release's roles
+ * changing at the same time) can still re-create it: it is deleted again after the rest, and while it
+ * keeps coming back, again a second later.
  */
 export async function deleteClusterScoped(
   client: KubeClient,
   refs: readonly ObjectRef[],
 ): Promise<ObjectRef[]> {
   const aggregating: ObjectRef[] = [];
-  const deleted: ObjectRef[] = [];
+  const others: ObjectRef[] = [];
   await inParallel(refs, DELETE_CONCURRENCY, async (ref) => {
-    if (ref.kind === "ClusterRole") {
-      const live = await client.get(ref.apiVersion, ref.kind, undefined, ref.name).catch(ignoreNoKind);
-      if (live && live.aggregationRule !== undefined) {
-        aggregating.push(ref);
-        return;
-      }
-    }
-    if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name).catch(ignoreNoKind))
-      deleted.push(ref);
+    const live =
+      ref.kind === "ClusterRole"
+        ? await client.get(ref.apiVersion, ref.kind, undefined, ref.name).catch(ignoreNoKind)
+        : undefined;
+    (live && live.aggregationRule !== undefined ? aggregating : others).push(ref);
   });
-  await inParallel(aggregating, DELETE_CONCURRENCY, async (ref) => {
-    if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name)) deleted.push(ref);
-  });
-  for (let round = 0; round < 3 && aggregating.length > 0; round++) {
-    await sleep(1_000);
+  const deleted: ObjectRef[] = [];
+  const deleteEach = (batch: readonly ObjectRef[]) =>
+    inParallel(batch, DELETE_CONCURRENCY, async (ref) => {
+      if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name).catch(ignoreNoKind))
+        deleted.push(ref);
+    });
+  await deleteEach(aggregating);
+  await deleteEach(others);
+  for (let round = 0; round < 4 && aggregating.length > 0; round++) {
+    if (round > 0) await sleep(1_000);
     let recreated = 0;
     await inParallel(aggregating, DELETE_CONCURRENCY, async (ref) => {
       if (await client.delete(ref.apiVersion, ref.kind, undefined, ref.name)) recreated++;
