@@ -1,4 +1,6 @@
+import { createHash } from "node:crypto";
 import type * as fs from "node:fs";
+import { deflateSync } from "node:zlib";
 import git, { type TreeEntry } from "isomorphic-git";
 
 /** A local object store: the git directory plus isomorphic-git's pack cache for it. */
@@ -54,7 +56,7 @@ async function rewriteTree(
     if (content === null) {
       entries.delete(name);
     } else {
-      const oid = await git.writeBlob({ ...store, blob: Buffer.from(content, "utf8") });
+      const oid = await writeBlob(store, Buffer.from(content, "utf8"), entries.get(name)?.oid);
       entries.set(name, { mode: "100644", path: name, oid, type: "blob" });
     }
   }
@@ -66,6 +68,21 @@ async function rewriteTree(
   }
   if (entries.size === 0) return undefined;
   return git.writeTree({ ...store, tree: [...entries.values()] });
+}
+
+/**
+ * Writes a blob and returns its id; nothing when the tree already holds that id (a status page that did not
+ * change, often in a pack, where a write would add a loose copy). The id is git's (sha1 of the header and
+ * content) and the object is deflated here with node:zlib: isomorphic-git deflates through a web
+ * CompressionStream per object under Node 24, a stream pipe for each of a thousand pages.
+ */
+async function writeBlob(store: ObjectStore, content: Buffer, existing: string | undefined): Promise<string> {
+  const object = Buffer.concat([Buffer.from(`blob ${content.length}\0`), content]);
+  const oid = createHash("sha1").update(object).digest("hex");
+  if (oid !== existing) {
+    await git.writeObject({ ...store, type: "blob", format: "deflated", object: deflateSync(object), oid });
+  }
+  return oid;
 }
 
 function assertRepositoryPath(path: string): void {

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -68,6 +69,37 @@ describe("writeTreeWithChanges", () => {
     const tree = await base();
     expect(await writeTreeWithChanges(store, tree, new Map([["clusters/prod.yaml", "prod\n"]]))).toBe(tree);
     expect(await writeTreeWithChanges(store, tree, new Map([["status/absent.yaml", null]]))).toBe(tree);
+  });
+
+  it("writes objects git itself reads (its own ids, zlib-deflated), and none for a page that did not change", async () => {
+    const tree = await base();
+    const gitIn = (args: string[], input?: string) =>
+      spawnSync("git", args, { env: { ...process.env, GIT_DIR: store.gitdir }, input, encoding: "utf8" });
+    // Every object the edit wrote is well-formed: git's own check, and its id of the same content.
+    expect(gitIn(["fsck", "--strict", tree]).status).toBe(0);
+    const entry = (await git.readTree({ ...store, oid: tree, filepath: "clusters" })).tree.find(
+      (e) => e.path === "prod.yaml",
+    );
+    expect(entry?.oid).toBe(gitIn(["hash-object", "--stdin"], "prod\n").stdout.trim());
+    expect(gitIn(["cat-file", "-p", entry!.oid]).stdout).toBe("prod\n");
+    // A write-back that leaves a page as it is writes no object for it, also when the page is in a pack
+    // (as after a clone), where a write would add a loose copy.
+    const commit = gitIn(["commit-tree", tree, "-m", "base"], "").stdout.trim();
+    expect(gitIn(["update-ref", "refs/heads/main", commit]).status).toBe(0);
+    expect(gitIn(["repack", "-a", "-d"]).status).toBe(0);
+    const loose = () => Number(/^count: (\d+)/m.exec(gitIn(["count-objects", "-v"]).stdout)?.[1]);
+    expect(loose()).toBe(0);
+    const edited = await writeTreeWithChanges(
+      store,
+      tree,
+      new Map([
+        ["clusters/prod.yaml", "prod\n"],
+        ["clusters/eu/west.yaml", "west v2\n"],
+      ]),
+    );
+    // The new page and the three trees above it (eu, clusters, the root): no copy of prod.yaml.
+    expect(loose()).toBe(4);
+    expect(gitIn(["fsck", "--strict", edited]).status).toBe(0);
   });
 
   it("drops folders left empty, as git does", async () => {
