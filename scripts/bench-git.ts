@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { GitSource } from "../src/source/git-source.ts";
+import { deflateWithoutWebStreams } from "../src/source/index.ts";
 import { Poller } from "../src/source/poller.ts";
 import { gitSourceSpecSchema } from "../src/source/spec.ts";
 import { type GitServer, startGitServer } from "../test/support/git-server.ts";
@@ -55,6 +56,8 @@ try {
   const files: Record<string, string> = {};
   for (let i = 0; i < fileCount; i++) files[`clusters/region-${i % 7}/cluster-${i}.yaml`] = clusterFile(i);
   await server.createRepo("fleet", files);
+  // As `run` sets isomorphic-git up (src/source/deflate.ts).
+  deflateWithoutWebStreams();
   const source = new GitSource(gitSourceSpecSchema.parse({ url: server.url("fleet") }), { cacheDir });
   const poller = new Poller({
     source,

@@ -73,8 +73,8 @@ async function rewriteTree(
 /**
  * Writes a blob and returns its id; nothing when the tree already holds that id (a status page that did not
  * change, often in a pack, where a write would add a loose copy). The id is git's (sha1 of the header and
- * content) and the object is deflated here with node:zlib: isomorphic-git deflates through a web
- * CompressionStream per object under Node 24, a stream pipe for each of a thousand pages.
+ * content) and the object is deflated here by node:zlib's native code, not by isomorphic-git in JavaScript
+ * (pako, see deflate.ts): a status commit may write a thousand pages.
  */
 async function writeBlob(store: ObjectStore, content: Buffer, existing: string | undefined): Promise<string> {
   const object = Buffer.concat([Buffer.from(`blob ${content.length}\0`), content]);
