@@ -119,13 +119,15 @@ export function admitHubObject(
   policy: HubCrPolicy,
 ): Refusal | undefined {
   const spec = (object.spec ?? {}) as AdmittedCr["spec"];
-  const locations = [...(spec.manifests ?? []), ...(spec.additionalManifests ?? [])];
   const ref = spec.clusterProfileRef;
+  const readable = (list: unknown) =>
+    list === undefined ||
+    list === null ||
+    (Array.isArray(list) && list.every((location) => typeof location?.URL === "string"));
   if (
     (ref !== undefined && typeof ref?.namespace !== "string") ||
-    !Array.isArray(spec.manifests ?? []) ||
-    !Array.isArray(spec.additionalManifests ?? []) ||
-    locations.some((location) => typeof location?.URL !== "string")
+    !readable(spec.manifests) ||
+    !readable(spec.additionalManifests)
   ) {
     return { field: "spec", message: "is not a KnativeServing/KnativeEventing spec the admission can read" };
   }
