@@ -157,7 +157,7 @@ const total = rows.reduce(
 console.log("\nmutation score per module (killed or timed out / killed, timed out, survived or not covered)");
 for (const row of rows)
   console.log(
-    `  ${row.score.toFixed(1).padStart(5)}%  ${row.caught}/${row.caught + row.missed}  ${row.file}`,
+    `  ${row.caught + row.missed === 0 ? "    -" : `${row.score.toFixed(1).padStart(5)}%`}  ${row.caught}/${row.caught + row.missed}  ${row.file}`,
   );
 console.log(
   `  ${((100 * total.caught) / Math.max(1, total.caught + total.missed)).toFixed(1).padStart(5)}%  ${total.caught}/${total.caught + total.missed}  all (${((performance.now() - started) / 60_000).toFixed(1)} min)`,
@@ -166,7 +166,10 @@ console.log(survivors.length === 0 ? "\nno surviving mutant" : `\nsurviving muta
 for (const line of survivors) console.log(`  ${line}`);
 
 const minimum = values["min-score"] === undefined ? undefined : Number(values["min-score"]);
-const below = minimum === undefined ? [] : rows.filter((row) => row.score < minimum);
+// A module whose changed lines gave no mutant that counts (all rejected by the type checker, or none made)
+// has nothing to score: 0 of 0 is not below the floor.
+const below =
+  minimum === undefined ? [] : rows.filter((row) => row.caught + row.missed > 0 && row.score < minimum);
 if (below.length > 0) {
   console.error(
     `\nmutation: below ${minimum}%: ${below.map((row) => `${row.file} ${row.score.toFixed(1)}%`).join(", ")}`,
