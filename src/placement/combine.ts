@@ -27,10 +27,8 @@ export function withPlacements(model: FleetModel, expansion: Expansion): FleetMo
     ...expansion.resources.map((resource) => ({ resource, fromPlacement: true })),
   ];
   const found = [...expansion.diagnostics, ...placementConflicts(sources)];
-  const failed = new Set([
-    ...model.files.filter((file) => file.status === "failed").map((file) => file.path),
-    ...found.map((diagnostic) => diagnostic.path),
-  ]);
+  // The model's own failed files are already out of its resources and marked failed: only these add to them.
+  const failed = new Set(found.map((diagnostic) => diagnostic.path));
   const diagnostics = boundedDiagnostics([...model.diagnostics, ...found]);
   // A placement file declares the CRs of the clusters it selects now, those it could not make included:
   // a failed one keeps them at their last state, and a cluster it still selects has not left.

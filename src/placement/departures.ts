@@ -110,5 +110,5 @@ export function decideDepartures(input: DepartureInput): DepartureResult {
     departures.push({ ...cr, placement, cluster, since: leftAt, pruneAt });
     nextDue = nextDue === undefined ? pruneAt : Math.min(nextDue, pruneAt);
   }
-  return { held, departures, since, ...(nextDue === undefined ? {} : { nextDue }) };
+  return { held, departures, since, nextDue };
 }

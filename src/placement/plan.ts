@@ -99,7 +99,8 @@ export function readSnapshotObjects(path: string, text: string): KubeObject[] {
     }
     const value = document.toJS() as { kind?: unknown; items?: unknown } | null;
     if (value === null) return;
-    const items = value.kind === "List" || Array.isArray(value.items) ? (value.items as unknown[]) : [value];
+    const items = value.kind === "List" || Array.isArray(value.items) ? value.items : [value];
+    if (!Array.isArray(items)) throw new Error(`${path}: document ${index + 1}: a List needs an items list`);
     for (const item of items) {
       const kind = isRecord(item) ? item.kind : undefined;
       if (kind !== "ClusterProfile" && kind !== "PlacementDecision") {

@@ -92,6 +92,10 @@ function differing(readiness: readonly { cluster: string; cr?: CrReadiness }[]):
 /** Newer first, numerically part by part (`1.10.0` before `1.9.3`); the render stage, which has the full order, sits above placement. */
 const newerFirst = (a: string, b: string): number => {
   const [x, y] = [a.split(".").map(Number), b.split(".").map(Number)];
-  const i = x.findIndex((part, at) => part !== y[at]); // -1 for equal ones: 0 - 0
-  return (y[i] ?? 0) - (x[i] ?? 0);
+  // Over the longer of the two, a missing part 0: `1.10` and `1.10.1` compare the same either way round.
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    const difference = (y[i] ?? 0) - (x[i] ?? 0);
+    if (difference !== 0) return difference;
+  }
+  return 0;
 };

@@ -1,8 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { SOURCE_PATH_ANNOTATION, SOURCE_REPOSITORY_ANNOTATION } from "../../../src/api/labels.ts";
+import {
+  PLACEMENT_KIND_LABEL,
+  PLACEMENT_LABEL,
+  SOURCE_CLUSTER_ANNOTATION,
+  SOURCE_PATH_ANNOTATION,
+  SOURCE_REPOSITORY_ANNOTATION,
+} from "../../../src/api/labels.ts";
 import { formatIdentity } from "../../../src/fleet/identity.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { type DepartureInput, decideDepartures } from "../../../src/placement/departures.ts";
+import { type DepartureInput, decideDepartures, placementOf } from "../../../src/placement/departures.ts";
 import { TEST_REPOSITORY } from "../../support/fleet-files.ts";
 
 const PLACEMENT = formatIdentity({
@@ -118,5 +124,69 @@ describe("a cluster that leaves a placement keeps its CR for the grace period", 
       cr("z", { deleting: true }),
     ];
     expect(decideDepartures(input({ live: others })).held).toEqual([]);
+  });
+
+  it("is due at the earliest of its departures' ends, whatever order the hub lists them in", () => {
+    const previous = new Map([["KnativeServing knative-fleet/serving-a", 1_000_000 - 5_000]]);
+    for (const live of [
+      [cr("serving-a"), cr("serving-b")],
+      [cr("serving-b"), cr("serving-a")],
+    ]) {
+      const result = decideDepartures(input({ live, desired: new Set(), previous }));
+      expect(result.departures.map((d) => [d.name, d.pruneAt])).toEqual(
+        live.map((o) => [o.metadata.name, o.metadata.name === "serving-a" ? 1_055_000 : 1_060_000]),
+      );
+      expect(result.nextDue).toBe(1_055_000);
+    }
+  });
+
+  it("reports a departure without a recorded cluster with an empty one, not a crash", () => {
+    const bare = cr("serving-b");
+    delete bare.metadata.annotations![SOURCE_CLUSTER_ANNOTATION];
+    expect(decideDepartures(input({ live: [bare] })).departures[0]).toMatchObject({ cluster: "" });
+  });
+});
+
+describe("the placement a hub CR came from", () => {
+  const labelled = (labels: Record<string, string>, namespace?: string): KubeObject => ({
+    apiVersion: "operator.knative.dev/v1beta1",
+    kind: "KnativeEventing",
+    metadata: { name: "x", ...(namespace === undefined ? {} : { namespace }), labels },
+  });
+
+  it("is read from both labels, the kind's in lower case as a label value must be", () => {
+    expect(
+      placementOf(
+        labelled({ [PLACEMENT_LABEL]: "e", [PLACEMENT_KIND_LABEL]: "knativeeventingplacement" }, "fleet"),
+      ),
+    ).toEqual({ kind: "KnativeEventingPlacement", namespace: "fleet", name: "e" });
+    // A cluster-scoped reading of it (no namespace) still names the placement.
+    expect(
+      placementOf(labelled({ [PLACEMENT_LABEL]: "e", [PLACEMENT_KIND_LABEL]: "knativeservingplacement" })),
+    ).toEqual({ kind: "KnativeServingPlacement", namespace: "", name: "e" });
+  });
+
+  it("is none for a CR missing either label or naming a kind that is not a placement's", () => {
+    expect(placementOf(labelled({ [PLACEMENT_KIND_LABEL]: "knativeservingplacement" }))).toBeUndefined();
+    expect(placementOf(labelled({ [PLACEMENT_LABEL]: "e" }))).toBeUndefined();
+    expect(
+      placementOf(labelled({ [PLACEMENT_LABEL]: "e", [PLACEMENT_KIND_LABEL]: "knativeserving" })),
+    ).toBeUndefined();
+  });
+
+  it("of an Eventing placement is that placement: its departed CR is held and reported under it", () => {
+    const eventing: KubeObject = {
+      ...cr("eventing-b"),
+      kind: "KnativeEventing",
+      metadata: {
+        ...cr("eventing-b").metadata,
+        labels: { [PLACEMENT_LABEL]: "serving", [PLACEMENT_KIND_LABEL]: "knativeeventingplacement" },
+      },
+    };
+    const placement = "KnativeEventingPlacement knative-fleet/serving";
+    const result = decideDepartures(input({ live: [eventing], placements: new Set([placement]) }));
+    expect(result.departures.map((d) => [d.kind, d.name, d.placement])).toEqual([
+      ["KnativeEventing", "eventing-b", placement],
+    ]);
   });
 });

@@ -115,4 +115,65 @@ describe("the status rollup per placement", () => {
     ]);
     expect(ahead!.differs).toEqual(["fleet-system/a: version 1.23.0, the others 1.22.2"]);
   });
+
+  it("takes a version written short (1.10) and one with a patch (1.10.1) in the same order either way round", () => {
+    const parsed = model({
+      "p.yaml": placementFile("serving", "  clusterSelectorTerms:\n  - labelSelector: {}"),
+    });
+    const expansion = expandPlacements(parsed.placements, inventory([cluster("a"), cluster("b")]));
+    const report = { selections: expansion.selections, departures: [] };
+    const cr = (name: string, version: string) => ({
+      kind: "KnativeServing",
+      namespace: "knative-fleet",
+      name: `serving-${name}`,
+      phase: "Current" as const,
+      version,
+    });
+    // One each: the newer is the fleet's, whichever cluster comes first.
+    for (const [a, b] of [
+      ["1.10", "1.10.1"],
+      ["1.10.1", "1.10"],
+    ]) {
+      const [row] = placementRollup(report, [cr("a", a!), cr("b", b!)]);
+      const older = a === "1.10" ? "a" : "b";
+      expect(row!.differs).toEqual([`fleet-system/${older}: version 1.10, the others 1.10.1`]);
+    }
+  });
+
+  it("says why the first cluster not ready is: its reason, in progress, or no CR yet; and lists only its own departures", () => {
+    const parsed = model({
+      "p.yaml": placementFile("serving", "  clusterSelectorTerms:\n  - labelSelector: {}"),
+    });
+    const expansion = expandPlacements(parsed.placements, inventory([cluster("a"), cluster("b")]));
+    const departure = (placement: string, name: string) => ({
+      kind: "KnativeServing" as const,
+      namespace: "knative-fleet",
+      name: `serving-${name}`,
+      placement,
+      cluster: `fleet-system/${name}`,
+      since: 1,
+      pruneAt: 2,
+    });
+    const report = {
+      selections: expansion.selections,
+      departures: [
+        departure("KnativeServingPlacement knative-fleet/other", "x"),
+        departure("KnativeServingPlacement knative-fleet/serving", "z"),
+        departure("KnativeServingPlacement knative-fleet/serving", "y"),
+      ],
+    };
+    const inProgress = {
+      kind: "KnativeServing",
+      namespace: "knative-fleet",
+      name: "serving-a",
+      phase: "InProgress" as const,
+    };
+    const [started] = placementRollup(report, [inProgress]);
+    expect(started).toMatchObject({
+      firstNotReady: "fleet-system/a: in progress",
+      left: ["fleet-system/y", "fleet-system/z"],
+    });
+    const [none] = placementRollup(report, []);
+    expect(none!.firstNotReady).toBe("fleet-system/a: not created yet");
+  });
 });
