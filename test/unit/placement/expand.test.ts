@@ -21,6 +21,20 @@ function expand(text: string, clusters = FLEET, options = {}) {
   return expandPlacements(parsed.placements, inventory(clusters), options);
 }
 
+/** A PlacementDecision as the hub holds it, read as selection sees it. */
+const decision = (name: string, key: string | undefined, clusters: object[], namespace = PROFILES) =>
+  inventoryDecisionOf({
+    apiVersion: "multicluster.x-k8s.io/v1alpha1",
+    kind: "PlacementDecision",
+    metadata: {
+      name,
+      namespace,
+      ...(key ? { labels: { "multicluster.x-k8s.io/decision-key": key } } : {}),
+    },
+    decisions: clusters,
+  } as never)!;
+const chose = (name: string, namespace?: string) => ({ clusterProfileRef: { name, namespace } });
+
 const selectedNames = (text: string, clusters = FLEET) =>
   expand(text, clusters).selections[0]!.clusters!.map((c) => c.name);
 
@@ -100,17 +114,6 @@ describe("selection", () => {
   });
 
   it("reads every slice of a PlacementDecision by its decision-key; refs without a namespace are the slice's", () => {
-    const decision = (name: string, key: string | undefined, clusters: object[]) =>
-      inventoryDecisionOf({
-        apiVersion: "multicluster.x-k8s.io/v1alpha1",
-        kind: "PlacementDecision",
-        metadata: {
-          name,
-          namespace: PROFILES,
-          ...(key ? { labels: { "multicluster.x-k8s.io/decision-key": key } } : {}),
-        },
-        decisions: clusters,
-      } as never)!;
     const decisions = [
       decision("d-1", "serving", [{ clusterProfileRef: { name: "eu-1" } }, { bogus: true }]),
       decision("d-2", "serving", [{ clusterProfileRef: { name: "us-1", namespace: PROFILES } }]),
@@ -161,6 +164,91 @@ describe("selection", () => {
     } as never);
     expect(profile?.labels).toEqual({ b: "ok" });
     expect([...profile!.properties]).toEqual([["n", "first"]]);
+  });
+});
+
+describe("a placement's PlacementDecision", () => {
+  // One hub's decisions: another namespace holds a PlacementDecision of the same name and decision-key.
+  const DECISIONS = [
+    decision("d-2", "serving", [chose("eu-2", PROFILES)], "elsewhere"),
+    decision("d-1", "first", [chose("eu-1")]),
+    decision("d-2", "serving", [chose("us-1")]),
+    decision("solo", undefined, [chose("odd")]),
+  ];
+  const decided = (ref: string, decisions = DECISIONS, options = {}) => {
+    const parsed = model({ [PATH]: placementFile("p", `  placementDecisionRef: { ${ref} }`) });
+    expect(parsed.diagnostics.map(formatDiagnostic)).toEqual([]);
+    return expandPlacements(parsed.placements, inventory(FLEET, decisions), options);
+  };
+  const names = (result: ReturnType<typeof decided>) => result.selections[0]!.clusters!.map((c) => c.name);
+
+  it("is read only in its own namespace, by its own name or decision-key", () => {
+    expect(names(decided(`namespace: ${PROFILES}, name: d-2`))).toEqual(["us-1"]);
+    expect(names(decided(`namespace: ${PROFILES}, name: d-1`))).toEqual(["eu-1"]);
+    expect(names(decided(`namespace: ${PROFILES}, decisionKey: serving`))).toEqual(["us-1"]);
+    expect(names(decided(`namespace: ${PROFILES}, name: d-9`))).toEqual([]);
+  });
+
+  it("named without a decision-key label is read alone", () => {
+    expect(names(decided(`namespace: ${PROFILES}, name: solo`))).toEqual(["odd"]);
+  });
+
+  it("in a namespace outside allowedClusterProfileNamespaces is refused at the field, and nothing is made", () => {
+    const result = decided("namespace: elsewhere, name: d-2", DECISIONS, { allowedNamespaces: [PROFILES] });
+    expect(result.diagnostics.map(formatDiagnostic)).toEqual([
+      `${PATH}:6:27 spec.placementDecisionRef.namespace: PlacementDecisions in namespace elsewhere are not read (allowedClusterProfileNamespaces)`,
+    ]);
+    expect(result.resources).toEqual([]);
+    expect(result.selections[0]!.clusters).toBeUndefined();
+  });
+
+  it("may choose clusters outside the allowed namespaces: those are skipped, with the reason, the rest made", () => {
+    const decisions = [decision("d", undefined, [chose("eu-1"), chose("eu-9", "elsewhere")])];
+    const result = decided(`namespace: ${PROFILES}, name: d`, decisions, { allowedNamespaces: [PROFILES] });
+    expect(result.diagnostics).toEqual([]);
+    expect(names(result)).toEqual(["eu-1"]);
+    expect(result.selections[0]!.skipped).toEqual([
+      {
+        cluster: "elsewhere/eu-9",
+        reason: "chosen by the PlacementDecision, but namespace elsewhere may not be targeted",
+      },
+    ]);
+    expect(result.resources.map((r) => r.resource.metadata.name)).toEqual(["p-eu-1"]);
+  });
+
+  it("not known yet holds the placement at its last state, saying why", () => {
+    const parsed = model({
+      [PATH]: placementFile("p", `  placementDecisionRef: { namespace: ${PROFILES}, name: d-1 }`),
+    });
+    for (const [unknownReason, pending] of [
+      ["watch down", "the hub's PlacementDecisions are not known yet: watch down"],
+      [undefined, "the hub's PlacementDecisions are not known yet"],
+    ] as const) {
+      const result = expandPlacements(parsed.placements, {
+        clusters: FLEET,
+        decisions: undefined,
+        ...(unknownReason && { unknownReason }),
+      });
+      expect(result.selections[0]!.pending).toBe(pending);
+      expect(result.selections[0]!.clusters).toBeUndefined();
+      expect(result.resources).toEqual([]);
+    }
+  });
+
+  it("adds its clusters to the selector's and the list's; each cluster says every way it was chosen, sorted", () => {
+    const parsed = model({
+      [PATH]: placementFile(
+        "p",
+        `  clusterSelectorTerms:\n  - labelSelector: { matchLabels: { tier: gold } }
+  clusterProfiles: [{ namespace: ${PROFILES}, name: eu-1 }, { namespace: ${PROFILES}, name: eu-2 }]
+  placementDecisionRef: { namespace: ${PROFILES}, name: d-1 }`,
+      ),
+    });
+    const result = expandPlacements(parsed.placements, inventory(FLEET, DECISIONS));
+    expect(result.selections[0]!.clusters!.map((c) => [c.name, c.via])).toEqual([
+      ["eu-1", ["decision", "list", "selector"]],
+      ["eu-2", ["list"]],
+    ]);
   });
 });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { MAX_EXPRESSIONS, MAX_TERMS, MAX_VALUES } from "../../../src/fleet/placement-schema.ts";
 import { expandPlacements } from "../../../src/placement/expand.ts";
-import type { InventoryCluster } from "../../../src/placement/inventory.ts";
+import { type InventoryCluster, inventoryDecisionOf } from "../../../src/placement/inventory.ts";
 import { matchesLabels } from "../../../src/placement/select.ts";
 import { seededRandom } from "../../support/seeded-random.ts";
 import { cluster, inventory, model, placementFile } from "./support.ts";
@@ -112,5 +112,17 @@ describe("hostile and random shapes", () => {
     expect(
       matchesLabels({ matchExpressions: [{ key: "hasOwnProperty", operator: "Exists" }] }, { env: "prod" }),
     ).toBe(false);
+  });
+
+  it("PlacementDecisions from the hub whose decisions are not a list choose no cluster", () => {
+    for (const decisions of [undefined, "all", { clusterProfileRef: { name: "eu-1" } }]) {
+      const read = inventoryDecisionOf({
+        apiVersion: "multicluster.x-k8s.io/v1alpha1",
+        kind: "PlacementDecision",
+        metadata: { name: "d", namespace: "fleet-system" },
+        decisions,
+      } as never);
+      expect(read, JSON.stringify(decisions)).toEqual({ namespace: "fleet-system", name: "d", clusters: [] });
+    }
   });
 });

@@ -118,6 +118,56 @@ describe("override patches", () => {
   });
 });
 
+describe("which clusters an override applies to", () => {
+  const applied = (text: string) =>
+    expandText(text).selections[0]!.clusters!.map((c) => [c.name, c.overrides]);
+
+  it("a cluster list applies to each cluster it names, matched by namespace and name", () => {
+    const text = placementFile(
+      "serving",
+      ALL,
+      `  overrides:
+  - clusters: [{ namespace: ${PROFILES}, name: eu-1 }, { namespace: ${PROFILES}, name: eu-2 }]
+    patch: { version: "1.21" }
+  - clusters: [{ namespace: other, name: eu-1 }]
+    patch: { version: "1.20" }
+`,
+    );
+    expect(applied(text)).toEqual([
+      ["eu-1", [0]],
+      ["eu-2", [0]],
+    ]);
+  });
+
+  it("a selector in an override needs the ClusterProfiles: unknown, the placement is held, not expanded without it", () => {
+    const text = placementFile(
+      "serving",
+      `  clusterProfiles: [{ namespace: ${PROFILES}, name: eu-1 }]`,
+      `  overrides:
+  - clusterSelector: { labelSelector: { matchLabels: { env: prod } } }
+    patch: { version: "1.21" }
+`,
+    );
+    const parsed = model({ [PATH]: text });
+    expect(parsed.diagnostics).toEqual([]);
+    const result = expandPlacements(parsed.placements, inventory(undefined));
+    expect(result.selections[0]!.pending).toBe("the hub's ClusterProfiles are not known yet");
+    expect(result.resources).toEqual([]);
+    // Listed clusters and listed overrides need no inventory.
+    const listed = expandPlacements(
+      model({
+        [PATH]: text.replace(
+          "clusterSelector: { labelSelector: { matchLabels: { env: prod } } }",
+          `clusters: [{ namespace: ${PROFILES}, name: eu-1 }]`,
+        ),
+      }).placements,
+      inventory(undefined),
+    );
+    expect(listed.selections[0]!.pending).toBeUndefined();
+    expect(listed.resources.map((r) => r.resource.spec.version)).toEqual(["1.21"]);
+  });
+});
+
 describe("overrides must be a list", () => {
   for (const [shape, value] of [
     [

@@ -65,21 +65,24 @@ describe("a snapshot file", () => {
 });
 
 describe("the hub's inventory for a plan", () => {
-  it("is its ClusterProfiles of the stored version and its PlacementDecisions", async () => {
-    const kube = new FakeKube().serveKindsOf([profile("a"), decision("d", [])]);
-    kube.put(profile("a"));
-    kube.put(decision("d", ["a"]));
-    const objects = await readHubInventoryObjects(kube.client, PROFILE_API);
-    expect(objects.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
-      "ClusterProfile/a",
-      "PlacementDecision/d",
+  // The stored ClusterProfile version may be v1alpha2; PlacementDecisions are served at v1alpha1.
+  const stored = { ...profile("a"), apiVersion: "multicluster.x-k8s.io/v1alpha2" };
+  const hub = (objects: KubeObject[]) => {
+    const kube = new FakeKube().serveKindsOf(objects);
+    for (const object of objects) kube.put(object);
+    return kube.client;
+  };
+
+  it("is its ClusterProfiles at the version given and its PlacementDecisions", async () => {
+    const objects = await readHubInventoryObjects(hub([stored, decision("d", ["a"])]), stored.apiVersion);
+    expect(objects.map((o) => `${o.apiVersion} ${o.kind} ${o.metadata.name}`)).toEqual([
+      "multicluster.x-k8s.io/v1alpha2 ClusterProfile a",
+      "multicluster.x-k8s.io/v1alpha1 PlacementDecision d",
     ]);
   });
 
   it("of a hub without the PlacementDecision CRD has no decisions, and is no error", async () => {
-    const kube = new FakeKube().serveKindsOf([profile("a")]);
-    kube.put(profile("a"));
-    const objects = await readHubInventoryObjects(kube.client, PROFILE_API);
+    const objects = await readHubInventoryObjects(hub([stored]), stored.apiVersion);
     expect(objects.map((o) => o.kind)).toEqual(["ClusterProfile"]);
   });
 });
