@@ -6,6 +6,8 @@ import { KubeApiError, RestClient, type RestRequest, type RestResponse } from ".
 // the real sandbox). It serves discovery for the kinds it is told about, GET/LIST (label selectors),
 // server-side apply (with dryRun=All), merge patch, DELETE (with the garbage collector's cascade through
 // owner references) and POST of namespaces, and counts requests by method as the real RestClient does.
+// Once told to (serveWatches), it serves watches too: the writes of put and remove, in order, from a list's
+// resourceVersion.
 
 const CLUSTER_SCOPED = new Set([
   "Namespace",
@@ -18,6 +20,13 @@ const CLUSTER_SCOPED = new Set([
   "PriorityClass",
 ]);
 
+type WatchEventType = "ADDED" | "MODIFIED" | "DELETED";
+interface WatchEvent {
+  version: number;
+  type: WatchEventType;
+  object: KubeObject;
+}
+
 interface Served {
   kind: string;
   resource: string;
@@ -27,8 +36,17 @@ interface Served {
 class FakeRest extends RestClient {
   readonly store = new Map<string, KubeObject>();
   readonly served = new Map<string, Map<string, Served>>();
-  /** Resources (plural, as in the path) whose requests the fake's RBAC refuses with 403. */
+  /** Resources (plural, as in the path, or `namespace/plural`) whose requests the fake's RBAC refuses with 403. */
   readonly forbidden = new Set<string>();
+  /** Whether watches are served; when not, a watch fails as one without a network does. */
+  servesWatches = false;
+  /** The resourceVersion of the last change made through FakeKube.put or remove. */
+  private version = 1;
+  /** Every change made through put and remove, in order; each open watch hears the new ones. */
+  private readonly events: WatchEvent[] = [];
+  /** The resourceVersion of each object's last change, by store key; "1" for one never changed. */
+  private readonly versions = new Map<string, string>();
+  readonly watchers = new Set<(event: WatchEvent) => void>();
   private uid = 0;
 
   constructor() {
@@ -62,9 +80,7 @@ class FakeRest extends RestClient {
       return { resources: [...kinds.values()].map((k) => ({ name: k.resource, ...k })) };
     }
     const { apiVersion, served, namespace, name } = route;
-    if (this.forbidden.has(served.resource)) {
-      throw new KubeApiError(req.method, req.path, 403, "Forbidden", `${served.resource} is forbidden`);
-    }
+    this.authorize(req.method, req.path, served.resource, namespace);
     const key = (n: string) => `${groupOf(apiVersion)}/${served.kind}/${namespace ?? ""}/${n}`;
     switch (req.method) {
       case "GET": {
@@ -77,7 +93,12 @@ class FakeRest extends RestClient {
             (namespace === undefined || o.metadata.namespace === namespace) &&
             matches(o, selector),
         );
-        return { items: structuredClone(items), metadata: { resourceVersion: "1" } };
+        const listed = structuredClone(items);
+        // As the API server's: an informer tells a changed object from an unchanged one by it.
+        if (this.servesWatches) {
+          for (const o of listed) o.metadata.resourceVersion ??= this.versions.get(storeKey(o)) ?? "1";
+        }
+        return { items: listed, metadata: { resourceVersion: String(this.version) } };
       }
       case "POST": {
         const body = req.body as KubeObject;
@@ -104,6 +125,65 @@ class FakeRest extends RestClient {
       }
       default:
         throw new KubeApiError(req.method, req.path, 405, "MethodNotAllowed", "not served by the fake");
+    }
+  }
+
+  /** A watch from `resourceVersion`: the changes after it, then each new one, until the watcher aborts. */
+  override async stream(
+    path: string,
+    query: RestRequest["query"],
+    onLine: (value: unknown) => void,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    if (!this.servesWatches) return super.stream(path, query, onLine, signal);
+    const route = this.route(path);
+    if (route.discovery) throw new KubeApiError("GET", path, 405, "MethodNotAllowed", "not a resource");
+    const { apiVersion, served, namespace } = route;
+    this.authorize("GET", path, served.resource, namespace);
+    const selector = String(query?.labelSelector ?? "");
+    const tell = ({ type, object: o }: WatchEvent) => {
+      if (
+        !signal?.aborted &&
+        o.kind === served.kind &&
+        groupOf(o.apiVersion) === groupOf(apiVersion) &&
+        (namespace === undefined || o.metadata.namespace === namespace) &&
+        matches(o, selector)
+      )
+        onLine({ type, object: structuredClone(o) });
+    };
+    const from = Number(query?.resourceVersion ?? 0);
+    for (const event of this.events) if (event.version > from) tell(event);
+    await new Promise<void>((resolve) => {
+      const end = () => {
+        this.watchers.delete(tell);
+        resolve();
+      };
+      this.watchers.add(tell);
+      if (signal?.aborted) end();
+      else signal?.addEventListener("abort", end, { once: true });
+    });
+  }
+
+  /** Records a change for the watches, the object stamped with its resourceVersion. */
+  emit(key: string, type: WatchEventType, object: KubeObject): void {
+    if (!this.servesWatches) return;
+    this.version++;
+    this.versions.set(key, String(this.version));
+    const event: WatchEvent = {
+      version: this.version,
+      type,
+      object: structuredClone({
+        ...object,
+        metadata: { ...object.metadata, resourceVersion: String(this.version) },
+      }),
+    };
+    this.events.push(event);
+    for (const watcher of this.watchers) watcher(event);
+  }
+
+  private authorize(method: string, path: string, resource: string, namespace: string | undefined): void {
+    if (this.forbidden.has(resource) || (namespace && this.forbidden.has(`${namespace}/${resource}`))) {
+      throw new KubeApiError(method, path, 403, "Forbidden", `${resource} is forbidden`);
     }
   }
 
@@ -163,19 +243,32 @@ export class FakeKube {
     return this.objects().find((o) => o.kind === kind && o.metadata.name === name);
   }
 
+  /** Serves watches of every kind it serves (see FakeRest.stream). */
+  serveWatches(): this {
+    this.rest.servesWatches = true;
+    return this;
+  }
+
+  /** The watches open now. */
+  openWatches(): number {
+    return this.rest.watchers.size;
+  }
+
   /** Stores an object as it is, as someone else's write would. */
   put(object: KubeObject): void {
-    const { apiVersion, kind, metadata } = object;
-    this.rest.store.set(
-      `${groupOf(apiVersion)}/${kind}/${metadata.namespace ?? ""}/${metadata.name}`,
-      object,
-    );
+    const key = storeKey(object);
+    const existed = this.rest.store.has(key);
+    this.rest.store.set(key, object);
+    this.rest.emit(key, existed ? "MODIFIED" : "ADDED", object);
   }
 
   /** Removes an object without a request (and without the garbage collector). */
   remove(kind: string, name: string): void {
     for (const [key, object] of this.rest.store) {
-      if (object.kind === kind && object.metadata.name === name) this.rest.store.delete(key);
+      if (object.kind === kind && object.metadata.name === name) {
+        this.rest.store.delete(key);
+        this.rest.emit(key, "DELETED", object);
+      }
     }
   }
 
@@ -212,9 +305,17 @@ export class FakeKube {
     }
   }
 
-  /** The fake's RBAC refuses every request to this resource (plural, as in the path) with 403. */
-  forbid(resource: string): void {
-    this.rest.forbidden.add(resource);
+  /**
+   * The fake's RBAC refuses every request to this resource (plural, as in the path) with 403: in `namespace`
+   * only when given (a namespaced Role missing there).
+   */
+  forbid(resource: string, namespace?: string): void {
+    this.rest.forbidden.add(namespace === undefined ? resource : `${namespace}/${resource}`);
+  }
+
+  /** Undoes forbid (the Role granted at last). */
+  allow(resource: string, namespace?: string): void {
+    this.rest.forbidden.delete(namespace === undefined ? resource : `${namespace}/${resource}`);
   }
 
   /** Requests received, by HTTP method. */
@@ -229,6 +330,9 @@ export class FakeKube {
     this.rest.requestCounts.clear();
   }
 }
+
+const storeKey = ({ apiVersion, kind, metadata }: KubeObject): string =>
+  `${groupOf(apiVersion)}/${kind}/${metadata.namespace ?? ""}/${metadata.name}`;
 
 /** Equality (`k=v`), set (`k in (a,b)`) and existence (`k`) terms, joined by commas outside parentheses. */
 function matches(object: KubeObject, selector: string): boolean {
