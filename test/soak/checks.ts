@@ -317,8 +317,9 @@ function errorText(err: unknown): string | undefined {
 
 const blank = (text: string) =>
   text
-    .replace(/\b[0-9a-f]{12,40}\b/g, "<id>")
+    // A uuid first: its last group alone would pass for an id and leave the rest unblanked.
     .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, "<uuid>")
+    .replace(/\b[0-9a-f]{12,40}\b/g, "<id>")
     .replace(/\b\d+\b/g, "<n>");
 
 // ── Resources ──────────────────────────────────────────────────────────────────────────────────────────
