@@ -9,9 +9,9 @@ import {
   quantile,
   type ReplicaSample,
   slopePerHour,
-  type WaveCr,
   waveViolation,
 } from "../../soak/checks.ts";
+import { waveCr } from "./wave-cr.ts";
 
 // The soak's checkers on the edges of the violations they must catch (checks.test.ts covers the plain
 // cases): the exact evidence a report would print, and the near-misses a checker must let pass.
@@ -109,42 +109,31 @@ describe("declaration history", () => {
 });
 
 describe("waves: which unhealthy CRs count", () => {
-  const cr = (key: string, more: Partial<WaveCr> = {}): WaveCr => ({
-    key,
-    wave: "remaining",
-    hash: "new",
-    baseline: "old",
-    healthy: false,
-    member: true,
-    unhealthySince: 1_000,
-    changedAt: 1_000,
-    ...more,
-  });
   const now = 5_000;
   const grace = 3_000;
 
   it("counts the CR let through even when it is no settled member", () => {
-    const letThrough = cr("c", { member: false, unhealthySince: now, changedAt: now });
-    expect(waveViolation(letThrough, [cr("a"), letThrough], 1, now, grace)).toBe(
+    const letThrough = waveCr("c", { member: false, unhealthySince: now, changedAt: now });
+    expect(waveViolation(letThrough, [waveCr("a"), letThrough], 1, now, grace)).toBe(
       "c got new content while 2 changed CRs of wave remaining were unhealthy (maxUnavailable 1): a, c",
     );
   });
 
   it("counts the CR let through even when it turned unhealthy a moment ago, long after its change", () => {
-    const letThrough = cr("c", { unhealthySince: 4_500, changedAt: 100 });
-    expect(waveViolation(letThrough, [cr("a"), letThrough], 1, now, grace)).toMatch(/: a, c$/);
+    const letThrough = waveCr("c", { unhealthySince: 4_500, changedAt: 100 });
+    expect(waveViolation(letThrough, [waveCr("a"), letThrough], 1, now, grace)).toMatch(/: a, c$/);
   });
 
   it("counts a CR unhealthy within a second of its change (the change broke it), up to the second itself", () => {
-    const letThrough = cr("c", { unhealthySince: now, changedAt: now });
+    const letThrough = waveCr("c", { unhealthySince: now, changedAt: now });
     // Unhealthy 500 ms ago, inside the grace, but exactly 1 s after its change: the change did it.
-    const broken = cr("b", { changedAt: 3_500, unhealthySince: 4_500 });
+    const broken = waveCr("b", { changedAt: 3_500, unhealthySince: 4_500 });
     expect(waveViolation(letThrough, [broken, letThrough], 1, now, grace)).toMatch(/: b, c$/);
   });
 
   it("counts a CR whose own fault is exactly as old as the grace", () => {
-    const letThrough = cr("c", { unhealthySince: now, changedAt: now });
-    const fault = cr("f", { changedAt: 100, unhealthySince: now - grace });
+    const letThrough = waveCr("c", { unhealthySince: now, changedAt: now });
+    const fault = waveCr("f", { changedAt: 100, unhealthySince: now - grace });
     expect(waveViolation(letThrough, [fault, letThrough], 1, now, grace)).toMatch(/: f, c$/);
   });
 });

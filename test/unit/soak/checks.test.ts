@@ -8,9 +8,9 @@ import {
   parseRefUpdate,
   quantile,
   slopePerHour,
-  type WaveCr,
   waveViolation,
 } from "../../soak/checks.ts";
+import { waveCr } from "./wave-cr.ts";
 
 // The soak's judgements, each on the violation it exists to catch and on the case it must let pass: a
 // counter of the soak report that stayed 0 means something only if its check can fail.
@@ -81,38 +81,26 @@ describe("declarations", () => {
 });
 
 describe("waves", () => {
-  const cr = (key: string, more: Partial<WaveCr> = {}): WaveCr => ({
-    key,
-    wave: "remaining",
-    hash: "new",
-    baseline: "old",
-    healthy: false,
-    member: true,
-    unhealthySince: 1_000,
-    changedAt: 1_000,
-    ...more,
-  });
-
   it("catches a CR let through while maxUnavailable changed CRs of its wave are unhealthy", () => {
-    const letThrough = cr("c", { unhealthySince: 5_000, changedAt: 5_000 });
-    expect(waveViolation(letThrough, [cr("a"), letThrough], 1, 5_000, 3_000)).toMatch(
+    const letThrough = waveCr("c", { unhealthySince: 5_000, changedAt: 5_000 });
+    expect(waveViolation(letThrough, [waveCr("a"), letThrough], 1, 5_000, 3_000)).toMatch(
       /2 changed CRs of wave remaining/,
     );
-    expect(waveViolation(letThrough, [cr("a"), letThrough], 2, 5_000, 3_000)).toBeUndefined();
+    expect(waveViolation(letThrough, [waveCr("a"), letThrough], 2, 5_000, 3_000)).toBeUndefined();
   });
 
   it("a CR counted already (changed, unhealthy) that gets new content, a fix, takes its own place", () => {
-    const fix = cr("c", { unhealthySince: 5_000, changedAt: 5_000, wasUnavailable: true });
-    expect(waveViolation(fix, [cr("a"), fix], 1, 5_000, 3_000)).toBeUndefined();
+    const fix = waveCr("c", { unhealthySince: 5_000, changedAt: 5_000, wasUnavailable: true });
+    expect(waveViolation(fix, [waveCr("a"), fix], 1, 5_000, 3_000)).toBeUndefined();
   });
 
   it("does not count healthy CRs, unchanged ones, other waves, or one that turned unhealthy on its own a moment ago", () => {
-    const letThrough = cr("c", { unhealthySince: 5_000, changedAt: 5_000 });
+    const letThrough = waveCr("c", { unhealthySince: 5_000, changedAt: 5_000 });
     const others = [
-      cr("healthy", { healthy: true }),
-      cr("unchanged", { hash: "old" }),
-      cr("canary", { wave: "canary" }),
-      cr("fault", { changedAt: 100, unhealthySince: 4_500 }),
+      waveCr("healthy", { healthy: true }),
+      waveCr("unchanged", { hash: "old" }),
+      waveCr("canary", { wave: "canary" }),
+      waveCr("fault", { changedAt: 100, unhealthySince: 4_500 }),
     ];
     expect(waveViolation(letThrough, [...others, letThrough], 1, 5_000, 3_000)).toBeUndefined();
     // The same fault, unhealthy for longer than the grace: the gate had time to see it.
@@ -120,8 +108,8 @@ describe("waves", () => {
   });
 
   it("does not count a CR the fleet no longer wants (its cluster left the placement): it blocks no wave", () => {
-    const letThrough = cr("c", { unhealthySince: 5_000, changedAt: 5_000 });
-    const departing = cr("eventing-spoke-1", { member: false });
+    const letThrough = waveCr("c", { unhealthySince: 5_000, changedAt: 5_000 });
+    const departing = waveCr("eventing-spoke-1", { member: false });
     expect(waveViolation(letThrough, [departing, letThrough], 1, 9_000, 3_000)).toBeUndefined();
     expect(waveViolation(letThrough, [{ ...departing, member: true }, letThrough], 1, 9_000, 3_000)).toMatch(
       /eventing-spoke-1/,
