@@ -33,6 +33,15 @@ interface Served {
   namespaced: boolean;
 }
 
+/** What a list or a watch of one resource, namespace and label selector holds: one rule for both. */
+const scope =
+  (apiVersion: string, served: Served, namespace: string | undefined, selector: string) =>
+  (o: KubeObject): boolean =>
+    o.kind === served.kind &&
+    groupOf(o.apiVersion) === groupOf(apiVersion) &&
+    (namespace === undefined || o.metadata.namespace === namespace) &&
+    matches(o, selector);
+
 class FakeRest extends RestClient {
   readonly store = new Map<string, KubeObject>();
   readonly served = new Map<string, Map<string, Served>>();
@@ -85,15 +94,8 @@ class FakeRest extends RestClient {
     switch (req.method) {
       case "GET": {
         if (name) return this.store.get(key(name)) ?? throwing(notFound(req, "not found"));
-        const selector = String(req.query?.labelSelector ?? "");
-        const items = [...this.store.values()].filter(
-          (o) =>
-            o.kind === served.kind &&
-            groupOf(o.apiVersion) === groupOf(apiVersion) &&
-            (namespace === undefined || o.metadata.namespace === namespace) &&
-            matches(o, selector),
-        );
-        const listed = structuredClone(items);
+        const selected = scope(apiVersion, served, namespace, String(req.query?.labelSelector ?? ""));
+        const listed = structuredClone([...this.store.values()].filter(selected));
         // As the API server's: an informer tells a changed object from an unchanged one by it.
         if (this.servesWatches) {
           for (const o of listed) o.metadata.resourceVersion ??= this.versions.get(storeKey(o)) ?? "1";
@@ -140,16 +142,9 @@ class FakeRest extends RestClient {
     if (route.discovery) throw new KubeApiError("GET", path, 405, "MethodNotAllowed", "not a resource");
     const { apiVersion, served, namespace } = route;
     this.authorize("GET", path, served.resource, namespace);
-    const selector = String(query?.labelSelector ?? "");
-    const tell = ({ type, object: o }: WatchEvent) => {
-      if (
-        !signal?.aborted &&
-        o.kind === served.kind &&
-        groupOf(o.apiVersion) === groupOf(apiVersion) &&
-        (namespace === undefined || o.metadata.namespace === namespace) &&
-        matches(o, selector)
-      )
-        onLine({ type, object: structuredClone(o) });
+    const selected = scope(apiVersion, served, namespace, String(query?.labelSelector ?? ""));
+    const tell = ({ type, object }: WatchEvent) => {
+      if (!signal?.aborted && selected(object)) onLine({ type, object: structuredClone(object) });
     };
     const from = Number(query?.resourceVersion ?? 0);
     for (const event of this.events) if (event.version > from) tell(event);
