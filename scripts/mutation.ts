@@ -9,6 +9,10 @@
 //        --incremental      reuse the last run's results for unchanged files and tests (a local rerun)
 //        --min-score N      exit 1 when a module's score is below N (CI)
 //        --model-runs N     the rollout model's runs per mutant (default 300; CI runs 5,000)
+//        --tests GLOBS      only these unit test files (comma-separated globs): a quicker run whose score is
+//                           a lower bound (a test left out can only kill more), for a module every test reaches
+//        --ignore-static    skip the static mutants (module-level code: each runs every test file the run
+//                           loaded; Stryker reports them as Ignored, counted apart)
 //        --list             print what would be mutated (files, or file:lines with --since) and stop
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -27,6 +31,8 @@ const { values } = parseArgs({
     incremental: { type: "boolean", default: false },
     "min-score": { type: "string" },
     "model-runs": { type: "string", default: "300" },
+    tests: { type: "string" },
+    "ignore-static": { type: "boolean", default: false },
     list: { type: "boolean", default: false },
   },
 });
@@ -84,7 +90,15 @@ const shared = resolve(root, "..", "shared");
 const started = performance.now();
 const run = spawnSync(
   "npx",
-  ["stryker", "run", CONFIG, "--mutate", mutate.join(","), ...(values.incremental ? ["--incremental"] : [])],
+  [
+    "stryker",
+    "run",
+    CONFIG,
+    "--mutate",
+    mutate.join(","),
+    ...(values.incremental ? ["--incremental"] : []),
+    ...(values["ignore-static"] ? ["--ignoreStatic"] : []),
+  ],
   {
     cwd: root,
     stdio: ["ignore", "inherit", "inherit"],
@@ -94,6 +108,8 @@ const run = spawnSync(
       // (unmutated) run and every mutant's see the same interleavings.
       KNATIVE_FLEET_MODEL_RUNS: values["model-runs"],
       KNATIVE_FLEET_MODEL_SEED: process.env.KNATIVE_FLEET_MODEL_SEED ?? "20261128",
+      // Read by test/mutation/vitest.config.ts.
+      ...(values.tests === undefined ? {} : { KNATIVE_FLEET_MUTATION_TESTS: values.tests }),
       // The sandbox Stryker copies the project into is not beside ../shared.
       ...(process.env.KNATIVE_FLEET_SHARED === undefined && existsSync(shared)
         ? { KNATIVE_FLEET_SHARED: shared }
@@ -162,6 +178,11 @@ for (const row of rows)
 console.log(
   `  ${((100 * total.caught) / Math.max(1, total.caught + total.missed)).toFixed(1).padStart(5)}%  ${total.caught}/${total.caught + total.missed}  all (${((performance.now() - started) / 60_000).toFixed(1)} min)`,
 );
+const ignored = Object.values(report.files)
+  .flatMap((file) => file.mutants)
+  .filter((m) => m.status === "Ignored");
+if (ignored.length > 0) console.log(`  (${ignored.length} static mutants ignored, not counted)`);
+if (values.tests !== undefined) console.log(`  (against ${values.tests} only: each score is a lower bound)`);
 console.log(survivors.length === 0 ? "\nno surviving mutant" : `\nsurviving mutants (${survivors.length}):`);
 for (const line of survivors) console.log(`  ${line}`);
 
