@@ -134,3 +134,73 @@ describe("verification gates in the rollout", () => {
     ).rejects.toThrow("not found");
   });
 });
+
+describe("which CRs the gates check", () => {
+  const live = [hubCr("c1", "bb", true), hubCr("c2", "bb", true)];
+
+  it("an allAtOnce rollout (an emergency change) runs no gate, whatever gates the policy has", () => {
+    expect(crsToVerify(spec(), CLUSTERS, state("Progressing"), live)).toHaveLength(2);
+    expect(crsToVerify({ ...spec(), allAtOnce: true }, CLUSTERS, state("Progressing"), live)).toEqual([]);
+  });
+
+  it("checks a CR the rollout creates (no baseline yet), and one the state has not seen", () => {
+    const fresh: RolloutState = { ...state("Progressing"), crs: {} };
+    expect(crsToVerify(spec(), CLUSTERS, fresh, live).map((v) => v.key)).toEqual([
+      "KnativeServing knative-fleet/c1-serving",
+      "KnativeServing knative-fleet/c2-serving",
+    ]);
+    const noBaseline: RolloutState = {
+      ...state("Progressing"),
+      crs: { "KnativeServing knative-fleet/c1-serving": { target: { hash: "bb", commit: "b" } } },
+    };
+    expect(crsToVerify(spec(), CLUSTERS, noBaseline, live).map((v) => v.key)).toContain(
+      "KnativeServing knative-fleet/c1-serving",
+    );
+  });
+
+  it("a gate checks only the waves it names; a CR is checked when any gate names its wave", () => {
+    const ringOnly = { name: "ring", waves: ["remaining"], http: { url: "http://127.0.0.1:1/" } };
+    const canaryOnly = { name: "canary-errors", waves: ["canary"], http: { url: "http://127.0.0.1:1/" } };
+    const waves = (gates: unknown[]) =>
+      crsToVerify(spec(gates), CLUSTERS, state("Progressing"), live).map((v) => [v.key, v.wave]);
+    // c1 is the canary, c2 in the remaining wave.
+    expect(waves([ringOnly])).toEqual([["KnativeServing knative-fleet/c2-serving", "remaining"]]);
+    expect(waves([canaryOnly])).toEqual([["KnativeServing knative-fleet/c1-serving", "canary"]]);
+    expect(waves([ringOnly, canaryOnly])).toEqual([
+      ["KnativeServing knative-fleet/c1-serving", "canary"],
+      ["KnativeServing knative-fleet/c2-serving", "remaining"],
+    ]);
+  });
+});
+
+describe("what the gates cost", () => {
+  it("reports the time the gates took: at least their own wait, at most the call's", async () => {
+    const crs = crsToVerify(spec(), CLUSTERS, state("Progressing"), [hubCr("c1", "bb", true)]);
+    const before = performance.now();
+    const { failing, cost } = await verify(crs, async (target) => {
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      return [
+        { gate: "errors", cluster: target.name, passed: true, detail: "", requests: 1, durationMs: 30 },
+      ];
+    });
+    const took = performance.now() - before;
+    expect(failing.size).toBe(0);
+    expect(cost.crs).toBe(1);
+    expect(cost.requests).toBe(1);
+    // Timers may fire a millisecond early; the rounding adds at most half of one.
+    expect(cost.durationMs).toBeGreaterThanOrEqual(28);
+    expect(cost.durationMs).toBeLessThanOrEqual(Math.ceil(took) + 1);
+  });
+
+  it("costs nothing when no CR is checked", async () => {
+    const evaluate = async () => {
+      throw new Error("no gate runs");
+    };
+    const { failing, cost } = await verify([], evaluate);
+    expect(failing.size).toBe(0);
+    expect(cost.crs).toBe(0);
+    expect(cost.requests).toBe(0);
+    expect(cost.durationMs).toBeGreaterThanOrEqual(0);
+    expect(cost.durationMs).toBeLessThan(1_000);
+  });
+});
