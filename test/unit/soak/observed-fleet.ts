@@ -13,8 +13,13 @@ import { FakeKube } from "../../support/fake-kube.ts";
 
 export const SPOKE = "spoke-1";
 
-/** A leader fleet of one spoke over an in-memory hub, with no placement: one KnativeServing expected. */
-export function observedFleet() {
+/**
+ * A leader fleet of one spoke over an in-memory hub, with no placement: one KnativeServing expected. The
+ * observer is told `hubPort` and the spokes' proxy's open requests when given.
+ */
+export function observedFleet(
+  options: { id?: string; hubPort?: number; openSpokeRequests?: () => string[] } = {},
+) {
   const hub = new FakeKube().serveKindsOf([
     { apiVersion: OPERATOR_API_VERSION, kind: "KnativeServing", metadata: {} },
     { apiVersion: OPERATOR_API_VERSION, kind: "KnativeEventing", metadata: {} },
@@ -22,7 +27,7 @@ export function observedFleet() {
   const spoke = new FakeKube().serveKindsOf([{ apiVersion: "v1", kind: "ConfigMap", metadata: {} }]);
   const context = { hub: hub.client, workDir: mkdtempSync(join(tmpdir(), "soak-checks-")) };
   const fleet = new SoakFleet(context as unknown as SoakContext, {
-    id: "a",
+    id: options.id ?? "a",
     mode: "leader",
     replicas: 1,
     spokes: [SPOKE],
@@ -33,8 +38,8 @@ export function observedFleet() {
     hub: hub.client,
     fleets: [fleet],
     spokes: new Map([[SPOKE, spoke.client]]),
-    hubPort: 0,
-    openSpokeRequests: () => [],
+    hubPort: options.hubPort ?? 0,
+    openSpokeRequests: options.openSpokeRequests ?? (() => []),
     step: () => "a unit test",
   });
   const pushed = fleet.files.serving.get(SPOKE)!;
@@ -83,6 +88,8 @@ export function observedFleet() {
   const hooks = observer as unknown as {
     onHubCr(fleet: SoakFleet, event: string, object: KubeObject): Promise<void>;
     sampleSpokes(): Promise<void>;
+    sampleReplicas(): Promise<void>;
+    sampleResources(): Promise<void>;
   };
   return { hub, spoke, fleet, observer, hooks, pushed, cr, installed };
 }
