@@ -13,8 +13,7 @@ import {
 import { capturingLogger } from "../../support/capturing-logger.ts";
 import type { FakeKube } from "../../support/fake-kube.ts";
 import { crObject } from "../../support/fleet-files.ts";
-import { syncInto } from "../../support/sync.ts";
-import { fleetFiles, hubWithKnativeKinds, REPOSITORY, stageOn } from "./support.ts";
+import { fleetFiles, hubWithKnativeKinds, stageOn, syncThrough } from "./support.ts";
 
 // What the rollout stage hands the gate and the prune: the service's Prometheus and the gate's token, the
 // CRs of files that fail validation, a first rollout's (absent) baselines, and deletions while every
@@ -31,16 +30,10 @@ function setup(extra: Partial<StageOptions> = {}, kube: FakeKube = hubWithKnativ
     modelAt: async (commit) => models.get(commit) ?? Promise.reject(new Error(`no commit ${commit}`)),
     ...extra,
   });
-  const sync = async (files: FleetFile[], commit: string) => {
+  const syncStage = syncThrough(kube, () => stage);
+  const sync = (files: FleetFile[], commit: string) => {
     models.set(commit, buildFleetModel(files, { defaultNamespace: "knative-fleet" }));
-    const result = await syncInto(kube.client, {
-      files,
-      namespace: "knative-fleet",
-      commit,
-      repository: REPOSITORY,
-      rollout: stage,
-    });
-    return { result, report: result.rollout };
+    return syncStage(files, commit);
   };
   return { kube, stage, sync };
 }

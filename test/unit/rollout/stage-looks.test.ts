@@ -1,11 +1,9 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ROLLOUT_PAUSED_ANNOTATION } from "../../../src/api/labels.ts";
-import type { FleetFile } from "../../../src/fleet/model.ts";
 import type { RolloutStage } from "../../../src/rollout/stage.ts";
 import { ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import type { FakeKube } from "../../support/fake-kube.ts";
-import { syncInto } from "../../support/sync.ts";
-import { fleetFiles, fleetModel, hubWithKnativeKinds, REPOSITORY, stageOn } from "./support.ts";
+import { fleetFiles, fleetModel, hubWithKnativeKinds, stageOn, syncThrough } from "./support.ts";
 
 // When the rollout stage looks again without a commit (its schedule), what stops it, and the pauses it
 // reports: a rollout under way, paused, with deletions waiting or an upgrade chain step to go is looked at
@@ -20,16 +18,7 @@ function setup(extra: Partial<StageOptions> = {}) {
   const kube = hubWithKnativeKinds();
   let due = 0;
   const stage = stageOn(kube, { onDue: () => due++, checkIntervalMs: INTERVAL, ...extra });
-  const sync = async (files: FleetFile[], commit: string) => {
-    const result = await syncInto(kube.client, {
-      files,
-      namespace: "knative-fleet",
-      commit,
-      repository: REPOSITORY,
-      rollout: stage,
-    });
-    return { result, report: result.rollout };
-  };
+  const sync = syncThrough(kube, () => stage);
   /** How many times the stage asked for a sync over the next check interval (fake time), from none. */
   const dueOverInterval = async () => {
     due = 0;

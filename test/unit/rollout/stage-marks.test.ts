@@ -1,12 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { ROLLOUT_WAITING_ANNOTATION } from "../../../src/api/labels.ts";
-import { buildFleetModel, type FleetFile } from "../../../src/fleet/model.ts";
+import { buildFleetModel } from "../../../src/fleet/model.ts";
 import type { RolloutStage } from "../../../src/rollout/stage.ts";
 import { ROLLOUT_KEY_SECRET, ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { capturingLogger } from "../../support/capturing-logger.ts";
 import type { FakeKube } from "../../support/fake-kube.ts";
-import { syncInto } from "../../support/sync.ts";
-import { fleetFiles, hubWithKnativeKinds, REPOSITORY, rolloutText, stageOn } from "./support.ts";
+import { fleetFiles, hubWithKnativeKinds, rolloutText, stageOn, syncThrough } from "./support.ts";
 
 // The stage's marks on the hub CRs that wait (the waiting annotation and its RolloutWaiting Event), and what
 // it reads and writes when every change is held: what an operator sees with `kubectl describe`.
@@ -22,16 +21,7 @@ type StageOptions = ConstructorParameters<typeof RolloutStage>[0];
 
 function setup(extra: Partial<StageOptions> = {}, kube: FakeKube = hubWithKnativeKinds()) {
   const stage = stageOn(kube, extra);
-  const sync = async (files: FleetFile[], commit: string) => {
-    const result = await syncInto(kube.client, {
-      files,
-      namespace: "knative-fleet",
-      commit,
-      repository: REPOSITORY,
-      rollout: stage,
-    });
-    return { result, report: result.rollout };
-  };
+  const sync = syncThrough(kube, () => stage);
   return { kube, stage, sync };
 }
 

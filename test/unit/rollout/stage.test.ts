@@ -20,8 +20,7 @@ import {
 import { capturingLogger } from "../../support/capturing-logger.ts";
 import type { FakeKube } from "../../support/fake-kube.ts";
 import { crObject } from "../../support/fleet-files.ts";
-import { syncInto } from "../../support/sync.ts";
-import { fleetFiles, fleetModel, hubWithKnativeKinds, REPOSITORY, stageOn } from "./support.ts";
+import { fleetFiles, fleetModel, hubWithKnativeKinds, REPOSITORY, stageOn, syncThrough } from "./support.ts";
 
 const POLICY = { waves: [{ name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] }] };
 
@@ -40,16 +39,10 @@ function setup(
       ...extra,
     });
   let stage = newStage();
-  const sync = async (files: FleetFile[], commit: string) => {
+  const syncStage = syncThrough(kube, () => stage);
+  const sync = (files: FleetFile[], commit: string) => {
     models.set(commit, buildFleetModel(files, { defaultNamespace: "knative-fleet" }));
-    const result = await syncInto(kube.client, {
-      files,
-      namespace: "knative-fleet",
-      commit,
-      repository: REPOSITORY,
-      rollout: stage,
-    });
-    return { result, report: result.rollout };
+    return syncStage(files, commit);
   };
   /** A new leader: nothing in memory but what it reads from the hub. */
   const restart = () => {

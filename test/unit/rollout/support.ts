@@ -21,6 +21,7 @@ import {
   TEST_REPOSITORY as REPOSITORY,
   rolloutText,
 } from "../../support/fleet-files.ts";
+import { syncInto } from "../../support/sync.ts";
 
 // The shared fleet fixtures (test/support/fleet-files.ts) these tests build on.
 export { cluster, REPOSITORY, rolloutText };
@@ -183,4 +184,21 @@ export function stageOn(kube: FakeKube, options: Partial<StageOptions> = {}): Ro
     onDue: () => {},
     ...options,
   });
+}
+
+/**
+ * A sync of a commit's files into `kube` through the stage `stage()` gives (a getter: a test swaps in a new
+ * leader's stage), with the stage's report.
+ */
+export function syncThrough(kube: FakeKube, stage: () => RolloutStage) {
+  return async (files: FleetFile[], commit: string) => {
+    const result = await syncInto(kube.client, {
+      files,
+      namespace: "knative-fleet",
+      commit,
+      repository: REPOSITORY,
+      rollout: stage(),
+    });
+    return { result, report: result.rollout };
+  };
 }
