@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { CR_KIND_LABEL, CR_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL } from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
+import { ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { type SoakContext, SoakFleet } from "../../soak/fleet.ts";
 import { type FleetFiles, MARKER_KEY } from "../../soak/model.ts";
 import { Observer } from "../../soak/observer.ts";
@@ -92,4 +93,28 @@ export function observedFleet(
     sampleResources(): Promise<void>;
   };
   return { hub, spoke, fleet, observer, hooks, pushed, cr, installed };
+}
+
+/** A rollout of commit c0 under way since `startedAt` in `fleet`'s rollout state on `hub`, with these CR records. */
+export function putRolloutState(
+  hub: FakeKube,
+  fleet: SoakFleet,
+  startedAt: number,
+  crs: Record<string, unknown>,
+): void {
+  hub.put({
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: fleet.layout.namespace },
+    data: {
+      state: JSON.stringify({
+        schema: 2,
+        phase: "Progressing",
+        commit: "c0",
+        startedAt: new Date(startedAt).toISOString(),
+        waves: {},
+        crs,
+      }),
+    },
+  });
 }

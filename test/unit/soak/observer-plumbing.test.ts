@@ -7,12 +7,11 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
-import { ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import type { SoakFleet } from "../../soak/fleet.ts";
 import { MARKER_KEY, type RolloutContent } from "../../soak/model.ts";
 import { Observer, withTimeout } from "../../soak/observer.ts";
 import type { ServiceProcess } from "../../support/service-process.ts";
-import { observedFleet, SPOKE } from "./observed-fleet.ts";
+import { observedFleet, putRolloutState, SPOKE } from "./observed-fleet.ts";
 
 // The observer's plumbing: its watch of the hub CRs and its timers (start, stop), its samples of the
 // replicas' /metrics (ownership, resources) and of their descriptors in /proc, and the wave check's and the
@@ -465,21 +464,7 @@ describe("the observer's wave check, larger", () => {
     fleet.revisions.length = 0;
     fleet.revisions.push({ commit: "c0", at: T0, message: "a push", kind: "rollout", files: fleet.files });
     observed.observer.declare(fleet, "after");
-    hub.put({
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: fleet.layout.namespace },
-      data: {
-        state: JSON.stringify({
-          schema: 2,
-          phase: "Progressing",
-          commit: "c0",
-          startedAt: new Date(T0).toISOString(),
-          waves: {},
-          crs: {},
-        }),
-      },
-    });
+    putRolloutState(hub, fleet, T0, {});
     /** The fleet's hub CR `name` on `spoke` with desired hash `hash`. */
     const content = (name: string, spoke: string, hash: string, healthy: boolean): KubeObject => {
       const object = cr(pushed, healthy);

@@ -3,7 +3,7 @@ import { DESIRED_HASH_ANNOTATION } from "../../../src/api/labels.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
 import { ROLLOUT_STATE_CONFIGMAP } from "../../../src/rollout/state.ts";
 import { type FleetFiles, ROLLOUT_PATH, type RolloutContent } from "../../soak/model.ts";
-import { observedFleet, SPOKE } from "./observed-fleet.ts";
+import { observedFleet, putRolloutState, SPOKE } from "./observed-fleet.ts";
 
 // waves-within-max-unavailable, as the observer applies it: right after a hub CR gets new content, under a
 // rollout policy that has settled (30 s), against the rollout state's baselines on the hub.
@@ -45,21 +45,7 @@ function waveFleet() {
   const key = (spoke: string) => `KnativeServing ${fleet.layout.namespace}/serving-${spoke}`;
   /** The rollout state on the hub: spoke-1's CR has baseline b0; spoke-2's has no record. */
   const state = () =>
-    hub.put({
-      apiVersion: "v1",
-      kind: "ConfigMap",
-      metadata: { name: ROLLOUT_STATE_CONFIGMAP, namespace: fleet.layout.namespace },
-      data: {
-        state: JSON.stringify({
-          schema: 2,
-          phase: "Progressing",
-          commit: "c0",
-          startedAt: new Date(T0).toISOString(),
-          waves: {},
-          crs: { [key(SPOKE)]: { baseline: { hash: "b0", commit: "c0" } } },
-        }),
-      },
-    });
+    putRolloutState(hub, fleet, T0, { [key(SPOKE)]: { baseline: { hash: "b0", commit: "c0" } } });
   state();
   /** A hub CR of `spoke` with desired hash `hash`, healthy or not. */
   const content = (spoke: string, hash: string, healthy: boolean, deleting = false): KubeObject => {
