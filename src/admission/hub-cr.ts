@@ -131,8 +131,8 @@ export function admitHubObject(
   ) {
     return { field: "spec", message: "is not a KnativeServing/KnativeEventing spec the admission can read" };
   }
-  return admitHubCr(
-    { metadata: { ...object.metadata, namespace: object.metadata.namespace ?? "" }, spec },
-    policy,
-  );
+  const { namespace } = object.metadata;
+  if (namespace === undefined)
+    return { field: "metadata.namespace", message: "is not set: a hub CR is in a namespace" };
+  return admitHubCr({ metadata: { ...object.metadata, namespace }, spec }, policy);
 }

@@ -58,7 +58,7 @@ export const VERSION_VARIABLE = "${VERSION}";
 const PIN = /#sha256=([0-9a-f]{64})$/i;
 
 /** The location as messages show it: without its pin. */
-export const withoutPin = (location: string): string => location.replace(/#sha256=.*$/i, "");
+export const withoutPin = (location: string): string => location.replace(/#sha256=.*$/is, "");
 
 /**
  * Checks what the text of a location decides. A pin rides in the URL's fragment (`…/serving.yaml#sha256=<hex>`):
@@ -73,6 +73,13 @@ export function checkLocationText(
 ): CheckedLocation {
   const pin = PIN.exec(location)?.[1]?.toLowerCase();
   const bare = pin ? location.slice(0, -("#sha256=".length + 64)) : location;
+  // A pin written wrong (63 digits, a trailing space or line from a YAML block) must not turn into a
+  // location fetched unchecked while its author believes it pinned.
+  if (/#sha256=/i.test(bare)) {
+    throw new LocationRefusedError(
+      `manifest location ${withoutPin(location)} has a sha256 pin that is not one #sha256= and 64 hexadecimal digits at its end`,
+    );
+  }
   const sha256 = pin ? { sha256: pin } : {};
   if (/^[a-z][a-z0-9+.-]*:/i.test(bare) && !/^file:/i.test(bare)) {
     let url: URL;
@@ -141,9 +148,9 @@ for (const [network, prefix] of [
   NON_PUBLIC.addSubnet(network, prefix, "ipv6");
 }
 
+/** Anything that is not an address counts as non-public. */
 export function isNonPublicAddress(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1];
-  if (mapped) return NON_PUBLIC.check(mapped, "ipv4");
+  // BlockList checks an IPv4-mapped address (::ffff:a.b.c.d, ::ffff:7f00:1) against the IPv4 ranges itself.
   const family = isIP(address);
   return family === 0 || NON_PUBLIC.check(address, family === 4 ? "ipv4" : "ipv6");
 }
