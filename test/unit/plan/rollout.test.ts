@@ -50,6 +50,8 @@ describe("plan's rollout section", SLOW, () => {
   });
 
   it("says which waves the merge needs an approval for, and which changed clusters are outside their windows", async () => {
+    // Read once: the expected text below must name the same minutes, whenever the clock turns one.
+    const [start, end] = [utcIn(3), utcIn(4)];
     const gated = {
       ...POLICY,
       waves: [POLICY.waves[0], { ...POLICY.waves[1], approval: "Required" }],
@@ -58,7 +60,7 @@ describe("plan's rollout section", SLOW, () => {
         {
           name: "later",
           clusterProfiles: [{ namespace: "fleet-system", name: "c3" }],
-          windows: [{ start: utcIn(3), end: utcIn(4) }],
+          windows: [{ start, end }],
         },
       ],
     };
@@ -77,7 +79,7 @@ describe("plan's rollout section", SLOW, () => {
       "✋ Wave ring-b opens only once approved in Git for the merge commit: `knative-fleet approve --wave <wave> --commit <merge commit>`",
     );
     expect(text).toContain(
-      `🕑 Outside their maintenance windows now (they wait until one opens): fleet-system/c3 (outside its maintenance windows later (daily ${utcIn(3)}-${utcIn(4)} UTC)).`,
+      `🕑 Outside their maintenance windows now (they wait until one opens): fleet-system/c3 (outside its maintenance windows later (daily ${start}-${end} UTC)).`,
     );
   });
 
