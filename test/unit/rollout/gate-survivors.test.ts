@@ -2,24 +2,14 @@ import { describe, expect, it } from "vitest";
 import type { PruneCandidate } from "../../../src/mirror/decide.ts";
 import { type GateOutcome, gatePrunes, type RolloutEvent } from "../../../src/rollout/gate.ts";
 import { approvalVerdict } from "../../../src/rollout/state.ts";
-import { cluster, FakeHub, fleetModel } from "./support.ts";
+import { at, INVENTORY, POLICY } from "./gate-fleet.ts";
+import { FakeHub, fleetModel } from "./support.ts";
 
 // What the rollout gate promises users, in the corners the main tests (gate.test.ts) pass by: the words of
 // a halt and of its lifting, what lifts a halt and what does not, which CRs a held wave names, the budget
 // of a wave, the Events of a wave that opens, the waves a rollout records, and deletions with allAtOnce.
 
 const CLUSTERS = ["c1", "c2", "c3", "c4"];
-const INVENTORY = [cluster("c1"), cluster("c2", { ring: "b" }), cluster("c3", { ring: "b" }), cluster("c4")];
-const POLICY: Record<string, unknown> = {
-  waves: [
-    { name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] },
-    { name: "ring-b", clusterSelectorTerms: [{ labelSelector: { matchLabels: { ring: "b" } } }] },
-  ],
-  soak: "1m",
-  timeLimit: "5m",
-};
-const T0 = Date.parse("2026-03-02T10:00:00Z");
-const at = (seconds: number) => new Date(T0 + seconds * 1000);
 const key = (c: string) => `KnativeServing knative-fleet/${c}-serving`;
 const C1 = { kind: "KnativeServing" as const, namespace: "knative-fleet", name: "c1-serving" };
 const OTHER = { kind: "KnativeServing" as const, namespace: "knative-fleet", name: "gone-serving" };

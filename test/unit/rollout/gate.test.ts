@@ -4,20 +4,10 @@ import type { PruneCandidate } from "../../../src/mirror/decide.ts";
 import { gatePrunes } from "../../../src/rollout/gate.ts";
 import { historyOf } from "../../../src/rollout/state.ts";
 import { healthOf } from "../../../src/rollout/weigh.ts";
+import { at, INVENTORY, POLICY } from "./gate-fleet.ts";
 import { cluster, FakeHub, fleetModel } from "./support.ts";
 
 const CLUSTERS = ["c1", "c2", "c3", "c4"];
-const INVENTORY = [cluster("c1"), cluster("c2", { ring: "b" }), cluster("c3", { ring: "b" }), cluster("c4")];
-const POLICY = {
-  waves: [
-    { name: "canary", clusterProfiles: [{ namespace: "fleet-system", name: "c1" }] },
-    { name: "ring-b", clusterSelectorTerms: [{ labelSelector: { matchLabels: { ring: "b" } } }] },
-  ],
-  soak: "1m",
-  timeLimit: "5m",
-};
-const T0 = Date.parse("2026-03-02T10:00:00Z");
-const at = (seconds: number) => new Date(T0 + seconds * 1000);
 
 /** Syncs every 30 s, the controller making each applied CR healthy (or not), until the rollout settles. */
 function run(
