@@ -19,10 +19,21 @@ export function yamlList(key: string, items: readonly object[]): string {
   for (const item of items) {
     const json = JSON.stringify(item);
     let text = next.get(json) ?? rendered.get(json);
-    text ??= stringify([item], { lineWidth: 0 }).replace(/^(?=.)/gm, "  ");
+    text ??= indented(stringify([item], { lineWidth: 0 }));
     next.set(json, text);
     parts.push(text);
   }
   rendered = next;
   return parts.join("");
+}
+
+/**
+ * Each line of `text` indented by two spaces, an empty one left empty. Lines end at `\n` only: YAML writes
+ * U+2028 and U+2029 inside a string as they are, where a multiline regex's `^` would also match.
+ */
+function indented(text: string): string {
+  return text
+    .split("\n")
+    .map((line) => (line === "" ? line : `  ${line}`))
+    .join("\n");
 }

@@ -44,6 +44,8 @@ const awkward = fc.oneof(
     "\n\nleading",
     "  indented\n  block",
     "tab\there",
+    "line\u2028separator",
+    "\u2029paragraph",
     "ünïcödé ✅",
   ),
   fc.string({ unit: "grapheme", maxLength: 30 }),
