@@ -1,8 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { PruneCandidate } from "../../../src/mirror/decide.ts";
 import { type GateOutcome, gatePrunes, type RolloutEvent } from "../../../src/rollout/gate.ts";
 import { approvalVerdict } from "../../../src/rollout/state.ts";
-import { at, INVENTORY, POLICY } from "./gate-fleet.ts";
+import { at, candidate, INVENTORY, live, POLICY } from "./gate-fleet.ts";
 import { FakeHub, fleetModel } from "./support.ts";
 
 // What the rollout gate promises users, in the corners the main tests (gate.test.ts) pass by: the words of
@@ -421,21 +420,6 @@ describe("waves", () => {
 });
 
 describe("deletions with allAtOnce", () => {
-  const live = (name: string, clusterName: string) => ({
-    apiVersion: "operator.knative.dev/v1beta1",
-    kind: "KnativeServing",
-    metadata: {
-      name,
-      namespace: "knative-fleet",
-      labels: { "app.kubernetes.io/managed-by": "knative-fleet" },
-    },
-    spec: { clusterProfileRef: { namespace: "fleet-system", name: clusterName } },
-  });
-  const candidate = (name: string): PruneCandidate => ({
-    kind: "KnativeServing",
-    namespace: "knative-fleet",
-    name,
-  });
   const spec = fleetModel([], { ...POLICY, allAtOnce: true }, () => "1.21").rollout.policy!.rollout.spec;
   const hubCrs = [live("a", "c1"), live("d", "c4")];
 

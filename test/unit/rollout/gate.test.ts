@@ -1,10 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { formatIdentity } from "../../../src/fleet/identity.ts";
-import type { PruneCandidate } from "../../../src/mirror/decide.ts";
 import { gatePrunes } from "../../../src/rollout/gate.ts";
 import { historyOf } from "../../../src/rollout/state.ts";
 import { healthOf } from "../../../src/rollout/weigh.ts";
-import { at, INVENTORY, POLICY } from "./gate-fleet.ts";
+import { at, candidate, INVENTORY, live, POLICY } from "./gate-fleet.ts";
 import { cluster, FakeHub, fleetModel } from "./support.ts";
 
 const CLUSTERS = ["c1", "c2", "c3", "c4"];
@@ -397,22 +396,6 @@ describe("the rollout gate", () => {
 });
 
 describe("prunes follow the waves in reverse", () => {
-  const live = (name: string, clusterName: string, deleting = false) => ({
-    apiVersion: "operator.knative.dev/v1beta1",
-    kind: "KnativeServing",
-    metadata: {
-      name,
-      namespace: "knative-fleet",
-      labels: { "app.kubernetes.io/managed-by": "knative-fleet" },
-      ...(deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
-    },
-    spec: { clusterProfileRef: { namespace: "fleet-system", name: clusterName } },
-  });
-  const candidate = (name: string): PruneCandidate => ({
-    kind: "KnativeServing",
-    namespace: "knative-fleet",
-    name,
-  });
   const spec = fleetModel([], POLICY, () => "1.21").rollout.policy!.rollout.spec;
 
   it("deletes the last wave's CRs first and the canary's last", () => {
