@@ -187,7 +187,10 @@ function storedText(state: RolloutState): string {
  */
 type Cell = string | boolean | number | null | [unknown];
 
-/** A field of the CRs' records: `[name]`, or `[name, member]` for a member of an object. */
+/**
+ * A field of the CRs' records: `[name]`, or `[name, member]` for a member of an object. A name is a word so
+ * that no `__proto__` can become a record's prototype; any other name is refused by the record's strict schema.
+ */
 const FieldName = z.string().regex(/^[A-Za-z][A-Za-z0-9]*$/);
 const PackedCrsSchema = z.strictObject({
   packing: z.literal(PACKING),
