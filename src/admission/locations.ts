@@ -12,30 +12,26 @@ import { z } from "zod";
 
 const MiB = 1024 * 1024;
 
+// The chart's values.yaml (manifestLocations) documents each field for operators and holds these defaults.
 export const LocationPolicySchema = z.strictObject({
-  allowedPrefixes: z
-    .array(z.string().min(1))
-    .default([])
-    .describe(
-      "URL prefixes a manifest location may start with (e.g. https://github.com/knative/serving/releases/download/); none by default, so every URL location is refused.",
-    ),
-  allowHttp: z.boolean().default(false).describe("Allow plain http:// locations (https only by default)."),
-  allowPrivateNetworks: z
-    .boolean()
-    .default(false)
-    .describe("Allow locations whose host resolves to a loopback, link-local or private address."),
+  /** URL prefixes a location may start with: none by default, so every URL location is refused. */
+  allowedPrefixes: z.array(z.string().min(1)).default([]),
+  /** Plain http:// locations (https only by default). */
+  allowHttp: z.boolean().default(false),
+  /** Locations whose host resolves to a loopback, link-local or private address. */
+  allowPrivateNetworks: z.boolean().default(false),
+  /** The most one location may hold; reading stops there. */
   maxBytesPerLocation: z
     .number()
     .int()
     .positive()
-    .default(32 * MiB)
-    .describe("The most one location may hold; reading stops there."),
+    .default(32 * MiB),
+  /** The most all the locations of one CR may hold together, charged as the bytes arrive. */
   maxBytesPerResource: z
     .number()
     .int()
     .positive()
-    .default(64 * MiB)
-    .describe("The most all the locations of one CR may hold together, charged as the bytes arrive."),
+    .default(64 * MiB),
 });
 export type LocationPolicy = z.infer<typeof LocationPolicySchema>;
 

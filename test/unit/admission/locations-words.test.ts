@@ -1,4 +1,7 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import {
   checkLocationText,
   checkUrl,
@@ -7,6 +10,7 @@ import {
   type LocationPolicy,
   LocationRefusedError,
 } from "../../../src/admission/locations.ts";
+import { chartDir } from "../../support/helm.ts";
 
 // What a platform engineer reads when the location policy refuses a fleet file's manifest location, and
 // where each check draws its line: pins, schemes, prefixes, credentials, address literals, local paths.
@@ -37,6 +41,18 @@ function refusal(run: () => unknown): LocationRefusedError {
 }
 const localRefusal = (location: string) =>
   `manifest location ${location} is refused: a local path must name a regular file or folder inside the kodata directory`;
+
+describe("the default location policy", () => {
+  it("is what the chart's values.yaml says operators get: no URL, https only, public hosts, 32 and 64 MiB", () => {
+    const values = parse(readFileSync(join(chartDir, "values.yaml"), "utf8")) as { manifestLocations: unknown };
+    expect(DEFAULT_LOCATION_POLICY).toEqual(values.manifestLocations);
+    expect(refusal(() => check(`${RELEASES}v1.22.0/serving-core.yaml`, DEFAULT_LOCATION_POLICY)).message).toMatch(
+      /allowedPrefixes/,
+    );
+    const http = { ...DEFAULT_LOCATION_POLICY, allowedPrefixes: ["http://"] };
+    expect(refusal(() => check("http://example.com/serving.yaml", http)).message).toMatch(/allowHttp/);
+  });
+});
 
 describe("LocationRefusedError", () => {
   it("names itself in logs and stack traces", () => {
