@@ -6,6 +6,7 @@ import { stringify } from "yaml";
 import {
   ConfigError,
   commitStatusSettings,
+  loadFleetSettings,
   loadServiceConfig,
   notifierSettings,
   rolloutSettings,
@@ -30,6 +31,13 @@ const refusal = (config: object): string => {
 };
 
 describe("the service's config file", () => {
+  it("gives the settings plan and validate use without --config when it names only the repository", () => {
+    const defaults = loadFleetSettings(undefined).settings;
+    expect(loadFleetSettings(configFile({ repository })).settings).toEqual(defaults);
+    // Safe by default: no CR on the hub cluster itself, ClusterProfiles of one namespace.
+    expect(defaults).toMatchObject({ hubInstall: false, access: { namespaces: ["fleet-system"] } });
+  });
+
   it("refuses credentials in the repository URL, pointing at the credentials folder", () => {
     for (const url of [
       "https://bot:ghp_abc@git.example/fleet.git",
