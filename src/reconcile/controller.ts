@@ -85,6 +85,13 @@ export interface ReconcileReport {
 }
 
 /**
+ * CRs being deleted that are finalized at once, beside the workers: a removal is some dozens of deletes that
+ * wait on the spoke, not an apply, so removing a placement does not take one worker's turn per CR (the
+ * upstream operator's deletes return at once).
+ */
+const FINALIZE_CONCURRENCY = 16;
+
+/**
  * The hub controller: watches KnativeServing and KnativeEventing, reconciles each onto its cluster through
  * a work queue, writes status only when it changed, and runs FinalizeRemoteCluster behind a finalizer.
  */
@@ -113,6 +120,10 @@ export class KnativeController {
       concurrency: options.workers,
       perGroup: options.workersPerCluster,
       groupOf: (key) => this.clusterOfKey(key),
+      lane: {
+        has: (key) => this.objectOf(key)?.metadata.deletionTimestamp !== undefined,
+        concurrency: FINALIZE_CONCURRENCY,
+      },
       prepare: (key) => {
         const object = this.objectOf(key);
         const cluster = object && targetOf(object);

@@ -11,6 +11,9 @@
  * beside the workers, `prepareConcurrency` at once, and hold no worker: a key waits while its group prepares
  * and later keys of ready groups go ahead, so a thousand clusters that take a timeout each to not answer
  * do not stand in front of the fifty that answer.
+ *
+ * Some keys may take places of their own beside the workers (`lane`: the controller's CRs being deleted), so
+ * that a placement's removal does not queue behind installs, one worker's turn per CR.
  */
 interface WorkQueueOptions {
   concurrency: number;
@@ -26,6 +29,11 @@ interface WorkQueueOptions {
   prepare?(key: string): (() => Promise<void>) | undefined;
   /** At most this many preparations at once (default 32). */
   prepareConcurrency?: number;
+  /**
+   * The keys that run in places of their own, at most `concurrency` at once beside the workers', read when
+   * the key is dispatched. The per-group bound holds across both.
+   */
+  lane?: { has(key: string): boolean; concurrency: number };
   baseDelayMs?: number;
   maxDelayMs?: number;
 }
@@ -35,8 +43,8 @@ type WorkResult = { requeueAfterMs?: number } | undefined;
 export class WorkQueue {
   private readonly queued = new Set<string>();
   private readonly order: string[] = [];
-  /** Keys in flight and the group each was dispatched under. */
-  private readonly inFlight = new Map<string, string>();
+  /** Keys in flight, the group each was dispatched under and whether it took a place of the lane. */
+  private readonly inFlight = new Map<string, { group: string; inLane: boolean }>();
   private readonly runningPerGroup = new Map<string, number>();
   private readonly groupWaiters = new Map<string, (() => void)[]>();
   private readonly dirty = new Set<string>();
@@ -48,10 +56,13 @@ export class WorkQueue {
   private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly idleWaiters: (() => void)[] = [];
-  private readonly options: Required<Omit<WorkQueueOptions, "prepare">> & Pick<WorkQueueOptions, "prepare">;
+  private readonly options: Required<Omit<WorkQueueOptions, "prepare" | "lane">> &
+    Pick<WorkQueueOptions, "prepare" | "lane">;
   private readonly handler: (key: string) => Promise<WorkResult>;
   private stopped = false;
+  /** Keys in flight in the workers' places, and in the lane's. */
   private running = 0;
+  private runningInLane = 0;
 
   constructor(handler: (key: string) => Promise<WorkResult>, options: WorkQueueOptions) {
     this.handler = handler;
@@ -60,6 +71,7 @@ export class WorkQueue {
       perGroup: options.perGroup ?? options.concurrency,
       groupOf: options.groupOf ?? ((key) => key),
       prepare: options.prepare,
+      lane: options.lane,
       prepareConcurrency: options.prepareConcurrency ?? 32,
       baseDelayMs: options.baseDelayMs ?? 1_000,
       maxDelayMs: options.maxDelayMs ?? 300_000,
@@ -103,7 +115,7 @@ export class WorkQueue {
 
   /** Resolves when nothing is queued or running (timers aside). */
   idle(): Promise<void> {
-    if (this.order.length === 0 && this.running === 0) return Promise.resolve();
+    if (this.order.length === 0 && this.inFlight.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -136,11 +148,16 @@ export class WorkQueue {
   }
 
   private pump(): void {
-    const { concurrency, perGroup, groupOf } = this.options;
-    while (!this.stopped && this.running < concurrency) {
+    const { concurrency, perGroup, groupOf, lane } = this.options;
+    const laneFree = () => lane !== undefined && this.runningInLane < lane.concurrency;
+    while (!this.stopped && (this.running < concurrency || laneFree())) {
+      const workersFree = this.running < concurrency;
       let group = "";
+      let inLane = false;
       const index = this.order.findIndex((k) => {
         if (this.inFlight.has(k)) return false;
+        inLane = lane?.has(k) ?? false;
+        if (inLane ? !laneFree() : !workersFree) return false;
         group = groupOf(k);
         return (this.runningPerGroup.get(group) ?? 0) < perGroup && this.isPrepared(k, group);
       });
@@ -148,12 +165,13 @@ export class WorkQueue {
       const [key] = this.order.splice(index, 1) as [string];
       this.prepared.delete(group);
       this.queued.delete(key);
-      this.inFlight.set(key, group);
+      this.inFlight.set(key, { group, inLane });
       this.runningPerGroup.set(group, (this.runningPerGroup.get(group) ?? 0) + 1);
-      this.running++;
+      if (inLane) this.runningInLane++;
+      else this.running++;
       void this.process(key);
     }
-    if (this.order.length === 0 && this.running === 0) {
+    if (this.order.length === 0 && this.inFlight.size === 0) {
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
   }
@@ -186,9 +204,10 @@ export class WorkQueue {
   }
 
   private finished(key: string): void {
-    const group = this.inFlight.get(key)!;
+    const { group, inLane } = this.inFlight.get(key)!;
     this.inFlight.delete(key);
-    this.running--;
+    if (inLane) this.runningInLane--;
+    else this.running--;
     const left = this.runningPerGroup.get(group)! - 1;
     if (left > 0) {
       this.runningPerGroup.set(group, left);

@@ -93,3 +93,46 @@ describe("the hub controller's FinalizeRemoteCluster", () => {
     expect(said).toContain(RELEASED);
   });
 });
+
+describe("the hub controller's deletions", () => {
+  it("finalize beside the workers: CRs being deleted do not wait behind an install that holds every worker", async () => {
+    const hub = new FakeKube().serveKindsOf([
+      serving("x", "c"),
+      serving("x", "c", { kind: "KnativeEventing" }),
+    ]);
+    const installing = serving("installing", "spoke-1");
+    hub.put({ ...installing, metadata: { ...installing.metadata, finalizers: [] } });
+    const leaving = Array.from({ length: 20 }, (_, i) => `leaving-${i}`);
+    for (const [i, name] of leaving.entries()) hub.put(serving(name, `gone-${i}`, { deleting: true }));
+    // The install's first write, its finalizer, never gets an answer: it holds the one worker.
+    const stuck = Promise.withResolvers<never>();
+    const client = Object.create(hub.client) as typeof hub.client;
+    client.mergePatch = (...args) =>
+      args[3] === "installing" ? stuck.promise : hub.client.mergePatch(...args);
+    const controller = new KnativeController({
+      hub: client,
+      deps: {
+        log: capturingLogger().logger,
+        now: () => new Date(),
+        deploymentWatches: { release: () => {} },
+        // The leaving CRs' ClusterProfiles are gone: each is released without cleanup.
+        targets: {
+          resolve: async () => ({ ok: false, reason: "ClusterProfileNotFound", message: "no such profile" }),
+        },
+      } as unknown as ReconcileDeps,
+      workers: 1,
+      resyncIntervalMs: 3_600_000,
+    });
+    await controller.start();
+    // Released: the finalizer is off (the in-memory hub keeps the object; an API server would delete it).
+    const released = () =>
+      leaving.filter((name) => (hub.find("KnativeServing", name)?.metadata.finalizers ?? []).length === 0)
+        .length;
+    try {
+      await waitUntil("every leaving CR released", async () => (released() === 20 ? true : undefined), 4_000);
+    } finally {
+      stuck.reject(new Error("the test is over"));
+      await controller.stop();
+    }
+  });
+});

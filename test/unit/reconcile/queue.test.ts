@@ -214,3 +214,71 @@ describe("work queue: groups prepared beside the workers", () => {
     expect(prepared.filter((k) => k === "far")).toHaveLength(2);
   });
 });
+
+describe("work queue: a lane beside the workers", () => {
+  /** A queue whose `gone/` keys are in a lane of 3; every key runs until released. */
+  function laneQueue(options: { perGroup?: number; groupOf?: (key: string) => string } = {}) {
+    const running = new Set<string>();
+    const release = new Map<string, () => void>();
+    let peakWorkers = 0;
+    let peakLane = 0;
+    const inLane = (key: string) => key.startsWith("gone/");
+    const q = new WorkQueue(
+      async (key) => {
+        running.add(key);
+        peakWorkers = Math.max(peakWorkers, [...running].filter((k) => !inLane(k)).length);
+        peakLane = Math.max(peakLane, [...running].filter(inLane).length);
+        await new Promise<void>((resolve) => release.set(key, resolve));
+        running.delete(key);
+        return undefined;
+      },
+      { concurrency: 2, lane: { has: inLane, concurrency: 3 }, ...options },
+    );
+    const finish = async (...keys: string[]) => {
+      for (const key of keys) release.get(key)!();
+      await tick();
+    };
+    return { q, running, finish, peaks: () => ({ workers: peakWorkers, lane: peakLane }) };
+  }
+
+  it("runs the lane's keys while every worker is busy, and the workers' while the lane is full", async () => {
+    const { q, running, finish, peaks } = laneQueue();
+    for (const key of ["a", "b", "c", "gone/1", "gone/2", "gone/3", "gone/4"]) q.add(key);
+    await tick();
+    expect([...running].sort()).toEqual(["a", "b", "gone/1", "gone/2", "gone/3"]);
+    await finish("gone/1");
+    expect(running.has("gone/4")).toBe(true);
+    expect(running.has("c")).toBe(false); // a lane's place is not a worker's
+    await finish("a");
+    expect(running.has("c")).toBe(true);
+    await finish("b", "c", "gone/2", "gone/3", "gone/4");
+    await q.idle();
+    expect(peaks()).toEqual({ workers: 2, lane: 3 });
+  });
+
+  it("keeps the per-group bound across the workers and the lane", async () => {
+    const { q, running, finish } = laneQueue({ perGroup: 1, groupOf: (key) => key.split("/").pop()! });
+    q.add("x"); // group x, a worker
+    q.add("gone/x"); // group x too: waits though the lane is free
+    q.add("gone/y");
+    await tick();
+    expect([...running].sort()).toEqual(["gone/y", "x"]);
+    await finish("x");
+    expect(running.has("gone/x")).toBe(true);
+    await finish("gone/x", "gone/y");
+    await q.idle();
+  });
+
+  it("is idle only when the lane's keys are done too", async () => {
+    const { q, finish } = laneQueue();
+    q.add("a");
+    q.add("gone/1");
+    await tick();
+    let idle = false;
+    void q.idle().then(() => (idle = true));
+    await finish("a"); // the workers are done, the lane is not
+    expect(idle).toBe(false);
+    await finish("gone/1");
+    expect(idle).toBe(true);
+  });
+});
