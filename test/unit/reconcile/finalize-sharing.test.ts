@@ -125,9 +125,9 @@ describe("the hub controller's deletions", () => {
     });
     await controller.start();
     // Released: the finalizer is off (the in-memory hub keeps the object; an API server would delete it).
-    const released = () =>
-      leaving.filter((name) => (hub.find("KnativeServing", name)?.metadata.finalizers ?? []).length === 0)
-        .length;
+    const finalizers = (name: string) =>
+      (hub.find("KnativeServing", name)?.metadata.finalizers as string[] | undefined) ?? [];
+    const released = () => leaving.filter((name) => finalizers(name).length === 0).length;
     try {
       await waitUntil("every leaving CR released", async () => (released() === 20 ? true : undefined), 4_000);
     } finally {
