@@ -44,11 +44,13 @@ const localRefusal = (location: string) =>
 
 describe("the default location policy", () => {
   it("is what the chart's values.yaml says operators get: no URL, https only, public hosts, 32 and 64 MiB", () => {
-    const values = parse(readFileSync(join(chartDir, "values.yaml"), "utf8")) as { manifestLocations: unknown };
+    const values = parse(readFileSync(join(chartDir, "values.yaml"), "utf8")) as {
+      manifestLocations: unknown;
+    };
     expect(DEFAULT_LOCATION_POLICY).toEqual(values.manifestLocations);
-    expect(refusal(() => check(`${RELEASES}v1.22.0/serving-core.yaml`, DEFAULT_LOCATION_POLICY)).message).toMatch(
-      /allowedPrefixes/,
-    );
+    expect(
+      refusal(() => check(`${RELEASES}v1.22.0/serving-core.yaml`, DEFAULT_LOCATION_POLICY)).message,
+    ).toMatch(/allowedPrefixes/);
     const http = { ...DEFAULT_LOCATION_POLICY, allowedPrefixes: ["http://"] };
     expect(refusal(() => check("http://example.com/serving.yaml", http)).message).toMatch(/allowHttp/);
   });
