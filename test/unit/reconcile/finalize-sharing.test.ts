@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { FINALIZERS } from "../../../src/api/labels.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
+import type { Logger } from "../../../src/observability/log.ts";
 import { KnativeController } from "../../../src/reconcile/controller.ts";
 import type { ReconcileDeps } from "../../../src/reconcile/reconciler.ts";
 import { capturingLogger } from "../../support/capturing-logger.ts";
@@ -30,6 +32,26 @@ function serving(name: string, cluster: string, options: { deleting?: boolean; k
   } as KubeObject;
 }
 
+/**
+ * A controller of one worker over `hub` where every ClusterProfile is gone: a finalize that looks for its
+ * cluster releases the CR without cleanup.
+ */
+function oneWorkerController(hub: KubeClient, log: Logger): KnativeController {
+  return new KnativeController({
+    hub,
+    deps: {
+      log,
+      now: () => new Date(),
+      deploymentWatches: { release: () => {} },
+      targets: {
+        resolve: async () => ({ ok: false, reason: "ClusterProfileNotFound", message: "no such profile" }),
+      },
+    } as unknown as ReconcileDeps,
+    workers: 1,
+    resyncIntervalMs: 3_600_000,
+  });
+}
+
 /** Runs the controller until the CR `leaving` is released; what its finalize said. */
 async function finalize(hubCrs: KubeObject[]): Promise<string[]> {
   const hub = new FakeKube().serveKindsOf([
@@ -38,20 +60,7 @@ async function finalize(hubCrs: KubeObject[]): Promise<string[]> {
   ]);
   for (const cr of hubCrs) hub.put(cr);
   const log = capturingLogger();
-  const controller = new KnativeController({
-    hub: hub.client,
-    deps: {
-      log: log.logger,
-      now: () => new Date(),
-      deploymentWatches: { release: () => {} },
-      // Every ClusterProfile is gone: a finalize that looks for its cluster releases the CR without cleanup.
-      targets: {
-        resolve: async () => ({ ok: false, reason: "ClusterProfileNotFound", message: "no such profile" }),
-      },
-    } as unknown as ReconcileDeps,
-    workers: 1,
-    resyncIntervalMs: 3_600_000,
-  });
+  const controller = oneWorkerController(hub.client, log.logger);
   await controller.start();
   try {
     const finalizers = () =>
@@ -109,20 +118,7 @@ describe("the hub controller's deletions", () => {
     const client = Object.create(hub.client) as typeof hub.client;
     client.mergePatch = (...args) =>
       args[3] === "installing" ? stuck.promise : hub.client.mergePatch(...args);
-    const controller = new KnativeController({
-      hub: client,
-      deps: {
-        log: capturingLogger().logger,
-        now: () => new Date(),
-        deploymentWatches: { release: () => {} },
-        // The leaving CRs' ClusterProfiles are gone: each is released without cleanup.
-        targets: {
-          resolve: async () => ({ ok: false, reason: "ClusterProfileNotFound", message: "no such profile" }),
-        },
-      } as unknown as ReconcileDeps,
-      workers: 1,
-      resyncIntervalMs: 3_600_000,
-    });
+    const controller = oneWorkerController(client, capturingLogger().logger);
     await controller.start();
     // Released: the finalizer is off (the in-memory hub keeps the object; an API server would delete it).
     const finalizers = (name: string) =>
