@@ -85,7 +85,12 @@ export class WorkQueue {
       this.dirty.add(key);
       return;
     }
-    if (this.queued.has(key)) return;
+    if (this.queued.has(key)) {
+      // Queued for a worker and now in the lane (a CR waiting for its install, then deleted): a lane's place
+      // may take it at once.
+      if (this.options.lane?.has(key)) this.pump();
+      return;
+    }
     this.queued.add(key);
     this.order.push(key);
     this.pump();
