@@ -105,7 +105,7 @@ const sandbox: Sandbox = ownSandbox
   ? await up({
       stateDir: mkdtempSync(join(tmpdir(), "bench-perf-sandbox-")),
       spokes: spokesNeeded,
-      light: scaleCounts !== undefined,
+      spokeKind: scaleCounts === undefined ? "full" : "light",
     })
   : (readSandbox(stateDir) ?? fail(`no sandbox in ${stateDir}`));
 if (sandbox.spokes.length < spokesNeeded)

@@ -77,7 +77,7 @@ const sandbox: Sandbox =
     ? await up({
         stateDir: mkdtempSync(join(tmpdir(), "bench-versus-sandbox-")),
         spokes: spokeCount,
-        light: true,
+        spokeKind: "light",
       })
     : (readSandbox(stateDir) ?? fail(`no sandbox in ${stateDir}`));
 if (sandbox.spokes.length < spokeCount)

@@ -92,7 +92,7 @@ const sandbox = stateDir
   : await up({
       stateDir: mkdtempSync(join(tmpdir(), "soak-sandbox-")),
       spokes: modes.length * spokesPerFleet,
-      light: true,
+      spokeKind: "light",
     });
 // An interrupt winds the run down as its end would (faults stopped, replicas stopped, spokes cleaned, the
 // sandbox down), with the report; a second one stops waiting for that and takes the sandbox down at once.

@@ -3,13 +3,15 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { down, isUp, memoryKb, readSandbox, up } from "./sandbox.ts";
 
-const usage = `Usage: npm run sandbox -- <up|down|env> [--spokes N] [--light] [--state-dir DIR]
+const usage = `Usage: npm run sandbox -- <up|down|env> [--spokes N] [--light | --bare] [--state-dir DIR]
 
   up     start a hub and N spokes (default 2) on loopback; builds the binaries the first time
   down   stop exactly the processes 'up' started and remove the state
   env    print shell exports for the running sandbox (eval "$(npm run -s sandbox -- env)")
 
   --light          spokes run only the controllers an install needs (for 20 spokes on a small machine)
+  --bare           spokes are an API server and kwok's stages, no controllers or nodes (up to 60 spokes:
+                   installs and upgrades become Ready, deleted namespaces stay Terminating)
   --state-dir DIR   where state, kubeconfigs and logs live (default: $TMPDIR/knative-fleet-sandbox)
 `;
 
@@ -26,11 +28,17 @@ async function main(argv: string[]): Promise<number> {
   switch (positionals[0]) {
     case "up": {
       const spokes = Number(values.spokes ?? "2");
-      if (!Number.isInteger(spokes) || spokes < 1 || spokes > 20) {
-        process.stderr.write("sandbox: --spokes takes a whole number from 1 to 20\n");
+      const most = values.bare ? 60 : 20;
+      if (!Number.isInteger(spokes) || spokes < 1 || spokes > most) {
+        process.stderr.write(`sandbox: --spokes takes a whole number from 1 to ${most}\n`);
         return 2;
       }
-      const sandbox = await up({ stateDir, spokes, light: values.light });
+      if (values.light && values.bare) {
+        process.stderr.write("sandbox: --light or --bare, not both\n");
+        return 2;
+      }
+      const spokeKind = values.bare ? "bare" : values.light ? "light" : "full";
+      const sandbox = await up({ stateDir, spokes, spokeKind });
       process.stderr.write(`sandbox: resident memory ${(memoryKb(stateDir) / 1024).toFixed(0)} MiB\n`);
       process.stdout.write(exports(stateDir, sandbox.hub.adminKubeconfig, sandbox.providerFile));
       return 0;
@@ -58,7 +66,12 @@ async function main(argv: string[]): Promise<number> {
 function parse(argv: string[]) {
   return parseArgs({
     args: argv,
-    options: { spokes: { type: "string" }, light: { type: "boolean" }, "state-dir": { type: "string" } },
+    options: {
+      spokes: { type: "string" },
+      light: { type: "boolean" },
+      bare: { type: "boolean" },
+      "state-dir": { type: "string" },
+    },
     allowPositionals: true,
     strict: true,
   });

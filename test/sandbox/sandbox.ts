@@ -3,18 +3,11 @@ import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
 import { clusterProfileCrdPath } from "../support/shared.ts";
 import { type AdminEndpoint, apply, getJson, kubeRequest } from "./kube-http.ts";
+import { apiserverFlags, type ClusterKind, nodeSideProcesses, startNodeSide } from "./node-side.ts";
 import { base64File, type ClusterPki, createClusterPki } from "./pki.ts";
-import {
-  freePort,
-  isRunning,
-  signalProcess,
-  startOnFreePort,
-  startProcess,
-  stopAll,
-  waitFor,
-} from "./processes.ts";
+import { freePort, isRunning, signalProcess, startProcess, stopAll, waitFor } from "./processes.ts";
 import { stopNodes } from "./real-node.ts";
-import { ensureTools, kwokStagesPath, toolPath } from "./tools.ts";
+import { ensureTools, toolPath } from "./tools.ts";
 
 /** One cluster of the sandbox, as tests and the demo see it. */
 export interface SandboxCluster {
@@ -37,13 +30,15 @@ export interface Sandbox {
   pluginKubeconfig: string;
   binDir: string;
   clusterProfileNamespace: string;
+  /** What runs beside each spoke's API server (absent: every controller). */
+  spokeKind?: ClusterKind;
 }
 
 export const CLUSTER_PROFILE_NAMESPACE = "fleet-system";
 const SERVICE_ACCOUNT_NAMESPACE = "kube-system";
 const SERVICE_ACCOUNT = "knative-fleet";
-const FAKE_NODES = 2;
 const INFO_FILE = "sandbox.json";
+const STARTING_AT_ONCE = 12;
 
 interface ClusterRuntime {
   info: SandboxCluster;
@@ -67,18 +62,17 @@ export function isUp(stateDir: string): boolean {
 const processNames = (info: Sandbox): string[] => [
   "etcd",
   ...[info.hub, ...info.spokes].flatMap((c) =>
-    ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"].map((s) => `${c.name}-${s}`),
+    ["kube-apiserver", ...nodeSideProcesses(c === info.hub ? "full" : (info.spokeKind ?? "full"))].map(
+      (s) => `${c.name}-${s}`,
+    ),
   ),
 ];
 
 export interface UpOptions {
   stateDir: string;
   spokes: number;
-  /**
-   * Spokes run only the controllers an install needs (LIGHT_SPOKE_CONTROLLERS) instead of all of
-   * them: for 20 spokes on a small machine. The hub keeps every controller.
-   */
-  light?: boolean;
+  /** What runs beside each spoke's API server (node-side.ts ClusterKind; default "full"). The hub runs all. */
+  spokeKind?: ClusterKind;
   log?: (message: string) => void;
 }
 
@@ -92,7 +86,13 @@ export async function up(options: UpOptions): Promise<Sandbox> {
   const log = options.log ?? ((m: string) => process.stderr.write(`sandbox: ${m}\n`));
   const { stateDir } = options;
   const existing = readSandbox(stateDir);
-  if (existing && existing.spokes.length === options.spokes && isUp(stateDir)) {
+  const spokeKind = options.spokeKind ?? "full";
+  if (
+    existing &&
+    existing.spokes.length === options.spokes &&
+    (existing.spokeKind ?? "full") === spokeKind &&
+    isUp(stateDir)
+  ) {
     log(`already up in ${stateDir}`);
     return existing;
   }
@@ -120,15 +120,26 @@ export async function up(options: UpOptions): Promise<Sandbox> {
   await waitFor("etcd", async () => (await fetch(`${etcdUrl}/health`)).ok, 30_000);
 
   const names = ["hub", ...Array.from({ length: options.spokes }, (_, i) => `spoke-${i + 1}`)];
-  const clusters = await Promise.all(names.map((name) => startCluster(stateDir, binDir, name, etcdUrl)));
+  const kindOf = (name: string): ClusterKind => (name === "hub" ? "full" : spokeKind);
+  // API servers start STARTING_AT_ONCE at a time: each takes seconds of CPU to start, and 51 at once on 2
+  // cores left some unready after 90 s.
+  const clusters: ClusterRuntime[] = [];
+  for (let i = 0; i < names.length; i += STARTING_AT_ONCE) {
+    const batch = names.slice(i, i + STARTING_AT_ONCE);
+    clusters.push(
+      ...(await Promise.all(
+        batch.map((name) => startCluster(stateDir, binDir, name, etcdUrl, kindOf(name))),
+      )),
+    );
+  }
   log(`apiservers ready after ${((Date.now() - started) / 1000).toFixed(1)}s`);
   await Promise.all(
     clusters.map((c) =>
       startNodeSide(
         stateDir,
         binDir,
-        c,
-        options.light && c.info.name !== "hub" ? LIGHT_SPOKE_CONTROLLERS : undefined,
+        { name: c.info.name, kubeconfig: c.info.adminKubeconfig, dir: c.dir, pki: c.pki, admin: c.admin },
+        kindOf(c.info.name),
         // Every cluster's controllers and kwok start at once: 21 of them take longer than 60 s on 2 cores.
         60_000 + 3_000 * clusters.length,
       ),
@@ -138,7 +149,7 @@ export async function up(options: UpOptions): Promise<Sandbox> {
   const [hub, ...spokes] = clusters as [ClusterRuntime, ...ClusterRuntime[]];
   const pluginKubeconfig = join(stateDir, "plugin.kubeconfig");
   writeKubeconfig(pluginKubeconfig, hub, hub.pki.adminCert, hub.pki.adminKey, CLUSTER_PROFILE_NAMESPACE);
-  const spokeCredentials = await Promise.all(spokes.map((s) => createSpokeCredentials(s)));
+  const spokeCredentials = await Promise.all(spokes.map((s) => createSpokeCredentials(s, spokeKind)));
   await setUpHub(hub, spokes, spokeCredentials);
 
   const providerFile = join(stateDir, "provider-config.json");
@@ -152,6 +163,7 @@ export async function up(options: UpOptions): Promise<Sandbox> {
     pluginKubeconfig,
     binDir,
     clusterProfileNamespace: CLUSTER_PROFILE_NAMESPACE,
+    spokeKind,
   };
   writeFileSync(join(stateDir, INFO_FILE), `${JSON.stringify(sandbox, null, 2)}\n`);
   log(
@@ -173,6 +185,7 @@ async function startCluster(
   binDir: string,
   name: string,
   etcdUrl: string,
+  kind: ClusterKind,
 ): Promise<ClusterRuntime> {
   const dir = join(stateDir, "clusters", name);
   mkdirSync(dir, { recursive: true });
@@ -200,6 +213,7 @@ async function startCluster(
     "--enable-priority-and-fairness=false",
     "--profiling=false",
     "--allow-privileged=true",
+    ...apiserverFlags(kind),
   ]);
   const admin: AdminEndpoint = { server, caFile: pki.caCert, certFile: pki.adminCert, keyFile: pki.adminKey };
   await waitFor(
@@ -218,121 +232,6 @@ async function startCluster(
   return runtime;
 }
 
-/**
- * What a light spoke's controller-manager runs: Deployments roll out (deployment, replicaset), namespaces
- * are deleted (namespace, garbage collector), pods get their ServiceAccount and the fleet its token
- * (serviceaccount, serviceaccount-token, root CA), Jobs run, kwok's nodes lose their not-ready taint
- * (node lifecycle), webhook Services get their endpoints (endpointslice: an install is Ready only then),
- * aggregated ClusterRoles get their rules (clusterrole-aggregation: the upstream operator reads them back
- * and fails an install whose aggregated role has none, in bench-versus).
- * Left out: endpoints, quotas, HPA, PV, disruption, TTL and the rest, which an install does not wait on.
- */
-export const LIGHT_SPOKE_CONTROLLERS = [
-  "deployment-controller",
-  "replicaset-controller",
-  "namespace-controller",
-  "garbage-collector-controller",
-  "serviceaccount-controller",
-  "serviceaccount-token-controller",
-  "root-ca-certificate-publisher-controller",
-  "job-controller",
-  "node-lifecycle-controller",
-  "endpointslice-controller",
-  "clusterrole-aggregation-controller",
-];
-
-const ALL_CONTROLLERS = "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller";
-
-/** Controller-manager, scheduler, kwok and the fake nodes they schedule onto. */
-async function startNodeSide(
-  stateDir: string,
-  binDir: string,
-  c: ClusterRuntime,
-  controllers: readonly string[] | undefined,
-  readyTimeoutMs: number,
-): Promise<void> {
-  const kubeconfig = c.info.adminKubeconfig;
-  // What the controller-manager and the scheduler both take: the admin kubeconfig, their port, certificates.
-  const served = (port: number, certDir: string) => [
-    `--kubeconfig=${kubeconfig}`,
-    `--authentication-kubeconfig=${kubeconfig}`,
-    `--authorization-kubeconfig=${kubeconfig}`,
-    "--bind-address=127.0.0.1",
-    `--secure-port=${port}`,
-    `--cert-dir=${join(c.dir, certDir)}`,
-    "--leader-elect=false",
-  ];
-  // Each on a port of its own, started again on another should someone take it first (startOnFreePort).
-  const controllerManager = startOnFreePort(
-    stateDir,
-    `${c.info.name}-kube-controller-manager`,
-    toolPath(binDir, "kube-controller-manager"),
-    (port) => [
-      ...served(port, "kcm"),
-      `--cluster-name=${c.info.name}`,
-      `--root-ca-file=${c.pki.caCert}`,
-      `--service-account-private-key-file=${c.pki.serviceAccountKey}`,
-      "--use-service-account-credentials=false",
-      `--controllers=${controllers?.join(",") ?? ALL_CONTROLLERS}`,
-      // An API server restarted as a fault (the soak) stalls kwok's node heartbeats for about the default
-      // 50 s: the node controller then marks every pod Ready=False, and kwok never sets it back.
-      "--node-monitor-grace-period=5m",
-    ],
-  );
-  const scheduler = startOnFreePort(
-    stateDir,
-    `${c.info.name}-kube-scheduler`,
-    toolPath(binDir, "kube-scheduler"),
-    (port) => served(port, "scheduler"),
-  );
-  const kwok = startOnFreePort(stateDir, `${c.info.name}-kwok`, toolPath(binDir, "kwok"), (port) => [
-    `--kubeconfig=${kubeconfig}`,
-    `--config=${kwokStagesPath(binDir)}`,
-    "--node-lease-duration-seconds=40",
-    "--manage-all-nodes=false",
-    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-    // Fake addresses never reach a private range: nothing may dial one from this machine. Nodes stay on
-    // loopback; pods take 198.18.0.0/16 (RFC 2544's benchmarking range, routed nowhere and dialled by
-    // nothing here: admission webhooks are off), because the API server refuses a loopback address in an
-    // EndpointSlice, and an install is Ready only once its webhook Services have endpoints.
-    "--cidr=198.18.0.0/16",
-    "--node-ip=127.63.0.1",
-    `--server-address=127.0.0.1:${port}`,
-  ]);
-  await Promise.all([controllerManager, scheduler, kwok]);
-  for (let i = 0; i < FAKE_NODES; i++) {
-    const name = `${c.info.name}-node-${i}`;
-    await apply(c.admin, `/api/v1/nodes/${name}`, {
-      apiVersion: "v1",
-      kind: "Node",
-      metadata: {
-        name,
-        annotations: { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" },
-        labels: {
-          "kubernetes.io/hostname": name,
-          "kubernetes.io/os": "linux",
-          "kubernetes.io/arch": "amd64",
-          type: "kwok",
-        },
-      },
-    });
-  }
-  await waitFor(
-    `${c.info.name} fake nodes Ready`,
-    async () => {
-      const list = (await getJson(c.admin, "/api/v1/nodes")) as { items: NodeLike[] };
-      return list.items.filter(isReadyNode).length >= FAKE_NODES;
-    },
-    readyTimeoutMs,
-  );
-}
-
-interface NodeLike {
-  status?: { conditions?: { type: string; status: string }[] };
-}
-const isReadyNode = (n: NodeLike): boolean =>
-  (n.status?.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True");
-
 interface SpokeCredentials {
   token: string;
   kubeconfig: string;
@@ -341,8 +240,9 @@ interface SpokeCredentials {
 /**
  * On a spoke: a ServiceAccount with cluster-admin whose token the controller-manager issues (the
  * secretreader credential), and a client-certificate kubeconfig (the kubeconfig-secretreader credential).
+ * A bare spoke has no controller-manager: its token comes from the TokenRequest API instead, for a year.
  */
-async function createSpokeCredentials(spoke: ClusterRuntime): Promise<SpokeCredentials> {
+async function createSpokeCredentials(spoke: ClusterRuntime, kind: ClusterKind): Promise<SpokeCredentials> {
   const ns = SERVICE_ACCOUNT_NAMESPACE;
   const base = `/api/v1/namespaces/${ns}`;
   await apply(spoke.admin, `${base}/serviceaccounts/${SERVICE_ACCOUNT}`, {
@@ -372,6 +272,29 @@ async function createSpokeCredentials(spoke: ClusterRuntime): Promise<SpokeCrede
       name: "knative-fleet-cert",
     }),
   );
+  const token = kind === "bare" ? await requestToken(spoke) : await legacyToken(spoke);
+  const kubeconfigPath = join(spoke.dir, "fleet-cert.kubeconfig");
+  writeKubeconfig(kubeconfigPath, spoke, spoke.pki.fleetCert, spoke.pki.fleetKey);
+  return { token, kubeconfig: readFileSync(kubeconfigPath, "utf8") };
+}
+
+async function requestToken(spoke: ClusterRuntime): Promise<string> {
+  const path = `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts/${SERVICE_ACCOUNT}/token`;
+  const response = await kubeRequest(spoke.admin, "POST", path, {
+    apiVersion: "authentication.k8s.io/v1",
+    kind: "TokenRequest",
+    spec: { expirationSeconds: 365 * 24 * 3600 },
+  });
+  const token = (response.body as { status?: { token?: string } } | undefined)?.status?.token;
+  if (response.status !== 201 || !token)
+    throw new Error(`${spoke.info.name}: TokenRequest answered ${response.status}`);
+  return token;
+}
+
+/** The token the controller-manager writes into a service-account-token Secret. */
+async function legacyToken(spoke: ClusterRuntime): Promise<string> {
+  const ns = SERVICE_ACCOUNT_NAMESPACE;
+  const base = `/api/v1/namespaces/${ns}`;
   const secretName = `${SERVICE_ACCOUNT}-token`;
   await apply(spoke.admin, `${base}/secrets/${secretName}`, {
     apiVersion: "v1",
@@ -395,9 +318,7 @@ async function createSpokeCredentials(spoke: ClusterRuntime): Promise<SpokeCrede
     },
     60_000,
   );
-  const kubeconfigPath = join(spoke.dir, "fleet-cert.kubeconfig");
-  writeKubeconfig(kubeconfigPath, spoke, spoke.pki.fleetCert, spoke.pki.fleetKey);
-  return { token, kubeconfig: readFileSync(kubeconfigPath, "utf8") };
+  return token;
 }
 
 async function setUpHub(
