@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "../observability/log.ts";
 import type { FleetMetrics } from "../observability/metrics.ts";
@@ -21,6 +22,11 @@ export interface RunningHttpServer {
   /** Stops accepting connections and resolves once the requests in flight are answered; idempotent. */
   close(): Promise<void>;
 }
+
+// node:http is required, not imported: an ES import reads every export of a built-in, and Node 24's lazy
+// `http.WebSocket` then loads Node's bundled undici (+11 MiB resident) that nothing here uses.
+// test/unit/service/footprint.test.ts holds the service's module graph free of it.
+const { createServer } = createRequire(import.meta.url)("node:http") as typeof import("node:http");
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 

@@ -1,15 +1,14 @@
 import { once } from "node:events";
-import {
-  type ClientRequest,
-  request as httpRequest,
-  type IncomingHttpHeaders,
-  type IncomingMessage,
-} from "node:http";
+import type { ClientRequest, IncomingHttpHeaders, IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { createRequire } from "node:module";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { GitHttpRequest, GitHttpResponse, HttpClient } from "isomorphic-git";
 import { advertisedCapabilities, withBlobLimit } from "./upload-pack.ts";
+
+// Required, not imported: see src/service/http-server.ts (an ES import of node:http loads Node's undici).
+const { request: httpRequest } = createRequire(import.meta.url)("node:http") as typeof import("node:http");
 
 interface HttpClientOptions {
   /** PEM bundle that replaces the system CAs for https URLs. */
