@@ -24,8 +24,8 @@ export interface RunningHttpServer {
 }
 
 // node:http is required, not imported: an ES import reads every export of a built-in, and Node 24's lazy
-// `http.WebSocket` then loads Node's bundled undici (+11 MiB resident) that nothing here uses.
-// test/unit/service/footprint.test.ts holds the service's module graph free of it.
+// `http.WebSocket` then loads Node's bundled undici (2 MiB of the service's resident memory), which nothing
+// here uses. test/unit/service/footprint.test.ts holds the service's module graph free of it.
 const { createServer } = createRequire(import.meta.url)("node:http") as typeof import("node:http");
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
