@@ -14,6 +14,8 @@
 // spokes serve installs and upgrades, which is all this run asks of them).
 // BENCH_CPU_PROF=<dir>: each replica process writes a V8 CPU profile there when it exits (a leader that
 // loses its Lease exits, so its profile shows what held its event loop).
+// The spokes' processes run at nice BENCH_SPOKE_NICE (default 10) for the run: in a real fleet they are other
+// machines, and here they would otherwise take the CPU the hub and its replicas have of their own.
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { stripTypeScriptTypes } from "node:module";
 import { createServer, type Socket } from "node:net";
@@ -24,7 +26,7 @@ import { pathToFileURL } from "node:url";
 import { OPERATOR_API_VERSION } from "../src/api/knative.ts";
 import { type KubeObject, nameOf } from "../src/kube/object.ts";
 import { CLUSTER_PROFILE_NAMESPACE, clusterProfileStatus, SANDBOX_ENV } from "../test/sandbox/index.ts";
-import { readSandbox } from "../test/sandbox/sandbox.ts";
+import { readSandbox, setSpokesNiceness } from "../test/sandbox/sandbox.ts";
 import {
   clustersIn,
   ownershipViolations,
@@ -53,6 +55,7 @@ const MiB = 1024 * 1024;
 const IDLE_SECONDS = 90;
 const SAMPLE_MS = 2_000;
 const OWNERSHIP_SKEW_MS = 1_500;
+const SPOKE_NICENESS = Number(process.env.BENCH_SPOKE_NICE ?? 10);
 
 const stateDir = process.env[SANDBOX_ENV];
 const sandbox = stateDir ? readSandbox(stateDir) : undefined;
@@ -426,6 +429,7 @@ await cleanSpokes(
   sandbox,
   sandbox.spokes.map((s) => s.name),
 );
+setSpokesNiceness(sandbox.stateDir, SPOKE_NICENESS);
 const hole = await blackHole();
 const refused = await closedPort();
 const profilesStarted = performance.now();
@@ -700,4 +704,5 @@ try {
     },
   );
   await hub.delete("v1", "Namespace", undefined, GROUP).catch(() => {});
+  setSpokesNiceness(sandbox.stateDir, 0);
 }

@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
+import { setPriority } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -80,10 +81,29 @@ export async function stopAll(stateDir: string, only?: readonly string[]): Promi
  * connections, which then hang, as a spoke behind a dead network path does; SIGCONT resumes it).
  */
 export function signalProcess(stateDir: string, name: string, sig: NodeJS.Signals): void {
+  signal(runningPid(stateDir, name), sig);
+}
+
+/**
+ * Sets the nice value of every thread of a running process (Linux keeps one per thread, and a Go binary's
+ * threads already run), as `renice` would for each.
+ */
+export function setNiceness(stateDir: string, name: string, niceness: number): void {
+  const pid = runningPid(stateDir, name);
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      setPriority(Number(task), niceness);
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+}
+
+function runningPid(stateDir: string, name: string): number {
   const file = join(stateDir, "pids", `${name}.json`);
   const { pid, marker } = JSON.parse(readFileSync(file, "utf8")) as { pid: number; marker: string };
   if (!isOurs(pid, marker)) throw new Error(`sandbox: ${name} is not running`);
-  signal(pid, sig);
+  return pid;
 }
 
 /**

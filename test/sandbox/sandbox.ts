@@ -5,7 +5,15 @@ import { clusterProfileCrdPath } from "../support/shared.ts";
 import { type AdminEndpoint, apply, getJson, kubeRequest } from "./kube-http.ts";
 import { apiserverFlags, type ClusterKind, nodeSideProcesses, startNodeSide } from "./node-side.ts";
 import { base64File, type ClusterPki, createClusterPki } from "./pki.ts";
-import { freePort, isRunning, signalProcess, startProcess, stopAll, waitFor } from "./processes.ts";
+import {
+  freePort,
+  isRunning,
+  setNiceness,
+  signalProcess,
+  startProcess,
+  stopAll,
+  waitFor,
+} from "./processes.ts";
 import { stopNodes } from "./real-node.ts";
 import { ensureTools, toolPath } from "./tools.ts";
 
@@ -461,6 +469,19 @@ export function stopApiserver(stateDir: string, cluster: string): void {
 
 export function resumeApiserver(stateDir: string, cluster: string): void {
   signalProcess(stateDir, `${cluster}-kube-apiserver`, "SIGCONT");
+}
+
+/**
+ * Sets the nice value of every spoke process (API servers, kwok, controllers). A benchmark of the hub puts
+ * the spokes, other machines in a real fleet, behind the hub and its replicas on this machine's CPU; 0 puts
+ * them back.
+ */
+export function setSpokesNiceness(stateDir: string, niceness: number): void {
+  const info = readSandbox(stateDir);
+  if (!info) throw new Error(`no sandbox in ${stateDir}`);
+  for (const name of processNames(info)) {
+    if (info.spokes.some((s) => name.startsWith(`${s.name}-`))) setNiceness(stateDir, name, niceness);
+  }
 }
 
 /** Resident memory (kB) of every sandbox process, summed, for the notes. */

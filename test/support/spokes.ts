@@ -12,6 +12,18 @@ import { waitUntil } from "./wait.ts";
  */
 export async function cleanSpokes(sandbox: Sandbox, names: readonly string[]): Promise<void> {
   const namespaces = ["knative-serving", "knative-eventing", "kourier-system"];
+  if (sandbox.spokeKind === "bare") {
+    // A bare spoke has no namespace controller: a deleted namespace would stay Terminating for good.
+    for (const name of names) {
+      const client = adminClient(sandbox.spokes.find((s) => s.name === name)!);
+      for (const ns of namespaces)
+        if (await client.get("v1", "Namespace", undefined, ns))
+          throw new Error(
+            `${name} has namespace ${ns} from an earlier install, and a bare spoke cannot remove one: start a fresh sandbox`,
+          );
+    }
+    return;
+  }
   for (const name of names) {
     const client = adminClient(sandbox.spokes.find((s) => s.name === name)!);
     for (const ns of namespaces) await client.delete("v1", "Namespace", undefined, ns);
