@@ -603,6 +603,8 @@ try {
   const victim = replicas[0]!;
   victim.supervised = false;
   const before = await Promise.all(replicas.map(reconcilesOf));
+  // A survivor that restarts meanwhile counts from zero: any reconcile of its new process is a take-over.
+  const pidsBefore = replicas.map((r) => r.process.pid);
   const owned = reachable.filter((c) => (before[0]!.get(`${CLUSTER_PROFILE_NAMESPACE}/${c}`) ?? 0) > 0);
   const killedAt = performance.now();
   victim.process.kill("SIGKILL");
@@ -615,7 +617,9 @@ try {
       now.some(
         (m, i) =>
           (m.get(`${CLUSTER_PROFILE_NAMESPACE}/${c}`) ?? 0) >
-          (before[i + 1]!.get(`${CLUSTER_PROFILE_NAMESPACE}/${c}`) ?? 0),
+          (survivors[i]!.process.pid === pidsBefore[i + 1]
+            ? (before[i + 1]!.get(`${CLUSTER_PROFILE_NAMESPACE}/${c}`) ?? 0)
+            : 0),
       ),
     );
     if (taken) {
