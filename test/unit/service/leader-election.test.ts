@@ -35,16 +35,23 @@ function leaseServer() {
   let lease: StoredLease | undefined;
   let version = 0;
   const stored = () => structuredClone(lease);
+  /** Requests the server answered, by method (GET for reads). */
+  const requests = { GET: 0, POST: 0, PUT: 0 };
   const clientFor = (afterWrite: (method: string) => Promise<void> | undefined = () => undefined) => {
     let cut = false;
     const hang = () => new Promise<never>(() => {});
     const client = {
       path: async (_apiVersion: string, _kind: string, _namespace: string, name?: string) =>
         name ? `${LEASE_PATH}/${name}` : LEASE_PATH,
-      get: async () => (cut ? hang() : stored()),
+      get: async () => {
+        if (cut) return hang();
+        requests.GET++;
+        return stored();
+      },
       rest: {
         request: async (req: RestRequest) => {
           if (cut) return hang();
+          requests[req.method as "POST" | "PUT"]++;
           const body = structuredClone(req.body) as StoredLease;
           if (req.method === "POST" && lease)
             throw new KubeApiError("POST", req.path, 409, "AlreadyExists", "");
@@ -60,7 +67,26 @@ function leaseServer() {
     } as unknown as KubeClient;
     return { client, cut: () => (cut = true) };
   };
-  return { clientFor, lease: () => lease };
+  /** Another client's write that leaves the spec as it is (a label, say): the resourceVersion moves on. */
+  const touch = () => {
+    if (lease) lease = { ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } };
+  };
+  /** Another replica's write taking the Lease (as after this one was cut off from the hub). */
+  const takeOver = (holder: string) => {
+    const now = new Date().toISOString().replace("Z", "000Z");
+    if (lease)
+      lease = {
+        metadata: { ...lease.metadata, resourceVersion: String(++version) },
+        spec: {
+          ...lease.spec,
+          holderIdentity: holder,
+          acquireTime: now,
+          renewTime: now,
+          leaseTransitions: 1,
+        },
+      };
+  };
+  return { clientFor, lease: () => lease, requests, touch, takeOver };
 }
 
 /** A replica: its elector, and a log of its callbacks with the time each was called. */
@@ -164,6 +190,43 @@ describe("leader election", () => {
     expect(later.renewTime > first.renewTime).toBe(true);
     expect(later.renewTime).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
     expect(leader.calls.map((c) => c.call)).toEqual(["started"]);
+  });
+
+  it("renews with one write and no read while the Lease is as the leader left it; reads again once it moved", async () => {
+    const server = leaseServer();
+    const a = replica(server, "a");
+    a.elector.start();
+    await until("a leads", () => a.elector.isLeader);
+    const renewals = (n: number) => {
+      const after = server.requests.PUT + n;
+      return until(`${n} renewals`, () => server.requests.PUT >= after);
+    };
+    await renewals(1);
+    const reads = server.requests.GET;
+    await renewals(4);
+    // client-go's fast path: a busy replica's renewal is one request to wait on, not two.
+    expect(server.requests.GET).toBe(reads);
+
+    server.touch(); // the next optimistic write gets a 409: read, then write at the new version
+    const renewTime = server.lease()!.spec.renewTime;
+    await until("renewed after the Lease moved", () => server.lease()!.spec.renewTime > renewTime);
+    expect(server.requests.GET).toBe(reads + 1);
+    expect(a.elector.isLeader).toBe(true);
+    expect(server.lease()!.spec).toMatchObject({ holderIdentity: "a", leaseTransitions: 0 });
+    expect(a.calls.map((c) => c.call)).toEqual(["started"]);
+  });
+
+  it("a leader that finds the Lease another's never writes over it, though its last read carries the version", async () => {
+    const server = leaseServer();
+    const a = replica(server, "a");
+    a.elector.start();
+    await until("a leads", () => a.elector.isLeader);
+    server.takeOver("b");
+    // a's renewals: the optimistic write gets a 409, the read finds b's record, and every later renewal
+    // must read again rather than write over b's version, until a steps down at renewDeadline.
+    await until("a stepped down", () => a.calls.map((c) => c.call).includes("stopped"));
+    expect(server.lease()!.spec.holderIdentity).toBe("b");
+    expect(server.requests.GET).toBeGreaterThan(1);
   });
 
   it("releases the Lease on stop, after onStoppedLeading, so the standby takes over at its next poll", async () => {
