@@ -11,7 +11,13 @@ import { type BackoffPolicy, defaultBackoff, retry } from "./retry.ts";
 import { authorizationHeader } from "./secrets.ts";
 import type { GitSourceSpec } from "./spec.ts";
 import { readFleetTree, yamlLeftOutOfTree } from "./tree.ts";
-import { type FileChanges, type ObjectStore, writeTreeWithChanges } from "./tree-edit.ts";
+import {
+  type FileChanges,
+  type FilesAt,
+  filesAt,
+  type ObjectStore,
+  writeTreeWithChanges,
+} from "./tree-edit.ts";
 
 /** How far back an earlier commit is looked for, and in steps of how many commits. */
 const HISTORY_STEP = 50;
@@ -32,10 +38,8 @@ interface CommitAuthor {
 }
 
 /** The commit a write-back builds on, for callers that derive their changes from what is there. */
-export interface CommitBase {
+export interface CommitBase extends FilesAt {
   commit: string;
-  /** The file's text in that commit, or null when it has no such file. */
-  readFile(path: string): Promise<string | null>;
 }
 
 export interface CommitAndPushRequest {
@@ -201,7 +205,9 @@ export class GitSource {
   ): Promise<CommitAndPushResult> {
     const parent = await this.fetchBranchOrSourceHead(branch);
     const changes =
-      typeof request.files === "function" ? await request.files(this.commitBase(parent)) : request.files;
+      typeof request.files === "function"
+        ? await request.files(await this.commitBase(parent))
+        : request.files;
     const outgoing = `refs/outgoing/${branch}`;
     const commit = await this.local("push", () => this.writeCommitOnto(parent, changes, request, outgoing));
     if (!commit) return { pushed: false, commit: parent, attempts: attempt };
@@ -257,18 +263,17 @@ export class GitSource {
     }
   }
 
-  private commitBase(commit: string): CommitBase {
+  private async commitBase(commit: string): Promise<CommitBase> {
+    const read = <T>(reading: Promise<T>) =>
+      reading.catch((error: unknown) => {
+        throw classifyGitError(error, "read", this.spec.url);
+      });
+    const { commit: parsed } = await read(git.readCommit({ ...this.store, oid: commit }));
+    const files = filesAt(this.store, parsed.tree);
     return {
       commit,
-      readFile: async (path) => {
-        try {
-          const { blob } = await git.readBlob({ ...this.store, oid: commit, filepath: path });
-          return new TextDecoder().decode(blob);
-        } catch (error) {
-          if ((error as { code?: string }).code === "NotFoundError") return null;
-          throw classifyGitError(error, "read", this.spec.url);
-        }
-      },
+      readFile: (path) => read(files.readFile(path)),
+      blobId: (path) => read(files.blobId(path)),
     };
   }
 

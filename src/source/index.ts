@@ -18,5 +18,5 @@ export {
   type SecretRef,
 } from "./spec.ts";
 export { readFleetTree, yamlLeftOutOfTree } from "./tree.ts";
-export type { FileChanges } from "./tree-edit.ts";
+export { blobIdOf, type FileChanges } from "./tree-edit.ts";
 export { checkWebhookSecret, createWebhookHandler, type PushEvent, type WebhookOptions } from "./webhook.ts";

@@ -77,12 +77,66 @@ async function rewriteTree(
  * (pako, see deflate.ts): a status commit may write a thousand pages.
  */
 async function writeBlob(store: ObjectStore, content: Buffer, existing: string | undefined): Promise<string> {
-  const object = Buffer.concat([Buffer.from(`blob ${content.length}\0`), content]);
-  const oid = createHash("sha1").update(object).digest("hex");
+  const { object, oid } = gitBlob(content);
   if (oid !== existing) {
     await git.writeObject({ ...store, type: "blob", format: "deflated", object: deflateSync(object), oid });
   }
   return oid;
+}
+
+/** A blob as git stores it (its header and content) and its id, the sha1 of that. */
+function gitBlob(content: Buffer): { object: Buffer; oid: string } {
+  const object = Buffer.concat([Buffer.from(`blob ${content.length}\0`), content]);
+  return { object, oid: createHash("sha1").update(object).digest("hex") };
+}
+
+/** Git's id of a file with this text, as a tree lists it. */
+export const blobIdOf = (text: string): string => gitBlob(Buffer.from(text, "utf8")).oid;
+
+/** A commit's files by path, as a write-back reads them to derive its changes. */
+export interface FilesAt {
+  /** The file's text, or null when there is no such file. */
+  readFile(path: string): Promise<string | null>;
+  /** The file's blob id, read from its tree without reading the file, or null when there is none. */
+  blobId(path: string): Promise<string | null>;
+}
+
+/**
+ * The files of the tree `rootTree`. Each tree on a path is read once: a status write-back looks up a
+ * thousand pages in one folder, and isomorphic-git's lookup by path reads (inflates and parses) every tree
+ * on it again each time, in one turn of the event loop when the objects are in a pack already read (at
+ * 1,000 clusters, holds of 3-5 s that starved the leader's Lease renewals).
+ */
+export function filesAt(store: ObjectStore, rootTree: string): FilesAt {
+  const trees = new Map<string, Promise<Map<string, TreeEntry>>>();
+  const entriesOf = (oid: string) => {
+    let entries = trees.get(oid);
+    if (!entries) {
+      entries = git.readTree({ ...store, oid }).then(({ tree }) => new Map(tree.map((e) => [e.path, e])));
+      trees.set(oid, entries);
+    }
+    return entries;
+  };
+  const blobAt = async (path: string): Promise<TreeEntry | undefined> => {
+    let entries = await entriesOf(rootTree);
+    const [last, ...folders] = path.split("/").reverse();
+    for (const folder of folders.reverse()) {
+      const entry = entries.get(folder);
+      if (entry?.type !== "tree") return undefined;
+      entries = await entriesOf(entry.oid);
+    }
+    const entry = entries.get(last!);
+    return entry?.type === "blob" ? entry : undefined;
+  };
+  return {
+    async readFile(path) {
+      const entry = await blobAt(path);
+      if (!entry) return null;
+      const { blob } = await git.readBlob({ ...store, oid: entry.oid });
+      return new TextDecoder().decode(blob);
+    },
+    blobId: async (path) => (await blobAt(path))?.oid ?? null,
+  };
 }
 
 function assertRepositoryPath(path: string): void {

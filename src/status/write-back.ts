@@ -5,7 +5,7 @@ import { listHubResources } from "../mirror/mirror.ts";
 import type { Logger } from "../observability/log.ts";
 import type { StatusCommitOutcome } from "../observability/metrics.ts";
 import { redactSecrets } from "../observability/redact.ts";
-import type { CommitBase, GitSource } from "../source/index.ts";
+import { blobIdOf, type CommitBase, type GitSource } from "../source/index.ts";
 import { commitInMessage } from "../text/commit.ts";
 import { SyncReport } from "./coalesce.ts";
 import {
@@ -107,19 +107,22 @@ export class StatusWriter extends SyncReport {
   ): Promise<Map<string, string | null>> {
     const at = (name: string) => posix.join(this.options.path, name);
     const ours = (name: string, text: string) => text.startsWith(statusFileHead(name) ?? "");
-    // One read per file, all at once: a big fleet has a page per cluster.
-    const existing = await Promise.all(files.map((file) => base.readFile(at(file.name))));
-    const changes = new Map<string, string | null>();
-    files.forEach((file, i) => {
-      const text = existing[i];
+    // A big fleet has a page per cluster, most of them as the last commit left them: a file whose blob id
+    // is that of its new content is ours already, and only the others are read.
+    const contents = files.map((file) => redactSecrets(file.content));
+    const ids = await Promise.all(files.map((file) => base.blobId(at(file.name))));
+    const changed = files.filter((_, i) => ids[i] !== null && ids[i] !== blobIdOf(contents[i]!));
+    const texts = await Promise.all(changed.map((file) => base.readFile(at(file.name))));
+    changed.forEach((file, i) => {
+      const text = texts[i];
       if (text != null && !ours(file.name, text)) {
         throw new StatusPathTakenError(
           `status.path ${this.options.path}: ${at(file.name)} exists and was not written by knative-fleet; ` +
             "the status is not committed until status.path names a folder of its own",
         );
       }
-      changes.set(at(file.name), redactSecrets(file.content));
     });
+    const changes = new Map(files.map((file, i): [string, string | null] => [at(file.name), contents[i]!]));
     const index = await base.readFile(at(CLUSTER_INDEX));
     if (index === null || !ours(CLUSTER_INDEX, index)) return changes;
     const gone = [...clusterPagesListed(index), CLUSTER_INDEX].filter((name) => !changes.has(at(name)));

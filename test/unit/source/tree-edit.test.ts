@@ -4,8 +4,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import git from "isomorphic-git";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type ObjectStore, writeTreeWithChanges } from "../../../src/source/tree-edit.ts";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { blobIdOf, filesAt, type ObjectStore, writeTreeWithChanges } from "../../../src/source/tree-edit.ts";
 
 /** Lists a tree recursively as path -> content. */
 async function readAll(store: ObjectStore, tree: string, dir = ""): Promise<Record<string, string>> {
@@ -100,6 +100,36 @@ describe("writeTreeWithChanges", () => {
     // The new page and the three trees above it (eu, clusters, the root): no copy of prod.yaml.
     expect(loose()).toBe(4);
     expect(gitIn(["fsck", "--strict", edited]).status).toBe(0);
+  });
+
+  it("reads a commit's files by path, their blob ids from the trees alone, each tree read once", async () => {
+    const tree = await base();
+    const readTree = vi.spyOn(git, "readTree");
+    const readBlob = vi.spyOn(git, "readBlob");
+    const files = filesAt(store, tree);
+    expect(await files.readFile("clusters/eu/west.yaml")).toBe("west\n");
+    expect(await files.readFile("README.md")).toBe("fleet\n");
+    const gitId = spawnSync("git", ["hash-object", "--stdin"], {
+      input: "prod\n",
+      encoding: "utf8",
+    }).stdout.trim();
+    expect(await files.blobId("clusters/prod.yaml")).toBe(gitId);
+    expect(blobIdOf("prod\n")).toBe(gitId);
+    for (const absent of [
+      "clusters/missing.yaml",
+      "clusters",
+      "clusters/eu",
+      "README.md/x",
+      "nope/prod.yaml",
+    ]) {
+      expect(await files.readFile(absent), absent).toBeNull();
+      expect(await files.blobId(absent), absent).toBeNull();
+    }
+    // The root, clusters and eu: once each however many lookups went through them; blob ids read no blob.
+    expect(readTree).toHaveBeenCalledTimes(3);
+    expect(readBlob).toHaveBeenCalledTimes(2);
+    readTree.mockRestore();
+    readBlob.mockRestore();
   });
 
   it("drops folders left empty, as git does", async () => {

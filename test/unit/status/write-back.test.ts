@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { KNATIVE_KINDS, OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
-import type { CommitAndPushRequest, CommitBase, GitSource } from "../../../src/source/index.ts";
+import {
+  blobIdOf,
+  type CommitAndPushRequest,
+  type CommitBase,
+  type GitSource,
+} from "../../../src/source/index.ts";
 import { type StatusSync, SUMMARY_ABOVE_CLUSTERS } from "../../../src/status/summary.ts";
 import { StatusWriter } from "../../../src/status/write-back.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
@@ -27,7 +32,15 @@ const MIRROR: StatusSync = {
 /** A GitSource whose branch head holds `files`; it records what a status commit would write. */
 function sourceHolding(files: Record<string, string>) {
   const written: Map<string, string>[] = [];
-  const base: CommitBase = { commit: "h".repeat(40), readFile: async (path) => files[path] ?? null };
+  const read: string[] = [];
+  const base: CommitBase = {
+    commit: "h".repeat(40),
+    readFile: async (path) => {
+      read.push(path);
+      return files[path] ?? null;
+    },
+    blobId: async (path) => (path in files ? blobIdOf(files[path]!) : null),
+  };
   const source = {
     async commitAndPush(request: CommitAndPushRequest) {
       const changes = typeof request.files === "function" ? await request.files(base) : request.files;
@@ -35,7 +48,7 @@ function sourceHolding(files: Record<string, string>) {
       return { pushed: true, commit: "n".repeat(40), attempts: 1 };
     },
   } as unknown as GitSource;
-  return { source, written };
+  return { source, written, read };
 }
 
 function writer(path: string, source: GitSource, outcomes: string[]) {
@@ -144,6 +157,28 @@ describe("the status write-back of a big fleet", () => {
     expect(changes.get(page("gone"))).toBeNull();
     for (const left of [page("theirs"), page("missing"), "clusters/prod.md", "status/fleet.yaml"])
       expect(changes.get(left), left).not.toBeNull();
+  });
+
+  it("reads only the pages whose content changed since the last commit, which it checks are its own", async () => {
+    const first = sourceHolding({});
+    const hub = hubOf(names);
+    const status = writerOn(hub, first.source, []);
+    status.synced(MIRROR);
+    await status.flush();
+    const committed = Object.fromEntries(first.written[0]!);
+    // The next write-back, on the commit the first made: one page no longer as it would be written now.
+    const { source, written, read } = sourceHolding({
+      ...committed,
+      [page("c-003")]: "# Cluster status\n\nold\n",
+    });
+    const outcomes: string[] = [];
+    const next = writerOn(hub, source, outcomes);
+    next.synced(MIRROR);
+    await next.flush();
+    expect(outcomes).toEqual(["pushed"]);
+    expect(read.filter((path) => path.startsWith("status/clusters/fleet-system/"))).toEqual([page("c-003")]);
+    expect(written[0]!.get(page("c-003"))).toBe(committed[page("c-003")]);
+    expect(written[0]!.size).toBe(first.written[0]!.size);
   });
 
   it("deletes its index and every page once the fleet no longer summarizes", async () => {
