@@ -334,22 +334,30 @@ async function sampleReplicas(replicas: Replica[], until: { stop: boolean }): Pr
   }
 }
 
-/** The wave check of the upgrade: each CR seen with the new version is checked against its wave's. */
+/**
+ * The wave check of the upgrade: each CR seen with the new version is checked against its wave's. A CR's
+ * baseline is `from` when it was healthy on it as the policy arrived (`healthyAtStart`), and none otherwise:
+ * the gate records a baseline only for a healthy CR, so one never healthy (an unreachable cluster) counts
+ * as changed and unhealthy from the start and takes new content in its own place (docs/rollout.md, 2).
+ */
 class WaveWatch {
   readonly #tracks = new Map<string, WaveCr & { cluster: string }>();
   readonly releasedAt = new Map<string, number>();
   readonly #started = performance.now();
   readonly from: string;
+  readonly healthyAtStart: ReadonlySet<string>;
   readonly waveOf: (cluster: string) => string;
   readonly maxUnavailableOf: (wave: string) => number;
   readonly order: readonly string[];
   constructor(
     from: string,
+    healthyAtStart: ReadonlySet<string>,
     waveOf: (cluster: string) => string,
     maxUnavailableOf: (wave: string) => number,
     order: readonly string[],
   ) {
     this.from = from;
+    this.healthyAtStart = healthyAtStart;
     this.waveOf = waveOf;
     this.maxUnavailableOf = maxUnavailableOf;
     this.order = order;
@@ -368,7 +376,7 @@ class WaveWatch {
         cluster,
         wave: this.waveOf(cluster),
         hash,
-        baseline: this.from,
+        baseline: this.healthyAtStart.has(key) ? this.from : undefined,
         healthy,
         member: true,
         unhealthySince: undefined,
@@ -376,7 +384,7 @@ class WaveWatch {
       };
       if (track.hash !== hash || (!this.#tracks.has(key) && hash !== this.from)) {
         track.changedAt = now;
-        track.wasUnavailable = track.hash !== this.from && !track.healthy;
+        track.wasUnavailable = track.hash !== track.baseline && !track.healthy;
         fresh.push(key);
         this.releasedAt.set(cluster, (performance.now() - this.#started) / 1000);
       }
@@ -546,7 +554,8 @@ try {
   // ── Upgrade 1.22 -> 1.23 through the waves ─────────────────────────────────────────────────────────────
   await git.pushChange(REPO, { files: { "clusters/rollout.yaml": policy }, message: "rollout in waves" });
   await sleep(15_000); // the policy's first sync records the fleet as it is: nothing to roll
-  const waves = new WaveWatch("1.22", waveOf, (wave) => WAVE_MAX_UNAVAILABLE[wave]!, [
+  const healthyAtStart = new Set(atRest.filter(isReady).map(nameOf));
+  const waves = new WaveWatch("1.22", healthyAtStart, waveOf, (wave) => WAVE_MAX_UNAVAILABLE[wave]!, [
     "canary",
     "early",
     "late",
