@@ -31,7 +31,8 @@ interface WorkQueueOptions {
   prepareConcurrency?: number;
   /**
    * The keys that run in places of their own, at most `concurrency` at once beside the workers', read when
-   * the key is dispatched. The per-group bound holds across both.
+   * the key is added (a key's change that puts it in the lane comes with an add). The per-group bound holds
+   * across both.
    */
   lane?: { has(key: string): boolean; concurrency: number };
   baseDelayMs?: number;
@@ -42,7 +43,14 @@ type WorkResult = { requeueAfterMs?: number } | undefined;
 
 export class WorkQueue {
   private readonly queued = new Set<string>();
+  /**
+   * Queued keys in order: the workers' and, apart, the lane's (as `lane.has` said when each was added). Apart,
+   * a pump with every worker busy looks at the lane's keys alone: at a replica's start 1,000 keys are added
+   * at once, and each add looked at every key queued before it (lane.has each time): seconds of one turn
+   * of the event loop, in which the leader's Lease renewal waited.
+   */
   private readonly order: string[] = [];
+  private readonly laneOrder: string[] = [];
   /** Keys in flight, the group each was dispatched under and whether it took a place of the lane. */
   private readonly inFlight = new Map<string, { group: string; inLane: boolean }>();
   private readonly runningPerGroup = new Map<string, number>();
@@ -88,11 +96,16 @@ export class WorkQueue {
     if (this.queued.has(key)) {
       // Queued for a worker and now in the lane (a CR waiting for its install, then deleted): a lane's place
       // may take it at once.
-      if (this.options.lane?.has(key)) this.pump();
+      const index = this.order.indexOf(key);
+      if (index >= 0 && this.options.lane?.has(key)) {
+        this.order.splice(index, 1);
+        this.laneOrder.push(key);
+        this.pump();
+      }
       return;
     }
     this.queued.add(key);
-    this.order.push(key);
+    (this.options.lane?.has(key) ? this.laneOrder : this.order).push(key);
     this.pump();
   }
 
@@ -115,12 +128,12 @@ export class WorkQueue {
   }
 
   get length(): number {
-    return this.order.length;
+    return this.order.length + this.laneOrder.length;
   }
 
   /** Resolves when nothing is queued or running (timers aside). */
   idle(): Promise<void> {
-    if (this.order.length === 0 && this.inFlight.size === 0) return Promise.resolve();
+    if (this.length === 0 && this.inFlight.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -140,6 +153,7 @@ export class WorkQueue {
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
     this.order.length = 0;
+    this.laneOrder.length = 0;
     this.queued.clear();
     await this.idle();
   }
@@ -153,21 +167,16 @@ export class WorkQueue {
   }
 
   private pump(): void {
-    const { concurrency, perGroup, groupOf, lane } = this.options;
-    const laneFree = () => lane !== undefined && this.runningInLane < lane.concurrency;
-    while (!this.stopped && (this.running < concurrency || laneFree())) {
-      const workersFree = this.running < concurrency;
-      let group = "";
-      let inLane = false;
-      const index = this.order.findIndex((k) => {
-        if (this.inFlight.has(k)) return false;
-        inLane = lane?.has(k) ?? false;
-        if (inLane ? !laneFree() : !workersFree) return false;
-        group = groupOf(k);
-        return (this.runningPerGroup.get(group) ?? 0) < perGroup && this.isPrepared(k, group);
-      });
-      if (index < 0) break;
-      const [key] = this.order.splice(index, 1) as [string];
+    const { concurrency, lane } = this.options;
+    while (!this.stopped) {
+      const laneFree = lane !== undefined && this.runningInLane < lane.concurrency;
+      const next =
+        (laneFree ? this.firstRunnable(this.laneOrder) : undefined) ??
+        (this.running < concurrency ? this.firstRunnable(this.order) : undefined);
+      if (!next) break;
+      const { list, index, group } = next;
+      const inLane = list === this.laneOrder;
+      const [key] = list.splice(index, 1) as [string];
       this.prepared.delete(group);
       this.queued.delete(key);
       this.inFlight.set(key, { group, inLane });
@@ -176,9 +185,21 @@ export class WorkQueue {
       else this.running++;
       void this.process(key);
     }
-    if (this.order.length === 0 && this.inFlight.size === 0) {
+    if (this.length === 0 && this.inFlight.size === 0) {
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
+  }
+
+  /** The first key of `list` its group's bound and preparation let run now. */
+  private firstRunnable(list: string[]): { list: string[]; index: number; group: string } | undefined {
+    const { perGroup, groupOf } = this.options;
+    let group = "";
+    const index = list.findIndex((k) => {
+      if (this.inFlight.has(k)) return false;
+      group = groupOf(k);
+      return (this.runningPerGroup.get(group) ?? 0) < perGroup && this.isPrepared(k, group);
+    });
+    return index < 0 ? undefined : { list, index, group };
   }
 
   /** Whether key's group is ready to run it; starts the group's preparation when it must be and may be. */

@@ -36,7 +36,7 @@ async function run(ops: readonly Op[]) {
     async (key) => {
       expect(running.has(key), `${key} runs twice at once`).toBe(false);
       startedAt.set(key, ++tick);
-      if (deleting.has(key)) inLane.add(key); // the lane is read when the key is dispatched
+      if (deleting.has(key)) inLane.add(key); // as when it was added: a deletion only grows
       await new Promise<void>((resolve) => running.set(key, resolve));
       running.delete(key);
       inLane.delete(key);

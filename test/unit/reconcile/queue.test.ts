@@ -269,6 +269,42 @@ describe("work queue: a lane beside the workers", () => {
     await q.idle();
   });
 
+  it("a thousand keys added while every worker is busy: the lane asked once per key, no key looked at again", async () => {
+    // A replica's start: every CR is added at once behind busy workers. Each add looked at every key
+    // queued before it (lane.has, groupOf): 500,000 asks for 1,000 keys, seconds of one turn of the loop.
+    let laneAsks = 0;
+    let groupAsks = 0;
+    const release: (() => void)[] = [];
+    const q = new WorkQueue(
+      () => new Promise<undefined>((resolve) => release.push(() => resolve(undefined))),
+      {
+        concurrency: 2,
+        groupOf: (key) => {
+          groupAsks++;
+          return key;
+        },
+        lane: {
+          has: (key) => {
+            laneAsks++;
+            return key.startsWith("gone/");
+          },
+          concurrency: 3,
+        },
+      },
+    );
+    q.add("busy-1");
+    q.add("busy-2");
+    const [lanes, groups] = [laneAsks, groupAsks];
+    for (let i = 0; i < 1_000; i++) q.add(`cr-${i}`);
+    expect(laneAsks - lanes).toBe(1_000);
+    expect(groupAsks - groups).toBe(0);
+    q.add("gone/1"); // the lane is free: it runs at once though a thousand keys wait for the workers
+    await tick();
+    expect(release).toHaveLength(3);
+    for (const done of release.splice(0)) done();
+    await q.shutdown();
+  });
+
   it("is idle only when the lane's keys are done too", async () => {
     const { q, finish } = laneQueue();
     q.add("a");
