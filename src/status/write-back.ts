@@ -83,6 +83,45 @@ interface StatusWriterOptions {
 }
 
 /**
+ * The status files at their paths, checked against the branch head: none replaces a file not ours. The
+ * clusters' pages the head's index lists that these files do not have (a cluster gone, a fleet that no
+ * longer summarizes) are deleted: those paths only, and each only if it is ours.
+ */
+export async function statusChanges(
+  base: CommitBase,
+  path: string,
+  files: readonly StatusFile[],
+): Promise<Map<string, string | null>> {
+  const at = (name: string) => posix.join(path, name);
+  const ours = (name: string, text: string) => text.startsWith(statusFileHead(name) ?? "");
+  // A big fleet has a page per cluster, most of them as the last commit left them: a file whose blob id
+  // is that of its new content is ours already, and only the others are read.
+  const contents = files.map((file) => redactSecrets(file.content));
+  const ids = await Promise.all(files.map((file) => base.blobId(at(file.name))));
+  const changed = files.filter((_, i) => ids[i] !== null && ids[i] !== blobIdOf(contents[i]!));
+  const texts = await Promise.all(changed.map((file) => base.readFile(at(file.name))));
+  changed.forEach((file, i) => {
+    const text = texts[i];
+    if (text != null && !ours(file.name, text)) {
+      throw new StatusPathTakenError(
+        `status.path ${path}: ${at(file.name)} exists and was not written by knative-fleet; ` +
+          "the status is not committed until status.path names a folder of its own",
+      );
+    }
+  });
+  const changes = new Map(files.map((file, i): [string, string | null] => [at(file.name), contents[i]!]));
+  const index = await base.readFile(at(CLUSTER_INDEX));
+  if (index === null || !ours(CLUSTER_INDEX, index)) return changes;
+  const gone = [...clusterPagesListed(index), CLUSTER_INDEX].filter((name) => !changes.has(at(name)));
+  const stale = await Promise.all(gone.map((name) => base.readFile(at(name))));
+  gone.forEach((name, i) => {
+    const text = stale[i];
+    if (text != null && ours(name, text)) changes.set(at(name), null);
+  });
+  return changes;
+}
+
+/**
  * Commits the fleet's status summary back to Git: only when its content changed (the summary has no
  * timestamps), at most once per interval, pushed with fetch-rebuild-retry by the source (a person's
  * concurrent commit is never lost, never force-pushed over). The status files are outside the fleet globs,
@@ -96,51 +135,13 @@ export class StatusWriter extends SyncReport {
     this.options = options;
   }
 
-  /**
-   * The status files at their paths, checked against the branch head: none replaces a file not ours. The
-   * clusters' pages the head's index lists that these files do not have (a cluster gone, a fleet that no
-   * longer summarizes) are deleted: those paths only, and each only if it is ours.
-   */
-  private async changesOn(
-    base: CommitBase,
-    files: readonly StatusFile[],
-  ): Promise<Map<string, string | null>> {
-    const at = (name: string) => posix.join(this.options.path, name);
-    const ours = (name: string, text: string) => text.startsWith(statusFileHead(name) ?? "");
-    // A big fleet has a page per cluster, most of them as the last commit left them: a file whose blob id
-    // is that of its new content is ours already, and only the others are read.
-    const contents = files.map((file) => redactSecrets(file.content));
-    const ids = await Promise.all(files.map((file) => base.blobId(at(file.name))));
-    const changed = files.filter((_, i) => ids[i] !== null && ids[i] !== blobIdOf(contents[i]!));
-    const texts = await Promise.all(changed.map((file) => base.readFile(at(file.name))));
-    changed.forEach((file, i) => {
-      const text = texts[i];
-      if (text != null && !ours(file.name, text)) {
-        throw new StatusPathTakenError(
-          `status.path ${this.options.path}: ${at(file.name)} exists and was not written by knative-fleet; ` +
-            "the status is not committed until status.path names a folder of its own",
-        );
-      }
-    });
-    const changes = new Map(files.map((file, i): [string, string | null] => [at(file.name), contents[i]!]));
-    const index = await base.readFile(at(CLUSTER_INDEX));
-    if (index === null || !ours(CLUSTER_INDEX, index)) return changes;
-    const gone = [...clusterPagesListed(index), CLUSTER_INDEX].filter((name) => !changes.has(at(name)));
-    const stale = await Promise.all(gone.map((name) => base.readFile(at(name))));
-    gone.forEach((name, i) => {
-      const text = stale[i];
-      if (text != null && ours(name, text)) changes.set(at(name), null);
-    });
-    return changes;
-  }
-
   /** One write-back; throws (after reporting) when it is to be tried again. */
   protected async send(sync: StatusSync): Promise<void> {
     const { source, hub, branch, author, log } = this.options;
     try {
       const files = renderStatusSummary({ resources: await listHubResources(hub), sync });
       const result = await source.commitAndPush({
-        files: (base) => this.changesOn(base, files),
+        files: (base) => statusChanges(base, this.options.path, files),
         message: `status: fleet summary for ${commitInMessage(sync.source.commit)}`,
         author,
         branch,
