@@ -210,7 +210,7 @@ export class LeaderElector {
       renewTime: nowIso,
       leaseTransitions: 0,
     };
-    if (await this.renewOptimistically(spec)) return this.held(sentMs);
+    if (await this.renewOptimistically(nowIso)) return this.held(sentMs);
     try {
       const current = await getLease(this.client, this.namespace, this.name);
       if (!current) {
@@ -243,27 +243,21 @@ export class LeaderElector {
   }
 
   /**
-   * While leading with a record that has not expired: the Lease as this replica last wrote it, renewed with
-   * that resourceVersion. Another's write since makes it a 409, and any failure falls back to the read
-   * (false), as in client-go.
+   * When the Lease as this replica last saw it names this replica: its renewTime moved on, written over that
+   * resourceVersion.
+   * Another's write since makes it a 409, and any failure falls back to the read (false), as in client-go.
+   * client-go also asks that it leads and that the record has not expired; here neither adds a case: a
+   * replica that lost leadership without releasing would renew the same Lease after the read too, and a
+   * leader stops before its own record can expire.
    */
-  private async renewOptimistically(spec: LeaseSpec): Promise<boolean> {
+  private async renewOptimistically(renewTime: string): Promise<boolean> {
     const last = this.lease;
-    const observed = this.observed;
-    if (!this.leading || !last || !observed || observed.holder !== this.identity || this.expired(observed))
-      return false;
+    if (last?.spec?.holderIdentity !== this.identity) return false;
     try {
-      this.lease = await this.write("PUT", {
-        ...last,
-        spec: {
-          ...spec,
-          acquireTime: last.spec?.acquireTime ?? spec.acquireTime,
-          leaseTransitions: last.spec?.leaseTransitions ?? 0,
-        },
-      });
+      this.lease = await this.write("PUT", { ...last, spec: { ...last.spec, renewTime } });
       return true;
     } catch (err) {
-      this.log.debug({ err: String(err) }, "the Lease moved since this replica wrote it; reading it again");
+      this.log.debug({ err: String(err) }, "could not renew over its last write; reading the Lease");
       return false;
     }
   }

@@ -194,7 +194,8 @@ describe("leader election", () => {
 
   it("renews with one write and no read while the Lease is as the leader left it; reads again once it moved", async () => {
     const server = leaseServer();
-    const a = replica(server, "a");
+    const log = capturingLogger();
+    const a = replica(server, "a", {}, undefined, log.logger);
     a.elector.start();
     await until("a leads", () => a.elector.isLeader);
     const renewals = (n: number) => {
@@ -211,6 +212,13 @@ describe("leader election", () => {
     const renewTime = server.lease()!.spec.renewTime;
     await until("renewed after the Lease moved", () => server.lease()!.spec.renewTime > renewTime);
     expect(server.requests.GET).toBe(reads + 1);
+    expect(log.lines()).toContainEqual(
+      expect.objectContaining({
+        level: 20,
+        msg: "could not renew over its last write; reading the Lease",
+        err: expect.stringContaining("409"),
+      }),
+    );
     expect(a.elector.isLeader).toBe(true);
     expect(server.lease()!.spec).toMatchObject({ holderIdentity: "a", leaseTransitions: 0 });
     expect(a.calls.map((c) => c.call)).toEqual(["started"]);
@@ -227,6 +235,19 @@ describe("leader election", () => {
     await until("a stepped down", () => a.calls.map((c) => c.call).includes("stopped"));
     expect(server.lease()!.spec.holderIdentity).toBe("b");
     expect(server.requests.GET).toBeGreaterThan(1);
+    // b never renews: once its record expired, a takes the Lease (a transition), and its renewals keep it.
+    await until("a leads again", () => a.elector.isLeader);
+    const taken = server.lease()!.spec;
+    expect(taken).toMatchObject({ holderIdentity: "a", leaseTransitions: 2 });
+    const puts = server.requests.PUT;
+    await until("renewed twice", () => server.requests.PUT >= puts + 2);
+    expect(server.lease()!.spec).toMatchObject({
+      holderIdentity: "a",
+      acquireTime: taken.acquireTime,
+      leaseTransitions: 2,
+      leaseDurationSeconds: 1,
+    });
+    expect(server.lease()!.spec.renewTime > taken.renewTime).toBe(true);
   });
 
   it("releases the Lease on stop, after onStoppedLeading, so the standby takes over at its next poll", async () => {
