@@ -58,8 +58,8 @@ const ACQUIRE_JITTER = 1.2;
  * Leader election on a coordination.k8s.io/v1 Lease, with client-go's leaderelection semantics:
  *
  * - Every write is a create or an update that carries the resourceVersion last read or written, so of two
- *   replicas racing for the Lease exactly one wins (the other gets a 409). A candidate reads first; a
- *   leader renews over its own last write and reads only when that fails (client-go's fast path).
+ *   replicas racing for the Lease exactly one wins (the other gets a 409). A replica whose last seen Lease
+ *   names it renews over that write and reads only when that fails (client-go's fast path); others read.
  * - Expiry is judged on the local monotonic clock from when this replica last saw the Lease record change,
  *   never from renewTime, so clock skew between replicas cannot cut a term short.
  * - The leader renews every retry period and gives up leading when no renewal has succeeded for
@@ -196,7 +196,7 @@ export class LeaderElector {
 
   /**
    * client-go's tryAcquireOrRenew: one read and at most one conditional write. True when this replica
-   * holds the Lease; false when another holds it unexpired, or on any error (logged). A leader renews
+   * holds the Lease; false when another holds it unexpired, or on any error (logged). A holder renews
    * first without the read (client-go's fast path): one request a renewal instead of two, which is what
    * a busy replica's renewal waits on.
    */
