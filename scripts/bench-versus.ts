@@ -10,7 +10,8 @@
 // (credential plugins included) for the install and at rest. Prints each run, then the medians and the
 // ratios knative-fleet / upstream (at most 1: knative-fleet at or below upstream).
 // Usage: [KNATIVE_FLEET_SANDBOX=<state dir>] node scripts/bench-versus.ts [--spokes 20] [--rounds 3]
-//        [--idle-seconds 60] [--poll-interval 1s]
+//        [--idle-seconds 60] [--poll-interval 1s] [--side knative-fleet|upstream]
+// --side runs one side only (to look into it between full runs): its runs, no ratios.
 // Without KNATIVE_FLEET_SANDBOX a light sandbox of --spokes spokes is started here and stopped at the end
 // (`npm run sandbox -- up --spokes 20 --light` for one to keep). `npm run build` first.
 import { mkdtempSync } from "node:fs";
@@ -43,6 +44,7 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "3" },
     "idle-seconds": { type: "string", default: "60" },
     "poll-interval": { type: "string", default: "1s" },
+    side: { type: "string" },
   },
 });
 const spokeCount = Number(values.spokes);
@@ -53,6 +55,8 @@ if (![spokeCount, rounds, idleSeconds].every((n) => Number.isInteger(n) && n >= 
 
 const SIDES = ["upstream", "knative-fleet"] as const;
 type Side = (typeof SIDES)[number];
+const onlySide = values.side as Side | undefined;
+if (onlySide !== undefined && !SIDES.includes(onlySide)) fail(`--side takes ${SIDES.join(" or ")}`);
 const FLEET_NAMESPACE = "knative-fleet";
 /** Where the upstream operator's CRs live: this build installs into the CR's namespace. */
 const UPSTREAM_NAMESPACE = "knative-serving";
@@ -191,14 +195,14 @@ interface Figures {
 const runs: { side: Side; round: number; figures: Figures }[] = [];
 for (let round = 1; round <= rounds; round++) {
   const order = round % 2 === 1 ? SIDES : [...SIDES].reverse();
-  for (const side of order) {
+  for (const side of order.filter((s) => onlySide === undefined || s === onlySide)) {
     await clear();
     const figures = await measure(side, controllers[side]);
     runs.push({ side, round, figures });
     console.log(`round ${round} ${side}: ${JSON.stringify(figures)}`);
   }
 }
-printTable();
+if (onlySide === undefined) printTable();
 await clear();
 await git.close();
 for (const proxy of proxies) await proxy.close();
