@@ -135,7 +135,8 @@ export function replicaPod(hub: KubeClient, namespace: string, name: string) {
 /**
  * A reverse proxy in front of a sandbox spoke's API server that counts what reaches it, and a copy of the
  * spoke's ClusterProfile in `namespace` naming the proxy: a benchmark's controller reaches the spoke through
- * it, so the requests counted are that controller's own.
+ * it, so the requests counted are that controller's own. It speaks HTTP/2 as the API server does, so each
+ * controller connects as it would to the spoke itself (undici and client-go both take HTTP/2 when offered).
  */
 export async function countingProxyOf(
   hub: KubeClient,
@@ -148,6 +149,7 @@ export async function countingProxyOf(
     cert: testdata("server.crt"),
     routes: { [spoke.name]: spoke.server },
     upstreamCa: Buffer.from(spoke.caData, "base64").toString("utf8"),
+    http2: true,
   });
   await copyClusterProfile(hub, { namespace: sandbox.clusterProfileNamespace, name: spoke.name }, namespace, {
     url: `${proxy.url}/${spoke.name}`,

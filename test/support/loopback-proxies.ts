@@ -1,5 +1,12 @@
 import { readFileSync, writeFileSync } from "node:fs";
-import { createServer as createHttpServer, request as httpRequest, type IncomingMessage } from "node:http";
+import {
+  createServer as createHttpServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type ServerResponse,
+} from "node:http";
+import { createSecureServer, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { createServer as createHttpsServer, request as httpsRequest } from "node:https";
 import {
   type AddressInfo,
@@ -66,12 +73,18 @@ export async function startClusterProxy(options: {
    * (watches) with a 403, a stand-in for what a spoke reports (its /version).
    */
   answer?: (method: string, path: string) => ProxyAnswer | undefined;
-}): Promise<LoopbackProxy & { inFlight(): string[] }> {
+  /**
+   * Speak HTTP/2 as well (ALPN), as the Go servers it stands for do (kube-apiserver, OCM's cluster-proxy):
+   * clients that offer it (undici, client-go) then multiplex their requests over one connection per
+   * cluster instead of opening one per request in flight. The proxy's own requests upstream stay HTTP/1.1.
+   */
+  http2?: boolean;
+}): Promise<LoopbackProxy & { inFlight(): string[]; connectionsAccepted(): number }> {
   const handled: string[] = [];
   /** Requests forwarded and not answered to the end yet: the open watches, and requests to a hung spoke. */
   const open = new Set<string>();
   let sequence = 0;
-  const server = createHttpsServer({ key: options.key, cert: options.cert }, (req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const [, cluster = "", ...rest] = (req.url ?? "/").split("/");
     const upstream = options.routes[cluster];
     if (upstream === undefined) {
@@ -93,17 +106,32 @@ export async function startClusterProxy(options: {
     open.add(request);
     res.on("close", () => open.delete(request));
     const send = target.protocol === "https:" ? httpsRequest : httpRequest;
+    const fromHttp2 = (headers: IncomingHttpHeaders) =>
+      req.httpVersionMajor === 2 ? http1Headers(headers) : headers;
     const forwarded = send(
       target,
-      { method: req.method, headers: { ...req.headers, host: target.host }, ca: options.upstreamCa },
+      {
+        method: req.method,
+        headers: { ...fromHttp2(req.headers), host: target.host },
+        ca: options.upstreamCa,
+      },
       (answer: IncomingMessage) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        res.writeHead(answer.statusCode ?? 502, fromHttp2(answer.headers));
         answer.pipe(res);
       },
     );
     forwarded.on("error", (err) => res.destroy(err));
     req.pipe(forwarded);
-  });
+  };
+  const tls = { key: options.key, cert: options.cert };
+  // HTTP/2's compatibility API has the same request and response methods as HTTP/1.1's.
+  const handleHttp2 = (req: Http2ServerRequest, res: Http2ServerResponse) =>
+    handle(req as unknown as IncomingMessage, res as unknown as ServerResponse);
+  const server = options.http2
+    ? createSecureServer({ ...tls, allowHTTP1: true }, handleHttp2)
+    : createHttpsServer(tls, handle);
+  let accepted = 0;
+  server.on("secureConnection", () => accepted++);
   const sockets = track(server);
   const port = await listen(server);
   return {
@@ -111,8 +139,23 @@ export async function startClusterProxy(options: {
     port,
     handled,
     inFlight: () => [...open].map((r) => r.slice(r.indexOf(" ") + 1)),
+    connectionsAccepted: () => accepted,
     close: () => closeServer(server, sockets),
   };
+}
+
+/** Headers without HTTP/2's pseudo-headers and HTTP/1.1's per-connection ones, which the other protocol refuses. */
+function http1Headers(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const perConnection = new Set([
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+  ]);
+  return Object.fromEntries(
+    Object.entries(headers).filter(([name]) => !name.startsWith(":") && !perConnection.has(name)),
+  );
 }
 
 /** An HTTP proxy that only tunnels (CONNECT), as corporate egress proxies do for TLS. */

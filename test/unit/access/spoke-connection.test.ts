@@ -236,6 +236,27 @@ describe("SpokeConnection", () => {
     }
   });
 
+  it("sends its requests in flight over one HTTP/2 connection when the server offers it, as an API server does", async () => {
+    reset();
+    const proxy = await startClusterProxy({
+      key: testdata("server.key"),
+      cert: testdata("server.crt"),
+      routes: { "spoke-a": url },
+      upstreamCa: testdata("ca.crt"),
+      http2: true,
+    });
+    try {
+      const connection = spoke({ server: `${proxy.url}/spoke-a` });
+      const versions = await Promise.all(Array.from({ length: 8 }, () => getVersion(connection)));
+      expect(versions.map((v) => v.gitVersion)).toEqual(Array(8).fill("v1.35.4"));
+      expect(proxy.handled).toHaveLength(8);
+      // Over HTTP/1.1 each request in flight takes a connection of its own: 8 TLS handshakes, 8 sockets.
+      expect(proxy.connectionsAccepted()).toBe(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("reaches a server on a port WHATWG fetch refuses", async () => {
     reset();
     const forwarder = await startBadPortForwarder({ host: "127.0.0.1", port: Number(new URL(url).port) });

@@ -36,7 +36,7 @@ async function tlsServer() {
       const socket = req.socket as TLSSocket;
       connections.push({
         resumed: socket.isSessionReused(),
-        client: socket.getPeerCertificate().subject?.CN,
+        client: socket.getPeerCertificate().subject?.CN as string | undefined,
       });
       res.writeHead(200, { "content-type": "application/json", connection: "close" });
       res.end(JSON.stringify({ gitVersion: "v1.35.4" }));
