@@ -66,18 +66,34 @@ export async function clearKnative(client: KubeClient, namespaces: readonly stri
       for (const ns of namespaces) if (await client.get("v1", "Namespace", undefined, ns)) return undefined;
       const left = await client.list("apiextensions.k8s.io/v1", "CustomResourceDefinition");
       if (left.items.some((c) => /knative\.dev$/.test(c.metadata.name ?? ""))) return undefined;
-      return (await releaseClusterScoped(client)).length === 0 ? true : undefined;
+      // Deleted again while any is left: the aggregation controller can bring a husk back after a delete.
+      const leftOver = await releaseClusterScoped(client);
+      if (leftOver.length === 0) return true;
+      await deleteClusterScoped(client, leftOver);
+      return undefined;
     },
     180_000,
   );
 }
 
-/** The cluster-scoped objects of the releases on a spoke, whoever applied them. */
+/**
+ * The cluster-scoped objects of the releases on a spoke, whoever applied them, and the aggregated
+ * ClusterRoles' husks: deleted while the aggregation controller still held them, they come back from its
+ * apply of their rules with no labels, no aggregationRule and `rules: null`, and the upstream operator fails
+ * every later install on such a spoke (".rules accessor error: <nil>").
+ */
 async function releaseClusterScoped(client: KubeClient): Promise<ObjectRef[]> {
   const refs = new Map<string, ObjectRef>();
   for (const [apiVersion, kind] of CLUSTER_SCOPED)
     for (const labelSelector of [RELEASE_OBJECTS, `${MANAGED_BY_LABEL}=${MANAGED_BY}`])
       for (const item of (await client.list(apiVersion, kind, { labelSelector })).items)
         refs.set(refKey(refOf(item)), refOf(item));
+  for (const role of (await client.list("rbac.authorization.k8s.io/v1", "ClusterRole")).items)
+    if (
+      role.metadata.name?.startsWith("knative-") &&
+      role.metadata.labels === undefined &&
+      !("aggregationRule" in role)
+    )
+      refs.set(refKey(refOf(role)), refOf(role));
   return [...refs.values()];
 }
