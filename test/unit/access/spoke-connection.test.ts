@@ -102,6 +102,16 @@ function reset(): void {
   rejectNext = 0;
 }
 
+/** An OCM cluster-proxy stand-in routing `/spoke-a/...` to the spoke's server. */
+const clusterProxy = (options: { http2?: boolean } = {}) =>
+  startClusterProxy({
+    key: testdata("server.key"),
+    cert: testdata("server.crt"),
+    routes: { "spoke-a": url },
+    upstreamCa: testdata("ca.crt"),
+    ...options,
+  });
+
 const getVersion = async (connection: SpokeConnection) =>
   (await connection.rest.request<{ gitVersion: string }>({ method: "GET", path: "/version" })).body;
 
@@ -219,12 +229,7 @@ describe("SpokeConnection", () => {
 
   it("sends every request under the server's path prefix, as OCM cluster-proxy publishes it", async () => {
     reset();
-    const proxy = await startClusterProxy({
-      key: testdata("server.key"),
-      cert: testdata("server.crt"),
-      routes: { "spoke-a": url },
-      upstreamCa: testdata("ca.crt"),
-    });
+    const proxy = await clusterProxy();
     try {
       const connection = spoke({ server: `${proxy.url}/spoke-a` });
       expect((await connection.probe(5_000)).kubernetesVersion).toBe("v1.35.4");
@@ -238,13 +243,7 @@ describe("SpokeConnection", () => {
 
   it("sends its requests in flight over one HTTP/2 connection when the server offers it, as an API server does", async () => {
     reset();
-    const proxy = await startClusterProxy({
-      key: testdata("server.key"),
-      cert: testdata("server.crt"),
-      routes: { "spoke-a": url },
-      upstreamCa: testdata("ca.crt"),
-      http2: true,
-    });
+    const proxy = await clusterProxy({ http2: true });
     try {
       const connection = spoke({ server: `${proxy.url}/spoke-a` });
       const versions = await Promise.all(Array.from({ length: 8 }, () => getVersion(connection)));
