@@ -13,8 +13,8 @@
 //        [--idle-seconds 60] [--poll-interval 1s] [--side knative-fleet|upstream] [--ready-limit-seconds 900]
 // --side runs one side only (to look into it between full runs): its runs, no ratios. A run that does not
 // reach all Ready within --ready-limit-seconds is reported as such and left out of the medians (the upstream
-// operator can sit on "`.rules accessor error`" for good: it read an aggregated ClusterRole before the
-// aggregation controller filled it); the rounds go on.
+// operator can sit on "`.rules accessor error`" for good where an aggregated ClusterRole it reads has no
+// rules); the rounds go on.
 // Without KNATIVE_FLEET_SANDBOX a light sandbox of --spokes spokes is started here and stopped at the end
 // (`npm run sandbox -- up --spokes 20 --light` for one to keep). `npm run build` first.
 import { mkdtempSync } from "node:fs";
