@@ -1,3 +1,4 @@
+import { constants } from "node:crypto";
 import { createServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
@@ -22,7 +23,7 @@ afterEach(async () => {
  * every connection after its answer (each request needs a new one) and records, per connection, whether
  * it resumed a TLS session and which client certificate it saw.
  */
-async function tlsServer() {
+async function tlsServer(options: { port?: number; secureOptions?: number } = {}) {
   const connections: { resumed: boolean; client: string | undefined }[] = [];
   const server = createServer(
     {
@@ -31,6 +32,7 @@ async function tlsServer() {
       ca: testdata("ca.crt"),
       requestCert: true,
       rejectUnauthorized: false,
+      ...(options.secureOptions === undefined ? {} : { secureOptions: options.secureOptions }),
     },
     (req, res) => {
       const socket = req.socket as TLSSocket;
@@ -42,9 +44,11 @@ async function tlsServer() {
       res.end(JSON.stringify({ gitVersion: "v1.35.4" }));
     },
   );
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  cleanups.push(() => new Promise((resolve) => server.close(resolve)));
-  return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, connections };
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, "127.0.0.1", resolve));
+  const close = () => new Promise((resolve) => server.close(resolve));
+  cleanups.push(close);
+  const port = (server.address() as AddressInfo).port;
+  return { url: `https://127.0.0.1:${port}`, port, connections, close };
 }
 
 function transportTo(url: string, certificate?: { cert: string; key: string }) {
@@ -102,5 +106,24 @@ describe("KubeTransport's TLS sessions", () => {
     await requestsInTurn(transportTo(one.url).client, 2);
     await requestsInTurn(transportTo(other.url).client, 2);
     expect(other.connections.map((c) => c.resumed)).toEqual([false, true]);
+  });
+
+  it("makes a full handshake when the server restarted and forgot its tickets, then resumes the new session", async () => {
+    const before = await tlsServer();
+    const { client } = transportTo(before.url);
+    await requestsInTurn(client, 2);
+    await before.close();
+    // The same address, new ticket keys: the session held is no longer good there.
+    const after = await tlsServer({ port: before.port });
+    await requestsInTurn(client, 2);
+    expect(before.connections.map((c) => c.resumed)).toEqual([false, true]);
+    expect(after.connections.map((c) => c.resumed)).toEqual([false, true]);
+  });
+
+  it("works with a server that issues no session tickets: every connection a full handshake", async () => {
+    const server = await tlsServer({ secureOptions: constants.SSL_OP_NO_TICKET });
+    const { client } = transportTo(server.url);
+    await requestsInTurn(client, 3);
+    expect(server.connections.map((c) => c.resumed)).toEqual([false, false, false]);
   });
 });
