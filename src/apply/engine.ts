@@ -286,7 +286,7 @@ export async function runApplySet(
   const rest = toApply.filter((o) => !isCrd(o) && o.kind !== "Namespace");
   const ofNewKinds = rest.filter((o) => newKinds.has(o.apiVersion));
   const others = rest.filter((o) => !newKinds.has(o.apiVersion));
-  await phase("crds", () => inParallel(crds, set.concurrency, (o) => client.apply(o)));
+  await phase("crds", () => inParallel(crds, set.concurrency, (o) => client.write(o)));
   const overlapped = await Promise.allSettled([
     crds.length > 0 &&
       phase("crdsEstablished", async () => {
@@ -298,7 +298,7 @@ export async function runApplySet(
         for (const apiVersion of newKinds) client.forgetDiscovery(apiVersion);
       }),
     (async () => {
-      await phase("namespaces", () => inParallel(namespaces, set.concurrency, (o) => client.apply(o)));
+      await phase("namespaces", () => inParallel(namespaces, set.concurrency, (o) => client.write(o)));
       await phase("objects", () => inParallel(others, set.concurrency, (o) => applyOrReplace(client, o)));
     })(),
   ]);
@@ -415,7 +415,7 @@ async function labelNamespace(
   { labels, annotations }: NamespaceMetadata,
 ): Promise<number> {
   if (containsDesired({ labels, annotations }, live?.metadata)) return 0;
-  await set.client.apply({
+  await set.client.write({
     apiVersion: "v1",
     kind: "Namespace",
     metadata: {

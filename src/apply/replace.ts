@@ -21,12 +21,13 @@ const GONE_TIMEOUT_MS = 30_000;
 
 /** Server-side applies `desired`; a Job refused for an immutable field is deleted and created again. */
 export async function applyOrReplace(
-  client: Pick<KubeClient, "apply" | "delete" | "get">,
+  client: Pick<KubeClient, "write" | "delete" | "get">,
   desired: KubeObject,
   goneTimeoutMs = GONE_TIMEOUT_MS,
-): Promise<{ object: KubeObject; replaced: boolean }> {
+): Promise<{ replaced: boolean }> {
   try {
-    return { object: await client.apply(desired), replaced: false };
+    await client.write(desired);
+    return { replaced: false };
   } catch (err) {
     if (!isReplaceable(desired) || !isImmutableFieldError(err)) throw err;
   }
@@ -43,5 +44,6 @@ export async function applyOrReplace(
       throw new Error(`${describeRef(refOf(desired))} was deleted to be replaced but is still there`);
     await sleep(200);
   }
-  return { object: await client.apply(desired), replaced: true };
+  await client.write(desired);
+  return { replaced: true };
 }

@@ -26,6 +26,20 @@ export interface Selection {
 export const FIELD_MANAGER = "knative-fleet";
 
 /**
+ * For a write whose caller reads nothing back: the answer is a Table row without the object (1-1.5 KB)
+ * instead of the whole object, which for a release's CRD is over 100 KB (its last-applied annotation
+ * repeats it, so even its metadata is 60 KB). Receiving and parsing those answers was a large part of an
+ * install's CPU. A server that cannot convert sends the object (the Accept header's second choice); an
+ * error is a Status as ever.
+ */
+const WITHOUT_COPY = {
+  accept: "application/json;as=Table;g=meta.k8s.io;v=v1,application/json",
+  query: { includeObject: "None" },
+} as const;
+
+type ApplyOptions = { dryRun?: boolean; subresource?: "status"; force?: boolean; fieldManager?: string };
+
+/**
  * Unstructured Kubernetes client: discovery-based paths, server-side apply with one field manager, list,
  * delete, status. Discovery is cached per group-version and refreshed on a miss (CRDs appear mid-install).
  */
@@ -105,24 +119,31 @@ export class KubeClient {
    * Server-side apply (field manager knative-fleet, conflicts forced: we are the source of truth). With
    * `force: false` a field another manager owns is a 409 conflict instead.
    */
-  async apply(
-    object: KubeObject,
-    options: { dryRun?: boolean; subresource?: "status"; force?: boolean; fieldManager?: string } = {},
-  ): Promise<KubeObject> {
+  async apply(object: KubeObject, options: ApplyOptions = {}): Promise<KubeObject> {
+    return (await this.sendApply(object, options)).body;
+  }
+
+  /** `apply` for a caller that reads nothing back: the server is asked not to send the object (WITHOUT_COPY). */
+  async write(object: KubeObject, options: ApplyOptions = {}): Promise<void> {
+    await this.sendApply(object, options, WITHOUT_COPY);
+  }
+
+  private async sendApply(object: KubeObject, options: ApplyOptions, answer?: typeof WITHOUT_COPY) {
     const { apiVersion, kind, metadata } = object;
     const base = await this.path(apiVersion, kind, metadata.namespace, metadata.name);
-    const res = await this.rest.request<KubeObject>({
+    return this.rest.request<KubeObject>({
       method: "PATCH",
       path: options.subresource ? `${base}/${options.subresource}` : base,
       query: {
         fieldManager: options.fieldManager ?? FIELD_MANAGER,
         force: options.force ?? true,
         dryRun: options.dryRun ? "All" : undefined,
+        ...answer?.query,
       },
       body: object,
       contentType: "application/apply-patch+yaml",
+      ...(answer ? { accept: answer.accept } : {}),
     });
-    return res.body;
   }
 
   async mergePatch(
@@ -156,6 +177,9 @@ export class KubeClient {
         method: "DELETE",
         path: await this.path(apiVersion, kind, namespace, name),
         body: { kind: "DeleteOptions", apiVersion: "v1", propagationPolicy },
+        // A deleted CRD (and any object deleted with finalizers) would be answered with the whole object.
+        query: WITHOUT_COPY.query,
+        accept: WITHOUT_COPY.accept,
       });
       return true;
     } catch (err) {

@@ -17,7 +17,7 @@ function immutableServer(initial: KubeObject[]) {
   const spec = (o: KubeObject | undefined, field: string) =>
     (o?.spec as Record<string, unknown> | undefined)?.[field];
   const client = {
-    async apply(object: KubeObject) {
+    async write(object: KubeObject) {
       calls.push(`apply ${object.metadata.name}`);
       const live = objects.get(object.metadata.name);
       const immutable = object.kind === "Job" ? "template" : "selector";
@@ -32,7 +32,6 @@ function immutableServer(initial: KubeObject[]) {
       }
       const stored = { ...object, metadata: { ...object.metadata, uid: live?.metadata.uid ?? `u${++uids}` } };
       objects.set(object.metadata.name, stored);
-      return stored;
     },
     async delete(_apiVersion: string, _kind: string, _namespace: string | undefined, name: string) {
       calls.push(`delete ${name}`);
@@ -56,15 +55,16 @@ describe("applyOrReplace", () => {
   it("replaces a Job whose pod template changed: deleted, then created with the new template", async () => {
     const server = immutableServer([job("sidecar.istio.io/inject")]);
     const wanted = job("other");
-    const { object, replaced } = await applyOrReplace(server.client, wanted);
+    const { replaced } = await applyOrReplace(server.client, wanted);
     expect(replaced).toBe(true);
     expect(server.calls).toEqual([
       "apply cleanup-serving-serving-1.22.1",
       "delete cleanup-serving-serving-1.22.1",
       "apply cleanup-serving-serving-1.22.1",
     ]);
-    expect(object.spec).toEqual(wanted.spec);
-    expect(object.metadata.uid).not.toBe("u0");
+    const stored = server.objects.get(wanted.metadata.name) as KubeObject | undefined;
+    expect(stored?.spec).toEqual(wanted.spec);
+    expect(stored?.metadata.uid).not.toBe("u0");
   });
 
   it("applies in place when nothing immutable changes", async () => {
@@ -90,7 +90,7 @@ describe("applyOrReplace", () => {
 
   it("passes any other error of a Job through without deleting it", async () => {
     const server = immutableServer([]);
-    server.client.apply = async () => {
+    server.client.write = async () => {
       throw new KubeApiError("PATCH", "/job", 422, "Invalid", "spec.backoffLimit: must be >= 0");
     };
     await expect(applyOrReplace(server.client, job("x"))).rejects.toThrow(/backoffLimit/);
