@@ -1036,11 +1036,14 @@ class Sim {
       this.advance(30);
       this.sync();
       this.approveRollout();
+      // With every cluster gone Git declares no CR, and the mirror's safeguard (no allowEmpty) prunes none.
+      const declaresNone = CLUSTERS.every((c) => !this.selected.has(c));
       const done =
         this.state?.phase === "Complete" &&
-        [...this.hub.keys()].every((k) =>
-          this.selected.has(k.slice(k.indexOf("/") + 1, k.indexOf("-serving")) as ClusterName),
-        ) &&
+        (declaresNone ||
+          [...this.hub.keys()].every((k) =>
+            this.selected.has(k.slice(k.indexOf("/") + 1, k.indexOf("-serving")) as ClusterName),
+          )) &&
         CLUSTERS.every(
           (c) =>
             !this.selected.has(c) ||
@@ -1702,6 +1705,18 @@ const FOUND: { why: string; shape: PolicyShape; rings: ("a" | "b" | "-")[]; zone
     rings: ["a", "a", "b", "a", "a"],
     ops: [{ op: "brokenRollout", cluster: "c0" }],
     zones: ["none", "none", "America/Caracas", "none", "none"],
+  },
+  {
+    why: "every cluster left: Git declares no CR and the prune safeguard (no allowEmpty) keeps the last one on the hub, which the settling took for a fleet never finished (the model's mistake)",
+    shape: plainShape({ clusterWindows: true }),
+    rings: ["a", "a", "a", "a", "a"],
+    ops: [
+      { op: "depart", cluster: "c0" },
+      { op: "depart", cluster: "c2" },
+      { op: "depart", cluster: "c3" },
+      { op: "select", cluster: "c4", selected: false },
+      { op: "depart", cluster: "c1" },
+    ],
   },
   {
     why: "the canary's file broke, its cluster left and came back: a broken file with no hub CR holds no later wave",
