@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { Agent } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
+import { KubeClient } from "../../../src/kube/client.ts";
 import { isUnanswered, KubeApiError, RestClient, retryAfterMs } from "../../../src/kube/rest.ts";
 
 /** A loopback HTTP server answering each request with the next of `answers` (the last one repeats). */
@@ -121,5 +122,52 @@ describe("isUnanswered", () => {
     expect(answered).toBeInstanceOf(KubeApiError);
     expect(isUnanswered(answered)).toBe(false);
     expect(isUnanswered(new Error("render failed"))).toBe(false);
+  });
+});
+
+describe("KubeClient.write, against servers that answer their own way", () => {
+  const deployment = {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: "controller", namespace: "knative-serving" },
+    spec: { replicas: 1 },
+  };
+  /** Discovery of apps/v1 first, then `write` for the apply. */
+  const server = (write: (req: IncomingMessage, res: ServerResponse) => void) =>
+    serve([
+      (_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(
+          JSON.stringify({ resources: [{ name: "deployments", kind: "Deployment", namespaced: true }] }),
+        );
+      },
+      write,
+    ]);
+
+  it("asks for no copy, and takes the whole object from a server (or a proxy) that sends it anyway", async () => {
+    let asked: { accept?: string; url?: string } = {};
+    const { client } = await server((req, res) => {
+      asked = { accept: req.headers.accept, url: req.url };
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ ...deployment, status: { replicas: 1 } }));
+    });
+    await expect(new KubeClient(client).write(deployment)).resolves.toBeUndefined();
+    expect(asked.accept).toBe("application/json;as=Table;g=meta.k8s.io;v=v1,application/json");
+    expect(asked.url).toContain("includeObject=None");
+  });
+
+  it("takes an answer that is not JSON at all (a gateway's page with 200)", async () => {
+    const { client } = await server((_req, res) => {
+      res.writeHead(200, { "content-type": "text/html" });
+      res.end("<html>ok</html>");
+    });
+    await expect(new KubeClient(client).write(deployment)).resolves.toBeUndefined();
+  });
+
+  it("still fails with the server's Status when the write is refused", async () => {
+    const { client } = await server(status(409, "Conflict"));
+    const refused = await new KubeClient(client).write(deployment).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(KubeApiError);
+    expect((refused as KubeApiError).reason).toBe("Conflict");
   });
 });
