@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { KubeClient, Selection } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { describeRef, field, type KubeObject, nameOf } from "../kube/object.ts";
+import { KubeApiError } from "../kube/rest.ts";
 
 // Waiting for the CRDs an apply pass wrote to become Established: one watch on the cluster, selected as
 // narrowly as the API allows, from the resourceVersion of its list (no event lost between the two), stopped
@@ -134,6 +135,53 @@ async function pollEstablished(
     while (!isCrdEstablished(await client.get(CRD_API_VERSION, CRD_KIND, undefined, name))) {
       if (Date.now() > deadline) throw timedOut(names.slice(i));
       await sleep(pollMs);
+    }
+  }
+}
+
+/** The group-versions and kinds a CRD serves, as objects of it name them. */
+export function servedKinds(crd: KubeObject): { apiVersion: string; kind: string }[] {
+  const group = field(crd, "spec", "group");
+  const kind = field(crd, "spec", "names", "kind");
+  const versions = field(crd, "spec", "versions");
+  if (typeof group !== "string" || typeof kind !== "string" || !Array.isArray(versions)) return [];
+  return versions.flatMap((v) => {
+    const name = field(v, "name");
+    return typeof name === "string" && field(v, "served") !== false
+      ? [{ apiVersion: `${group}/${name}`, kind }]
+      : [];
+  });
+}
+
+/**
+ * Resolves when discovery serves every kind of `crds` (read afresh). The API server sets Established before
+ * its discovery lists the new kind (both follow the CRD, each at its own pace), so a write of the kind right
+ * after Established can find no such kind: under load that gap was seen to last long enough to fail an install.
+ */
+export async function waitServed(
+  client: KubeClient,
+  crds: readonly KubeObject[],
+  options: { timeoutMs: number; pollMs?: number },
+): Promise<void> {
+  const deadline = Date.now() + options.timeoutMs;
+  const kinds = crds.flatMap(servedKinds);
+  for (const apiVersion of new Set(kinds.map((k) => k.apiVersion))) client.forgetDiscovery(apiVersion);
+  for (const { apiVersion, kind } of kinds) {
+    for (;;) {
+      const served = await client.resourceInfo(apiVersion, kind).then(
+        () => true,
+        (err: unknown) => {
+          if (err instanceof KubeApiError && err.reason === "NoKindMatch") return false;
+          throw err;
+        },
+      );
+      if (served) break;
+      if (Date.now() > deadline) {
+        throw new Error(
+          `${kind} (${apiVersion}) is not served ${options.timeoutMs / 1000}s after its CustomResourceDefinition became Established`,
+        );
+      }
+      await sleep(options.pollMs ?? POLL_MS);
     }
   }
 }

@@ -1,13 +1,17 @@
 import { describe, expect, it } from "vitest";
+import { runApplySet } from "../../../src/apply/engine.ts";
 import {
   crdSelection,
   isCrdEstablished,
   notEstablished,
   type OpenCrdCache,
+  servedKinds,
   waitEstablished,
+  waitServed,
 } from "../../../src/apply/established.ts";
 import type { Selection } from "../../../src/kube/client.ts";
 import type { KubeObject } from "../../../src/kube/object.ts";
+import { KubeApiError, type RestRequest } from "../../../src/kube/rest.ts";
 import { FakeKube } from "../../support/fake-kube.ts";
 import { HandCache } from "../../support/hand-cache.ts";
 
@@ -172,5 +176,109 @@ describe("waitEstablished", () => {
     });
     caches[0]!.onError(new Error("list refused"));
     await expect(waiting).rejects.toThrow("missing.x.dev did not become Established within 0.03s");
+  });
+});
+
+/** A CRD of kind Widget in widgets.x.dev, serving these versions (served unless `false`). */
+const widgetCrd = (versions: Record<string, boolean>): KubeObject => ({
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name: "widgets.x.dev", labels: LABELS },
+  spec: {
+    group: "x.dev",
+    names: { kind: "Widget", plural: "widgets" },
+    scope: "Namespaced",
+    versions: Object.entries(versions).map(([name, served]) => ({ name, served, storage: name === "v1" })),
+  },
+});
+
+/**
+ * The API server's discovery of x.dev/v1 starts listing Widget only at its `servedAt`-th read, as a real
+ * one's discovery follows an Established CRD after a while; returns the count of those reads.
+ */
+function discoveryLagging(kube: FakeKube, servedAt: number): { reads: number } {
+  const seen = { reads: 0 };
+  const request = kube.client.rest.request.bind(kube.client.rest);
+  kube.client.rest.request = (req: RestRequest) => {
+    if (req.method === "GET" && req.path === "/apis/x.dev/v1" && ++seen.reads === servedAt) {
+      kube.serveKindsOf([{ apiVersion: "x.dev/v1", kind: "Widget", metadata: { name: "any" } }]);
+    }
+    return request(req);
+  };
+  return seen;
+}
+
+describe("waitServed", () => {
+  it("names the group-versions and kind a CRD serves, not those it stopped serving", () => {
+    expect(servedKinds(widgetCrd({ v1: true, v1alpha1: false, v2: true }))).toEqual([
+      { apiVersion: "x.dev/v1", kind: "Widget" },
+      { apiVersion: "x.dev/v2", kind: "Widget" },
+    ]);
+    expect(servedKinds(crd("a.x.dev"))).toEqual([]);
+  });
+
+  it("reads discovery afresh until the new kind is listed, then ends", async () => {
+    const kube = new FakeKube();
+    kube.serveKindsOf([{ apiVersion: "x.dev/v1", kind: "Gadget", metadata: { name: "any" } }]);
+    // Discovery cached before the CRD: it does not list Widget.
+    await kube.client.resourceInfo("x.dev/v1", "Gadget");
+    const discovery = discoveryLagging(kube, 4);
+    await waitServed(kube.client, [widgetCrd({ v1: true })], { timeoutMs: 5_000, pollMs: 1 });
+    expect(discovery.reads).toBe(4);
+    expect(await kube.client.resourceInfo("x.dev/v1", "Widget")).toEqual({
+      resource: "widgets",
+      namespaced: true,
+    });
+  });
+
+  it("fails after its timeout naming the kind still not served", async () => {
+    const kube = new FakeKube();
+    await expect(
+      waitServed(kube.client, [widgetCrd({ v1: true })], { timeoutMs: 20, pollMs: 2 }),
+    ).rejects.toThrow(
+      "Widget (x.dev/v1) is not served 0.02s after its CustomResourceDefinition became Established",
+    );
+  });
+
+  it("does not wait out what is not a missing kind: a refused discovery fails at once", async () => {
+    const kube = new FakeKube();
+    kube.client.rest.request = () =>
+      Promise.reject(new KubeApiError("GET", "/apis/x.dev/v1", 403, "Forbidden", "no"));
+    const started = Date.now();
+    await expect(
+      waitServed(kube.client, [widgetCrd({ v1: true })], { timeoutMs: 5_000, pollMs: 1 }),
+    ).rejects.toThrow("Forbidden");
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+});
+
+describe("an apply pass that brings a CRD", () => {
+  it("writes the objects of its new kind once discovery lists it, not at Established", async () => {
+    const kube = new FakeKube().serveKindsOf([crd("a.x.dev")]);
+    // The fake sets Established on the CRD's write; discovery lists Widget only at its sixth read (the pass
+    // reads it twice before the CRD is written, and a write refreshes a miss once).
+    discoveryLagging(kube, 6);
+    const widget: KubeObject = {
+      apiVersion: "x.dev/v1",
+      kind: "Widget",
+      metadata: { name: "w", namespace: "ns" },
+    };
+    await runApplySet(
+      {
+        client: kube.client,
+        namespace: "ns",
+        labels: LABELS,
+        concurrency: 2,
+        inventoryObject: (refs) => ({
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { name: "inventory", namespace: "ns" },
+          data: { refs: JSON.stringify(refs) },
+        }),
+      },
+      [widgetCrd({ v1: true }), widget],
+      "apply",
+    );
+    expect(kube.find("Widget", "w")).toBeDefined();
   });
 });
