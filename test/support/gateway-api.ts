@@ -1,4 +1,5 @@
 import type { KubeClient } from "../../src/kube/client.ts";
+import { field, type KubeObject, nameOf } from "../../src/kube/object.ts";
 import { waitUntil } from "./wait.ts";
 
 // Gateway API CRDs on a sandbox spoke, minimal but named as the real ones: what the preflight of a
@@ -48,17 +49,27 @@ export async function removeGatewayApi(client: KubeClient): Promise<void> {
       `${plural}.gateway.networking.k8s.io`,
     );
   }
-  await waitUntil("the Gateway API CRDs gone", async () => {
-    const left = await Promise.all(
-      GATEWAY_API.map((plural) =>
-        client.get(
-          "apiextensions.k8s.io/v1",
-          "CustomResourceDefinition",
-          undefined,
-          `${plural}.gateway.networking.k8s.io`,
+  let left: KubeObject[] = [];
+  await waitUntil(
+    "the Gateway API CRDs gone",
+    async () => {
+      const found = await Promise.all(
+        GATEWAY_API.map((plural) =>
+          client.get(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            undefined,
+            `${plural}.gateway.networking.k8s.io`,
+          ),
         ),
-      ),
-    );
-    return left.every((crd) => crd === undefined) ? true : undefined;
+      );
+      left = found.filter((crd) => crd !== undefined);
+      return left.length === 0 ? true : undefined;
+    },
+    120_000,
+  ).catch((err: unknown) => {
+    // What holds a CRD's deletion is in its Terminating condition (the API server's CRD finalizer says why).
+    const held = left.map((crd) => `${nameOf(crd)}: ${JSON.stringify(field(crd, "status", "conditions"))}`);
+    throw new Error(`${(err as Error).message}; still there: ${held.join("; ")}`);
   });
 }
