@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { DESIRED_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL } from "../api/labels.ts";
 import { FIELD_MANAGER, type KubeClient } from "../kube/client.ts";
 import {
+  field,
   isCrd,
   type KubeObject,
   nameOf,
@@ -14,7 +15,7 @@ import {
 import { isConflict } from "../kube/rest.ts";
 import { containsDesired, isUpToDate, withDesiredHash } from "./compare.ts";
 import { type DriftedObject, describeDrift, hasAddedKeys } from "./drift.ts";
-import { servedKinds, waitEstablished, waitServed } from "./established.ts";
+import { waitEstablished, waitServed } from "./established.ts";
 import { decodeInventory } from "./inventory.ts";
 import { withLastApplied } from "./last-applied.ts";
 import { ignoreNoKind, readLive } from "./live.ts";
@@ -281,7 +282,7 @@ export async function runApplySet(
   const namespaces = toApply.filter((o) => o.kind === "Namespace");
   // Objects of a kind a CRD of this pass brings wait until it is Established; the others need not: they
   // go in meanwhile (Deployments start rolling out while the API server sets up the new kinds).
-  const newKinds = new Set(crds.flatMap((crd) => servedKinds(crd).map((k) => k.apiVersion)));
+  const newKinds = new Set(crds.flatMap(servedVersions));
   const rest = toApply.filter((o) => !isCrd(o) && o.kind !== "Namespace");
   const ofNewKinds = rest.filter((o) => newKinds.has(o.apiVersion));
   const others = rest.filter((o) => !newKinds.has(o.apiVersion));
@@ -295,7 +296,8 @@ export async function runApplySet(
           labels: set.labels,
           onWatchError: set.onCrdWatchError,
         });
-        await waitServed(client, crds, { timeoutMs });
+        for (const apiVersion of newKinds) client.forgetDiscovery(apiVersion);
+        await waitServed(client, ofNewKinds, { timeoutMs });
       }),
     (async () => {
       await phase("namespaces", () => inParallel(namespaces, set.concurrency, (o) => client.write(o)));
@@ -454,4 +456,15 @@ async function applyInventory(set: ApplySet, current: KubeObject | undefined, re
   const stamped = withDesiredHash(desired);
   if (current && isUpToDate(stamped, current)) return { object: current, written: false };
   return { object: await set.client.apply(stamped), written: true };
+}
+
+/** The apiVersions (group/version) a CRD serves. */
+function servedVersions(crd: KubeObject): string[] {
+  const group = field(crd, "spec", "group");
+  const versions = field(crd, "spec", "versions");
+  if (typeof group !== "string" || !Array.isArray(versions)) return [];
+  return versions.flatMap((v) => {
+    const name = field(v, "name");
+    return typeof name === "string" && field(v, "served") !== false ? [`${group}/${name}`] : [];
+  });
 }

@@ -139,34 +139,22 @@ async function pollEstablished(
   }
 }
 
-/** The group-versions and kinds a CRD serves, as objects of it name them. */
-export function servedKinds(crd: KubeObject): { apiVersion: string; kind: string }[] {
-  const group = field(crd, "spec", "group");
-  const kind = field(crd, "spec", "names", "kind");
-  const versions = field(crd, "spec", "versions");
-  if (typeof group !== "string" || typeof kind !== "string" || !Array.isArray(versions)) return [];
-  return versions.flatMap((v) => {
-    const name = field(v, "name");
-    return typeof name === "string" && field(v, "served") !== false
-      ? [{ apiVersion: `${group}/${name}`, kind }]
-      : [];
-  });
-}
-
 /**
- * Resolves when discovery serves every kind of `crds` (read afresh). The API server sets Established before
- * its discovery lists the new kind (both follow the CRD, each at its own pace), so a write of the kind right
- * after Established can find no such kind: under load that gap was seen to last long enough to fail an install.
+ * Resolves when discovery serves the kind of each of `objects` (one read, then another after each miss). The
+ * API server sets a new CRD Established before its discovery lists the kind (both follow the CRD, each at
+ * its own pace), so a write right after Established can find no such kind: under load that gap was seen to
+ * outlast the one re-read a write makes on a miss, and fail an install.
  */
 export async function waitServed(
   client: KubeClient,
-  crds: readonly KubeObject[],
+  objects: readonly { apiVersion: string; kind: string }[],
   options: { timeoutMs: number; pollMs?: number },
 ): Promise<void> {
   const deadline = Date.now() + options.timeoutMs;
-  const kinds = crds.flatMap(servedKinds);
-  for (const apiVersion of new Set(kinds.map((k) => k.apiVersion))) client.forgetDiscovery(apiVersion);
-  for (const { apiVersion, kind } of kinds) {
+  const kinds = new Map(
+    objects.map(({ apiVersion, kind }) => [`${apiVersion}/${kind}`, { apiVersion, kind }]),
+  );
+  for (const { apiVersion, kind } of kinds.values()) {
     for (;;) {
       const served = await client.resourceInfo(apiVersion, kind).then(
         () => true,
