@@ -25,15 +25,21 @@ const pipe = (a: Socket, b: Socket) => {
   b.on("error", () => a.destroy());
 };
 
-for (const port of ports.map(Number)) {
+const listening = ports.map(Number).map((port) => {
   const socketPath = join(dir, `${port}.sock`);
   const server = createServer((client) =>
     pipe(client, side === "host" ? connect(port, "127.0.0.1") : connect(socketPath)),
   );
-  if (side === "host") {
-    rmSync(socketPath, { force: true });
-    server.listen(socketPath);
-  } else {
-    server.listen(port, "127.0.0.1");
-  }
-}
+  return new Promise<void>((resolve) => {
+    if (side === "host") {
+      rmSync(socketPath, { force: true });
+      server.listen(socketPath, resolve);
+    } else {
+      server.listen(port, "127.0.0.1", resolve);
+    }
+  });
+});
+// The node waits for this line before its containerd and kubelet start: a connection they open first could
+// take one of these ports as its own local port, and the listen would then fail (EADDRINUSE).
+await Promise.all(listening);
+process.stdout.write(`netns-forward ${process.pid}: listening\n`);

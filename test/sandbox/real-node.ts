@@ -104,10 +104,19 @@ export async function startRealNode(
     mkdirSync(sockets, { recursive: true });
     const ports = options.ownNetwork.ports.map(String);
     startProcess(stateDir, `${name}-forward-host`, process.execPath, [FORWARD, "host", sockets, ...ports]);
-    startProcess(
+    const forward = startProcess(
       stateDir,
       `${name}-forward-node`,
       ...inNode(process.execPath, [FORWARD, "node", sockets, ...ports]),
+    );
+    const log = join(stateDir, "logs", `${name}-forward-node.log`);
+    await waitFor(
+      `${name}'s forwarded ports listening`,
+      async () => {
+        if (forward.exited()) throw new Error(`its forward exited; see ${log}`);
+        return readFileSync(log, "utf8").includes(`netns-forward ${forward.pid}: listening`);
+      },
+      30_000,
     );
   }
   const socket = join(dir, "containerd.sock");
