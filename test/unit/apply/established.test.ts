@@ -178,8 +178,8 @@ describe("waitEstablished", () => {
   });
 });
 
-/** A CRD of kind Widget in widgets.x.dev, serving these versions (served unless `false`). */
-const widgetCrd = (versions: Record<string, boolean>): KubeObject => ({
+/** The CRD of kind Widget in x.dev, served in v1. */
+const WIDGET_CRD: KubeObject = {
   apiVersion: "apiextensions.k8s.io/v1",
   kind: "CustomResourceDefinition",
   metadata: { name: "widgets.x.dev", labels: LABELS },
@@ -187,9 +187,9 @@ const widgetCrd = (versions: Record<string, boolean>): KubeObject => ({
     group: "x.dev",
     names: { kind: "Widget", plural: "widgets" },
     scope: "Namespaced",
-    versions: Object.entries(versions).map(([name, served]) => ({ name, served, storage: name === "v1" })),
+    versions: [{ name: "v1", served: true, storage: true }],
   },
-});
+};
 
 /**
  * The API server's discovery of x.dev/v1 starts listing Widget only at its `servedAt`-th read, as a real
@@ -267,7 +267,7 @@ describe("an apply pass that brings a CRD", () => {
           data: { refs: JSON.stringify(refs) },
         }),
       },
-      [widgetCrd({ v1: true }), widget],
+      [WIDGET_CRD, widget],
       "apply",
     );
     expect(kube.find("Widget", "w")).toBeDefined();
