@@ -3,6 +3,7 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { z } from "zod";
 import { ROLLOUT_START_OVER_ANNOTATION } from "../api/labels.ts";
 import { canonicalJson } from "../apply/compare.ts";
+import { compareStrings } from "../fleet/diagnostic.ts";
 import { isRecord } from "../kube/object.ts";
 import { commitInMessage } from "../text/commit.ts";
 
@@ -375,7 +376,7 @@ export function peekRolloutState(
 export function historyOf(state: RolloutState): { wave: string; opened?: string; completed: string }[] {
   return Object.entries(state.waves)
     .flatMap(([wave, times]) => (times.completed ? [{ wave, ...times, completed: times.completed }] : []))
-    .sort((a, b) => a.completed.localeCompare(b.completed));
+    .sort((a, b) => compareStrings(a.completed, b.completed));
 }
 
 /** The rollout's name in messages: `rollout of <commit>`, the first commit that changed a CR's content. */
