@@ -42,7 +42,7 @@ const REPORT = `
   await new Promise((quiet) => setTimeout(quiet, 1000));
   const status = (await import("node:fs")).readFileSync("/proc/self/status", "utf8");
   const kib = (field) => Number(new RegExp("^" + field + ":\\\\s+(\\\\d+)", "m").exec(status)[1]);
-  console.log(JSON.stringify({ rss: kib("VmRSS"), file: kib("RssFile"), anon: kib("RssAnon") }));`;
+  console.log(JSON.stringify({ rss: kib("VmRSS"), file: kib("RssFile") }));`;
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mib = (kib: number) => (kib / 1024).toFixed(1).padStart(6);
@@ -56,7 +56,7 @@ for (const step of STEPS) {
       [...nodeArgs, "--input-type=module", "-e", `${step.code}\n${REPORT}`],
       { cwd: repoRoot, env: { ...process.env, ...env }, encoding: "utf8" },
     );
-    return JSON.parse(out.trim().split("\n").at(-1)!) as { rss: number; file: number; anon: number };
+    return JSON.parse(out.trim().split("\n").at(-1)!) as { rss: number; file: number };
   });
   const rss = median(samples.map((s) => s.rss));
   const file = median(samples.map((s) => s.file));
