@@ -12,6 +12,8 @@ export default defineConfig({
           name: "unit",
           include: ["test/unit/**/*.test.ts"],
           environment: "node",
+          // Every core: vitest's default leaves one to itself, which on CI's two cores is one file at a time.
+          maxWorkers: "100%",
         },
       },
       {
@@ -19,6 +21,9 @@ export default defineConfig({
           name: "git",
           include: ["test/integration/git/**/*.test.ts"],
           environment: "node",
+          // One file at a time like the integration project, whose group it joins (projects that run
+          // together must have one worker count).
+          maxWorkers: 1,
           testTimeout: 60_000,
         },
       },
