@@ -8,6 +8,7 @@ import { clusterProfileResource } from "../../../src/access/clusterprofile-versi
 import { OPERATOR_API_VERSION } from "../../../src/api/knative.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { type KubeObject, nameOf } from "../../../src/kube/object.ts";
+import { KubeApiError } from "../../../src/kube/rest.ts";
 import { base64, testdata } from "../../support/access-pki.ts";
 import { writeServiceConfig } from "../../support/fleet-service.ts";
 import { type GitServer, startGitServer } from "../../support/git-server.ts";
@@ -88,6 +89,49 @@ function v1alpha2Crd(): KubeObject {
   v2.storage = true;
   crd.spec.versions = [v1, v2];
   return crd;
+}
+
+/** The storage version hash discovery gives ClusterProfiles: it changes once the API server stores another version. */
+async function clusterProfileStorageHash(hub: KubeClient): Promise<string | undefined> {
+  const { body } = await hub.rest.request<{ resources: { name: string; storageVersionHash?: string }[] }>({
+    method: "GET",
+    path: `/apis/${GROUP}/v1alpha1`,
+  });
+  return body.resources.find((r) => r.name === "clusterprofiles")?.storageVersionHash;
+}
+
+/**
+ * The hub's CRD as the sandbox had it, for the files that follow: with v1alpha2 left in
+ * status.storedVersions, the README's `kubectl apply` of the v1alpha1 CRD conflicts. The way the storage
+ * version migrator goes: v1alpha1 stored again, every ClusterProfile rewritten in it, v1alpha2 dropped
+ * from storedVersions, then the CRD's file.
+ */
+async function restoreV1alpha1Crd(hub: KubeClient): Promise<void> {
+  const stored = await clusterProfileStorageHash(hub);
+  const restored = v1alpha2Crd() as KubeObject & { spec: { versions: { name: string; storage: boolean }[] } };
+  for (const v of restored.spec.versions) v.storage = v.name === "v1alpha1";
+  await hub.apply(restored);
+  await waitUntil("ClusterProfiles stored as v1alpha1", async () =>
+    (await clusterProfileStorageHash(hub)) !== stored ? true : undefined,
+  );
+  // An empty patch rewrites an object in the storage version (its stored bytes differ).
+  for (const profile of (await hub.list(`${GROUP}/v1alpha1`, "ClusterProfile")).items)
+    await hub
+      .mergePatch(`${GROUP}/v1alpha1`, "ClusterProfile", profile.metadata.namespace, nameOf(profile), {})
+      .catch((err: unknown) => {
+        if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+      });
+  const name = `clusterprofiles.${GROUP}`;
+  await hub.apply(
+    {
+      apiVersion: "apiextensions.k8s.io/v1",
+      kind: "CustomResourceDefinition",
+      metadata: { name },
+      status: { storedVersions: ["v1alpha1"] },
+    } as KubeObject,
+    { subresource: "status" },
+  );
+  await hub.apply(parseAllDocuments(readFileSync(clusterProfileCrdPath(), "utf8"))[0]!.toJSON());
 }
 
 const condition = {
@@ -385,18 +429,10 @@ describe("knative-fleet run against OCM- and GKE-shaped ClusterProfiles on a v1a
     for (const ns of [OCM_NAMESPACE, GKE_NAMESPACE, FOREIGN_NAMESPACE, GKE_CREDENTIALS])
       await hub.delete("v1", "Namespace", undefined, ns).catch(() => {});
     await hub.delete("v1", "Secret", sandbox.clusterProfileNamespace, "knative-fleet-git").catch(() => {});
-    // Back to v1alpha1 as the storage version for the files that follow (v1alpha2 stays served: it is in
-    // status.storedVersions now).
-    if (originalCrd) {
-      const restored = v1alpha2Crd() as KubeObject & {
-        spec: { versions: { name: string; storage: boolean }[] };
-      };
-      for (const v of restored.spec.versions) v.storage = v.name === "v1alpha1";
-      await hub.apply(restored).catch(() => {});
-    }
     await Promise.all(proxies.map((p) => p.close()));
     await new Promise<void>((resolve) => (attacker ? attacker.close(() => resolve()) : resolve()));
     await git?.close();
+    if (originalCrd) await restoreV1alpha1Crd(hub);
   });
 
   it("reads ClusterProfiles in the version the hub stores", async () => {
