@@ -50,6 +50,10 @@ const GKE_CREDENTIALS = "gke-credentials";
 const REPO = "shapes";
 const GROUP = "multicluster.x-k8s.io";
 
+/** The ClusterProfile CRD's file in ../shared/crds (v1alpha1 only), as the sandbox installs it. */
+const v1alpha1Crd = (): KubeObject =>
+  parseAllDocuments(readFileSync(clusterProfileCrdPath(), "utf8"))[0]!.toJSON();
+
 /**
  * The v1alpha2 CRD, generated from the v1alpha1 one in ../shared/crds as PR #65 changed it (source:
  * kubernetes-sigs/cluster-inventory-api apis/v1alpha2/clusterprofile_types.go at 2c9add11d437): no
@@ -57,7 +61,7 @@ const GROUP = "multicluster.x-k8s.io";
  * version; v1alpha1 stays served, as a hub in the middle of the upgrade has it.
  */
 function v1alpha2Crd(): KubeObject {
-  const crd = parseAllDocuments(readFileSync(clusterProfileCrdPath(), "utf8"))[0]!.toJSON() as KubeObject & {
+  const crd = v1alpha1Crd() as KubeObject & {
     spec: { versions: { name: string; storage: boolean; schema: { openAPIV3Schema: Schema } }[] };
   };
   type Schema = { properties: Record<string, Schema>; items?: Schema; [key: string]: unknown };
@@ -121,17 +125,16 @@ async function restoreV1alpha1Crd(hub: KubeClient): Promise<void> {
       .catch((err: unknown) => {
         if (!(err instanceof KubeApiError && err.status === 404)) throw err;
       });
-  const name = `clusterprofiles.${GROUP}`;
   await hub.apply(
     {
       apiVersion: "apiextensions.k8s.io/v1",
       kind: "CustomResourceDefinition",
-      metadata: { name },
+      metadata: { name: `clusterprofiles.${GROUP}` },
       status: { storedVersions: ["v1alpha1"] },
     } as KubeObject,
     { subresource: "status" },
   );
-  await hub.apply(parseAllDocuments(readFileSync(clusterProfileCrdPath(), "utf8"))[0]!.toJSON());
+  await hub.apply(v1alpha1Crd());
 }
 
 const condition = {
